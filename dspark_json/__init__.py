@@ -1,0 +1,58 @@
+"""dspark-json: turn vLLM (OpenAI-compatible) answers into typed Spark tables.
+
+    import dspark_json
+    dspark_json.register(spark)
+    df = (spark.readStream.format("dspark-json")
+          .option("endpoint", "http://vllm:8000")
+          .option("prompts", "/data/prompts")
+          .option("responseFormat", "/data/schema.json")
+          .load())
+    dspark_json.write_delta(df, "/data/answers", checkpoint="/data/_checkpoint")
+
+Importing this package never imports cuDF, RMM or CUDA; the GPU parser loads them on use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dspark_json.delta import write_delta
+from dspark_json.errors import (
+    BackendUnavailable,
+    DSparkJsonError,
+    OptionError,
+    RecordError,
+    SchemaError,
+    ServerError,
+)
+from dspark_json.options import OPTION_SPECS, Options
+from dspark_json.schema import json_schema_to_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = [
+    "OPTION_SPECS",
+    "BackendUnavailable",
+    "DSparkJsonError",
+    "OptionError",
+    "Options",
+    "RecordError",
+    "SchemaError",
+    "ServerError",
+    "__version__",
+    "json_schema_to_spark",
+    "register",
+    "write_delta",
+]
+
+__version__ = "0.1.0"
+
+FORMAT = "dspark-json"
+
+
+def register(spark: SparkSession) -> None:
+    """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads)."""
+    from dspark_json.source import DSparkJsonDataSource
+
+    spark.dataSource.register(DSparkJsonDataSource)

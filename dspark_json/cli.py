@@ -1,0 +1,141 @@
+"""The ``dspark-json`` command: ``demo`` and ``simulate``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import shutil
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+
+__all__ = ["main"]
+
+_PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "keyboard"]
+_OPINIONS = ["arrived broken", "works as promised", "is louder than expected",
+             "exceeded my hopes", "stopped working after a week", "is fine for the price"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dspark-json", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    sim = commands.add_parser("simulate", help="run the vLLM-compatible simulator")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--model", default="dspark-sim")
+    sim.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
+
+    demo = commands.add_parser("demo", help="stream sample prompts through the simulator to Delta")
+    demo.add_argument("--rows", type=int, default=300)
+    demo.add_argument("--workdir", default="demo-output")
+    demo.add_argument("--parse-mode", default="auto", choices=["auto", "cpu", "gpu"])
+
+    args = parser.parse_args(argv)
+    if args.command == "simulate":
+        try:
+            asyncio.run(_simulate(args))
+        except KeyboardInterrupt:
+            pass
+        return 0
+    return _demo(args)
+
+
+async def _simulate(args: argparse.Namespace) -> None:
+    from dspark_json.simulator import run
+
+    await run(args.host, args.port, model=args.model, seed=args.seed, latency=args.latency)
+
+
+def _say(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def write_sample_prompts(directory: Path, rows: int, *, files: int = 3) -> None:
+    """``rows`` review-analysis prompts over ``files`` JSONL files, renamed into place."""
+    directory.mkdir(parents=True, exist_ok=True)
+    per_file = -(-rows // files)
+    for f in range(files):
+        lines = []
+        for i in range(f * per_file, min(rows, (f + 1) * per_file)):
+            product = _PRODUCTS[i % len(_PRODUCTS)]
+            opinion = _OPINIONS[(i * 7) % len(_OPINIONS)]
+            review = f"The {product} {opinion}."
+            lines.append(json.dumps({
+                "custom_id": f"review-{i:05d}",
+                "prompt": f"Analyse this product review and answer in JSON: {review}",
+                "product": product,
+                "shard": f,
+            }))
+        tmp = directory / f".part-{f:05d}.jsonl"
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.rename(directory / f"part-{f:05d}.jsonl")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    import dspark_json
+    from dspark_json.local import SimulatorProcess, local_spark
+
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    work = Path(args.workdir).resolve()
+    shutil.rmtree(work, ignore_errors=True)
+    prompts, table, checkpoint = work / "prompts", work / "table", work / "_checkpoint"
+    schema_file = work / "review_schema.json"
+    work.mkdir(parents=True)
+    schema_file.write_text(
+        resources.files("dspark_json").joinpath("examples/review_schema.json").read_text()
+    )
+    write_sample_prompts(prompts, args.rows)
+    _say(f"dspark-json demo: {args.rows} prompts in {prompts}")
+
+    with SimulatorProcess() as server:
+        _say(f"simulator (vLLM-compatible) at {server.url}")
+        spark = local_spark("dspark-json demo")
+        try:
+            dspark_json.register(spark)
+            df = (
+                spark.readStream.format("dspark-json")
+                .option("endpoint", server.url)
+                .option("prompts", str(prompts))
+                .option("responseFormat", str(schema_file))
+                .option("parseMode", args.parse_mode)
+                .load()
+            )
+            started = time.perf_counter()
+            query = dspark_json.write_delta(
+                df, str(table), checkpoint=str(checkpoint), trigger={"availableNow": True}
+            )
+            query.awaitTermination()
+            elapsed = time.perf_counter() - started
+        finally:
+            spark.stop()
+        requests = server.stats().get("chat_completions", 0)
+    _report(table, elapsed, requests)
+    return 0
+
+
+def _report(table_path: Path, elapsed: float, requests: int) -> None:
+    from deltalake import DeltaTable
+
+    delta = DeltaTable(str(table_path))
+    table = delta.to_pyarrow_table()
+    rows = table.num_rows
+    statuses = Counter(table.column("_status").to_pylist())
+    _say(f"streamed {rows} rows into Delta table {table_path} (version {delta.version()}) "
+         f"in {elapsed:.1f}s: {rows / elapsed:.0f} rows/s, {requests} requests to the server")
+    _say(f"row status: {dict(statuses)}")
+    _say("first rows (custom_id, product, parsed.sentiment, parsed.score, parsed.stars, "
+         "parsed.topics, created):")
+    sample = table.sort_by("custom_id").slice(0, 5).to_pylist()
+    for row in sample:
+        parsed = row["parsed"] or {}
+        _say(f"  {row['custom_id']}  {row['product']:<15} {parsed.get('sentiment')!s:<9} "
+             f"{parsed.get('score')!s:<7} {parsed.get('stars')!s:<2} {parsed.get('topics')} "
+             f"{row['created']:%Y-%m-%d %H:%M:%S}")

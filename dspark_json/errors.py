@@ -1,0 +1,48 @@
+"""Exceptions raised by dspark-json.
+
+Every message stands alone: Spark copies it into an ``AnalysisException`` or a streaming query's
+failure text, far from the code that raised it. It names the option or the row, the value and the
+fix. Third-party errors are translated at one boundary each, always ``raise Ours(...) from exc``.
+
+    DSparkJsonError
+     ├── OptionError            an option is unknown, missing or has a bad value (at ``.load()``)
+     ├── SchemaError            a schema (user, JSON Schema) cannot be turned into Spark types
+     ├── ServerError            the model server cannot be reached or refuses the query's setup
+     ├── BackendUnavailable     ``parseMode=gpu`` where cuDF or a CUDA device is missing
+     └── RecordError            FAILFAST: a row could not be fetched or parsed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendUnavailable",
+    "DSparkJsonError",
+    "OptionError",
+    "RecordError",
+    "SchemaError",
+    "ServerError",
+]
+
+
+class DSparkJsonError(Exception):
+    """Base class of every error dspark-json raises on purpose."""
+
+
+class OptionError(DSparkJsonError, ValueError):
+    """An option is unknown, missing, or has a value that is not allowed."""
+
+
+class SchemaError(DSparkJsonError, ValueError):
+    """A schema cannot be mapped to Spark types."""
+
+
+class ServerError(DSparkJsonError):
+    """The model server is unreachable or does not serve what the query needs."""
+
+
+class BackendUnavailable(DSparkJsonError):
+    """The parse backend that was asked for cannot run on this machine."""
+
+
+class RecordError(DSparkJsonError):
+    """FAILFAST mode met a row it could not fetch or parse."""

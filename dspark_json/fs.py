@@ -1,0 +1,73 @@
+"""Paths the executors touch, resolved through pyarrow's filesystems (local, s3://, gs://, ...).
+
+No bare ``open()`` anywhere else: on a cluster the prompt input, the journal and the table live on
+shared storage, and pyarrow knows how to reach it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pyarrow.fs as pafs
+
+__all__ = ["FileEntry", "is_remote_uri", "list_files", "read_bytes", "read_text", "resolve"]
+
+
+def is_remote_uri(path: str) -> bool:
+    """True for ``scheme://...`` URIs other than ``file://``."""
+    return "://" in path and not path.startswith("file://")
+
+
+def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem that holds ``uri`` and the path inside it."""
+    if "://" in uri:
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+class FileEntry:
+    """A file in a listed directory: its name (relative to the directory), path and size."""
+
+    __slots__ = ("name", "path", "size")
+
+    def __init__(self, name: str, path: str, size: int) -> None:
+        self.name = name
+        self.path = path
+        self.size = size
+
+    def __repr__(self) -> str:
+        return f"FileEntry({self.name!r}, size={self.size})"
+
+
+def list_files(directory: str, *, suffixes: tuple[str, ...]) -> list[FileEntry]:
+    """Files directly in ``directory`` ending in one of ``suffixes``, sorted by name.
+
+    Names starting with ``.`` or ``_`` are skipped, as in Spark's file sources: a writer puts a
+    file in place atomically by writing ``.name.tmp`` (or ``_name``) and renaming it.
+    """
+    fs, root = resolve(directory)
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=False))
+    entries = []
+    for info in infos:
+        name = info.base_name
+        if info.type != pafs.FileType.File or name.startswith((".", "_")):
+            continue
+        if not name.endswith(suffixes):
+            continue
+        uri = directory.rstrip("/") + "/" + name
+        entries.append(FileEntry(name, uri, info.size or 0))
+    entries.sort(key=lambda e: e.name)
+    return entries
+
+
+def read_bytes(uri: str) -> bytes:
+    """The whole content of one file."""
+    fs, path = resolve(uri)
+    with fs.open_input_stream(path) as stream:
+        data: bytes = stream.read()
+    return data
+
+
+def read_text(uri: str) -> str:
+    """The whole content of one UTF-8 text file."""
+    return read_bytes(uri).decode("utf-8")

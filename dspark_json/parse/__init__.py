@@ -1,0 +1,46 @@
+"""Parser backends behind one seam: ``select_backend`` then ``parser(schema).parse(bodies)``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+from pyspark.sql.types import StructType
+
+from dspark_json.errors import BackendUnavailable
+from dspark_json.parse import gpu
+from dspark_json.parse.cpu import CpuParser
+
+__all__ = ["Backend", "make_parser", "select_backend"]
+
+logger = logging.getLogger("dspark_json")
+
+Backend = Literal["cpu", "gpu"]
+_warned_fallback = False
+
+
+def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
+    """The backend that will run: ``gpu`` fails loudly when it cannot; ``auto`` says when it
+    falls back to the CPU (once per process)."""
+    global _warned_fallback
+    if parse_mode == "cpu":
+        return "cpu"
+    reason = gpu.unavailable_reason()
+    if reason is None:
+        return "gpu"
+    if parse_mode == "gpu":
+        raise BackendUnavailable(
+            f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
+            "Use parseMode=auto to fall back to the CPU, or parseMode=cpu."
+        )
+    if not _warned_fallback:
+        _warned_fallback = True
+        logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)
+    return "cpu"
+
+
+def make_parser(schema: StructType, backend: Backend) -> CpuParser:
+    """A parser for the response columns of ``schema`` on ``backend``."""
+    if backend == "gpu":  # pragma: no cover - unreachable until the cuDF parser lands
+        raise BackendUnavailable("the cuDF parser is not built yet; use parseMode=cpu")
+    return CpuParser(schema)

@@ -1,0 +1,179 @@
+"""Fit JSON values to Spark types, rescuing what does not fit.
+
+The semantics both backends must reproduce:
+
+- a key the schema does not know, with a non-null value, is rescued under its column path
+  (``metadata``, ``parsed.confidence``, ``choices[1].message.audio``);
+- a value whose type does not fit its column is rescued the same way and the column is null;
+- a string column takes any JSON value: non-strings as their JSON text, as Spark's JSON reader does;
+- integers must be whole JSON numbers within range; doubles take any JSON number;
+- timestamps take unix seconds or ISO-8601 text (UTC where no zone is given); dates ISO-8601 text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DataType,
+    DateType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    StringType,
+    StructType,
+    TimestampType,
+)
+
+from dspark_json.errors import SchemaError
+
+__all__ = ["Converter", "arrow_schema", "check_supported", "dump_json"]
+
+_MISSING = object()
+_RANGES = {LongType: (-(2**63), 2**63 - 1), IntegerType: (-(2**31), 2**31 - 1)}
+
+
+def dump_json(value: Any) -> str:
+    """Compact JSON text, unicode kept as is."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema Spark expects a reader to yield for ``schema``."""
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def check_supported(dtype: DataType, where: str = "schema") -> None:
+    """Raise :class:`SchemaError` for a type the parser cannot produce."""
+    if isinstance(dtype, StructType):
+        for f in dtype.fields:
+            check_supported(f.dataType, f"{where}.{f.name}" if where != "schema" else f.name)
+    elif isinstance(dtype, ArrayType):
+        check_supported(dtype.elementType, f"{where}[]")
+    elif isinstance(dtype, MapType):
+        if not isinstance(dtype.keyType, StringType):
+            raise SchemaError(f"Column {where} is a map with {dtype.keyType.simpleString()} keys; "
+                              "JSON object keys are strings, so use map<string, ...>.")
+        check_supported(dtype.valueType, f"{where}{{}}")
+    elif not isinstance(dtype, tuple(_SCALARS)):
+        allowed = "struct, array, map, string, bigint, int, double, float, boolean, timestamp, date"
+        raise SchemaError(f"Column {where} has type {dtype.simpleString()}, which dspark-json "
+                          f"cannot fill from JSON. Use one of: {allowed}.")
+
+
+class Converter:
+    """Turns rows of JSON values (dicts) into Arrow tables of one Spark schema."""
+
+    def __init__(self, schema: StructType, *, not_rescued: Sequence[str] = ()) -> None:
+        check_supported(schema)
+        self.schema = schema
+        self.arrow = arrow_schema(schema)
+        self._not_rescued = tuple(not_rescued)
+
+    def table(self, rows: Sequence[Mapping[str, Any]]) -> tuple[pa.Table, list[dict[str, Any]]]:
+        """The typed table, and per row the values rescued (column path -> value)."""
+        typed, rescued = [], []
+        for row in rows:
+            sink: dict[str, Any] = {}
+            typed.append(self._struct(row, self.schema, "", sink))
+            for key in [k for k in sink if k.startswith(self._not_rescued)]:
+                del sink[key]
+            rescued.append(sink)
+        return pa.Table.from_pylist(typed, schema=self.arrow), rescued
+
+    def value(self, value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> Any:
+        if value is None:
+            return None
+        if isinstance(dtype, StructType):
+            if isinstance(value, dict):
+                return self._struct(value, dtype, path + ".", sink)
+        elif isinstance(dtype, ArrayType):
+            if isinstance(value, list):
+                elem = dtype.elementType
+                return [self.value(v, elem, f"{path}[{i}]", sink) for i, v in enumerate(value)]
+        elif isinstance(dtype, MapType):
+            if isinstance(value, dict):
+                vt = dtype.valueType
+                return [(k, self.value(v, vt, f"{path}.{k}", sink)) for k, v in value.items()]
+        else:
+            out = _SCALARS[type(dtype)](value, dtype)
+            if out is not _MISSING:
+                return out
+        sink[path] = value
+        return None
+
+    def _struct(
+        self, obj: Mapping[str, Any], dtype: StructType, prefix: str, sink: dict[str, Any]
+    ) -> dict[str, Any]:
+        out = {}
+        for f in dtype.fields:
+            out[f.name] = self.value(obj.get(f.name), f.dataType, prefix + f.name, sink)
+        for key, value in obj.items():
+            if value is not None and key not in dtype.names:
+                sink[prefix + key] = value
+        return out
+
+
+def _string(value: Any, _: DataType) -> Any:
+    return value if isinstance(value, str) else dump_json(value)
+
+
+def _integral(value: Any, dtype: DataType) -> Any:
+    low, high = _RANGES[type(dtype)]
+    if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
+        return value
+    return _MISSING
+
+
+def _floating(value: Any, _: DataType) -> Any:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        as_float = float(value)
+        return as_float if math.isfinite(as_float) else _MISSING
+    return _MISSING
+
+
+def _boolean(value: Any, _: DataType) -> Any:
+    return value if isinstance(value, bool) else _MISSING
+
+
+def _timestamp(value: Any, _: DataType) -> Any:
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return datetime.fromtimestamp(value, UTC)
+        if isinstance(value, str):
+            parsed = datetime.fromisoformat(value)
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError, OSError):
+        pass
+    return _MISSING
+
+
+def _date(value: Any, _: DataType) -> Any:
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            pass
+    return _MISSING
+
+
+_SCALARS: dict[type[DataType], Callable[[Any, DataType], Any]] = {
+    StringType: _string,
+    LongType: _integral,
+    IntegerType: _integral,
+    DoubleType: _floating,
+    FloatType: _floating,
+    BooleanType: _boolean,
+    TimestampType: _timestamp,
+    DateType: _date,
+}

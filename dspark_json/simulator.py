@@ -1,0 +1,268 @@
+"""A vLLM-compatible server for tests, the demo and benchmarks: ``dspark-json simulate``.
+
+It answers ``GET /health``, ``GET /v1/models`` and ``POST /v1/chat/completions`` with bodies in
+vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the content is JSON
+that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
+``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice.
+
+HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
+own benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = ["Simulator", "generate_value"]
+
+logger = logging.getLogger("dspark_json.simulator")
+
+_WORDS = (
+    "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lumen meadow nectar "
+    "onyx pollen quartz river saffron tundra umber violet willow xenon yarrow zephyr"
+).split()
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+            413: "Payload Too Large"}
+_MAX_BODY = 64 * 1024 * 1024
+
+
+def generate_value(schema: Any, rng: random.Random, root: Mapping[str, Any] | None = None,
+                   depth: int = 0) -> Any:
+    """A value conforming to a JSON Schema (the subset structured-output schemas use)."""
+    root = root if root is not None else schema
+    if not isinstance(schema, Mapping) or depth > 12:
+        return None
+    if "$ref" in schema:
+        section, name = str(schema["$ref"])[2:].split("/", 1)
+        return generate_value(root.get(section, {}).get(name, {}), rng, root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            branches = [b for b in schema[key] if not (isinstance(b, Mapping)
+                                                       and b.get("type") == "null")]
+            return generate_value(rng.choice(branches), rng, root, depth + 1) if branches else None
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        kind = rng.choice(kinds) if kinds else "null"
+    if kind == "object" or (kind is None and "properties" in schema):
+        required = set(schema.get("required", ()))
+        return {
+            name: generate_value(sub, rng, root, depth + 1)
+            for name, sub in schema.get("properties", {}).items()
+            if name in required or rng.random() < 0.8
+        }
+    if kind == "array" or (kind is None and "items" in schema):
+        low = int(schema.get("minItems", 0))
+        high = int(schema.get("maxItems", low + 3))
+        count = rng.randint(low, max(low, min(high, low + 3)))
+        return [generate_value(schema.get("items", {}), rng, root, depth + 1) for _ in range(count)]
+    if kind == "integer":
+        return rng.randint(int(schema.get("minimum", 0)), int(schema.get("maximum", 1000)))
+    if kind == "number":
+        low, high = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 100.0))
+        return round(rng.uniform(low, high), 4)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "string":
+        return _string(schema, rng)
+    return None
+
+
+def _string(schema: Mapping[str, Any], rng: random.Random) -> str:
+    fmt = schema.get("format")
+    moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randint(0, 10**8))
+    if fmt == "date-time":
+        return moment.isoformat().replace("+00:00", "Z")
+    if fmt == "date":
+        return moment.date().isoformat()
+    text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 6)))
+    max_length = schema.get("maxLength")
+    return text[: int(max_length)] if max_length is not None else text
+
+
+class Simulator:
+    """The server's state: served model, seed, counters."""
+
+    def __init__(self, *, model: str = "dspark-sim", seed: int = 0, latency: float = 0.0) -> None:
+        self.model = model
+        self.seed = seed
+        self.latency = latency
+        self.started = int(time.time())
+        self.counts: Counter[str] = Counter()
+
+    async def serve(self, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(self._connection, host, port, backlog=1024)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                method, path, headers, body = request
+                status, payload = await self.route(method, path, body)
+                keep_alive = headers.get("connection", "").lower() != "close"
+                writer.write(_response(status, payload, keep_alive))
+                await writer.drain()
+                if not keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
+        """Answer one request: (HTTP status, JSON-able body or None)."""
+        self.counts["requests"] += 1
+        path = path.split("?", 1)[0]
+        if path == "/health":
+            return 200, None
+        if path == "/stats":
+            return 200, dict(self.counts)
+        if path == "/v1/models":
+            return 200, self._models()
+        if path == "/v1/chat/completions":
+            if method != "POST":
+                return 405, _error("Only POST is allowed", "BadRequestError", 405)
+            self.counts["chat_completions"] += 1
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            return self._chat(body)
+        return 404, _error(f"Not Found: {path}", "NotFoundError", 404)
+
+    def _models(self) -> dict[str, Any]:
+        card = {"id": self.model, "object": "model", "created": self.started,
+                "owned_by": "vllm", "root": self.model, "parent": None, "max_model_len": 32768}
+        return {"object": "list", "data": [card]}
+
+    def _chat(self, body: bytes) -> tuple[int, Any]:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return 400, _error("The request body is not valid JSON.", "BadRequestError", 400)
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return 400, _error("Field 'messages' is required.", "BadRequestError", 400)
+        if request.get("model") != self.model:
+            message = f"The model `{request.get('model')}` does not exist."
+            return 404, _error(message, "NotFoundError", 404)
+        if request.get("stream"):
+            return 400, _error("stream=true is not supported here.", "BadRequestError", 400)
+        key = json.dumps([self.seed, request.get("seed"), request["messages"]], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        rng = random.Random(digest)
+        schema = _json_schema(request.get("response_format"))
+        choices = []
+        for index in range(int(request.get("n") or 1)):
+            if schema is not None:
+                content = json.dumps(generate_value(schema, rng), ensure_ascii=False)
+            else:
+                content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
+            choices.append(_choice(index, content))
+        prompt_tokens = sum(len(str(m.get("content", "")).split()) + 4
+                            for m in request["messages"] if isinstance(m, dict))
+        completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
+        self.counts["completions_ok"] += 1
+        return 200, {
+            "id": f"chatcmpl-{digest[:32]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+                "prompt_tokens_details": None,
+            },
+            "prompt_logprobs": None,
+            "kv_transfer_params": None,
+        }
+
+
+def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        inner = response_format.get("json_schema")
+        if isinstance(inner, dict) and isinstance(inner.get("schema"), dict):
+            return inner["schema"]
+    return None
+
+
+def _choice(index: int, content: str) -> dict[str, Any]:
+    return {
+        "index": index,
+        "message": {
+            "role": "assistant",
+            "content": content,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [],
+            "reasoning_content": None,
+        },
+        "logprobs": None,
+        "finish_reason": "stop",
+        "stop_reason": None,
+    }
+
+
+def _error(message: str, kind: str, code: int) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+async def _read_request(
+    reader: asyncio.StreamReader,
+) -> tuple[str, str, dict[str, str], bytes] | None:
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    if not head:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    if length > _MAX_BODY:
+        raise ValueError("request body too large")
+    body = await reader.readexactly(length) if length else b""
+    return method, path, headers, body
+
+
+def _response(status: int, payload: Any, keep_alive: bool) -> bytes:
+    body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+async def run(host: str, port: int, *, model: str, seed: int, latency: float) -> None:
+    """Serve until cancelled; announce the bound address on stdout (first line)."""
+    import sys
+
+    simulator = Simulator(model=model, seed=seed, latency=latency)
+    server = await simulator.serve(host, port)
+    bound = server.sockets[0].getsockname()
+    sys.stdout.write(f"dspark-json simulator listening on http://{bound[0]}:{bound[1]}\n")
+    sys.stdout.flush()
+    async with server:
+        await server.serve_forever()

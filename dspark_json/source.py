@@ -1,0 +1,149 @@
+"""The ``dspark-json`` Spark data source: options and schema on the driver, work on executors.
+
+Thin on purpose: options live in :mod:`dspark_json.options`, the offset model in
+:mod:`dspark_json.inputs`, the per-partition work in :mod:`dspark_json.pipeline`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from dspark_json.client import list_models
+from dspark_json.errors import ServerError
+from dspark_json.inputs import (
+    Position,
+    PromptListing,
+    PromptPartition,
+    infer_passthrough,
+    plan_partitions,
+)
+from dspark_json.options import Options
+from dspark_json.parse.convert import check_supported
+from dspark_json.pipeline import read_partition
+from dspark_json.schema import output_schema
+
+__all__ = ["DSparkJsonDataSource"]
+
+logger = logging.getLogger("dspark_json")
+
+
+class DSparkJsonDataSource(DataSource):  # type: ignore[misc]
+    """Reads prompts, asks a vLLM / OpenAI-compatible server, yields the typed answers."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "dspark-json"
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        super().__init__(options)
+        config = Options.parse(options)
+        if config.model is None:
+            config = config.with_model(_first_model(config.endpoint))
+        self.config = config
+
+    def schema(self) -> StructType:
+        passthrough = infer_passthrough(PromptListing(self.config.prompts))
+        return output_schema(passthrough=passthrough, response_format=self.config.response_format)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        check_supported(schema)
+        return PromptBatchReader(self.config, schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        check_supported(schema)
+        return PromptStreamReader(self.config, schema)
+
+
+def _first_model(endpoint: str) -> str:
+    models = list_models(endpoint)
+    if not models:
+        raise ServerError(
+            f"The model server at {endpoint}/v1/models lists no model; set option 'model'."
+        )
+    logger.info("Option 'model' not set; using %r, the first model %s serves.", models[0], endpoint)
+    return models[0]
+
+
+class PromptBatchReader(DataSourceReader):  # type: ignore[misc]
+    """``spark.read``: every prompt visible when the query is planned."""
+
+    def __init__(self, config: Options, schema: StructType) -> None:
+        self.config = config
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        listing = PromptListing(self.config.prompts)
+        segments = listing.segments(Position(), listing.end())
+        return plan_partitions(segments, self.config.partition_size)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PromptPartition)
+        return read_partition(partition, self.config, self.schema)
+
+
+class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """``spark.readStream``: offsets are (file, row) positions in the prompt directory."""
+
+    def __init__(self, config: Options, schema: StructType) -> None:
+        self.config = config
+        self.schema = schema
+        self._listing = PromptListing(config.prompts)
+        self._cap: Position | None = None
+
+    def initialOffset(self) -> dict[str, object]:
+        return Position().to_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.config.max_records_per_trigger is not None:
+            return ReadMaxRows(self.config.max_records_per_trigger)
+        if self.config.max_files_per_trigger is not None:
+            return ReadMaxFiles(self.config.max_files_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict[str, object], limit: ReadLimit) -> dict[str, object]:
+        max_rows = max_files = None
+        if not isinstance(limit, ReadAllAvailable):
+            max_rows = self.config.max_records_per_trigger
+            max_files = self.config.max_files_per_trigger
+            if isinstance(limit, ReadMaxRows):
+                max_rows = min(limit.max_rows, max_rows or limit.max_rows)
+            if isinstance(limit, ReadMaxFiles):
+                max_files = min(limit.max_files, max_files or limit.max_files)
+        end = self._listing.advance(
+            Position.from_offset(start), max_rows=max_rows, max_files=max_files, cap=self._cap
+        )
+        return end.to_offset()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._cap = self._listing.end()
+
+    def reportLatestOffset(self) -> dict[str, object] | None:
+        return self._listing.end().to_offset()
+
+    def partitions(self, start: dict[str, object], end: dict[str, object]) -> Sequence[InputPartition]:
+        segments = self._listing.segments(Position.from_offset(start), Position.from_offset(end))
+        return plan_partitions(segments, self.config.partition_size)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PromptPartition)
+        return read_partition(partition, self.config, self.schema)
+
+    def commit(self, end: dict[str, object]) -> None:
+        """Nothing to release yet; the journal (exactly-once issue) prunes here."""
