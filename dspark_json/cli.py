@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import shutil
@@ -17,8 +18,14 @@ from pathlib import Path
 __all__ = ["main"]
 
 _PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "keyboard"]
-_OPINIONS = ["arrived broken", "works as promised", "is louder than expected",
-             "exceeded my hopes", "stopped working after a week", "is fine for the price"]
+_OPINIONS = [
+    "arrived broken",
+    "works as promised",
+    "is louder than expected",
+    "exceeded my hopes",
+    "stopped working after a week",
+    "is fine for the price",
+]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -39,10 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     args = parser.parse_args(argv)
     if args.command == "simulate":
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_simulate(args))
-        except KeyboardInterrupt:
-            pass
         return 0
     return _demo(args)
 
@@ -68,12 +73,16 @@ def write_sample_prompts(directory: Path, rows: int, *, files: int = 3) -> None:
             product = _PRODUCTS[i % len(_PRODUCTS)]
             opinion = _OPINIONS[(i * 7) % len(_OPINIONS)]
             review = f"The {product} {opinion}."
-            lines.append(json.dumps({
-                "custom_id": f"review-{i:05d}",
-                "prompt": f"Analyse this product review and answer in JSON: {review}",
-                "product": product,
-                "shard": f,
-            }))
+            lines.append(
+                json.dumps(
+                    {
+                        "custom_id": f"review-{i:05d}",
+                        "prompt": f"Analyse this product review and answer in JSON: {review}",
+                        "product": product,
+                        "shard": f,
+                    }
+                )
+            )
         tmp = directory / f".part-{f:05d}.jsonl"
         tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
         tmp.rename(directory / f"part-{f:05d}.jsonl")
@@ -128,14 +137,20 @@ def _report(table_path: Path, elapsed: float, requests: int) -> None:
     table = delta.to_pyarrow_table()
     rows = table.num_rows
     statuses = Counter(table.column("_status").to_pylist())
-    _say(f"streamed {rows} rows into Delta table {table_path} (version {delta.version()}) "
-         f"in {elapsed:.1f}s: {rows / elapsed:.0f} rows/s, {requests} requests to the server")
+    _say(
+        f"streamed {rows} rows into Delta table {table_path} (version {delta.version()}) "
+        f"in {elapsed:.1f}s: {rows / elapsed:.0f} rows/s, {requests} requests to the server"
+    )
     _say(f"row status: {dict(statuses)}")
-    _say("first rows (custom_id, product, parsed.sentiment, parsed.score, parsed.stars, "
-         "parsed.topics, created):")
+    _say(
+        "first rows (custom_id, product, parsed.sentiment, parsed.score, parsed.stars, "
+        "parsed.topics, created):"
+    )
     sample = table.sort_by("custom_id").slice(0, 5).to_pylist()
     for row in sample:
         parsed = row["parsed"] or {}
-        _say(f"  {row['custom_id']}  {row['product']:<15} {parsed.get('sentiment')!s:<9} "
-             f"{parsed.get('score')!s:<7} {parsed.get('stars')!s:<2} {parsed.get('topics')} "
-             f"{row['created']:%Y-%m-%d %H:%M:%S}")
+        _say(
+            f"  {row['custom_id']}  {row['product']:<15} {parsed.get('sentiment')!s:<9} "
+            f"{parsed.get('score')!s:<7} {parsed.get('stars')!s:<2} {parsed.get('topics')} "
+            f"{row['created']:%Y-%m-%d %H:%M:%S}"
+        )

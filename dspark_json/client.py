@@ -154,7 +154,8 @@ def _http_error(response: httpx.Response, attempts: int) -> dict[str, Any]:
     except ValueError:
         body = None
     if isinstance(body, dict):
-        detail = body.get("error") if isinstance(body.get("error"), dict) else body
+        nested = body.get("error")
+        detail: dict[str, Any] = nested if isinstance(nested, dict) else body
         kind = str(detail.get("type") or kind)
         message = str(detail.get("message") or message)
     return {"status": response.status_code, "type": kind, "message": message, "attempts": attempts}

@@ -20,7 +20,7 @@ from dspark_json.fs import read_text
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = ["write_delta"]
 
@@ -68,8 +68,9 @@ class _DeltaBatchWriter:
         except TableNotFoundError:
             done = None
         if done is not None and done >= batch_id:
-            logger.info("Delta %s: batch %d already committed by %s; skipped", self.path,
-                        batch_id, app_id)
+            logger.info(
+                "Delta %s: batch %d already committed by %s; skipped", self.path, batch_id, app_id
+            )
             return
         table = _utc_timestamps(batch.toArrow())
         write_deltalake(
@@ -93,9 +94,10 @@ class _DeltaBatchWriter:
 
 def _utc_timestamps(table: pa.Table) -> pa.Table:
     """Delta stores TIMESTAMP as UTC microseconds; make every timestamp column say so."""
-    fields = []
-    for field in table.schema:
-        if pa.types.is_timestamp(field.type) and field.type.tz not in (None, "UTC"):
-            field = field.with_type(pa.timestamp("us", tz="UTC"))
-        fields.append(field)
+    fields = [
+        f.with_type(pa.timestamp("us", tz="UTC"))
+        if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC")
+        else f
+        for f in table.schema
+    ]
     return table.cast(pa.schema(fields))

@@ -21,7 +21,8 @@ def is_remote_uri(path: str) -> bool:
 def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem that holds ``uri`` and the path inside it."""
     if "://" in uri:
-        return pafs.FileSystem.from_uri(uri)
+        fs, path = pafs.FileSystem.from_uri(uri)
+        return fs, str(path)
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 

@@ -66,7 +66,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class PromptPartition(InputPartition):  # type: ignore[misc]
+class PromptPartition(InputPartition):
     """The prompts one Spark task sends: one or more segments, in input order."""
 
     index: int

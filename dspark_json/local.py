@@ -50,9 +50,18 @@ class SimulatorProcess:
         self, *, port: int = 0, seed: int = 0, model: str = "dspark-sim", latency: float = 0.0
     ) -> None:
         self.args = [
-            sys.executable, "-m", "dspark_json", "simulate",
-            "--port", str(port), "--seed", str(seed), "--model", model,
-            "--latency", str(latency),
+            sys.executable,
+            "-m",
+            "dspark_json",
+            "simulate",
+            "--port",
+            str(port),
+            "--seed",
+            str(seed),
+            "--model",
+            model,
+            "--latency",
+            str(latency),
         ]
         self.model = model
         self.url = ""

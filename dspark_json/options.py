@@ -163,15 +163,16 @@ class Options:
         by_key = _index_specs()
         given: dict[str, tuple[str, str]] = {}  # attr -> (spelling used, value)
         for key, value in raw.items():
-            spec = by_key.get(key.lower())
+            # Spark lower-cases option names; messages use the documented spelling.
+            spec, spelling = by_key.get(key.lower(), (None, key))
             if spec is None:
                 raise OptionError(_unknown_option_message(key))
             if spec.attr in given and given[spec.attr][1] != value:
                 raise OptionError(
-                    f"Options {given[spec.attr][0]!r} and {key!r} are two spellings of "
+                    f"Options {given[spec.attr][0]!r} and {spelling!r} are two spellings of "
                     f"{spec.name!r} with different values; set only one."
                 )
-            given[spec.attr] = (key, value)
+            given[spec.attr] = (spelling, value)
         values: dict[str, Any] = {}
         for spec in OPTION_SPECS:
             if spec.attr in given:
@@ -193,11 +194,12 @@ class Options:
         return replace(self, model=model)
 
 
-def _index_specs() -> dict[str, OptionSpec]:
-    index: dict[str, OptionSpec] = {}
+def _index_specs() -> dict[str, tuple[OptionSpec, str]]:
+    """Lower-cased spelling -> (its option, the documented spelling)."""
+    index: dict[str, tuple[OptionSpec, str]] = {}
     for spec in OPTION_SPECS:
         for spelling in (spec.name, *spec.aliases):
-            index[spelling.lower()] = spec
+            index[spelling.lower()] = (spec, spelling)
     return index
 
 
@@ -206,7 +208,9 @@ def _unknown_option_message(key: str) -> str:
     spellings = {s.lower(): s for spec in OPTION_SPECS for s in (spec.name, *spec.aliases)}
     close = difflib.get_close_matches(key.lower(), list(spellings), n=1, cutoff=0.6)
     hint = f" Did you mean {spellings[close[0]]!r}?" if close else ""
-    return f"Unknown option {key!r} for format 'dspark-json'.{hint} Known options: {', '.join(names)}."
+    return (
+        f"Unknown option {key!r} for format 'dspark-json'.{hint} Known options: {', '.join(names)}."
+    )
 
 
 # --- converters: (spelling used, text) -> value -------------------------------------------------
@@ -237,7 +241,7 @@ def _nonempty(name: str, text: str) -> str:
 
 def _response_format(name: str, text: str) -> Mapping[str, Any]:
     source = text.strip()
-    if not source.startswith("{"):
+    if not source.startswith(("{", "[")):
         try:
             source = read_text(_directory(name, source))
         except OSError as exc:

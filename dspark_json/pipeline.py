@@ -29,10 +29,12 @@ __all__ = ["build_request", "read_partition"]
 
 logger = logging.getLogger("dspark_json")
 
-RESPONSE_COLUMNS = frozenset({*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data",
-                              "_corrupt_record"})
-MALFORMED = frozenset({"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json",
-                       "truncated"})
+RESPONSE_COLUMNS = frozenset(
+    {*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data", "_corrupt_record"}
+)
+MALFORMED = frozenset(
+    {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
+)
 
 
 def build_request(record: PromptRecord, options: Options) -> dict[str, Any]:
@@ -77,7 +79,14 @@ def read_partition(
     row_status = _statuses(records, outcomes, responses.column("_status").to_pylist())
     table = _assemble(schema, records, outcomes, responses, row_status)
     statuses = Counter(row_status)
-    table = _apply_mode(table, options, records, outcomes, row_status, statuses)
+    table = _apply_mode(
+        table,
+        options=options,
+        records=records,
+        outcomes=outcomes,
+        row_status=row_status,
+        statuses=statuses,
+    )
     logger.info(
         "partition %d: %d prompts, statuses %s, http %.2fs, parse %.3fs on %s",
         partition.index,
@@ -172,6 +181,7 @@ def _merge_rescued(parsed: list[str | None], extra: list[dict[str, Any]]) -> pa.
 
 def _apply_mode(
     table: pa.Table,
+    *,
     options: Options,
     records: Sequence[PromptRecord],
     outcomes: Sequence[Outcome],

@@ -153,8 +153,9 @@ class _Mapper:
             return self._ref(node["$ref"], where)
         for key in ("anyOf", "oneOf"):
             if key in node:
-                return self._union([self.map(b, f"{where}.{key}[{i}]")
-                                    for i, b in enumerate(_non_null(node[key]))])
+                return self._union(
+                    [self.map(b, f"{where}.{key}[{i}]") for i, b in enumerate(_non_null(node[key]))]
+                )
         if "allOf" in node and len(node["allOf"]) == 1:
             return self.map(node["allOf"][0], f"{where}.allOf[0]")
         if "const" in node:

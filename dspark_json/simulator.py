@@ -30,13 +30,19 @@ _WORDS = (
     "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lumen meadow nectar "
     "onyx pollen quartz river saffron tundra umber violet willow xenon yarrow zephyr"
 ).split()
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            413: "Payload Too Large"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+}
 _MAX_BODY = 64 * 1024 * 1024
 
 
-def generate_value(schema: Any, rng: random.Random, root: Mapping[str, Any] | None = None,
-                   depth: int = 0) -> Any:
+def generate_value(
+    schema: Any, rng: random.Random, root: Mapping[str, Any] | None = None, depth: int = 0
+) -> Any:
     """A value conforming to a JSON Schema (the subset structured-output schemas use)."""
     root = root if root is not None else schema
     if not isinstance(schema, Mapping) or depth > 12:
@@ -46,8 +52,9 @@ def generate_value(schema: Any, rng: random.Random, root: Mapping[str, Any] | No
         return generate_value(root.get(section, {}).get(name, {}), rng, root, depth + 1)
     for key in ("anyOf", "oneOf"):
         if key in schema:
-            branches = [b for b in schema[key] if not (isinstance(b, Mapping)
-                                                       and b.get("type") == "null")]
+            branches = [
+                b for b in schema[key] if not (isinstance(b, Mapping) and b.get("type") == "null")
+            ]
             return generate_value(rng.choice(branches), rng, root, depth + 1) if branches else None
     if "const" in schema:
         return schema["const"]
@@ -72,8 +79,8 @@ def generate_value(schema: Any, rng: random.Random, root: Mapping[str, Any] | No
     if kind == "integer":
         return rng.randint(int(schema.get("minimum", 0)), int(schema.get("maximum", 1000)))
     if kind == "number":
-        low, high = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 100.0))
-        return round(rng.uniform(low, high), 4)
+        bottom, top = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 100.0))
+        return round(rng.uniform(bottom, top), 4)
     if kind == "boolean":
         return rng.random() < 0.5
     if kind == "string":
@@ -144,8 +151,15 @@ class Simulator:
         return 404, _error(f"Not Found: {path}", "NotFoundError", 404)
 
     def _models(self) -> dict[str, Any]:
-        card = {"id": self.model, "object": "model", "created": self.started,
-                "owned_by": "vllm", "root": self.model, "parent": None, "max_model_len": 32768}
+        card = {
+            "id": self.model,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "vllm",
+            "root": self.model,
+            "parent": None,
+            "max_model_len": 32768,
+        }
         return {"object": "list", "data": [card]}
 
     def _chat(self, body: bytes) -> tuple[int, Any]:
@@ -171,8 +185,11 @@ class Simulator:
             else:
                 content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
             choices.append(_choice(index, content))
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) + 4
-                            for m in request["messages"] if isinstance(m, dict))
+        prompt_tokens = sum(
+            len(str(m.get("content", "")).split()) + 4
+            for m in request["messages"]
+            if isinstance(m, dict)
+        )
         completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
         self.counts["completions_ok"] += 1
         return 200, {
@@ -197,8 +214,9 @@ class Simulator:
 def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         inner = response_format.get("json_schema")
-        if isinstance(inner, dict) and isinstance(inner.get("schema"), dict):
-            return inner["schema"]
+        schema = inner.get("schema") if isinstance(inner, dict) else None
+        if isinstance(schema, dict):
+            return schema
     return None
 
 

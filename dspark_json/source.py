@@ -7,7 +7,7 @@ Thin on purpose: options live in :mod:`dspark_json.options`, the offset model in
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -44,14 +44,14 @@ __all__ = ["DSparkJsonDataSource"]
 logger = logging.getLogger("dspark_json")
 
 
-class DSparkJsonDataSource(DataSource):  # type: ignore[misc]
+class DSparkJsonDataSource(DataSource):
     """Reads prompts, asks a vLLM / OpenAI-compatible server, yields the typed answers."""
 
     @classmethod
     def name(cls) -> str:
         return "dspark-json"
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
         config = Options.parse(options)
         if config.model is None:
@@ -81,7 +81,7 @@ def _first_model(endpoint: str) -> str:
     return models[0]
 
 
-class PromptBatchReader(DataSourceReader):  # type: ignore[misc]
+class PromptBatchReader(DataSourceReader):
     """``spark.read``: every prompt visible when the query is planned."""
 
     def __init__(self, config: Options, schema: StructType) -> None:
@@ -98,7 +98,7 @@ class PromptBatchReader(DataSourceReader):  # type: ignore[misc]
         return read_partition(partition, self.config, self.schema)
 
 
-class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """``spark.readStream``: offsets are (file, row) positions in the prompt directory."""
 
     def __init__(self, config: Options, schema: StructType) -> None:
@@ -137,7 +137,9 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
     def reportLatestOffset(self) -> dict[str, object] | None:
         return self._listing.end().to_offset()
 
-    def partitions(self, start: dict[str, object], end: dict[str, object]) -> Sequence[InputPartition]:
+    def partitions(
+        self, start: dict[str, object], end: dict[str, object]
+    ) -> Sequence[InputPartition]:
         segments = self._listing.segments(Position.from_offset(start), Position.from_offset(end))
         return plan_partitions(segments, self.config.partition_size)
 

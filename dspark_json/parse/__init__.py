@@ -16,13 +16,12 @@ __all__ = ["Backend", "make_parser", "select_backend"]
 logger = logging.getLogger("dspark_json")
 
 Backend = Literal["cpu", "gpu"]
-_warned_fallback = False
+_fallbacks_logged: set[str] = set()
 
 
 def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
     """The backend that will run: ``gpu`` fails loudly when it cannot; ``auto`` says when it
     falls back to the CPU (once per process)."""
-    global _warned_fallback
     if parse_mode == "cpu":
         return "cpu"
     reason = gpu.unavailable_reason()
@@ -33,8 +32,8 @@ def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
             f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
             "Use parseMode=auto to fall back to the CPU, or parseMode=cpu."
         )
-    if not _warned_fallback:
-        _warned_fallback = True
+    if reason not in _fallbacks_logged:
+        _fallbacks_logged.add(reason)
         logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)
     return "cpu"
 

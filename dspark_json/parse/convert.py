@@ -40,7 +40,10 @@ from dspark_json.errors import SchemaError
 __all__ = ["Converter", "arrow_schema", "check_supported", "dump_json"]
 
 _MISSING = object()
-_RANGES = {LongType: (-(2**63), 2**63 - 1), IntegerType: (-(2**31), 2**31 - 1)}
+_RANGES: dict[type[DataType], tuple[int, int]] = {
+    LongType: (-(2**63), 2**63 - 1),
+    IntegerType: (-(2**31), 2**31 - 1),
+}
 
 
 def dump_json(value: Any) -> str:
@@ -62,13 +65,17 @@ def check_supported(dtype: DataType, where: str = "schema") -> None:
         check_supported(dtype.elementType, f"{where}[]")
     elif isinstance(dtype, MapType):
         if not isinstance(dtype.keyType, StringType):
-            raise SchemaError(f"Column {where} is a map with {dtype.keyType.simpleString()} keys; "
-                              "JSON object keys are strings, so use map<string, ...>.")
+            raise SchemaError(
+                f"Column {where} is a map with {dtype.keyType.simpleString()} keys; "
+                "JSON object keys are strings, so use map<string, ...>."
+            )
         check_supported(dtype.valueType, f"{where}{{}}")
     elif not isinstance(dtype, tuple(_SCALARS)):
         allowed = "struct, array, map, string, bigint, int, double, float, boolean, timestamp, date"
-        raise SchemaError(f"Column {where} has type {dtype.simpleString()}, which dspark-json "
-                          f"cannot fill from JSON. Use one of: {allowed}.")
+        raise SchemaError(
+            f"Column {where} has type {dtype.simpleString()}, which dspark-json "
+            f"cannot fill from JSON. Use one of: {allowed}."
+        )
 
 
 class Converter:

@@ -58,9 +58,7 @@ class CpuParser:
             "_rescued_data": pa.array([dump_json(r) if r else None for r in rescued], pa.string()),
         }
         target = arrow_schema(self.schema)
-        columns = [
-            system[f.name] if f.name in system else table.column(f.name) for f in target
-        ]
+        columns = [system[f.name] if f.name in system else table.column(f.name) for f in target]
         return pa.Table.from_arrays(columns, schema=target)
 
     def _one(self, body: str | None) -> tuple[dict[str, Any], str | None, str | None]:

@@ -22,6 +22,6 @@ def unavailable_reason() -> str | None:
         from numba import cuda
     except Exception as exc:  # cuDF raises many kinds of errors without a driver
         return f"cuDF failed to import ({type(exc).__name__}: {exc})"
-    if not cuda.is_available():
+    if not cuda.is_available():  # type: ignore[no-untyped-call]
         return "no CUDA device is visible to this process"
     return "the cuDF parser is not built yet in this version of dspark-json"

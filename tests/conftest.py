@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dspark_json.local import SimulatorProcess, local_spark
+from dspark_json.parse import gpu
+
+REVIEW_SCHEMA = {
+    "title": "review",
+    "type": "object",
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "neutral", "negative"]},
+        "score": {"type": "number", "minimum": 0, "maximum": 1},
+        "stars": {"type": "integer", "minimum": 1, "maximum": 5},
+        "topics": {"type": "array", "items": {"type": "string"}},
+        "reviewed_at": {"type": "string", "format": "date-time"},
+        "product": {
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "price": {"type": "number"}},
+            "required": ["name"],
+        },
+    },
+    "required": ["sentiment", "score", "stars", "topics", "reviewed_at", "product"],
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    reason = gpu.unavailable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU backend unavailable: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def simulator() -> Iterator[SimulatorProcess]:
+    with SimulatorProcess(seed=7) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = local_spark("dspark-json tests")
+    import dspark_json
+
+    dspark_json.register(session)
+    yield session
+    session.stop()
+
+
+def write_prompts(directory: Path, name: str, rows: list[dict]) -> Path:
+    """Write a JSONL prompt file atomically (hidden name, then rename), as a producer should."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{name}.tmp"
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    final = directory / name
+    tmp.rename(final)
+    return final

@@ -1,0 +1,36 @@
+import pytest
+
+from dspark_json.parse.content import extract_json
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"a": 1}', '{"a": 1}'),
+        ('  \n{"a": 1}\n ', '{"a": 1}'),
+        ('\ufeff{"a": 1}', '{"a": 1}'),
+        ("[1, 2]", "[1, 2]"),
+        ('```json\n{"a": 1}\n```', '{"a": 1}'),
+        ('Sure!\n```\n{"a": 1}\n```\nAnything else?', '{"a": 1}'),
+        ('```json\n{"a": 1', '{"a": 1'),
+        ('Here you go: {"a": {"b": 2}} hope it helps', '{"a": {"b": 2}}'),
+        ("No JSON here, sorry.", None),
+        ("", None),
+        ("} backwards {", None),
+    ],
+    ids=[
+        "bare",
+        "whitespace",
+        "bom",
+        "array",
+        "fence",
+        "fence-in-prose",
+        "unclosed-fence",
+        "prose",
+        "no-json",
+        "empty",
+        "backwards",
+    ],
+)
+def test_extract_json(text, expected):
+    assert extract_json(text) == expected

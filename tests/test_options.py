@@ -1,0 +1,117 @@
+import json
+
+import pytest
+
+from dspark_json import OptionError, Options
+
+BASE = {"endpoint": "http://127.0.0.1:8000", "prompts": "/data/prompts"}
+
+
+def parse(**extra):
+    return Options.parse({**BASE, **extra})
+
+
+def test_defaults():
+    opts = parse()
+    assert opts.endpoint == "http://127.0.0.1:8000"
+    assert opts.parse_mode == "auto"
+    assert opts.mode == "PERMISSIVE"
+    assert opts.model is None and opts.response_format is None
+    assert opts.max_concurrency == 32
+
+
+def test_option_names_are_case_insensitive():
+    opts = Options.parse({"ENDPOINT": "http://h:1", "Prompts": "/p", "PARSEMODE": "cpu"})
+    assert (opts.endpoint, opts.parse_mode) == ("http://h:1", "cpu")
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ({"vllm_endpoint": "http://h:9/"}, ("endpoint", "http://h:9")),
+        ({"endpoint": "http://h:9/v1"}, ("endpoint", "http://h:9")),
+        ({"dspark.json.parse_mode": "gpu-accelerated"}, ("parse_mode", "gpu")),
+        ({"parseMode": "GPU"}, ("parse_mode", "gpu")),
+        ({"mode": "dropmalformed"}, ("mode", "DROPMALFORMED")),
+        ({"path": "/elsewhere"}, ("prompts", "/elsewhere")),
+    ],
+    ids=["vllm_endpoint", "trailing-v1", "gpustack-parse-mode", "upper-case", "mode-lower", "path"],
+)
+def test_aliases_and_spellings(raw, expected):
+    base = dict(BASE)
+    if "vllm_endpoint" in raw:
+        del base["endpoint"]
+    if "path" in raw:
+        del base["prompts"]
+    opts = Options.parse({**base, **raw})
+    attr, value = expected
+    assert getattr(opts, attr) == value
+
+
+def test_unknown_option_suggests_the_close_name():
+    with pytest.raises(
+        OptionError, match=r"Unknown option 'responseFromat'.*Did you mean 'responseFormat'"
+    ):
+        parse(responseFromat="{}")
+
+
+def test_unknown_option_without_a_close_name_lists_known_ones():
+    with pytest.raises(OptionError, match=r"Unknown option 'colour'.*Known options: endpoint"):
+        parse(colour="blue")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("parseMode", "fast", r"'parseMode' has value 'fast'; allowed values: auto, cpu, gpu"),
+        ("mode", "LENIENT", r"'mode' has value 'LENIENT'; allowed values: PERMISSIVE"),
+        ("maxConcurrency", "0", r"'maxConcurrency' must be a whole number above 0, got '0'"),
+        ("maxConcurrency", "many", r"'maxConcurrency' must be a whole number above 0, got 'many'"),
+        ("requestTimeout", "-1", r"'requestTimeout' must be a number above 0"),
+        ("endpoint", "vllm:8000", r"'endpoint' must be an http\(s\) URL.*got 'vllm:8000'"),
+        ("model", " ", r"'model' must not be empty"),
+    ],
+)
+def test_bad_values_name_option_value_and_allowed(option, value, message):
+    with pytest.raises(OptionError, match=message):
+        parse(**{option: value})
+
+
+def test_missing_required_option_says_what_it_is():
+    with pytest.raises(OptionError, match=r"Option 'prompts' is required.*Example"):
+        Options.parse({"endpoint": "http://h:1"})
+
+
+def test_two_spellings_with_different_values_are_refused():
+    with pytest.raises(OptionError, match="two spellings of 'endpoint'"):
+        Options.parse({**BASE, "vllm_endpoint": "http://other:1"})
+
+
+def test_response_format_inline_file_and_wrapper(tmp_path):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert parse(responseFormat=json.dumps(schema)).response_format == schema
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    assert parse(responseFormat=str(path)).response_format == schema
+    wrapped = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+    assert parse(responseFormat=json.dumps(wrapped)).response_format == schema
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("{not json", r"'responseFormat' does not hold valid JSON"),
+        ("[1, 2]", r"must be a JSON Schema object"),
+        ("/no/such/schema.json", r"neither JSON text nor a readable file: '/no/such/schema.json'"),
+    ],
+)
+def test_response_format_errors(value, message):
+    with pytest.raises(OptionError, match=message):
+        parse(responseFormat=value)
+
+
+def test_relative_prompt_path_becomes_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert Options.parse({"endpoint": "http://h:1", "prompts": "in"}).prompts == str(
+        tmp_path / "in"
+    )
