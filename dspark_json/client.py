@@ -13,6 +13,7 @@ import logging
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 
@@ -63,32 +64,34 @@ async def _complete_all(
     config: ClientConfig,
     transport: httpx.AsyncBaseTransport | None,
 ) -> list[Outcome]:
-    limits = httpx.Limits(
-        max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency
-    )
-    gate = asyncio.Semaphore(config.max_concurrency)
-    async with httpx.AsyncClient(
-        base_url=config.endpoint,
-        limits=limits,
-        timeout=httpx.Timeout(config.request_timeout),
-        transport=transport,
-    ) as client:
-        tasks = [
-            _send(client, gate, config, request) if request is not None else _skipped()
-            for request in requests
-        ]
-        return list(await asyncio.gather(*tasks))
+    # A fixed set of workers, each with its own keep-alive connection, pulling from one queue.
+    # One shared pool of N connections costs O(N) bookkeeping per request in httpcore, which
+    # made throughput fall as concurrency rose (105 req/s at 32 vs 352 at 1, measured).
+    results = [Outcome(None)] * len(requests)
+    pending = [i for i, request in enumerate(requests) if request is not None]
+    queue = iter(pending)
+    # Loading the CA bundle costs ~50 ms; do it once, not once per worker.
+    ssl_context = httpx.create_ssl_context()
 
+    async def worker() -> None:
+        async with httpx.AsyncClient(
+            base_url=config.endpoint,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+            timeout=httpx.Timeout(config.request_timeout),
+            transport=transport,
+            verify=ssl_context,
+        ) as client:
+            for index in queue:
+                request = requests[index]
+                assert request is not None
+                results[index] = await _send(client, config, request)
 
-async def _skipped() -> Outcome:
-    return Outcome(None)
+    await asyncio.gather(*(worker() for _ in range(min(config.max_concurrency, len(pending)))))
+    return results
 
 
 async def _send(
-    client: httpx.AsyncClient,
-    gate: asyncio.Semaphore,
-    config: ClientConfig,
-    request: Mapping[str, Any],
+    client: httpx.AsyncClient, config: ClientConfig, request: Mapping[str, Any]
 ) -> Outcome:
     payload = json.dumps(request, ensure_ascii=False).encode("utf-8")
     headers = {"content-type": "application/json"}
@@ -96,21 +99,20 @@ async def _send(
     while True:
         attempt += 1
         wait_hint: float | None = None
-        async with gate:
-            try:
-                async with asyncio.timeout(config.request_timeout):
-                    response = await client.post(
-                        "/v1/chat/completions", content=payload, headers=headers
-                    )
-            except (httpx.TransportError, TimeoutError) as exc:
-                error = _transport_error(exc, attempt, config.request_timeout)
-                retry = True
-            else:
-                if response.status_code == 200:
-                    return Outcome(response.text)
-                error = _http_error(response, attempt)
-                retry = response.status_code in RETRY_STATUSES
-                wait_hint = _retry_after(response.headers)
+        try:
+            async with asyncio.timeout(config.request_timeout):
+                response = await client.post(
+                    "/v1/chat/completions", content=payload, headers=headers
+                )
+        except (httpx.TransportError, TimeoutError) as exc:
+            error = _transport_error(exc, attempt, config.request_timeout)
+            retry = True
+        else:
+            if response.status_code == 200:
+                return Outcome(response.text)
+            error = _http_error(response, attempt)
+            retry = response.status_code in RETRY_STATUSES
+            wait_hint = _retry_after(response.headers)
         if not retry or attempt >= config.max_attempts:
             return Outcome(None, error)
         delay = wait_hint if wait_hint is not None else _backoff(attempt)
@@ -141,8 +143,6 @@ def _retry_after(headers: httpx.Headers) -> float | None:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    from datetime import UTC, datetime
-
     return min(_RETRY_AFTER_CAP_S, max(0.0, (when - datetime.now(UTC)).total_seconds()))
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, read_text
 
-__all__ = ["OPTION_SPECS", "OptionSpec", "Options"]
+__all__ = ["OPTION_SPECS", "OptionSpec", "Options", "options_table"]
 
 ParseMode = Literal["auto", "cpu", "gpu"]
 RecordMode = Literal["PERMISSIVE", "DROPMALFORMED", "FAILFAST"]
@@ -312,3 +312,16 @@ _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "max_records_per_trigger": _positive(int),
     "max_files_per_trigger": _positive(int),
 }
+
+
+def options_table() -> str:
+    """The reference table of every option, in Markdown (the README embeds it verbatim)."""
+    lines = [
+        "| option | also accepted | default | meaning | example |",
+        "|---|---|---|---|---|",
+    ]
+    for spec in OPTION_SPECS:
+        aliases = ", ".join(f"`{a}`" for a in spec.aliases) or ""
+        default = "required" if spec.required else (f"`{spec.default}`" if spec.default else "")
+        lines.append(f"| `{spec.name}` | {aliases} | {default} | {spec.doc} | `{spec.example}` |")
+    return "\n".join(lines)
