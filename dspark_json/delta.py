@@ -94,10 +94,19 @@ class _DeltaBatchWriter:
 
 def _utc_timestamps(table: pa.Table) -> pa.Table:
     """Delta stores TIMESTAMP as UTC microseconds; make every timestamp column say so."""
-    fields = [
-        f.with_type(pa.timestamp("us", tz="UTC"))
-        if pa.types.is_timestamp(f.type) and f.type.tz not in (None, "UTC")
-        else f
-        for f in table.schema
-    ]
-    return table.cast(pa.schema(fields))
+    target = pa.schema([f.with_type(_utc(f.type)) for f in table.schema])
+    return table if target.equals(table.schema) else table.cast(target)
+
+
+def _utc(dtype: pa.DataType) -> pa.DataType:
+    if pa.types.is_timestamp(dtype):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_struct(dtype):
+        return pa.struct(
+            [dtype.field(i).with_type(_utc(dtype.field(i).type)) for i in range(dtype.num_fields)]
+        )
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return pa.list_(dtype.value_field.with_type(_utc(dtype.value_type)))
+    if pa.types.is_map(dtype):
+        return pa.map_(dtype.key_field, dtype.item_field.with_type(_utc(dtype.item_type)))
+    return dtype

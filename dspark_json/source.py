@@ -91,7 +91,8 @@ class PromptBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         listing = PromptListing(self.config.prompts)
         segments = listing.segments(Position(), listing.end())
-        return plan_partitions(segments, self.config.partition_size)
+        # Spark reads one partition of its own when given none; make that one ours (empty).
+        return plan_partitions(segments, self.config.partition_size) or [PromptPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)

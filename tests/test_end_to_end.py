@@ -180,3 +180,28 @@ def test_gpu_mode_without_a_gpu_is_a_loud_error(spark, simulator, tmp_path):
         batch_read(
             spark, simulator, tmp_path, **{"dspark.json.parse_mode": "gpu-accelerated"}
         ).collect()
+
+
+def test_user_schema_wins_and_what_it_leaves_out_is_rescued(spark, simulator, tmp_path):
+    write_prompts(tmp_path, "a.jsonl", prompts(0, 2))
+    df = (
+        spark.read.format("dspark-json")
+        .schema(
+            "custom_id string, parsed struct<sentiment:string, stars:int>, _rescued_data string"
+        )
+        .option("endpoint", simulator.url)
+        .option("prompts", str(tmp_path))
+        .option("responseFormat", RESPONSE_FORMAT)
+        .load()
+    )
+    assert df.columns == ["custom_id", "parsed", "_rescued_data"]
+    rows = sorted(df.collect(), key=lambda r: r.custom_id)
+    sent = expected_content(simulator, "Review 0: it works")
+    assert rows[0].parsed.asDict() == {"sentiment": sent["sentiment"], "stars": sent["stars"]}
+    rescued = json.loads(rows[0]._rescued_data)
+    assert rescued["parsed.score"] == sent["score"]
+    assert rescued["lang"] == "en" and rescued["model"] == "dspark-sim"
+
+
+def test_an_empty_or_missing_directory_reads_as_no_rows(spark, simulator, tmp_path):
+    assert batch_read(spark, simulator, tmp_path / "missing").count() == 0
