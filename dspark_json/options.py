@@ -160,11 +160,10 @@ class Options:
     @classmethod
     def parse(cls, raw: Mapping[str, str]) -> Options:
         """Parse Spark's option dict; raise :class:`OptionError` on the first problem found."""
-        by_key = _index_specs()
         given: dict[str, tuple[str, str]] = {}  # attr -> (spelling used, value)
         for key, value in raw.items():
             # Spark lower-cases option names; messages use the documented spelling.
-            spec, spelling = by_key.get(key.lower(), (None, key))
+            spec, spelling = _BY_SPELLING.get(key.lower(), (None, key))
             if spec is None:
                 raise OptionError(_unknown_option_message(key))
             if spec.attr in given and given[spec.attr][1] != value:
@@ -194,20 +193,18 @@ class Options:
         return replace(self, model=model)
 
 
-def _index_specs() -> dict[str, tuple[OptionSpec, str]]:
-    """Lower-cased spelling -> (its option, the documented spelling)."""
-    index: dict[str, tuple[OptionSpec, str]] = {}
-    for spec in OPTION_SPECS:
-        for spelling in (spec.name, *spec.aliases):
-            index[spelling.lower()] = (spec, spelling)
-    return index
+#: Lower-cased spelling -> (its option, the documented spelling).
+_BY_SPELLING: dict[str, tuple[OptionSpec, str]] = {
+    spelling.lower(): (spec, spelling)
+    for spec in OPTION_SPECS
+    for spelling in (spec.name, *spec.aliases)
+}
 
 
 def _unknown_option_message(key: str) -> str:
     names = [spec.name for spec in OPTION_SPECS]
-    spellings = {s.lower(): s for spec in OPTION_SPECS for s in (spec.name, *spec.aliases)}
-    close = difflib.get_close_matches(key.lower(), list(spellings), n=1, cutoff=0.6)
-    hint = f" Did you mean {spellings[close[0]]!r}?" if close else ""
+    close = difflib.get_close_matches(key.lower(), list(_BY_SPELLING), n=1, cutoff=0.6)
+    hint = f" Did you mean {_BY_SPELLING[close[0]][1]!r}?" if close else ""
     return (
         f"Unknown option {key!r} for format 'dspark-json'.{hint} Known options: {', '.join(names)}."
     )

@@ -23,7 +23,7 @@ from dspark_json.inputs import PromptPartition, PromptRecord, passthrough_column
 from dspark_json.options import Options
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.schema import ENVELOPE_COLUMNS, ERROR_TYPE
+from dspark_json.schema import ENVELOPE_COLUMNS
 
 __all__ = ["build_request", "read_partition"]
 
@@ -79,14 +79,12 @@ def read_partition(
     row_status = _statuses(records, outcomes, responses.column("_status").to_pylist())
     table = _assemble(schema, records, outcomes, responses, row_status)
     statuses = Counter(row_status)
-    table = _apply_mode(
-        table,
-        options=options,
-        records=records,
-        outcomes=outcomes,
-        row_status=row_status,
-        statuses=statuses,
+    kept = _apply_mode(
+        table, options=options, records=records, outcomes=outcomes, row_status=row_status
     )
+    if kept.num_rows < table.num_rows:
+        statuses["dropped"] = table.num_rows - kept.num_rows
+    table = kept
     logger.info(
         "partition %d: %d prompts, statuses %s, http %.2fs, parse %.3fs on %s",
         partition.index,
@@ -147,14 +145,11 @@ def _assemble(
         columns["_rescued_data"] = _merge_rescued(
             columns["_rescued_data"].to_pylist(), prompt_rescued
         )
-    if "_error" in schema.names:
-        errors = [_error_of(r, o) for r, o in zip(records, outcomes, strict=True)]
-        columns["_error"] = pa.array(errors, arrow_schema(StructType([_ERROR_FIELD]))[0].type)
     target = arrow_schema(schema)
+    if "_error" in target.names:
+        errors = [_error_of(r, o) for r, o in zip(records, outcomes, strict=True)]
+        columns["_error"] = pa.array(errors, target.field("_error").type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
-
-
-_ERROR_FIELD = StructType().add("_error", ERROR_TYPE).fields[0]
 
 
 def _error_of(record: PromptRecord, outcome: Outcome) -> dict[str, Any] | None:
@@ -186,7 +181,6 @@ def _apply_mode(
     records: Sequence[PromptRecord],
     outcomes: Sequence[Outcome],
     row_status: Sequence[str],
-    statuses: Counter[str],
 ) -> pa.Table:
     if options.mode == "PERMISSIVE":
         return table
@@ -210,5 +204,4 @@ def _apply_mode(
     dropped = len(keep) - sum(keep)
     if dropped:
         logger.info("mode=DROPMALFORMED dropped %d malformed row(s) of %d", dropped, len(keep))
-        statuses["dropped"] = dropped
     return table.filter(pa.array(keep))
