@@ -9,6 +9,8 @@
           .load())
     dspark_json.write_delta(df, "/data/answers", checkpoint="/data/_checkpoint")
 
+    table = dspark_json.parse_responses(bodies, response_format=schema)  # bodies in hand
+
 Importing this package never imports cuDF, RMM or CUDA; the GPU parser loads them on use.
 """
 
@@ -26,6 +28,7 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.options import OPTION_SPECS, Options
+from dspark_json.responses import parse_responses
 from dspark_json.schema import json_schema_to_spark
 
 if TYPE_CHECKING:
@@ -42,6 +45,7 @@ __all__ = [
     "ServerError",
     "__version__",
     "json_schema_to_spark",
+    "parse_responses",
     "register",
     "write_delta",
 ]

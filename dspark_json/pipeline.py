@@ -23,18 +23,11 @@ from dspark_json.inputs import PromptPartition, PromptRecord, passthrough_column
 from dspark_json.options import Options
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.schema import ENVELOPE_COLUMNS
+from dspark_json.schema import MALFORMED, RESPONSE_COLUMNS
 
 __all__ = ["build_request", "read_partition"]
 
 logger = logging.getLogger("dspark_json")
-
-RESPONSE_COLUMNS = frozenset(
-    {*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data", "_corrupt_record"}
-)
-MALFORMED = frozenset(
-    {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
-)
 
 
 def build_request(record: PromptRecord, options: Options) -> dict[str, Any]:

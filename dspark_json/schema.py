@@ -28,6 +28,8 @@ from dspark_json.errors import SchemaError
 __all__ = [
     "ENVELOPE_COLUMNS",
     "ERROR_TYPE",
+    "MALFORMED",
+    "RESPONSE_COLUMNS",
     "STATUS_VALUES",
     "SYSTEM_COLUMNS",
     "envelope_fields",
@@ -58,6 +60,14 @@ ERROR_TYPE = StructType(
 
 ENVELOPE_COLUMNS = ("id", "object", "created", "model", "choices", "usage")
 SYSTEM_COLUMNS = ("_status", "_rescued_data", "_corrupt_record", "_error")
+#: The columns the parser fills from a response body.
+RESPONSE_COLUMNS = frozenset(
+    {*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data", "_corrupt_record"}
+)
+#: Statuses of rows that DROPMALFORMED drops and FAILFAST fails on.
+MALFORMED = frozenset(
+    {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
+)
 
 
 def envelope_fields(parsed: DataType | None) -> list[StructField]:

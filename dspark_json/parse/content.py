@@ -1,37 +1,32 @@
-"""Find the JSON document a model wrote inside its message content.
+"""Find the JSON document a model wrote inside its message content (one text at a time).
 
 Models wrap JSON in Markdown fences (```json ... ```), put prose before or after it, or start with
-a byte-order mark. The rule, applied in order:
+a byte-order mark. The rule, after stripping whitespace and BOMs from both ends:
 
-1. Strip a BOM and surrounding whitespace. Text starting with ``{`` or ``[`` is taken whole.
-2. Otherwise, the body of the first fenced block, when it starts with ``{`` or ``[``.
-3. Otherwise, the text from the first ``{`` to the last ``}``.
-4. Otherwise there is no JSON: the row's status is ``not_json``.
+1. text that is valid JSON, or that starts with ``{`` or ``[``, is taken whole;
+2. otherwise, the body of the first fenced block, when it starts with ``{`` or ``[``;
+3. otherwise, the text from the first ``{`` to the last ``}``;
+4. otherwise there is no JSON: the row's status is ``not_json``.
+
+The rule lives in :func:`dspark_json.parse.kernels.extract_row`, which the vectorised scans run
+over whole columns; this wrapper applies it to one Python string.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from dspark_json.parse.kernels import KIND_NONE, MAX_DEPTH, extract_row
+
 __all__ = ["extract_json"]
 
-_FENCE = "```"
-_WHITESPACE = " \t\r\n\ufeff"
+_STACK = np.empty(MAX_DEPTH, np.uint8)
 
 
 def extract_json(text: str) -> str | None:
-    """The JSON text inside ``text``, or ``None`` where there is none to find."""
-    stripped = text.strip(_WHITESPACE)
-    if stripped.startswith(("{", "[")):
-        return stripped
-    fence = stripped.find(_FENCE)
-    if fence >= 0:
-        body_start = stripped.find("\n", fence)
-        close = stripped.find(_FENCE, body_start + 1) if body_start >= 0 else -1
-        if body_start >= 0:
-            body = stripped[body_start + 1 : close if close >= 0 else len(stripped)]
-            body = body.strip(_WHITESPACE)
-            if body.startswith(("{", "[")):
-                return body
-    first, last = stripped.find("{"), stripped.rfind("}")
-    if 0 <= first < last:
-        return stripped[first : last + 1]
-    return None
+    """The JSON candidate inside ``text`` (not necessarily valid), or ``None`` where none."""
+    raw = text.encode("utf-8", "surrogatepass")
+    start, end, kind = extract_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK)
+    if kind == KIND_NONE:
+        return None
+    return raw[start:end].decode("utf-8", "surrogatepass")

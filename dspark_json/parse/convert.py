@@ -37,9 +37,18 @@ from pyspark.sql.types import (
 
 from dspark_json.errors import SchemaError
 
-__all__ = ["Converter", "arrow_schema", "check_supported", "dump_json"]
+__all__ = [
+    "MISSING",
+    "Converter",
+    "arrow_schema",
+    "check_supported",
+    "dump_json",
+    "parse_date",
+    "parse_timestamp",
+]
 
-_MISSING = object()
+#: What a scalar conversion returns for a value that does not fit (``None`` is a valid value).
+MISSING = object()
 _RANGES: dict[type[DataType], tuple[int, int]] = {
     LongType: (-(2**63), 2**63 - 1),
     IntegerType: (-(2**31), 2**31 - 1),
@@ -114,7 +123,7 @@ class Converter:
                 return [(k, self.value(v, vt, f"{path}.{k}", sink)) for k, v in value.items()]
         else:
             out = _SCALARS[type(dtype)](value, dtype)
-            if out is not _MISSING:
+            if out is not MISSING:
                 return out
         sink[path] = value
         return None
@@ -139,21 +148,24 @@ def _integral(value: Any, dtype: DataType) -> Any:
     low, high = _RANGES[type(dtype)]
     if isinstance(value, int) and not isinstance(value, bool) and low <= value <= high:
         return value
-    return _MISSING
+    return MISSING
 
 
 def _floating(value: Any, _: DataType) -> Any:
     if isinstance(value, int | float) and not isinstance(value, bool):
-        as_float = float(value)
-        return as_float if math.isfinite(as_float) else _MISSING
-    return _MISSING
+        try:
+            as_float = float(value)
+        except OverflowError:  # an integer beyond a double's range
+            return MISSING
+        return as_float if math.isfinite(as_float) else MISSING
+    return MISSING
 
 
 def _boolean(value: Any, _: DataType) -> Any:
-    return value if isinstance(value, bool) else _MISSING
+    return value if isinstance(value, bool) else MISSING
 
 
-def _timestamp(value: Any, _: DataType) -> Any:
+def parse_timestamp(value: Any, _: DataType) -> Any:
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             return datetime.fromtimestamp(value, UTC)
@@ -162,16 +174,16 @@ def _timestamp(value: Any, _: DataType) -> Any:
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     except (ValueError, OverflowError, OSError):
         pass
-    return _MISSING
+    return MISSING
 
 
-def _date(value: Any, _: DataType) -> Any:
+def parse_date(value: Any, _: DataType) -> Any:
     if isinstance(value, str):
         try:
             return date.fromisoformat(value)
         except ValueError:
             pass
-    return _MISSING
+    return MISSING
 
 
 _SCALARS: dict[type[DataType], Callable[[Any, DataType], Any]] = {
@@ -181,6 +193,6 @@ _SCALARS: dict[type[DataType], Callable[[Any, DataType], Any]] = {
     DoubleType: _floating,
     FloatType: _floating,
     BooleanType: _boolean,
-    TimestampType: _timestamp,
-    DateType: _date,
+    TimestampType: parse_timestamp,
+    DateType: parse_date,
 }

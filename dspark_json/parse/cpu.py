@@ -1,124 +1,354 @@
-"""The CPU backend: response bodies -> Arrow, with pyarrow and the standard library.
+"""The CPU backend: response bodies -> Arrow with numba scans and pyarrow's JSON reader.
 
-This first version walks the rows in Python and is the reference for the row semantics in
-DESIGN.md; the vectorised path replaces the walk, not the semantics.
+No Python loop per row on the common path:
+
+1. one numba scan over the bodies' Arrow buffer validates each body (strict JSON, UTF-8) and
+   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`);
+2. the fitting bodies go through ``pyarrow.json.read_json`` as JSON lines, in parallel chunks;
+3. a second scan finds the JSON inside each choice's ``message.content`` (fences, prose, BOMs)
+   and checks it against the content type; the fitting spans are read by pyarrow the same way;
+4. statuses and ``_corrupt_record`` are computed column-wise.
+
+Rows the scans set aside (drift to rescue, values to convert, pyarrow surprises) go to the
+:class:`~dspark_json.parse.reference.ReferenceParser`, row by row, and are put back in place, so
+the output equals the reference's for every row and rows out always equal bodies in.
 """
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
-from pyspark.sql.types import ArrayType, DataType, StructType
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from dspark_json.parse.content import extract_json
-from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.parse.columns import (
+    JsonLines,
+    finish,
+    read_type,
+    string_buffers,
+    to_string_array,
+)
+from dspark_json.parse.conform import (
+    CODE_FITS,
+    CODE_INVALID,
+    CODE_MISFIT,
+    CODE_NONE,
+    TypeTable,
+    compile_type,
+    scan_content_fit,
+    scan_envelope_fit,
+)
+from dspark_json.parse.convert import arrow_schema
+from dspark_json.parse.reference import ReferenceParser, content_type
 from dspark_json.schema import SYSTEM_COLUMNS
 
 __all__ = ["CpuParser"]
 
-_FIRST_CHOICE_PARSED = "choices[0].message.parsed"
+#: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
+_SECONDS = (-62135596800, 253402300799)
+_STATUSES = ("ok", "empty", "not_json", "corrupt_content", "truncated")
+_OK, _EMPTY, _NOT_JSON, _CORRUPT_CONTENT, _TRUNCATED = range(5)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+@dataclass(frozen=True)
+class _Plan:
+    """What the vectorised path reads: the envelope without ``parsed``, and the content type."""
 
+    envelope: StructType
+    envelope_table: TypeTable
+    envelope_read: pa.Schema
+    content: DataType | None
+    content_table: TypeTable | None
+    content_read: pa.Schema | None
 
-def _loads(text: str) -> Any:
-    return json.loads(text, parse_constant=_reject_constant)
+    @classmethod
+    def of(cls, data: StructType) -> _Plan | None:
+        """The plan for the data columns of a schema, or None when the schema is beyond the
+        vectorised reader (the reference parser then takes every row)."""
+        if _has_map(data):
+            return None
+        parsed = content_type(data)
+        envelope = _without_parsed(data)
+        if parsed is not None:
+            if not _content_reachable(envelope):
+                return None
+            message = _message_type(data)
+            both = "parsed" in data.names and message is not None and "parsed" in message.names
+            if both and message["parsed"].dataType != data["parsed"].dataType:  # type: ignore[index]
+                return None
+        content_read = None
+        if parsed is not None:
+            content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
+        return cls(
+            envelope=envelope,
+            envelope_table=compile_type(envelope, timestamp_range=_SECONDS),
+            envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
+            content=parsed,
+            content_table=compile_type(parsed) if parsed is not None else None,
+            content_read=content_read,
+        )
 
 
 class CpuParser:
     """Parses response bodies into the columns of ``schema`` that come from the response:
     the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``."""
 
-    def __init__(self, schema: StructType) -> None:
+    backend = "cpu"
+
+    def __init__(self, schema: StructType, *, lines: JsonLines | None = None) -> None:
         self.schema = schema
+        self.target = arrow_schema(schema)
+        self.reference = ReferenceParser(schema)
+        self.lines = lines or JsonLines(threads=os.cpu_count() or 1)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
-        # The first choice's content is rescued once, under "parsed", when that column exists.
-        skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
-        self._converter = Converter(data, not_rescued=skip)
-        self._content_type = _content_type(schema)
+        self._plan = _Plan.of(data)
+        #: How many rows of the last batch the reference parser took.
+        self.reference_rows = 0
 
-    def parse(self, bodies: Sequence[str | None]) -> pa.Table:
-        rows: list[dict[str, Any]] = []
-        status: list[str | None] = []
-        corrupt: list[str | None] = []
-        for body in bodies:
-            row, row_status, row_corrupt = self._one(body)
-            rows.append(row)
-            status.append(row_status)
-            corrupt.append(row_corrupt)
-        table, rescued = self._converter.table(rows)
-        system = {
-            "_status": pa.array(status, pa.string()),
-            "_corrupt_record": pa.array(corrupt, pa.string()),
-            "_rescued_data": pa.array([dump_json(r) if r else None for r in rescued], pa.string()),
+    def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
+        texts = to_string_array(bodies)
+        if self._plan is None:
+            self.reference_rows = len(texts)
+            return self.reference.parse(_as_python(texts))
+        plan = self._plan
+        offsets, data, valid = string_buffers(texts)
+        codes = scan_envelope_fit(offsets, data, valid, plan.envelope_table.arrays())
+        fit = np.flatnonzero(codes == CODE_FITS)
+        envelopes, read = self.lines.read(data, offsets[fit], offsets[fit + 1], plan.envelope_read)
+        slow = [np.flatnonzero(codes == CODE_MISFIT), fit[~read]]
+        fit = fit[read]
+        bad: set[int] = set()
+        fast = self._fast_columns(envelopes, bad)
+        if bad:
+            keep = np.ones(len(fit), np.bool_)
+            keep[list(bad)] = False
+            fast = fast.filter(pa.array(keep))
+            slow.append(fit[~keep])
+            fit = fit[keep]
+        slow_rows = np.sort(np.concatenate(slow)).astype(np.int64)
+        self.reference_rows = len(slow_rows)
+        others = np.flatnonzero(codes < CODE_FITS)  # null and invalid bodies
+        parts = [
+            fast,
+            self.reference.parse(_as_python(texts.take(pa.array(slow_rows)))),
+            self._unparsed(texts, others, codes[others]),
+        ]
+        order = np.concatenate([fit, slow_rows, others])
+        table = pa.concat_tables(parts)
+        return table.take(pa.array(np.argsort(order, kind="stable")))
+
+    def _fast_columns(self, envelopes: pa.Table, bad: set[int]) -> pa.Table:
+        """The target columns for rows that fit; adds to ``bad`` the rows that turn out not to."""
+        plan = self._plan
+        assert plan is not None
+        n = envelopes.num_rows
+        rows = np.arange(n)
+        columns: dict[str, pa.Array] = {}
+        for f in plan.envelope.fields:
+            columns[f.name] = finish(
+                envelopes.column(f.name).combine_chunks(), f.dataType, rows, bad
+            )
+        status = np.full(n, _EMPTY, np.int8)
+        corrupt = pa.nulls(n, pa.string())
+        if "choices" in columns:
+            choices = columns["choices"]
+            lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy()
+            status[lengths > 0] = _OK
+            if plan.content is not None:
+                first = np.cumsum(lengths) - lengths
+                per_choice_parsed, status_of, corrupt = self._content(choices, first, lengths, bad)
+                status = np.where(lengths > 0, status_of, _EMPTY).astype(np.int8)
+                target = (
+                    self.target.field("choices").type if "choices" in self.target.names else None
+                )
+                if target is not None:
+                    columns["choices"] = _insert_parsed(choices, per_choice_parsed, target)
+                if "parsed" in self.target.names:
+                    columns["parsed"] = per_choice_parsed.take(pa.array(first, mask=lengths == 0))
+        columns["_status"] = pa.array(_STATUSES).take(pa.array(status))
+        columns["_corrupt_record"] = corrupt
+        columns["_rescued_data"] = pa.nulls(n, pa.string())
+        return pa.Table.from_arrays(
+            [columns[f.name].cast(f.type) for f in self.target], schema=self.target
+        )
+
+    def _content(
+        self, choices: pa.Array, first: np.ndarray, lengths: np.ndarray, bad: set[int]
+    ) -> tuple[pa.Array, np.ndarray, pa.Array]:
+        """Parse every choice's content: the parsed value per choice, and per row the status
+        and ``_corrupt_record`` from its first choice."""
+        plan = self._plan
+        assert plan is not None and plan.content_table is not None
+        assert plan.content is not None and plan.content_read is not None
+        per_choice = choices.flatten()
+        parents = pc.list_parent_indices(choices).to_numpy()
+        fields = _children(per_choice)
+        message = _children(fields["message"])
+        content = message["content"]
+        offsets, data, valid = string_buffers(content)
+        starts, ends, codes = scan_content_fit(offsets, data, valid, plan.content_table.arrays())
+        bad.update(parents[codes == CODE_MISFIT].tolist())
+        fitting = np.flatnonzero(codes == CODE_FITS)
+        values, read = self.lines.read(
+            data, starts[fitting], ends[fitting], plan.content_read, prefix=b'{"v":', suffix=b"}"
+        )
+        bad.update(parents[fitting[~read]].tolist())
+        fitting = fitting[read]
+        parsed = finish(values.column("v").combine_chunks(), plan.content, parents[fitting], bad)
+        index = np.full(len(per_choice), -1, np.int64)
+        index[fitting] = np.arange(len(fitting))
+        per_choice_parsed = parsed.take(pa.array(index, mask=index < 0))
+
+        has_first = lengths > 0
+        head = first[has_first]
+        head_codes = codes[head]
+        head_length = pc.equal(fields["finish_reason"].take(pa.array(head)), "length")
+        truncated = pc.fill_null(head_length, False).to_numpy(zero_copy_only=False)
+        status_head = np.full(len(head), _NOT_JSON, np.int8)
+        status_head[head_codes == CODE_FITS] = _OK
+        broken = head_codes == CODE_INVALID
+        status_head[broken] = np.where(truncated[broken], _TRUNCATED, _CORRUPT_CONTENT)
+        status = np.full(len(lengths), _EMPTY, np.int8)
+        status[has_first] = status_head
+
+        corrupt_index = np.full(len(lengths), -1, np.int64)
+        shows_text = (head_codes == CODE_INVALID) | (head_codes == CODE_NONE)
+        corrupt_index[np.flatnonzero(has_first)[shows_text]] = head[shows_text]
+        corrupt = content.take(pa.array(corrupt_index, mask=corrupt_index < 0))
+        return per_choice_parsed, status, corrupt
+
+    def _unparsed(self, texts: pa.Array, rows: np.ndarray, codes: np.ndarray) -> pa.Table:
+        """Null bodies (no status) and bodies that are not a JSON object (corrupt_envelope)."""
+        n = len(rows)
+        invalid = codes == CODE_INVALID
+        raw = texts.take(pa.array(rows)).cast(pa.large_string())
+        try:
+            raw.validate(full=True)
+        except pa.ArrowInvalid:  # invalid UTF-8: show it with replacement characters
+            raw = pa.array(
+                [
+                    None if b is None else b.decode("utf-8", "replace")
+                    for b in raw.view(pa.large_binary()).to_pylist()
+                ],
+                pa.large_string(),
+            )
+        columns = {
+            "_status": pa.array(["corrupt_envelope" if i else None for i in invalid], pa.string()),
+            "_corrupt_record": pc.if_else(
+                pa.array(invalid), raw, pa.scalar(None, pa.large_string())
+            ).cast(pa.string()),
         }
-        target = arrow_schema(self.schema)
-        columns = [system[f.name] if f.name in system else table.column(f.name) for f in target]
-        return pa.Table.from_arrays(columns, schema=target)
-
-    def _one(self, body: str | None) -> tuple[dict[str, Any], str | None, str | None]:
-        if body is None:
-            return {}, None, None
-        try:
-            envelope = _loads(body)
-        except ValueError:
-            return {}, "corrupt_envelope", body
-        if not isinstance(envelope, dict):
-            return {}, "corrupt_envelope", body
-        choices = envelope.get("choices")
-        if not isinstance(choices, list) or not choices:
-            return envelope, "empty", None
-        if self._content_type is None:
-            return envelope, "ok", None
-        outcomes = [self._content(choice) for choice in choices]
-        value, status, corrupt = outcomes[0]
-        envelope["parsed"] = value
-        return envelope, status, corrupt
-
-    def _content(self, choice: Any) -> tuple[Any, str, str | None]:
-        """Parse one choice's content in place; return (value, status, corrupt text)."""
-        message = choice.get("message") if isinstance(choice, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(content, str):
-            return None, "not_json", None
-        found = extract_json(content)
-        if found is None:
-            return None, "not_json", content
-        try:
-            value = _loads(found)
-        except ValueError:
-            truncated = choice.get("finish_reason") == "length"
-            return None, "truncated" if truncated else "corrupt_content", content
-        if not _fits(value, self._content_type):
-            return None, "corrupt_content", content
-        assert isinstance(message, dict)
-        message["parsed"] = value
-        return value, "ok", None
+        return pa.Table.from_arrays(
+            [columns.get(f.name, pa.nulls(n, f.type)) for f in self.target], schema=self.target
+        )
 
 
-def _fits(value: Any, dtype: DataType | None) -> bool:
+def _as_python(texts: pa.Array) -> list[str | bytes | None]:
+    """Rows for the reference parser: text where it is valid UTF-8, else the raw bytes."""
+    try:
+        texts.validate(full=True)
+        return texts.to_pylist()  # type: ignore[no-any-return]
+    except pa.ArrowInvalid:
+        binary = pa.large_binary() if pa.types.is_large_string(texts.type) else pa.binary()
+        return texts.view(binary).to_pylist()  # type: ignore[no-any-return]
+
+
+def _children(array: pa.Array) -> dict[str, pa.Array]:
+    """A struct array's children by name, each null where the struct is."""
+    return {f.name: child for f, child in zip(array.type, array.flatten(), strict=True)}
+
+
+def _insert_parsed(choices: pa.Array, parsed: pa.Array, target: pa.DataType) -> pa.Array:
+    """``choices`` (without ``message.parsed``) rebuilt as ``target`` with ``parsed`` per choice."""
+    per_choice = choices.flatten()
+    choice_type = target.value_type
+    fields = _children(per_choice)
+    message_type = choice_type.field("message").type
+    message = fields["message"]
+    message_fields = _children(message)
+    if "parsed" in message_type.names:
+        message_fields["parsed"] = parsed
+    fields["message"] = pa.StructArray.from_arrays(
+        [message_fields[f.name] for f in message_type],
+        fields=list(message_type),
+        mask=message.is_null(),
+    )
+    choice = pa.StructArray.from_arrays(
+        [fields[f.name] for f in choice_type], fields=list(choice_type), mask=per_choice.is_null()
+    )
+    lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy()
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.ListArray.from_arrays(pa.array(offsets), choice, type=target, mask=choices.is_null())
+
+
+def _has_map(dtype: DataType) -> bool:
+    if isinstance(dtype, MapType):
+        return True
     if isinstance(dtype, StructType):
-        return isinstance(value, dict)
+        return any(_has_map(f.dataType) for f in dtype.fields)
     if isinstance(dtype, ArrayType):
-        return isinstance(value, list)
-    return True
+        return _has_map(dtype.elementType)
+    return False
 
 
-def _content_type(schema: StructType) -> DataType | None:
-    """The type of the parsed content, from ``parsed`` or ``choices[].message.parsed``."""
-    if "parsed" in schema.names:
-        return schema["parsed"].dataType
-    if "choices" in schema.names:
-        choices = schema["choices"].dataType
-        if isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType):
-            choice = choices.elementType
-            if "message" in choice.names and isinstance(choice["message"].dataType, StructType):
-                message = choice["message"].dataType
-                if "parsed" in message.names:
-                    return message["parsed"].dataType
-    return None
+def _message_type(data: StructType) -> StructType | None:
+    if "choices" not in data.names:
+        return None
+    choices = data["choices"].dataType
+    if not (isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)):
+        return None
+    choice = choices.elementType
+    if "message" not in choice.names or not isinstance(choice["message"].dataType, StructType):
+        return None
+    return choice["message"].dataType
+
+
+def _without_parsed(data: StructType) -> StructType:
+    """The envelope as the server sends it: no top-level ``parsed``, no ``message.parsed``."""
+    fields = [f for f in data.fields if f.name != "parsed"]
+    message = _message_type(data)
+    if message is None:
+        return StructType(fields)
+    choices = data["choices"].dataType
+    assert isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)
+    bare_message = StructType([m for m in message.fields if m.name != "parsed"])
+    choice = StructType(
+        [
+            StructField(c.name, bare_message, c.nullable) if c.name == "message" else c
+            for c in choices.elementType.fields
+        ]
+    )
+    return StructType(
+        [
+            StructField(f.name, ArrayType(choice, choices.containsNull), f.nullable)
+            if f.name == "choices"
+            else f
+            for f in fields
+        ]
+    )
+
+
+def _content_reachable(envelope: StructType) -> bool:
+    """Whether the envelope type reads what the content pass needs."""
+    message = _message_type(envelope)
+    if message is None or "content" not in message.names:
+        return False
+    choices = envelope["choices"].dataType
+    assert isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)
+    choice = choices.elementType
+    return (
+        isinstance(message["content"].dataType, StringType)
+        and "finish_reason" in choice.names
+        and isinstance(choice["finish_reason"].dataType, StringType)
+    )

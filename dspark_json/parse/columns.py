@@ -1,0 +1,212 @@
+"""Arrow plumbing for the vectorised parser: string buffers as numpy, JSON lines through pyarrow's
+reader in parallel chunks, and read types turned into the target types."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from dspark_json.parse.convert import MISSING, arrow_schema, parse_date, parse_timestamp
+from dspark_json.parse.kernels import gather_lines
+
+__all__ = [
+    "JsonLines",
+    "finish",
+    "read_type",
+    "string_buffers",
+    "to_string_array",
+]
+
+logger = logging.getLogger("dspark_json")
+
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+
+
+def to_string_array(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Array:
+    """One (large_)string array of the bodies. Bytes are not decoded here: the scans check UTF-8."""
+    if isinstance(bodies, pa.ChunkedArray):
+        bodies = bodies.combine_chunks()
+    if isinstance(bodies, pa.Array):
+        if pa.types.is_binary(bodies.type):
+            return bodies.view(pa.string())
+        if pa.types.is_large_binary(bodies.type):
+            return bodies.view(pa.large_string())
+        if pa.types.is_string(bodies.type) or pa.types.is_large_string(bodies.type):
+            return bodies
+        raise TypeError(f"bodies must be a string or binary array, not {bodies.type}")
+    items = list(bodies)
+    if any(isinstance(b, bytes) for b in items):
+        binary = pa.array(
+            [b.encode("utf-8", "surrogatepass") if isinstance(b, str) else b for b in items],
+            pa.large_binary(),
+        )
+        return binary.view(pa.large_string())
+    try:
+        return pa.array(items, pa.large_string())
+    except UnicodeEncodeError:  # lone surrogates in a str: keep them as bytes the scans reject
+        raw = [b.encode("utf-8", "surrogatepass") if b is not None else None for b in items]
+        return pa.array(raw, pa.large_binary()).view(pa.large_string())
+
+
+def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(offsets as int64, data as uint8, validity as bool)`` of a (large_)string array."""
+    n = len(array)
+    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    buffers = array.buffers()
+    offsets = np.frombuffer(buffers[1], width)[array.offset : array.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(1, np.uint8)
+    valid = array.is_valid().to_numpy(zero_copy_only=False)
+    return offsets, data, valid
+
+
+class JsonLines:
+    """Reads JSON lines with pyarrow in chunks of about ``chunk_bytes``, on ``threads`` threads.
+
+    pyarrow stops a whole read at the first line it rejects; the scans before it make that rare,
+    and when it happens only that chunk's rows are given back as failed (for the reference
+    parser), never the batch.
+    """
+
+    def __init__(self, chunk_bytes: int = 4 << 20, threads: int = 2) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.threads = threads
+
+    def read(
+        self,
+        data: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        schema: pa.Schema,
+        *,
+        prefix: bytes = b"",
+        suffix: bytes = b"",
+    ) -> tuple[pa.Table, np.ndarray]:
+        """Parse ``prefix + data[starts[i]:ends[i]] + suffix`` for each i; return the table of
+        the lines that were read and a mask of which ones were (in order)."""
+        n = len(starts)
+        ok = np.ones(n, np.bool_)
+        if n == 0:
+            return schema.empty_table(), ok
+        lines, line_offsets = gather_lines(
+            data,
+            starts,
+            ends,
+            np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)],
+            np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)],
+        )
+        bounds = [0]
+        while bounds[-1] < n:
+            target = line_offsets[bounds[-1]] + self.chunk_bytes
+            nxt = int(np.searchsorted(line_offsets, target, side="right")) - 1
+            bounds.append(min(max(nxt, bounds[-1] + 1), n))
+        spans = list(itertools.pairwise(bounds))
+
+        def one(span: tuple[int, int]) -> pa.Table | None:
+            lo, hi = span
+            chunk = lines[line_offsets[lo] : line_offsets[hi]]
+            try:
+                table = pj.read_json(
+                    pa.BufferReader(pa.py_buffer(chunk)),
+                    read_options=pj.ReadOptions(use_threads=False, block_size=len(chunk) + 1),
+                    parse_options=pj.ParseOptions(
+                        explicit_schema=schema, unexpected_field_behavior="ignore"
+                    ),
+                )
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                logger.debug("pyarrow rejected lines %d..%d: %s", lo, hi, exc)
+                return None
+            return table if table.num_rows == hi - lo else None
+
+        if len(spans) > 1 and self.threads > 1:
+            with ThreadPoolExecutor(self.threads) as pool:
+                tables = list(pool.map(one, spans))
+        else:
+            tables = [one(s) for s in spans]
+        read = []
+        for (lo, hi), table in zip(spans, tables, strict=True):
+            if table is None:
+                ok[lo:hi] = False
+            else:
+                read.append(table.select(schema.names).cast(schema))
+        if not read:
+            return schema.empty_table(), ok
+        return pa.concat_tables(read).combine_chunks(), ok
+
+
+def read_type(dtype: DataType, *, seconds: bool = False) -> DataType:
+    """The type pyarrow reads for ``dtype``: timestamps as unix seconds (``seconds``) or text,
+    dates as text; :func:`finish` turns them into the target types."""
+    if isinstance(dtype, StructType):
+        return StructType(
+            [StructField(f.name, read_type(f.dataType, seconds=seconds)) for f in dtype.fields]
+        )
+    if isinstance(dtype, ArrayType):
+        return ArrayType(read_type(dtype.elementType, seconds=seconds))
+    if isinstance(dtype, TimestampType):
+        return LongType() if seconds else StringType()
+    if isinstance(dtype, DateType):
+        return StringType()
+    return dtype
+
+
+def _has_conversion(dtype: DataType) -> bool:
+    if isinstance(dtype, StructType):
+        return any(_has_conversion(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, ArrayType):
+        return _has_conversion(dtype.elementType)
+    return isinstance(dtype, TimestampType | DateType)
+
+
+def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) -> pa.Array:
+    """``array`` (as read for ``dtype``) in the target Arrow type. ``rows[i]`` is the row of
+    element ``i``; rows with a value that does not convert are added to ``bad``."""
+    target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
+    if not _has_conversion(dtype):
+        return array
+    if isinstance(dtype, StructType):
+        children = [
+            finish(array.field(i), f.dataType, rows, bad) for i, f in enumerate(dtype.fields)
+        ]
+        return pa.StructArray.from_arrays(
+            children, fields=list(target), mask=array.is_null() if array.null_count else None
+        )
+    if isinstance(dtype, ArrayType):
+        values = array.flatten()
+        parents = pc.list_parent_indices(array).to_numpy()
+        converted = finish(values, dtype.elementType, rows[parents], bad)
+        lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return pa.ListArray.from_arrays(
+            pa.array(offsets),
+            converted,
+            type=target,
+            mask=array.is_null() if array.null_count else None,
+        )
+    if pa.types.is_integer(array.type):  # unix seconds, range checked by the scan
+        return pc.multiply(array, 1_000_000).cast(_TIMESTAMP_US)
+    convert = parse_timestamp if isinstance(dtype, TimestampType) else parse_date
+    out = []
+    for i, text in enumerate(array.to_pylist()):
+        value = None if text is None else convert(text, dtype)
+        if value is MISSING:
+            bad.add(int(rows[i]))
+            value = None
+        out.append(value)
+    return pa.array(out, target)

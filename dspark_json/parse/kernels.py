@@ -1,0 +1,424 @@
+"""Byte scans over Arrow string buffers: strict JSON validation and finding JSON in content.
+
+Every function here works on one row, ``data[start:end]`` of a ``uint8`` buffer, with no
+allocation and no Python objects, so the same code compiles with ``numba.njit`` for the CPU
+(``scan_*`` loops below) and with ``numba.cuda.jit(device=True)`` for the GPU backend.
+
+What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold):
+
+- the grammar exactly: no NaN/Infinity, no comments, no trailing commas, whitespace is only
+  space, tab, CR and LF, no byte-order mark;
+- strings are valid UTF-8 without raw control characters, and ``\\u`` escapes form valid code
+  points (a lone surrogate is rejected: UTF-8 cannot hold it);
+- nesting at most :data:`MAX_DEPTH` deep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "KIND_ARRAY",
+    "KIND_INVALID",
+    "KIND_NONE",
+    "KIND_OBJECT",
+    "KIND_SCALAR",
+    "MAX_DEPTH",
+    "extract_row",
+    "gather_lines",
+    "scan_content",
+    "scan_documents",
+    "validate_row",
+]
+
+#: Deeper documents are rejected (Python's json module gives up near 1000).
+MAX_DEPTH = 512
+
+KIND_NONE = -1  # no JSON candidate was found in the text
+KIND_INVALID = 0
+KIND_OBJECT = 1
+KIND_ARRAY = 2
+KIND_SCALAR = 3
+
+_jit = njit(cache=True, nogil=True)
+
+_SPACE, _TAB, _LF, _CR = 32, 9, 10, 13
+_QUOTE, _BACKSLASH, _COMMA, _COLON, _MINUS, _DOT = 34, 92, 44, 58, 45, 46
+_LBRACE, _RBRACE, _LBRACKET, _RBRACKET, _BACKTICK = 123, 125, 91, 93, 96
+
+
+@_jit
+def _is_ws(c: int) -> bool:
+    return c == _SPACE or c == _TAB or c == _LF or c == _CR
+
+
+@_jit
+def _skip_ws(data: Any, pos: int, end: int) -> int:
+    while pos < end and _is_ws(data[pos]):
+        pos += 1
+    return pos
+
+
+@_jit
+def _hex4(data: Any, pos: int, end: int) -> int:
+    if pos + 4 > end:
+        return -1
+    value = 0
+    for i in range(pos, pos + 4):
+        c = data[i]
+        if 48 <= c <= 57:
+            digit = c - 48
+        elif 97 <= c <= 102:
+            digit = c - 87
+        elif 65 <= c <= 70:
+            digit = c - 55
+        else:
+            return -1
+        value = value * 16 + digit
+    return value
+
+
+@_jit
+def _utf8_length(data: Any, pos: int, end: int) -> int:
+    """Length of the valid UTF-8 sequence at ``pos`` (a non-ASCII lead byte), else 0."""
+    c = data[pos]
+    low, high = 0x80, 0xBF
+    if 0xC2 <= c <= 0xDF:
+        need = 1
+    elif c == 0xE0:
+        need, low = 2, 0xA0
+    elif c == 0xED:
+        need, high = 2, 0x9F
+    elif 0xE1 <= c <= 0xEF:
+        need = 2
+    elif c == 0xF0:
+        need, low = 3, 0x90
+    elif c == 0xF4:
+        need, high = 3, 0x8F
+    elif 0xF1 <= c <= 0xF3:
+        need = 3
+    else:
+        return 0
+    if pos + need >= end:
+        return 0
+    second = data[pos + 1]
+    if second < low or second > high:
+        return 0
+    for i in range(pos + 2, pos + need + 1):
+        if data[i] < 0x80 or data[i] > 0xBF:
+            return 0
+    return need + 1
+
+
+@_jit
+def _scan_string(data: Any, pos: int, end: int) -> int:
+    """``pos`` is at an opening quote; the position after the closing quote, or -1."""
+    pos += 1
+    while pos < end:
+        c = data[pos]
+        if c == _QUOTE:
+            return pos + 1
+        if c == _BACKSLASH:
+            if pos + 1 >= end:
+                return -1
+            e = data[pos + 1]
+            if e == 117:  # \uXXXX
+                unit = _hex4(data, pos + 2, end)
+                if unit < 0:
+                    return -1
+                pos += 6
+                if 0xD800 <= unit <= 0xDBFF:
+                    if pos + 1 < end and data[pos] == _BACKSLASH and data[pos + 1] == 117:
+                        low = _hex4(data, pos + 2, end)
+                        if 0xDC00 <= low <= 0xDFFF:
+                            pos += 6
+                            continue
+                    return -1
+                if 0xDC00 <= unit <= 0xDFFF:
+                    return -1
+                continue
+            # \" \\ \/ \b \f \n \r \t
+            if e in (34, 92, 47, 98, 102, 110, 114, 116):
+                pos += 2
+                continue
+            return -1
+        if c < 32:
+            return -1
+        if c < 128:
+            pos += 1
+            continue
+        length = _utf8_length(data, pos, end)
+        if length == 0:
+            return -1
+        pos += length
+    return -1
+
+
+@_jit
+def _scan_digits(data: Any, pos: int, end: int) -> int:
+    """At least one digit at ``pos``: the position after the run, else -1."""
+    if pos >= end or not (48 <= data[pos] <= 57):
+        return -1
+    while pos < end and 48 <= data[pos] <= 57:
+        pos += 1
+    return pos
+
+
+@_jit
+def _scan_number(data: Any, pos: int, end: int) -> int:
+    if data[pos] == _MINUS:
+        pos += 1
+    if pos >= end:
+        return -1
+    if data[pos] == 48:
+        pos += 1
+    else:
+        pos = _scan_digits(data, pos, end)
+        if pos < 0:
+            return -1
+    if pos < end and data[pos] == _DOT:
+        pos = _scan_digits(data, pos + 1, end)
+        if pos < 0:
+            return -1
+    if pos < end and (data[pos] == 101 or data[pos] == 69):
+        pos += 1
+        if pos < end and (data[pos] == 43 or data[pos] == _MINUS):
+            pos += 1
+        pos = _scan_digits(data, pos, end)
+    return pos
+
+
+@_jit
+def _scan_literal(data: Any, pos: int, end: int) -> int:
+    c = data[pos]
+    if c == 116:  # true
+        word = (116, 114, 117, 101, 0)
+    elif c == 102:  # false
+        word = (102, 97, 108, 115, 101)
+    elif c == 110:  # null
+        word = (110, 117, 108, 108, 0)
+    else:
+        return -1
+    for i in range(5):
+        if word[i] == 0:
+            return pos + i
+        if pos + i >= end or data[pos + i] != word[i]:
+            return -1
+    return pos + 5
+
+
+@_jit
+def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
+    """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID``.
+
+    ``stack`` is scratch space of at least ``MAX_DEPTH`` bytes.
+    """
+    pos = _skip_ws(data, start, end)
+    if pos >= end:
+        return KIND_INVALID
+    first = data[pos]
+    depth = 0
+    state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
+    while True:
+        pos = _skip_ws(data, pos, end)
+        if state == 1:
+            if depth == 0:
+                if pos != end:
+                    return KIND_INVALID
+                if first == _LBRACE:
+                    return KIND_OBJECT
+                return KIND_ARRAY if first == _LBRACKET else KIND_SCALAR
+            if pos >= end:
+                return KIND_INVALID
+            c = data[pos]
+            top = stack[depth - 1]
+            if c == _COMMA:
+                pos += 1
+                state = 2 if top == _LBRACE else 0
+            elif (c == _RBRACE and top == _LBRACE) or (c == _RBRACKET and top == _LBRACKET):
+                depth -= 1
+                pos += 1
+            else:
+                return KIND_INVALID
+        elif state == 2:
+            if pos >= end or data[pos] != _QUOTE:
+                return KIND_INVALID
+            pos = _scan_string(data, pos, end)
+            if pos < 0:
+                return KIND_INVALID
+            pos = _skip_ws(data, pos, end)
+            if pos >= end or data[pos] != _COLON:
+                return KIND_INVALID
+            pos += 1
+            state = 0
+        else:
+            if pos >= end:
+                return KIND_INVALID
+            c = data[pos]
+            if c == _LBRACE or c == _LBRACKET:
+                if depth == MAX_DEPTH:
+                    return KIND_INVALID
+                stack[depth] = c
+                depth += 1
+                pos = _skip_ws(data, pos + 1, end)
+                if pos < end and data[pos] == c + 2:  # {} or []
+                    depth -= 1
+                    pos += 1
+                    state = 1
+                else:
+                    state = 2 if c == _LBRACE else 0
+                continue
+            if c == _QUOTE:
+                pos = _scan_string(data, pos, end)
+            elif c == _MINUS or 48 <= c <= 57:
+                pos = _scan_number(data, pos, end)
+            else:
+                pos = _scan_literal(data, pos, end)
+            if pos < 0:
+                return KIND_INVALID
+            state = 1
+
+
+@_jit
+def _strip(data: Any, start: int, end: int) -> tuple[int, int]:
+    """Drop whitespace and byte-order marks (EF BB BF) from both ends."""
+    while start < end:
+        if _is_ws(data[start]):
+            start += 1
+        elif (
+            start + 3 <= end
+            and data[start] == 0xEF
+            and data[start + 1] == 0xBB
+            and data[start + 2] == 0xBF
+        ):
+            start += 3
+        else:
+            break
+    while end > start:
+        if _is_ws(data[end - 1]):
+            end -= 1
+        elif (
+            end - 3 >= start
+            and data[end - 3] == 0xEF
+            and data[end - 2] == 0xBB
+            and data[end - 1] == 0xBF
+        ):
+            end -= 3
+        else:
+            break
+    return start, end
+
+
+@_jit
+def _find_fence(data: Any, start: int, end: int) -> int:
+    for i in range(start, end - 2):
+        if data[i] == _BACKTICK and data[i + 1] == _BACKTICK and data[i + 2] == _BACKTICK:
+            return i
+    return -1
+
+
+@_jit
+def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
+    for i in range(start, end):
+        if data[i] == byte:
+            return i
+    return -1
+
+
+@_jit
+def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, int]:
+    """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``.
+
+    The rule (the reference for both backends), after stripping whitespace and BOMs:
+
+    1. text that is valid JSON, or that starts with ``{`` or ``[``, is taken whole;
+    2. else the body of the first ```` ``` ```` fence, when it starts with ``{`` or ``[``;
+    3. else the text from the first ``{`` to the last ``}``;
+    4. else there is no JSON (``KIND_NONE``).
+    """
+    start, end = _strip(data, start, end)
+    if start >= end:
+        return start, end, KIND_NONE
+    kind = validate_row(data, start, end, stack)
+    if kind != KIND_INVALID or data[start] == _LBRACE or data[start] == _LBRACKET:
+        return start, end, kind
+    fence = _find_fence(data, start, end)
+    if fence >= 0:
+        newline = _find_byte(data, fence, end, _LF)
+        if newline >= 0:
+            close = _find_fence(data, newline + 1, end)
+            body_start, body_end = _strip(data, newline + 1, close if close >= 0 else end)
+            if body_start < body_end and (
+                data[body_start] == _LBRACE or data[body_start] == _LBRACKET
+            ):
+                return body_start, body_end, validate_row(data, body_start, body_end, stack)
+    first = _find_byte(data, start, end, _LBRACE)
+    last = -1
+    for i in range(end - 1, start - 1, -1):
+        if data[i] == _RBRACE:
+            last = i
+            break
+    if 0 <= first < last:
+        return first, last + 1, validate_row(data, first, last + 1, stack)
+    return start, end, KIND_NONE
+
+
+@_jit
+def scan_documents(offsets: Any, data: Any, valid: Any) -> Any:
+    """The kind of each row's JSON document (``KIND_INVALID`` for null rows too)."""
+    n = len(offsets) - 1
+    kinds = np.zeros(n, np.int8)
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    for i in range(n):
+        if valid[i]:
+            kinds[i] = validate_row(data, offsets[i], offsets[i + 1], stack)
+    return kinds
+
+
+@_jit
+def scan_content(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
+    """For each row of message text: the JSON candidate's ``(starts, ends, kinds)``."""
+    n = len(offsets) - 1
+    starts = np.zeros(n, np.int64)
+    ends = np.zeros(n, np.int64)
+    kinds = np.full(n, KIND_NONE, np.int8)
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    for i in range(n):
+        if valid[i]:
+            starts[i], ends[i], kinds[i] = extract_row(data, offsets[i], offsets[i + 1], stack)
+    return starts, ends, kinds
+
+
+@_jit
+def gather_lines(data: Any, starts: Any, ends: Any, prefix: Any, suffix: Any) -> tuple[Any, Any]:
+    """Copy the spans into one JSON-lines buffer: ``prefix + span + suffix + "\\n"`` each,
+    with CR and LF turned into spaces (in valid JSON they can only be whitespace).
+
+    Returns the buffer and the start of each line (plus the end) as int64 offsets.
+    """
+    n = len(starts)
+    line_offsets = np.empty(n + 1, np.int64)
+    total = 0
+    for i in range(n):
+        line_offsets[i] = total
+        total += ends[i] - starts[i] + len(prefix) + len(suffix) + 1
+    line_offsets[n] = total
+    out = np.empty(total, np.uint8)
+    pos = 0
+    for i in range(n):
+        for b in prefix:
+            out[pos] = b
+            pos += 1
+        for j in range(starts[i], ends[i]):
+            c = data[j]
+            out[pos] = _SPACE if c == _LF or c == _CR else c
+            pos += 1
+        for b in suffix:
+            out[pos] = b
+            pos += 1
+        out[pos] = _LF
+        pos += 1
+    return out, line_offsets

@@ -1,0 +1,137 @@
+"""The reference parser: response bodies -> Arrow, one row at a time with Python's json module.
+
+It defines the row semantics in DESIGN.md. The vectorised CPU parser hands it the rows it cannot
+take whole (drift to rescue, values to convert, edge cases), and takes the whole batch only when
+the schema itself is beyond the vectorised reader (maps). What "valid JSON" means, and where the
+JSON inside a message is, come from the same byte scans the vectorised paths use
+(:mod:`dspark_json.parse.kernels`), so every path agrees on them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import ArrayType, DataType, StructType
+
+from dspark_json.parse.content import extract_json
+from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.parse.kernels import KIND_INVALID, MAX_DEPTH, validate_row
+from dspark_json.schema import SYSTEM_COLUMNS
+
+__all__ = ["ReferenceParser", "content_type", "decode_body"]
+
+_FIRST_CHOICE_PARSED = "choices[0].message.parsed"
+_STACK = np.empty(MAX_DEPTH, np.uint8)
+
+
+def decode_body(body: str | bytes) -> tuple[str, bytes]:
+    """The body as text (invalid UTF-8 shown as U+FFFD) and as the bytes the scans read."""
+    if isinstance(body, bytes):
+        return body.decode("utf-8", "replace"), body
+    return body, body.encode("utf-8", "surrogatepass")
+
+
+def _loads(raw: bytes) -> Any:
+    """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels)."""
+    if validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK) == KIND_INVALID:
+        raise ValueError("not valid JSON")
+    return json.loads(raw)
+
+
+class ReferenceParser:
+    """Parses response bodies into the columns of ``schema`` that come from the response:
+    the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``."""
+
+    def __init__(self, schema: StructType) -> None:
+        self.schema = schema
+        data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
+        # The first choice's content is rescued once, under "parsed", when that column exists.
+        skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
+        self._converter = Converter(data, not_rescued=skip)
+        self._content_type = content_type(schema)
+
+    def parse(self, bodies: Sequence[str | bytes | None]) -> pa.Table:
+        rows: list[dict[str, Any]] = []
+        status: list[str | None] = []
+        corrupt: list[str | None] = []
+        for body in bodies:
+            row, row_status, row_corrupt = self._one(body)
+            rows.append(row)
+            status.append(row_status)
+            corrupt.append(row_corrupt)
+        table, rescued = self._converter.table(rows)
+        system = {
+            "_status": pa.array(status, pa.string()),
+            "_corrupt_record": pa.array(corrupt, pa.string()),
+            "_rescued_data": pa.array([dump_json(r) if r else None for r in rescued], pa.string()),
+        }
+        target = arrow_schema(self.schema)
+        columns = [system[f.name] if f.name in system else table.column(f.name) for f in target]
+        return pa.Table.from_arrays(columns, schema=target)
+
+    def _one(self, body: str | bytes | None) -> tuple[dict[str, Any], str | None, str | None]:
+        if body is None:
+            return {}, None, None
+        text, raw = decode_body(body)
+        try:
+            envelope = _loads(raw)
+        except ValueError:  # also Python's limit on the digits of an integer
+            return {}, "corrupt_envelope", text
+        if not isinstance(envelope, dict):
+            return {}, "corrupt_envelope", text
+        choices = envelope.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return envelope, "empty", None
+        if self._content_type is None:
+            return envelope, "ok", None
+        outcomes = [self._content(choice) for choice in choices]
+        value, status, corrupt = outcomes[0]
+        envelope["parsed"] = value
+        return envelope, status, corrupt
+
+    def _content(self, choice: Any) -> tuple[Any, str, str | None]:
+        """Parse one choice's content in place; return (value, status, corrupt text)."""
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            return None, "not_json", None
+        found = extract_json(content)
+        if found is None:
+            return None, "not_json", content
+        try:
+            value = _loads(found.encode("utf-8", "surrogatepass"))
+        except ValueError:
+            truncated = choice.get("finish_reason") == "length"
+            return None, "truncated" if truncated else "corrupt_content", content
+        if not _fits(value, self._content_type):
+            return None, "corrupt_content", content
+        assert isinstance(message, dict)
+        message["parsed"] = value
+        return value, "ok", None
+
+
+def _fits(value: Any, dtype: DataType | None) -> bool:
+    if isinstance(dtype, StructType):
+        return isinstance(value, dict)
+    if isinstance(dtype, ArrayType):
+        return isinstance(value, list)
+    return True
+
+
+def content_type(schema: StructType) -> DataType | None:
+    """The type of the parsed content, from ``parsed`` or ``choices[].message.parsed``."""
+    if "parsed" in schema.names:
+        return schema["parsed"].dataType
+    if "choices" in schema.names:
+        choices = schema["choices"].dataType
+        if isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType):
+            choice = choices.elementType
+            if "message" in choice.names and isinstance(choice["message"].dataType, StructType):
+                message = choice["message"].dataType
+                if "parsed" in message.names:
+                    return message["parsed"].dataType
+    return None
