@@ -28,7 +28,7 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.options import OPTION_SPECS, Options
-from dspark_json.responses import parse_responses
+from dspark_json.responses import parse_responses, response_schema
 from dspark_json.schema import json_schema_to_spark
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "json_schema_to_spark",
     "parse_responses",
     "register",
+    "response_schema",
     "write_delta",
 ]
 

@@ -17,6 +17,9 @@ from dspark_json.parse.content import extract_json
         ("No JSON here, sorry.", None),
         ("", None),
         ("} backwards {", None),
+        ('"just a string"', '"just a string"'),
+        ("42", "42"),
+        ('{"a": 1} and {"b": 2}', '{"a": 1} and {"b": 2}'),
     ],
     ids=[
         "bare",
@@ -30,6 +33,9 @@ from dspark_json.parse.content import extract_json
         "no-json",
         "empty",
         "backwards",
+        "json-string",
+        "json-number",
+        "starts-with-brace-taken-whole",
     ],
 )
 def test_extract_json(text, expected):

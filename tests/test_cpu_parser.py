@@ -4,8 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.schema import RESPONSE_COLUMNS
-from dspark_json.schema import output_schema
+from dspark_json.schema import RESPONSE_COLUMNS, output_schema
 
 CONTENT = {
     "type": "object",

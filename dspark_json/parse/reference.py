@@ -10,6 +10,7 @@ JSON inside a message is, come from the same byte scans the vectorised paths use
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,7 +40,13 @@ def _loads(raw: bytes) -> Any:
     """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels)."""
     if validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK) == KIND_INVALID:
         raise ValueError("not valid JSON")
-    return json.loads(raw)
+    return json.loads(raw, parse_float=_float)
+
+
+def _float(text: str) -> float | str:
+    """A JSON number as a double; beyond a double's range, its text (kept, rescued, not inf)."""
+    value = float(text)
+    return value if math.isfinite(value) else text
 
 
 class ReferenceParser:

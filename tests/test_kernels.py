@@ -1,0 +1,65 @@
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dspark_json.parse.columns import string_buffers, to_string_array
+from dspark_json.parse.kernels import (
+    KIND_ARRAY,
+    KIND_INVALID,
+    KIND_OBJECT,
+    KIND_SCALAR,
+    MAX_DEPTH,
+    scan_documents,
+    validate_row,
+)
+
+SUITE = Path(__file__).parent / "data" / "jsontestsuite"
+STACK = np.empty(MAX_DEPTH, np.uint8)
+
+
+def kind(raw: bytes) -> int:
+    return validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), STACK)
+
+
+@pytest.mark.parametrize("path", sorted(SUITE.glob("[yn]_*.json")), ids=lambda p: p.name)
+def test_json_test_suite_verdicts(path):
+    verdict = kind(path.read_bytes())
+    if path.name.startswith("y_"):
+        assert verdict != KIND_INVALID
+    else:
+        assert verdict == KIND_INVALID
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"a": [1, -2.5e3, true, null, "\\ud83d\\ude00"]}', KIND_OBJECT),
+        (b" [] ", KIND_ARRAY),
+        (b'"x"', KIND_SCALAR),
+        (b'"\\ud800"', KIND_INVALID),  # a lone surrogate cannot be UTF-8
+        (b'"\xed\xa0\x80"', KIND_INVALID),  # nor encoded
+        (b"\xef\xbb\xbf{}", KIND_INVALID),  # no byte-order mark
+        (b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, KIND_ARRAY),
+        (b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), KIND_INVALID),
+        (b"NaN", KIND_INVALID),
+        (b"", KIND_INVALID),
+    ],
+)
+def test_strictness(raw, expected):
+    assert kind(raw) == expected
+
+
+def test_scan_documents_reads_the_arrow_buffers_of_a_sliced_array():
+    array = to_string_array(['{"a": 1}', "nope", None, "[1]", "{}"]).slice(1)
+    offsets, data, valid = string_buffers(array)
+    kinds = scan_documents(offsets, data, valid)
+    assert kinds.tolist() == [KIND_INVALID, KIND_INVALID, KIND_ARRAY, KIND_OBJECT]
+
+
+def test_bytes_with_invalid_utf8_stay_bytes_for_the_scan():
+    array = to_string_array([b'{"a": "\xff"}', '{"a": "ok"}'])
+    assert pa.types.is_large_string(array.type)
+    offsets, data, valid = string_buffers(array)
+    assert scan_documents(offsets, data, valid).tolist() == [KIND_INVALID, KIND_OBJECT]
