@@ -67,7 +67,8 @@ def read_partition(
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
     if "_status" not in response_schema.names:
         response_schema = response_schema.add("_status", StringType())
-    responses = make_parser(response_schema, backend).parse([o.body for o in outcomes])
+    parser = make_parser(response_schema, backend)
+    responses = parser.parse([o.body for o in outcomes])
     parsed = time.perf_counter()
     row_status = _statuses(records, outcomes, responses.column("_status").to_pylist())
     table = _assemble(schema, records, outcomes, responses, row_status)
@@ -79,13 +80,15 @@ def read_partition(
         statuses["dropped"] = table.num_rows - kept.num_rows
     table = kept
     logger.info(
-        "partition %d: %d prompts, statuses %s, http %.2fs, parse %.3fs on %s",
+        "partition %d: %d prompts, statuses %s, http %.2fs, parse %.3fs on %s "
+        "(%d row(s) by the reference parser)",
         partition.index,
         len(records),
         dict(statuses),
         fetched - started,
         parsed - fetched,
         backend,
+        parser.reference_rows,
     )
     yield from table.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
         pa.RecordBatch.from_pylist([], schema=table.schema)

@@ -123,7 +123,7 @@ def typed_content(value):
         "score": get("score", float),
         "n": get("n"),
         "tags": get("tags"),
-        "when": get("when", lambda v: datetime.fromisoformat(v).replace(tzinfo=UTC)),
+        "when": get("when", _aware),
         "inner": None
         if inner is None
         else {
@@ -133,6 +133,11 @@ def typed_content(value):
         },
         "flag": get("flag"),
     }
+
+
+def _aware(text):
+    value = datetime.fromisoformat(text)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def content_outcome(choice, fit):
@@ -274,6 +279,23 @@ STRUCT_CASES = [
         {"metadata": {"trace": "t1", "n": [1, 2]}},
     ),
     ("null-extras", dumps(envelope(dumps(GOOD), system_fingerprint=None)), None),
+    (
+        "content-extras",
+        dumps(
+            envelope(
+                '{"label": "x", "confidence": 0.9, "inner": {"deep": [{"x": 1, "y": 2}]}}',
+                '{"z": [1]}',
+                metadata={"m": 1},
+            )
+        ),
+        {
+            "choices[1].message.parsed.z": [1],
+            "parsed.inner.deep[0].y": 2,
+            "parsed.confidence": 0.9,
+            "metadata": {"m": 1},
+        },
+    ),
+    ("parsed-in-body", dumps(envelope(dumps(GOOD), parsed={"label": "not from content"})), None),
     ("tool-calls", dumps(tool_call), None),
     (
         "unicode-escapes",
@@ -288,6 +310,8 @@ STRUCT_CASES = [
     ),
     ("long-min", dumps(envelope(dumps({"n": -(2**63), "score": -0.0}))), None),
     ("int-score", dumps(envelope('{"score": 7, "n": -0}', '{"score": -0}')), None),
+    ("zoned-time", dumps(envelope(dumps({**GOOD, "when": "2026-11-29T10:00:00+01:00"}))), None),
+    ("odd-time", dumps(envelope(dumps({**GOOD, "when": "2026-11-29T10:00:00.5"}))), None),
     ("fenced", dumps(envelope("Sure!\n```json\n" + dumps(GOOD) + "\n```\nBye")), None),
     ("prose", dumps(envelope("Here: " + dumps(GOOD) + " hope it helps")), None),
     ("bom-ws", dumps(envelope("\ufeff \n" + dumps(GOOD) + "\n\t")), None),
@@ -436,13 +460,17 @@ def _with_parsed(schema, parsed_type):
     return StructType(fields)
 
 
-def test_the_vectorised_path_takes_conforming_rows_and_only_drift_goes_row_by_row():
+def test_the_vectorised_path_takes_conforming_rows_and_only_misfits_go_row_by_row():
     from dspark_json.parse.cpu import CpuParser
 
     parser = CpuParser(response_schema(response_format=CONTENT))
     good = [dumps(envelope(dumps(GOOD), "```json\n" + dumps(GOOD) + "\n```"))] * 50
     broken = ["{", "", None, dumps(envelope("no json", '{"cut'))]
-    drift = [dumps(envelope('{"n": "three"}')), dumps(envelope(dumps(GOOD), metadata={"a": 1}))]
-    table = parser.parse(good + broken + drift)
+    extras = [dumps(envelope('{"label": "x", "new": 1}', metadata={"a": 1}))]
+    drift = [dumps(envelope('{"n": "three"}'))]  # a value to rescue: row by row
+    table = parser.parse(good + broken + extras + drift)
     assert parser.reference_rows == len(drift)
-    assert table.num_rows == len(good + broken + drift)
+    assert table.num_rows == len(good + broken + extras + drift)
+    assert table.column("_rescued_data")[len(good + broken)].as_py() == (
+        '{"parsed.new":1,"metadata":{"a":1}}'
+    )

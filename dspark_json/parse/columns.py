@@ -3,10 +3,12 @@ reader in parallel chunks, and read types turned into the target types."""
 
 from __future__ import annotations
 
-import itertools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,10 +26,12 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.parse.convert import MISSING, arrow_schema, parse_date, parse_timestamp
-from dspark_json.parse.kernels import gather_lines
+from dspark_json.parse.kernels import gather_lines, line_lengths
+from dspark_json.parse.times import scan_dates, scan_timestamps
 
 __all__ = [
     "JsonLines",
+    "by_row_ranges",
     "finish",
     "read_type",
     "string_buffers",
@@ -37,6 +41,8 @@ __all__ = [
 logger = logging.getLogger("dspark_json")
 
 _TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def to_string_array(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Array:
@@ -76,6 +82,20 @@ def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets, data, valid
 
 
+def by_row_ranges(scan: Callable[..., Any], n: int, threads: int, *args: Any) -> Any:
+    """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads (the
+    numba scans release the GIL); results (an array or a tuple of arrays) concatenated."""
+    parts = max(1, min(threads, n // 4096))
+    if parts == 1:
+        return scan(*args, 0, n)
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
+    with ThreadPoolExecutor(parts) as pool:
+        results = list(pool.map(lambda r: scan(*args, int(r[0]), int(r[1])), pairwise(bounds)))
+    if isinstance(results[0], tuple):
+        return tuple(np.concatenate(column) for column in zip(*results, strict=True))
+    return np.concatenate(results)
+
+
 class JsonLines:
     """Reads JSON lines with pyarrow in chunks of about ``chunk_bytes``, on ``threads`` threads.
 
@@ -93,34 +113,34 @@ class JsonLines:
         data: np.ndarray,
         starts: np.ndarray,
         ends: np.ndarray,
+        take: np.ndarray,
         schema: pa.Schema,
         *,
         prefix: bytes = b"",
         suffix: bytes = b"",
     ) -> tuple[pa.Table, np.ndarray]:
-        """Parse ``prefix + data[starts[i]:ends[i]] + suffix`` for each i; return the table of
-        the lines that were read and a mask of which ones were (in order)."""
+        """Parse ``prefix + data[starts[i]:ends[i]] + suffix`` for each row ``i`` where
+        ``take[i]`` (a row of nulls elsewhere). Returns one table row per row, and a mask of
+        the rows that were read (False for rows of a chunk pyarrow rejected; those are null)."""
         n = len(starts)
         ok = np.ones(n, np.bool_)
         if n == 0:
             return schema.empty_table(), ok
-        lines, line_offsets = gather_lines(
-            data,
-            starts,
-            ends,
-            np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)],
-            np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)],
-        )
+        lengths = line_lengths(starts, ends, take, len(prefix) + len(suffix))
+        line_offsets = np.concatenate([[0], np.cumsum(lengths)])
         bounds = [0]
         while bounds[-1] < n:
             target = line_offsets[bounds[-1]] + self.chunk_bytes
             nxt = int(np.searchsorted(line_offsets, target, side="right")) - 1
             bounds.append(min(max(nxt, bounds[-1] + 1), n))
-        spans = list(itertools.pairwise(bounds))
+        spans = list(pairwise(bounds))
+        head = np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)]
+        tail = np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)]
 
         def one(span: tuple[int, int]) -> pa.Table | None:
             lo, hi = span
-            chunk = lines[line_offsets[lo] : line_offsets[hi]]
+            chunk = np.empty(line_offsets[hi] - line_offsets[lo], np.uint8)
+            gather_lines(data, starts[lo:hi], ends[lo:hi], take[lo:hi], head, tail, chunk)
             try:
                 table = pj.read_json(
                     pa.BufferReader(pa.py_buffer(chunk)),
@@ -143,10 +163,10 @@ class JsonLines:
         for (lo, hi), table in zip(spans, tables, strict=True):
             if table is None:
                 ok[lo:hi] = False
+                nulls = [pa.nulls(hi - lo, f.type) for f in schema]
+                read.append(pa.table(nulls, schema=schema))
             else:
                 read.append(table.select(schema.names).cast(schema))
-        if not read:
-            return schema.empty_table(), ok
         return pa.concat_tables(read).combine_chunks(), ok
 
 
@@ -201,12 +221,19 @@ def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) ->
         )
     if pa.types.is_integer(array.type):  # unix seconds, range checked by the scan
         return pc.multiply(array, 1_000_000).cast(_TIMESTAMP_US)
-    convert = parse_timestamp if isinstance(dtype, TimestampType) else parse_date
-    out = []
-    for i, text in enumerate(array.to_pylist()):
-        value = None if text is None else convert(text, dtype)
+    offsets, data, valid = string_buffers(array)
+    is_timestamp = isinstance(dtype, TimestampType)
+    scan = scan_timestamps if is_timestamp else scan_dates
+    values, done = scan(offsets, data, valid)
+    missing = ~valid
+    for i in np.flatnonzero(valid & ~done):  # other shapes: value by value, as the reference
+        text = array[int(i)].as_py()
+        value = parse_timestamp(text, dtype) if is_timestamp else parse_date(text, dtype)
         if value is MISSING:
             bad.add(int(rows[i]))
-            value = None
-        out.append(value)
-    return pa.array(out, target)
+            missing[i] = True
+        elif is_timestamp:
+            values[i] = (value - _EPOCH) // _MICROSECOND
+        else:
+            values[i] = (value - _EPOCH.date()).days
+    return pa.array(values, mask=missing).cast(target)

@@ -35,12 +35,14 @@ from pyspark.sql.types import (
 from dspark_json.parse.kernels import (
     KIND_INVALID,
     KIND_NONE,
+    KIND_OBJECT,
     MAX_DEPTH,
     extract_row,
     validate_row,
 )
 
 __all__ = [
+    "CODE_EXTRA",
     "CODE_FITS",
     "CODE_INVALID",
     "CODE_MISFIT",
@@ -58,6 +60,7 @@ CODE_NONE = -1  # no JSON found in the text (content only)
 CODE_INVALID = 0  # not valid JSON (for envelopes: or not an object)
 CODE_FITS = 1
 CODE_MISFIT = 2  # valid JSON that the reference parser must handle
+CODE_EXTRA = 3  # fits, but for unknown keys with values: read it, and rescue those separately
 
 # Node types.
 T_STRUCT, T_ARRAY, T_STRING, T_INT, T_DOUBLE, T_BOOL, T_REJECT = 1, 2, 3, 4, 5, 6, 7
@@ -241,6 +244,34 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
 
 
 @_jit
+def _skip_value(data: Any, pos: int, end: int) -> int:
+    """``pos`` at a valid JSON value: the position after it."""
+    c = data[pos]
+    if c == 34:
+        return _string_end(data, pos)
+    if c == 123 or c == 91:
+        depth = 0
+        while True:
+            c = data[pos]
+            if c == 34:
+                pos = _string_end(data, pos)
+                continue
+            if c == 123 or c == 91:
+                depth += 1
+            elif c == 125 or c == 93:
+                depth -= 1
+                if depth == 0:
+                    return pos + 1
+            pos += 1
+    while pos < end:
+        c = data[pos]
+        if c == 44 or c == 125 or c == 93 or c == 32 or c == 9 or c == 10 or c == 13:
+            break
+        pos += 1
+    return pos
+
+
+@_jit
 def fits_row(
     data: Any,
     start: int,
@@ -258,8 +289,10 @@ def fits_row(
     stack_stamp: Any,
     stamps: Any,
     clock: Any,
-) -> bool:
-    """Whether the valid JSON document in ``data[start:end]`` fits type node 0 (see module doc).
+) -> int:
+    """Whether the valid JSON document in ``data[start:end]`` fits type node 0 (see module doc):
+    ``CODE_MISFIT``, ``CODE_FITS``, or ``CODE_EXTRA`` when it fits but for unknown keys holding
+    values (pyarrow reads it, ignoring them; they are rescued separately).
 
     ``stack_node``/``stack_stamp`` are scratch of ``MAX_DEPTH`` entries; ``stamps`` one entry per
     struct field, and ``clock`` a one-element counter, both kept across calls (duplicate keys).
@@ -267,6 +300,7 @@ def fits_row(
     pos = _skip_ws(data, start, end)
     depth = 0
     node = 0
+    extra = False
     state = 0  # 0: a value of type ``node`` starts at pos; 1: a value ended; 2: a key starts
     while True:
         if state == 0:
@@ -277,7 +311,7 @@ def fits_row(
                 pos += 4
             elif t == T_STRUCT or t == T_ARRAY:
                 if c != (123 if t == T_STRUCT else 91):
-                    return False
+                    return CODE_MISFIT
                 stack_node[depth] = node
                 clock[0] += 1
                 stack_stamp[depth] = clock[0]
@@ -293,26 +327,26 @@ def fits_row(
                     state = 2
             elif t == T_STRING:
                 if c != 34:
-                    return False
+                    return CODE_MISFIT
                 pos = _string_end(data, pos)
             elif t == T_INT or t == T_DOUBLE:
                 if not (c == 45 or 48 <= c <= 57):
-                    return False
+                    return CODE_MISFIT
                 pos = _number_fits(data, pos, end, t, low[node], high[node])
                 if pos < 0:
-                    return False
+                    return CODE_MISFIT
             elif t == T_BOOL:
                 if c == 116:
                     pos += 4
                 elif c == 102:
                     pos += 5
                 else:
-                    return False
+                    return CODE_MISFIT
             else:
-                return False
+                return CODE_MISFIT
         elif state == 1:
             if depth == 0:
-                return True
+                return CODE_EXTRA if extra else CODE_FITS
             pos = _skip_ws(data, pos, end)
             c = data[pos]
             if c == 125 or c == 93:
@@ -333,7 +367,7 @@ def fits_row(
             key_stop = pos - 1
             for b in range(key_begin, key_stop):
                 if data[b] == 92:  # an escaped key: leave it to the reference parser
-                    return False
+                    return CODE_MISFIT
             field = -1
             for j in range(first[parent], first[parent] + count[parent]):
                 if key_end[j] - key_start[j] != key_stop - key_begin:
@@ -348,103 +382,73 @@ def fits_row(
                     break
             pos = _skip_ws(data, pos, end)
             pos = _skip_ws(data, pos + 1, end)  # the colon
-            if field < 0:
-                if data[pos] != 110:  # an unknown key may only hold null
-                    return False
-                pos += 4
+            if field < 0:  # an unknown key: skip its value, note it unless null
+                extra = extra or data[pos] != 110
+                pos = _skip_value(data, pos, end)
                 state = 1
                 continue
             if stamps[field] == stack_stamp[depth - 1]:
-                return False  # a repeated key
+                return CODE_MISFIT  # a repeated key
             stamps[field] = stack_stamp[depth - 1]
             node = field_node[field]
             state = 0
 
 
 @_jit
-def scan_envelope_fit(offsets: Any, data: Any, valid: Any, table: Any) -> Any:
-    """Per body: ``CODE_NULL``, ``CODE_INVALID`` (not valid JSON, or not an object),
-    ``CODE_FITS`` or ``CODE_MISFIT`` against the envelope type."""
+def scan_envelope_fit(offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int) -> Any:
+    """For bodies ``lo..hi``: ``CODE_NULL``, ``CODE_INVALID`` (not valid JSON, or not an object),
+    ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
-    n = len(offsets) - 1
-    codes = np.full(n, CODE_NULL, np.int8)
+    codes = np.full(hi - lo, CODE_NULL, np.int8)
     stack = np.empty(MAX_DEPTH, np.uint8)
     stack_node = np.empty(MAX_DEPTH, np.int64)
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
-    for i in range(n):
+    for i in range(lo, hi):
         if not valid[i]:
             continue
         start, end = offsets[i], offsets[i + 1]
-        if validate_row(data, start, end, stack) != 1:  # KIND_OBJECT
-            codes[i] = CODE_INVALID
-        elif fits_row(
-            data,
-            start,
-            end,
-            kind,
-            first,
-            count,
-            low,
-            high,
-            field_node,
-            key_start,
-            key_end,
-            keys,
-            stack_node,
-            stack_stamp,
-            stamps,
-            clock,
-        ):
-            codes[i] = CODE_FITS
-        else:
-            codes[i] = CODE_MISFIT
+        if validate_row(data, start, end, stack) != KIND_OBJECT:
+            codes[i - lo] = CODE_INVALID
+            continue
+        codes[i - lo] = fits_row(
+            data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
+            keys, stack_node, stack_stamp, stamps, clock,
+        )  # fmt: skip
     return codes
 
 
 @_jit
-def scan_content_fit(offsets: Any, data: Any, valid: Any, table: Any) -> tuple[Any, Any, Any]:
-    """Per message text: the JSON candidate's ``(starts, ends, codes)``, codes as in
-    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate."""
+def scan_content_fit(
+    offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int
+) -> tuple[Any, Any, Any]:
+    """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
+    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate. A bare
+    ``null`` is left to the reference parser (it decides whether null fits the content type)."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
-    n = len(offsets) - 1
-    starts = np.zeros(n, np.int64)
-    ends = np.zeros(n, np.int64)
-    codes = np.full(n, CODE_NULL, np.int8)
+    starts = np.zeros(hi - lo, np.int64)
+    ends = np.zeros(hi - lo, np.int64)
+    codes = np.full(hi - lo, CODE_NULL, np.int8)
     stack = np.empty(MAX_DEPTH, np.uint8)
     stack_node = np.empty(MAX_DEPTH, np.int64)
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
-    for i in range(n):
+    for i in range(lo, hi):
         if not valid[i]:
             continue
         start, end, found = extract_row(data, offsets[i], offsets[i + 1], stack)
-        starts[i], ends[i] = start, end
+        starts[i - lo], ends[i - lo] = start, end
         if found == KIND_NONE:
-            codes[i] = CODE_NONE
+            codes[i - lo] = CODE_NONE
         elif found == KIND_INVALID:
-            codes[i] = CODE_INVALID
-        elif fits_row(
-            data,
-            start,
-            end,
-            kind,
-            first,
-            count,
-            low,
-            high,
-            field_node,
-            key_start,
-            key_end,
-            keys,
-            stack_node,
-            stack_stamp,
-            stamps,
-            clock,
-        ):
-            codes[i] = CODE_FITS
+            codes[i - lo] = CODE_INVALID
+        elif data[start] == 110:
+            codes[i - lo] = CODE_MISFIT
         else:
-            codes[i] = CODE_MISFIT
+            codes[i - lo] = fits_row(
+                data, start, end, kind, first, count, low, high, field_node, key_start,
+                key_end, keys, stack_node, stack_stamp, stamps, clock,
+            )  # fmt: skip
     return starts, ends, codes

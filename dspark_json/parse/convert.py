@@ -107,6 +107,15 @@ class Converter:
             rescued.append(sink)
         return pa.Table.from_pylist(typed, schema=self.arrow), rescued
 
+    def extras(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """What :meth:`table` rescues from a row whose values all fit: its unknown keys, in the
+        same order, without converting anything (for rows a vectorised reader has typed)."""
+        sink: dict[str, Any] = {}
+        _extras(row, self.schema, "", sink)
+        for key in [k for k in sink if k.startswith(self._not_rescued)]:
+            del sink[key]
+        return sink
+
     def value(self, value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> Any:
         if value is None:
             return None
@@ -138,6 +147,54 @@ class Converter:
             if value is not None and key not in dtype.names:
                 sink[prefix + key] = value
         return out
+
+
+def _extras(obj: Mapping[str, Any], dtype: StructType, prefix: str, sink: dict[str, Any]) -> None:
+    # Only unknown keys are rescued here, so known scalar fields need no visit: the nested ones
+    # are walked in schema order, then the unknown keys, which is the order ``table`` keeps.
+    names, nested = _shape(dtype)
+    for name, inner in nested:
+        _extras_in(obj.get(name), inner, prefix + name, sink)
+    if not obj.keys() <= names:
+        for key, value in obj.items():
+            if value is not None and key not in names:
+                sink[prefix + key] = value
+
+
+def _extras_in(value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> None:
+    if isinstance(dtype, StructType):
+        if isinstance(value, dict):
+            _extras(value, dtype, path + ".", sink)
+    elif isinstance(dtype, ArrayType) and isinstance(value, list):
+        element = dtype.elementType
+        if isinstance(element, StructType):
+            names, nested = _shape(element)
+            for i, item in enumerate(value):
+                if isinstance(item, dict) and (nested or not item.keys() <= names):
+                    _extras(item, element, f"{path}[{i}].", sink)
+        elif isinstance(element, ArrayType):
+            for i, item in enumerate(value):
+                _extras_in(item, element, f"{path}[{i}]", sink)
+
+
+def _holds_struct(dtype: DataType) -> bool:
+    while isinstance(dtype, ArrayType):
+        dtype = dtype.elementType
+    return isinstance(dtype, StructType)
+
+
+_SHAPES: dict[int, tuple[StructType, frozenset[str], tuple[tuple[str, DataType], ...]]] = {}
+
+
+def _shape(dtype: StructType) -> tuple[frozenset[str], tuple[tuple[str, DataType], ...]]:
+    """A struct's field names, and its fields that can hold unknown keys (structs, arrays of
+    structs)."""
+    cached = _SHAPES.get(id(dtype))
+    if cached is None or cached[0] is not dtype:
+        nested = tuple((f.name, f.dataType) for f in dtype.fields if _holds_struct(f.dataType))
+        cached = (dtype, frozenset(dtype.names), nested)
+        _SHAPES[id(dtype)] = cached
+    return cached[1], cached[2]
 
 
 def _string(value: Any, _: DataType) -> Any:

@@ -34,31 +34,34 @@ from pyspark.sql.types import (
 
 from dspark_json.parse.columns import (
     JsonLines,
+    by_row_ranges,
     finish,
     read_type,
     string_buffers,
     to_string_array,
 )
 from dspark_json.parse.conform import (
+    CODE_EXTRA,
     CODE_FITS,
     CODE_INVALID,
     CODE_MISFIT,
     CODE_NONE,
+    CODE_NULL,
     TypeTable,
     compile_type,
     scan_content_fit,
     scan_envelope_fit,
 )
-from dspark_json.parse.convert import arrow_schema
-from dspark_json.parse.reference import ReferenceParser, content_type
+from dspark_json.parse.convert import arrow_schema, dump_json
+from dspark_json.parse.reference import ReferenceParser, content_type, loads
 from dspark_json.schema import SYSTEM_COLUMNS
 
 __all__ = ["CpuParser"]
 
 #: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
 _SECONDS = (-62135596800, 253402300799)
-_STATUSES = ("ok", "empty", "not_json", "corrupt_content", "truncated")
-_OK, _EMPTY, _NOT_JSON, _CORRUPT_CONTENT, _TRUNCATED = range(5)
+_STATUSES = ("ok", "empty", "not_json", "corrupt_content", "truncated", "corrupt_envelope", None)
+_OK, _EMPTY, _NOT_JSON, _CORRUPT_CONTENT, _TRUNCATED, _CORRUPT_ENVELOPE, _NO_STATUS = range(7)
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class _Plan:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
         return cls(
             envelope=envelope,
-            envelope_table=compile_type(envelope, timestamp_range=_SECONDS),
+            envelope_table=compile_type(_guarded(envelope), timestamp_range=_SECONDS),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
             content_table=compile_type(parsed) if parsed is not None else None,
@@ -110,7 +113,8 @@ class CpuParser:
         self.schema = schema
         self.target = arrow_schema(schema)
         self.reference = ReferenceParser(schema)
-        self.lines = lines or JsonLines(threads=os.cpu_count() or 1)
+        self.threads = os.cpu_count() or 1
+        self.lines = lines or JsonLines(threads=self.threads)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         self._plan = _Plan.of(data)
         #: How many rows of the last batch the reference parser took.
@@ -122,34 +126,32 @@ class CpuParser:
             self.reference_rows = len(texts)
             return self.reference.parse(_as_python(texts))
         plan = self._plan
+        n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes = scan_envelope_fit(offsets, data, valid, plan.envelope_table.arrays())
-        fit = np.flatnonzero(codes == CODE_FITS)
-        envelopes, read = self.lines.read(data, offsets[fit], offsets[fit + 1], plan.envelope_read)
-        slow = [np.flatnonzero(codes == CODE_MISFIT), fit[~read]]
-        fit = fit[read]
+        codes = by_row_ranges(
+            scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays()
+        )
+        fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
+        envelopes, read = self.lines.read(data, offsets[:-1], offsets[1:], fits, plan.envelope_read)
+        slow = (codes == CODE_MISFIT) | (fits & ~read)
+        codes[slow] = CODE_MISFIT
         bad: set[int] = set()
-        fast = self._fast_columns(envelopes, bad)
-        if bad:
-            keep = np.ones(len(fit), np.bool_)
-            keep[list(bad)] = False
-            fast = fast.filter(pa.array(keep))
-            slow.append(fit[~keep])
-            fit = fit[keep]
-        slow_rows = np.sort(np.concatenate(slow)).astype(np.int64)
+        table = self._fast_columns(envelopes, codes, texts, bad)
+        slow[list(bad)] = True
+        slow_rows = np.flatnonzero(slow)
         self.reference_rows = len(slow_rows)
-        others = np.flatnonzero(codes < CODE_FITS)  # null and invalid bodies
-        parts = [
-            fast,
-            self.reference.parse(_as_python(texts.take(pa.array(slow_rows)))),
-            self._unparsed(texts, others, codes[others]),
-        ]
-        order = np.concatenate([fit, slow_rows, others])
-        table = pa.concat_tables(parts)
-        return table.take(pa.array(np.argsort(order, kind="stable")))
+        if not len(slow_rows):
+            return table
+        reference = self.reference.parse(_as_python(texts.take(pa.array(slow_rows))))
+        index = np.arange(n)
+        index[slow_rows] = n + np.arange(len(slow_rows))
+        return pa.concat_tables([table, reference]).take(pa.array(index))
 
-    def _fast_columns(self, envelopes: pa.Table, bad: set[int]) -> pa.Table:
-        """The target columns for rows that fit; adds to ``bad`` the rows that turn out not to."""
+    def _fast_columns(
+        self, envelopes: pa.Table, codes: np.ndarray, texts: pa.Array, bad: set[int]
+    ) -> pa.Table:
+        """The target columns, one row per body, right for the bodies that fit; adds to ``bad``
+        the rows that turn out not to (misfit rows are replaced afterwards anyway)."""
         plan = self._plan
         assert plan is not None
         n = envelopes.num_rows
@@ -160,32 +162,38 @@ class CpuParser:
                 envelopes.column(f.name).combine_chunks(), f.dataType, rows, bad
             )
         status = np.full(n, _EMPTY, np.int8)
-        corrupt = pa.nulls(n, pa.string())
+        corrupt = pa.nulls(n, pa.large_string())
+        contents = None
         if "choices" in columns:
             choices = columns["choices"]
             lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy()
             status[lengths > 0] = _OK
             if plan.content is not None:
-                first = np.cumsum(lengths) - lengths
-                per_choice_parsed, status_of, corrupt = self._content(choices, first, lengths, bad)
-                status = np.where(lengths > 0, status_of, _EMPTY).astype(np.int8)
-                target = (
-                    self.target.field("choices").type if "choices" in self.target.names else None
-                )
-                if target is not None:
-                    columns["choices"] = _insert_parsed(choices, per_choice_parsed, target)
+                contents = self._content(choices, lengths, bad)
+                status = contents.status
+                corrupt = contents.corrupt.cast(pa.large_string())
+                target = self.target.field("choices").type
+                columns["choices"] = _insert_parsed(choices, contents.parsed, target)
                 if "parsed" in self.target.names:
-                    columns["parsed"] = per_choice_parsed.take(pa.array(first, mask=lengths == 0))
-        columns["_status"] = pa.array(_STATUSES).take(pa.array(status))
+                    columns["parsed"] = contents.parsed.take(
+                        pa.array(contents.first, mask=lengths == 0)
+                    )
+        invalid = np.flatnonzero(codes == CODE_INVALID)
+        status[invalid] = _CORRUPT_ENVELOPE
+        status[codes == CODE_NULL] = _NO_STATUS
+        columns["_status"] = pa.array(_STATUSES, pa.string()).take(pa.array(status))
+        if len(invalid):
+            index = np.arange(n)
+            index[invalid] = n + np.arange(len(invalid))
+            corrupt = pa.concat_arrays([corrupt, _repaired(texts.take(pa.array(invalid)))])
+            corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
-        columns["_rescued_data"] = pa.nulls(n, pa.string())
+        columns["_rescued_data"] = self._rescued(texts, codes, contents, bad)
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
 
-    def _content(
-        self, choices: pa.Array, first: np.ndarray, lengths: np.ndarray, bad: set[int]
-    ) -> tuple[pa.Array, np.ndarray, pa.Array]:
+    def _content(self, choices: pa.Array, lengths: np.ndarray, bad: set[int]) -> _Contents:
         """Parse every choice's content: the parsed value per choice, and per row the status
         and ``_corrupt_record`` from its first choice."""
         plan = self._plan
@@ -194,29 +202,28 @@ class CpuParser:
         per_choice = choices.flatten()
         parents = pc.list_parent_indices(choices).to_numpy()
         fields = _children(per_choice)
-        message = _children(fields["message"])
-        content = message["content"]
+        content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes = scan_content_fit(offsets, data, valid, plan.content_table.arrays())
-        bad.update(parents[codes == CODE_MISFIT].tolist())
-        fitting = np.flatnonzero(codes == CODE_FITS)
+        starts, ends, codes = by_row_ranges(
+            scan_content_fit, len(content), self.threads, offsets, data, valid,
+            plan.content_table.arrays(),
+        )  # fmt: skip
+        fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         values, read = self.lines.read(
-            data, starts[fitting], ends[fitting], plan.content_read, prefix=b'{"v":', suffix=b"}"
+            data, starts, ends, fitting, plan.content_read, prefix=b'{"v":', suffix=b"}"
         )
-        bad.update(parents[fitting[~read]].tolist())
-        fitting = fitting[read]
-        parsed = finish(values.column("v").combine_chunks(), plan.content, parents[fitting], bad)
-        index = np.full(len(per_choice), -1, np.int64)
-        index[fitting] = np.arange(len(fitting))
-        per_choice_parsed = parsed.take(pa.array(index, mask=index < 0))
+        codes[fitting & ~read] = CODE_MISFIT
+        bad.update(parents[codes == CODE_MISFIT].tolist())
+        parsed = finish(values.column("v").combine_chunks(), plan.content, parents, bad)
 
+        first = np.cumsum(lengths) - lengths
         has_first = lengths > 0
         head = first[has_first]
         head_codes = codes[head]
         head_length = pc.equal(fields["finish_reason"].take(pa.array(head)), "length")
         truncated = pc.fill_null(head_length, False).to_numpy(zero_copy_only=False)
         status_head = np.full(len(head), _NOT_JSON, np.int8)
-        status_head[head_codes == CODE_FITS] = _OK
+        status_head[(head_codes == CODE_FITS) | (head_codes == CODE_EXTRA)] = _OK
         broken = head_codes == CODE_INVALID
         status_head[broken] = np.where(truncated[broken], _TRUNCATED, _CORRUPT_CONTENT)
         status = np.full(len(lengths), _EMPTY, np.int8)
@@ -225,33 +232,78 @@ class CpuParser:
         corrupt_index = np.full(len(lengths), -1, np.int64)
         shows_text = (head_codes == CODE_INVALID) | (head_codes == CODE_NONE)
         corrupt_index[np.flatnonzero(has_first)[shows_text]] = head[shows_text]
-        corrupt = content.take(pa.array(corrupt_index, mask=corrupt_index < 0))
-        return per_choice_parsed, status, corrupt
-
-    def _unparsed(self, texts: pa.Array, rows: np.ndarray, codes: np.ndarray) -> pa.Table:
-        """Null bodies (no status) and bodies that are not a JSON object (corrupt_envelope)."""
-        n = len(rows)
-        invalid = codes == CODE_INVALID
-        raw = texts.take(pa.array(rows)).cast(pa.large_string())
-        try:
-            raw.validate(full=True)
-        except pa.ArrowInvalid:  # invalid UTF-8: show it with replacement characters
-            raw = pa.array(
-                [
-                    None if b is None else b.decode("utf-8", "replace")
-                    for b in raw.view(pa.large_binary()).to_pylist()
-                ],
-                pa.large_string(),
-            )
-        columns = {
-            "_status": pa.array(["corrupt_envelope" if i else None for i in invalid], pa.string()),
-            "_corrupt_record": pc.if_else(
-                pa.array(invalid), raw, pa.scalar(None, pa.large_string())
-            ).cast(pa.string()),
-        }
-        return pa.Table.from_arrays(
-            [columns.get(f.name, pa.nulls(n, f.type)) for f in self.target], schema=self.target
+        return _Contents(
+            parsed=parsed,
+            status=status,
+            corrupt=content.take(pa.array(corrupt_index, mask=corrupt_index < 0)),
+            first=first,
+            lengths=lengths,
+            codes=codes,
+            starts=starts,
+            ends=ends,
+            data=data,
         )
+
+    def _rescued(
+        self, texts: pa.Array, codes: np.ndarray, contents: _Contents | None, bad: set[int]
+    ) -> pa.Array:
+        """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
+        choice's content): their values, as the reference parser would rescue them."""
+        n = len(codes)
+        needs = set(np.flatnonzero(codes == CODE_EXTRA).tolist())
+        if contents is not None:
+            row_of_choice = np.repeat(np.arange(n), contents.lengths)
+            needs.update(row_of_choice[contents.codes == CODE_EXTRA].tolist())
+        needs -= bad
+        if not needs:
+            return pa.nulls(n, pa.string())
+        rescued: list[str | None] = [None] * n
+        converter = self.reference.converter
+        for row in sorted(needs):
+            envelope = loads(texts[row].as_py().encode("utf-8"), checked=True)
+            choices = envelope.get("choices")
+            if contents is not None and isinstance(choices, list) and choices:
+                values = []
+                for k, choice in enumerate(choices):
+                    j = int(contents.first[row]) + k
+                    value = None
+                    if contents.codes[j] in (CODE_FITS, CODE_EXTRA):
+                        span = contents.data[contents.starts[j] : contents.ends[j]].tobytes()
+                        value = loads(span, checked=True)
+                        choice["message"]["parsed"] = value
+                    values.append(value)
+                envelope["parsed"] = values[0]
+            sink = converter.extras(envelope)
+            rescued[row] = dump_json(sink) if sink else None
+        return pa.array(rescued, pa.string())
+
+
+def _repaired(raw: pa.Array) -> pa.Array:
+    """Body texts for ``_corrupt_record``; invalid UTF-8 shown with replacement characters."""
+    raw = raw.cast(pa.large_string())
+    try:
+        raw.validate(full=True)
+    except pa.ArrowInvalid:
+        binary = raw.view(pa.large_binary()).to_pylist()
+        text = [None if b is None else b.decode("utf-8", "replace") for b in binary]
+        return pa.array(text, pa.large_string())
+    return raw
+
+
+@dataclass(frozen=True)
+class _Contents:
+    """The content pass's results: per choice the parsed value, scan code and JSON span (in
+    ``data``); per row the status, ``_corrupt_record``, first choice index and choice count."""
+
+    parsed: pa.Array
+    status: np.ndarray
+    corrupt: pa.Array
+    first: np.ndarray
+    lengths: np.ndarray
+    codes: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    data: np.ndarray
 
 
 def _as_python(texts: pa.Array) -> list[str | bytes | None]:
@@ -336,6 +388,30 @@ def _without_parsed(data: StructType) -> StructType:
             else f
             for f in fields
         ]
+    )
+
+
+def _guarded(envelope: StructType) -> StructType:
+    """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
+    message) holding a value sends the row to the reference parser, which decides over it."""
+    reject = StructField("parsed", MapType(StringType(), StringType()))
+    message = _message_type(envelope)
+    if message is None:
+        return StructType([*envelope.fields, reject])
+    choices = envelope["choices"].dataType
+    assert isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)
+    choice = StructType(
+        [
+            StructField(c.name, StructType([*message.fields, reject])) if c.name == "message" else c
+            for c in choices.elementType.fields
+        ]
+    )
+    return StructType(
+        [
+            StructField("choices", ArrayType(choice)) if f.name == "choices" else f
+            for f in envelope.fields
+        ]
+        + [reject]
     )
 
 

@@ -393,32 +393,33 @@ def scan_content(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
 
 
 @_jit
-def gather_lines(data: Any, starts: Any, ends: Any, prefix: Any, suffix: Any) -> tuple[Any, Any]:
-    """Copy the spans into one JSON-lines buffer: ``prefix + span + suffix + "\\n"`` each,
-    with CR and LF turned into spaces (in valid JSON they can only be whitespace).
-
-    Returns the buffer and the start of each line (plus the end) as int64 offsets.
-    """
-    n = len(starts)
-    line_offsets = np.empty(n + 1, np.int64)
-    total = 0
-    for i in range(n):
-        line_offsets[i] = total
-        total += ends[i] - starts[i] + len(prefix) + len(suffix) + 1
-    line_offsets[n] = total
-    out = np.empty(total, np.uint8)
+def gather_lines(
+    data: Any, starts: Any, ends: Any, take: Any, prefix: Any, suffix: Any, out: Any
+) -> None:
+    """Copy rows into a JSON-lines buffer ``out`` (sized by :func:`line_lengths`): for each
+    row, ``prefix + data[starts[i]:ends[i]] + suffix`` where ``take[i]``, else ``{}`` (a row of
+    nulls), then a newline. CR and LF become spaces (in valid JSON they are only whitespace)."""
     pos = 0
-    for i in range(n):
-        for b in prefix:
-            out[pos] = b
-            pos += 1
-        for j in range(starts[i], ends[i]):
-            c = data[j]
-            out[pos] = _SPACE if c == _LF or c == _CR else c
-            pos += 1
-        for b in suffix:
-            out[pos] = b
-            pos += 1
+    for i in range(len(starts)):
+        if take[i]:
+            for b in prefix:
+                out[pos] = b
+                pos += 1
+            for j in range(starts[i], ends[i]):
+                c = data[j]
+                out[pos] = _SPACE if c == _LF or c == _CR else c
+                pos += 1
+            for b in suffix:
+                out[pos] = b
+                pos += 1
+        else:
+            out[pos] = _LBRACE
+            out[pos + 1] = _RBRACE
+            pos += 2
         out[pos] = _LF
         pos += 1
-    return out, line_offsets
+
+
+def line_lengths(starts: Any, ends: Any, take: Any, extra: int) -> Any:
+    """The length of each line :func:`gather_lines` writes (``extra``: prefix + suffix)."""
+    return np.where(take, ends - starts + extra + 1, 3)

@@ -23,7 +23,7 @@ from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.parse.kernels import KIND_INVALID, MAX_DEPTH, validate_row
 from dspark_json.schema import SYSTEM_COLUMNS
 
-__all__ = ["ReferenceParser", "content_type", "decode_body"]
+__all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
 
 _FIRST_CHOICE_PARSED = "choices[0].message.parsed"
 _STACK = np.empty(MAX_DEPTH, np.uint8)
@@ -36,9 +36,13 @@ def decode_body(body: str | bytes) -> tuple[str, bytes]:
     return body, body.encode("utf-8", "surrogatepass")
 
 
-def _loads(raw: bytes) -> Any:
-    """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels)."""
-    if validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK) == KIND_INVALID:
+def loads(raw: bytes, *, checked: bool = False) -> Any:
+    """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels).
+    ``checked``: a scan has already validated it."""
+    if (
+        not checked
+        and validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK) == KIND_INVALID
+    ):
         raise ValueError("not valid JSON")
     return json.loads(raw, parse_float=_float)
 
@@ -58,7 +62,7 @@ class ReferenceParser:
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         # The first choice's content is rescued once, under "parsed", when that column exists.
         skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
-        self._converter = Converter(data, not_rescued=skip)
+        self.converter = Converter(data, not_rescued=skip)
         self._content_type = content_type(schema)
 
     def parse(self, bodies: Sequence[str | bytes | None]) -> pa.Table:
@@ -70,7 +74,7 @@ class ReferenceParser:
             rows.append(row)
             status.append(row_status)
             corrupt.append(row_corrupt)
-        table, rescued = self._converter.table(rows)
+        table, rescued = self.converter.table(rows)
         system = {
             "_status": pa.array(status, pa.string()),
             "_corrupt_record": pa.array(corrupt, pa.string()),
@@ -85,7 +89,7 @@ class ReferenceParser:
             return {}, None, None
         text, raw = decode_body(body)
         try:
-            envelope = _loads(raw)
+            envelope = loads(raw)
         except ValueError:  # also Python's limit on the digits of an integer
             return {}, "corrupt_envelope", text
         if not isinstance(envelope, dict):
@@ -110,7 +114,7 @@ class ReferenceParser:
         if found is None:
             return None, "not_json", content
         try:
-            value = _loads(found.encode("utf-8", "surrogatepass"))
+            value = loads(found.encode("utf-8", "surrogatepass"))
         except ValueError:
             truncated = choice.get("finish_reason") == "length"
             return None, "truncated" if truncated else "corrupt_content", content

@@ -1,0 +1,377 @@
+"""Parser throughput: dspark-json's backends next to what a Spark user would do instead.
+
+One seeded corpus of vLLM response bodies (structured output, sizes 1 KB-64 KB, with schema
+drift, fenced and prose-wrapped content, truncated and broken bodies), parsed side by side in one
+run on the same cores by:
+
+- dspark-json CPU backend (``parse_responses``, in process), and GPU backend when one is there;
+- dspark-json inside Spark (``mapInArrow`` over the bodies read as text, so Spark's overhead
+  is counted as it is for Spark's own readers);
+- Spark ``read.json`` (PERMISSIVE, ``_corrupt_record``) + ``from_json`` on the content;
+- Spark ``read.text`` + ``from_json`` on the body, then on the content (two passes);
+- a Python UDF with ``json.loads``;
+- per-row ``orjson`` in Python, alone and with the rows turned into an Arrow table.
+
+Spark contenders are forced to evaluate every column (``write.format("noop")``). Each contender
+runs ``--repeat`` times after a warm-up; the best time counts.
+
+    .venv/bin/python benchmarks/parser_throughput.py            # 200k bodies, writes results/
+    .venv/bin/python benchmarks/parser_throughput.py --smoke    # seconds; used by the tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+RESULTS = Path(__file__).parent / "results"
+
+CONTENT_SCHEMA = {
+    "title": "review",
+    "type": "object",
+    "properties": {
+        "sentiment": {"type": "string", "enum": ["positive", "neutral", "negative"]},
+        "score": {"type": "number"},
+        "stars": {"type": "integer"},
+        "summary": {"type": "string"},
+        "reviewed_at": {"type": "string", "format": "date-time"},
+        "topics": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "weight": {"type": "number"},
+                    "quotes": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
+    },
+}
+CONTENT_DDL = (
+    "sentiment STRING, score DOUBLE, stars BIGINT, summary STRING, reviewed_at TIMESTAMP, "
+    "topics ARRAY<STRUCT<name: STRING, weight: DOUBLE, quotes: ARRAY<STRING>>>"
+)
+WORDS = "the product works well but shipping was slow and the price is fair enough overall".split()
+
+
+def corpus(rows: int, seed: int = 42) -> list[str]:
+    """Seeded vLLM bodies: mostly clean, with the faults a real run sees, at realistic rates."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(rows):
+        # Log-normal sizes: median about 1 KB, a long tail to 64 KB.
+        target = min(64_000, max(600, int(rng.lognormvariate(6.7, 0.6))))
+        topics = []
+        size = 0
+        while size < target - 450:
+            quotes = [" ".join(rng.choices(WORDS, k=rng.randint(3, 12))) for _ in range(2)]
+            topic = {"name": rng.choice(WORDS), "weight": round(rng.random(), 4), "quotes": quotes}
+            topics.append(topic)
+            size += len(json.dumps(topic)) + 2
+        content_obj: dict[str, Any] = {
+            "sentiment": rng.choice(["positive", "neutral", "negative"]),
+            "score": round(rng.random(), 6),
+            "stars": rng.randint(1, 5),
+            "summary": " ".join(rng.choices(WORDS, k=8)) + " \u00e9\u00e8 \U0001f600",
+            "reviewed_at": f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
+            "topics": topics,
+        }
+        roll = rng.random()
+        if roll < 0.02:  # drift: a field the schema does not know
+            content_obj["confidence"] = rng.random()
+        content = json.dumps(content_obj, ensure_ascii=False)
+        finish = "stop"
+        if 0.02 <= roll < 0.12:
+            content = "```json\n" + content + "\n```"
+        elif 0.12 <= roll < 0.17:
+            content = "Here is the review as JSON: " + content + "\nLet me know if you need more."
+        elif 0.17 <= roll < 0.18:
+            content, finish = content[: len(content) // 2], "length"
+        elif 0.18 <= roll < 0.19:
+            content = "I cannot help with that request."
+        envelope: dict[str, Any] = {
+            "id": f"chatcmpl-{i:08x}",
+            "object": "chat.completion",
+            "created": 1764374400 + i,
+            "model": "Qwen/Qwen2.5-7B-Instruct",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "reasoning_content": None,
+                        "tool_calls": [],
+                    },
+                    "logprobs": None,
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                }
+            ],
+            "usage": {"prompt_tokens": 120, "completion_tokens": 300, "total_tokens": 420},
+            "prompt_logprobs": None,
+        }
+        if 0.19 <= roll < 0.20:
+            envelope["metadata"] = {"trace_id": f"t{i}"}  # an envelope field nobody expected
+        body = json.dumps(envelope, ensure_ascii=rng.random() < 0.5)
+        if 0.20 <= roll < 0.205:
+            body = body[: rng.randint(1, len(body) - 1)]  # a body cut short
+        out.append(body)
+    return out
+
+
+def best_of(repeat: int, run: Callable[[], Any]) -> float:
+    run()  # warm-up: JIT caches, JVM code paths, page cache
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def spark_session() -> Any:
+    from dspark_json.local import local_spark
+
+    return local_spark("dspark-json parser benchmark")
+
+
+def contenders(
+    bodies: list[str], path: Path, args: argparse.Namespace
+) -> Iterator[tuple[str, Callable[[], Any]]]:
+    import orjson
+
+    import dspark_json
+    from dspark_json.parse import gpu
+    from dspark_json.parse.convert import arrow_schema
+
+    array = pa.array(bodies, pa.string())
+    schema = dspark_json.response_schema(response_format=CONTENT_SCHEMA)
+
+    yield (
+        "dspark-json CPU (in process)",
+        lambda: dspark_json.parse_responses(array, schema=schema, backend="cpu"),
+    )
+    if gpu.unavailable_reason() is None:
+        yield (
+            "dspark-json GPU (in process)",
+            lambda: dspark_json.parse_responses(array, schema=schema, backend="gpu"),
+        )
+
+    def orjson_rows() -> list[dict[str, Any]]:
+        rows = []
+        for body in bodies:
+            try:
+                envelope = orjson.loads(body)
+                content = envelope["choices"][0]["message"]["content"]
+                envelope["parsed"] = orjson.loads(content)
+            except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+                envelope = {"_corrupt_record": body}
+            rows.append(envelope)
+        return rows
+
+    yield "orjson per row (Python objects only)", orjson_rows
+    target = arrow_schema(schema)
+
+    def orjson_arrow() -> pa.Table:
+        rows = orjson_rows()
+        for row in rows:
+            row["created"] = (
+                datetime.fromtimestamp(row["created"], UTC) if "created" in row else None
+            )
+            parsed = row.get("parsed")
+            if isinstance(parsed, dict) and isinstance(parsed.get("reviewed_at"), str):
+                parsed["reviewed_at"] = datetime.fromisoformat(parsed["reviewed_at"])
+            elif not isinstance(parsed, dict):
+                row["parsed"] = None
+        return pa.Table.from_pylist(rows, schema=target)
+
+    yield "orjson per row + Arrow table", orjson_arrow
+    if not args.no_spark:
+        yield from spark_contenders(path, schema, args)
+
+
+def spark_contenders(
+    path: Path, schema: Any, args: argparse.Namespace
+) -> Iterator[tuple[str, Callable[[], Any]]]:
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructType
+
+    spark = spark_session()
+    envelope_ddl = (
+        "id STRING, object STRING, created BIGINT, model STRING, "
+        "choices ARRAY<STRUCT<index: BIGINT, message: STRUCT<role: STRING, content: STRING>, "
+        "finish_reason: STRING>>, usage STRUCT<prompt_tokens: BIGINT, completion_tokens: BIGINT, "
+        "total_tokens: BIGINT>, _corrupt_record STRING"
+    )
+    content_type = StructType.fromDDL(CONTENT_DDL)
+    partitions = args.partitions
+
+    def noop(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def read_json() -> None:
+        df = spark.read.schema(envelope_ddl).option("mode", "PERMISSIVE").json(str(path))
+        df = df.repartition(partitions) if partitions else df
+        noop(
+            df.withColumn(
+                "parsed", F.from_json(F.col("choices")[0]["message"]["content"], content_type)
+            )
+        )
+
+    yield "Spark read.json + from_json(content)", read_json
+
+    def text_from_json() -> None:
+        lines = spark.read.text(str(path))
+        env = lines.select(
+            F.from_json("value", StructType.fromDDL(envelope_ddl)).alias("e"), "value"
+        )
+        noop(
+            env.select(
+                "e.*",
+                F.from_json(F.col("e.choices")[0]["message"]["content"], content_type).alias(
+                    "parsed"
+                ),
+            )
+        )
+
+    yield "Spark read.text + from_json x2", text_from_json
+
+    @F.udf(returnType=content_type)
+    def loads(body: str) -> Any:
+        try:
+            value = json.loads(json.loads(body)["choices"][0]["message"]["content"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return None
+        if isinstance(value, dict) and isinstance(value.get("reviewed_at"), str):
+            value["reviewed_at"] = datetime.fromisoformat(value["reviewed_at"])
+        return value if isinstance(value, dict) else None
+
+    yield (
+        "Spark Python UDF json.loads",
+        lambda: noop(spark.read.text(str(path)).select(loads("value"))),
+    )
+
+    spark_schema = schema
+
+    def in_spark(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import dspark_json as dj
+
+        for batch in batches:
+            table = dj.parse_responses(batch.column(0), schema=spark_schema, backend="cpu")
+            yield from table.to_batches()
+
+    yield (
+        "dspark-json CPU inside Spark (mapInArrow)",
+        lambda: noop(spark.read.text(str(path)).mapInArrow(in_spark, spark_schema)),
+    )
+
+
+def machine() -> dict[str, Any]:
+    import numba
+    import pyspark
+
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyarrow": pa.__version__,
+        "pyspark": pyspark.__version__,
+        "numba": numba.__version__,
+    }
+
+
+def write_results(figures: list[dict[str, Any]], meta: dict[str, Any], out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "parser_throughput.json").write_text(
+        json.dumps({"machine": meta, "figures": figures}, indent=2) + "\n"
+    )
+    base = next((f for f in figures if f["name"].startswith("Spark read.json")), None)
+    lines = [
+        f"Parser throughput, {meta['rows']:,} bodies, {meta['megabytes']:.0f} MB "
+        f"(mean {meta['mean_kb']:.1f} KB), {meta['cpu_cores']} cores, {meta['date']}. "
+        f"Command: `{meta['command']}`",
+        "",
+        "| contender | seconds | records/s | MB/s | vs Spark read.json + from_json |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for f in figures:
+        ratio = f"{base['seconds'] / f['seconds']:.2f}x" if base else "-"
+        lines.append(
+            f"| {f['name']} | {f['seconds']:.2f} | {f['records_per_s']:,.0f} | "
+            f"{f['mb_per_s']:.0f} | {ratio} |"
+        )
+    (out / "parser_throughput.md").write_text("\n".join(lines) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 0.5 * len(figures) + 1.5))
+    names = [f["name"] for f in figures][::-1]
+    speeds = [f["mb_per_s"] for f in figures][::-1]
+    ax.barh(names, speeds, color=["#2a7" if n.startswith("dspark") else "#999" for n in names])
+    ax.set_xlabel("MB/s of response bodies (higher is better)")
+    ax.set_title(f"Parser throughput, {meta['rows']:,} bodies, {meta['cpu_cores']} cores")
+    fig.tight_layout()
+    fig.savefig(out / "parser_throughput.png", dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=0, help="repartition Spark's input")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark contenders")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, for the test suite")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.rows, args.repeat = 300, 1
+    bodies = corpus(args.rows)
+    size = sum(len(b.encode()) for b in bodies)
+    meta = {
+        **machine(),
+        "rows": args.rows,
+        "megabytes": size / 1e6,
+        "mean_kb": size / len(bodies) / 1e3,
+        "command": "python benchmarks/parser_throughput.py " + " ".join(argv or sys.argv[1:]),
+    }
+    figures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bodies.jsonl"
+        path.write_text("".join(b + "\n" for b in bodies))
+        for name, run in contenders(bodies, path, args):
+            seconds = best_of(args.repeat, run)
+            figures.append(
+                {
+                    "name": name,
+                    "seconds": seconds,
+                    "records_per_s": args.rows / seconds,
+                    "mb_per_s": size / 1e6 / seconds,
+                }
+            )
+            print(f"{name:45s} {seconds:8.3f}s {args.rows / seconds:12,.0f} rec/s", flush=True)
+    write_results(figures, meta, args.out)
+    print((args.out / "parser_throughput.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
