@@ -33,12 +33,18 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.parse.kernels import (
+    KIND_ARRAY,
     KIND_INVALID,
     KIND_NONE,
     KIND_OBJECT,
+    KIND_SCALAR,
     MAX_DEPTH,
-    extract_row,
-    validate_row,
+    fallback_candidate,
+    scan_literal,
+    scan_number,
+    scan_string,
+    skip_ws,
+    strip,
 )
 
 __all__ = [
@@ -184,22 +190,6 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
 
 
 @_jit
-def _skip_ws(data: Any, pos: int, end: int) -> int:
-    while pos < end and (data[pos] == 32 or data[pos] == 9 or data[pos] == 10 or data[pos] == 13):
-        pos += 1
-    return pos
-
-
-@_jit
-def _string_end(data: Any, pos: int) -> int:
-    """``pos`` at an opening quote of a valid string: the position after its closing quote."""
-    pos += 1
-    while data[pos] != 34:
-        pos += 2 if data[pos] == 92 else 1
-    return pos + 1
-
-
-@_jit
 def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> int:
     """``pos`` at a valid number: its end when it fits the node, else -1."""
     negative = data[pos] == 45
@@ -244,35 +234,7 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
 
 
 @_jit
-def _skip_value(data: Any, pos: int, end: int) -> int:
-    """``pos`` at a valid JSON value: the position after it."""
-    c = data[pos]
-    if c == 34:
-        return _string_end(data, pos)
-    if c == 123 or c == 91:
-        depth = 0
-        while True:
-            c = data[pos]
-            if c == 34:
-                pos = _string_end(data, pos)
-                continue
-            if c == 123 or c == 91:
-                depth += 1
-            elif c == 125 or c == 93:
-                depth -= 1
-                if depth == 0:
-                    return pos + 1
-            pos += 1
-    while pos < end:
-        c = data[pos]
-        if c == 44 or c == 125 or c == 93 or c == 32 or c == 9 or c == 10 or c == 13:
-            break
-        pos += 1
-    return pos
-
-
-@_jit
-def fits_row(
+def check_row(
     data: Any,
     start: int,
     end: int,
@@ -285,113 +247,148 @@ def fits_row(
     key_start: Any,
     key_end: Any,
     keys: Any,
+    stack: Any,
     stack_node: Any,
     stack_stamp: Any,
     stamps: Any,
     clock: Any,
-) -> int:
-    """Whether the valid JSON document in ``data[start:end]`` fits type node 0 (see module doc):
-    ``CODE_MISFIT``, ``CODE_FITS``, or ``CODE_EXTRA`` when it fits but for unknown keys holding
-    values (pyarrow reads it, ignoring them; they are rescued separately).
+) -> tuple[int, int]:
+    """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
+    :func:`~dspark_json.parse.kernels.validate_row` says (``KIND_INVALID`` for invalid JSON);
+    the code, for valid JSON, whether it fits type node 0: ``CODE_FITS``, ``CODE_EXTRA`` (fits
+    but for unknown keys holding values: pyarrow reads it ignoring them, they are rescued
+    separately) or ``CODE_MISFIT``.
 
-    ``stack_node``/``stack_stamp`` are scratch of ``MAX_DEPTH`` entries; ``stamps`` one entry per
-    struct field, and ``clock`` a one-element counter, both kept across calls (duplicate keys).
+    ``stack`` holds the open brackets, ``stack_node`` their type nodes (-1: untyped, inside an
+    unknown key or a misfit), ``stack_stamp`` a stamp per open object for duplicate keys
+    (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
+    ``MAX_DEPTH`` entries.
     """
-    pos = _skip_ws(data, start, end)
+    pos = skip_ws(data, start, end)
+    if pos >= end:
+        return KIND_INVALID, CODE_MISFIT
+    top = data[pos]
     depth = 0
-    node = 0
+    node = 0  # the type node of the value expected next (-1: untyped)
+    unknown = False  # that value belongs to an unknown key of a typed object
+    misfit = False
     extra = False
-    state = 0  # 0: a value of type ``node`` starts at pos; 1: a value ended; 2: a key starts
+    state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
     while True:
-        if state == 0:
-            c = data[pos]
-            t = kind[node]
-            state = 1
-            if c == 110:  # null fits anything
-                pos += 4
-            elif t == T_STRUCT or t == T_ARRAY:
-                if c != (123 if t == T_STRUCT else 91):
-                    return CODE_MISFIT
-                stack_node[depth] = node
-                clock[0] += 1
-                stack_stamp[depth] = clock[0]
-                depth += 1
-                pos = _skip_ws(data, pos + 1, end)
-                if data[pos] == 125 or data[pos] == 93:
-                    depth -= 1
-                    pos += 1
-                elif t == T_ARRAY:
-                    node = first[node]
-                    state = 0
-                else:
-                    state = 2
-            elif t == T_STRING:
-                if c != 34:
-                    return CODE_MISFIT
-                pos = _string_end(data, pos)
-            elif t == T_INT or t == T_DOUBLE:
-                if not (c == 45 or 48 <= c <= 57):
-                    return CODE_MISFIT
-                pos = _number_fits(data, pos, end, t, low[node], high[node])
-                if pos < 0:
-                    return CODE_MISFIT
-            elif t == T_BOOL:
-                if c == 116:
-                    pos += 4
-                elif c == 102:
-                    pos += 5
-                else:
-                    return CODE_MISFIT
-            else:
-                return CODE_MISFIT
-        elif state == 1:
+        pos = skip_ws(data, pos, end)
+        if state == 1:
             if depth == 0:
-                return CODE_EXTRA if extra else CODE_FITS
-            pos = _skip_ws(data, pos, end)
+                if pos != end:
+                    return KIND_INVALID, CODE_MISFIT
+                json_kind = KIND_OBJECT if top == 123 else KIND_ARRAY if top == 91 else KIND_SCALAR
+                if misfit:
+                    return json_kind, CODE_MISFIT
+                return json_kind, CODE_EXTRA if extra else CODE_FITS
+            if pos >= end:
+                return KIND_INVALID, CODE_MISFIT
             c = data[pos]
-            if c == 125 or c == 93:
+            bracket = stack[depth - 1]
+            if c == 44:  # ,
+                pos += 1
+                parent = stack_node[depth - 1]
+                if bracket == 123:
+                    state = 2
+                else:
+                    node = first[parent] if parent >= 0 else -1
+                    state = 0
+            elif (c == 125 and bracket == 123) or (c == 93 and bracket == 91):
                 depth -= 1
                 pos += 1
-                continue
-            pos = _skip_ws(data, pos + 1, end)  # the comma
-            parent = stack_node[depth - 1]
-            if kind[parent] == T_ARRAY:
-                node = first[parent]
-                state = 0
             else:
-                state = 2
-        else:
-            parent = stack_node[depth - 1]
+                return KIND_INVALID, CODE_MISFIT
+        elif state == 2:
+            if pos >= end or data[pos] != 34:
+                return KIND_INVALID, CODE_MISFIT
             key_begin = pos + 1
-            pos = _string_end(data, pos)
+            pos = scan_string(data, pos, end)
+            if pos < 0:
+                return KIND_INVALID, CODE_MISFIT
             key_stop = pos - 1
-            for b in range(key_begin, key_stop):
-                if data[b] == 92:  # an escaped key: leave it to the reference parser
-                    return CODE_MISFIT
-            field = -1
-            for j in range(first[parent], first[parent] + count[parent]):
-                if key_end[j] - key_start[j] != key_stop - key_begin:
-                    continue
-                same = True
-                for b in range(key_stop - key_begin):
-                    if keys[key_start[j] + b] != data[key_begin + b]:
-                        same = False
+            parent = stack_node[depth - 1]
+            node = -1
+            unknown = False
+            if parent >= 0:
+                field = -1
+                for j in range(first[parent], first[parent] + count[parent]):
+                    if key_end[j] - key_start[j] != key_stop - key_begin:
+                        continue
+                    same = True
+                    for b in range(key_stop - key_begin):
+                        if keys[key_start[j] + b] != data[key_begin + b]:
+                            same = False
+                            break
+                    if same:
+                        field = j
                         break
-                if same:
-                    field = j
-                    break
-            pos = _skip_ws(data, pos, end)
-            pos = _skip_ws(data, pos + 1, end)  # the colon
-            if field < 0:  # an unknown key: skip its value, note it unless null
-                extra = extra or data[pos] != 110
-                pos = _skip_value(data, pos, end)
-                state = 1
-                continue
-            if stamps[field] == stack_stamp[depth - 1]:
-                return CODE_MISFIT  # a repeated key
-            stamps[field] = stack_stamp[depth - 1]
-            node = field_node[field]
+                for b in range(key_begin, key_stop):
+                    if data[b] == 92:  # an escaped key: the reference parser decides
+                        misfit = True
+                        break
+                if field < 0:
+                    unknown = True
+                elif stamps[field] == stack_stamp[depth - 1]:
+                    misfit = True  # a repeated key
+                else:
+                    stamps[field] = stack_stamp[depth - 1]
+                    node = field_node[field]
+            pos = skip_ws(data, pos, end)
+            if pos >= end or data[pos] != 58:  # :
+                return KIND_INVALID, CODE_MISFIT
+            pos += 1
             state = 0
+        else:
+            if pos >= end:
+                return KIND_INVALID, CODE_MISFIT
+            c = data[pos]
+            if unknown:
+                extra = extra or c != 110
+                unknown = False
+            t = kind[node] if node >= 0 else 0
+            if c == 123 or c == 91:
+                if depth == MAX_DEPTH:
+                    return KIND_INVALID, CODE_MISFIT
+                if node >= 0 and t != (T_STRUCT if c == 123 else T_ARRAY):
+                    misfit = True
+                    node = -1
+                stack[depth] = c
+                stack_node[depth] = node
+                if c == 123:
+                    clock[0] += 1
+                    stack_stamp[depth] = clock[0]
+                depth += 1
+                pos = skip_ws(data, pos + 1, end)
+                if pos < end and data[pos] == c + 2:  # {} or []
+                    depth -= 1
+                    pos += 1
+                    state = 1
+                elif c == 123:
+                    state = 2
+                else:
+                    node = first[node] if node >= 0 else -1
+                continue
+            if c == 34:
+                if node >= 0 and t != T_STRING:
+                    misfit = True
+                pos = scan_string(data, pos, end)
+            elif c == 45 or 48 <= c <= 57:
+                begin = pos
+                pos = scan_number(data, pos, end)
+                if node >= 0 and pos >= 0:
+                    numeric = t == T_INT or t == T_DOUBLE
+                    if not numeric or _number_fits(data, begin, pos, t, low[node], high[node]) < 0:
+                        misfit = True
+            else:
+                if node >= 0 and c != 110 and t != T_BOOL:
+                    misfit = True
+                pos = scan_literal(data, pos, end)
+            if pos < 0:
+                return KIND_INVALID, CODE_MISFIT
+            state = 1
 
 
 @_jit
@@ -409,13 +406,11 @@ def scan_envelope_fit(offsets: Any, data: Any, valid: Any, table: Any, lo: int, 
         if not valid[i]:
             continue
         start, end = offsets[i], offsets[i + 1]
-        if validate_row(data, start, end, stack) != KIND_OBJECT:
-            codes[i - lo] = CODE_INVALID
-            continue
-        codes[i - lo] = fits_row(
+        json_kind, code = check_row(
             data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack_node, stack_stamp, stamps, clock,
+            keys, stack, stack_node, stack_stamp, stamps, clock,
         )  # fmt: skip
+        codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
     return codes
 
 
@@ -438,17 +433,31 @@ def scan_content_fit(
     for i in range(lo, hi):
         if not valid[i]:
             continue
-        start, end, found = extract_row(data, offsets[i], offsets[i + 1], stack)
+        start, end = strip(data, offsets[i], offsets[i + 1])
+        json_kind, code = KIND_INVALID, CODE_MISFIT
+        if start < end:
+            json_kind, code = check_row(
+                data, start, end, kind, first, count, low, high, field_node, key_start,
+                key_end, keys, stack, stack_node, stack_stamp, stamps, clock,
+            )  # fmt: skip
+        if start < end and json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
+            found, start, end = fallback_candidate(data, start, end)
+            if found:
+                json_kind, code = check_row(
+                    data, start, end, kind, first, count, low, high, field_node, key_start,
+                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock,
+                )  # fmt: skip
+            else:
+                json_kind = KIND_NONE
+        elif start >= end:
+            json_kind = KIND_NONE
         starts[i - lo], ends[i - lo] = start, end
-        if found == KIND_NONE:
+        if json_kind == KIND_NONE:
             codes[i - lo] = CODE_NONE
-        elif found == KIND_INVALID:
+        elif json_kind == KIND_INVALID:
             codes[i - lo] = CODE_INVALID
         elif data[start] == 110:
             codes[i - lo] = CODE_MISFIT
         else:
-            codes[i - lo] = fits_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start,
-                key_end, keys, stack_node, stack_stamp, stamps, clock,
-            )  # fmt: skip
+            codes[i - lo] = code
     return starts, ends, codes

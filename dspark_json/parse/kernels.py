@@ -28,9 +28,15 @@ __all__ = [
     "KIND_SCALAR",
     "MAX_DEPTH",
     "extract_row",
+    "fallback_candidate",
     "gather_lines",
     "scan_content",
     "scan_documents",
+    "scan_literal",
+    "scan_number",
+    "scan_string",
+    "skip_ws",
+    "strip",
     "validate_row",
 ]
 
@@ -56,7 +62,7 @@ def _is_ws(c: int) -> bool:
 
 
 @_jit
-def _skip_ws(data: Any, pos: int, end: int) -> int:
+def skip_ws(data: Any, pos: int, end: int) -> int:
     while pos < end and _is_ws(data[pos]):
         pos += 1
     return pos
@@ -114,7 +120,7 @@ def _utf8_length(data: Any, pos: int, end: int) -> int:
 
 
 @_jit
-def _scan_string(data: Any, pos: int, end: int) -> int:
+def scan_string(data: Any, pos: int, end: int) -> int:
     """``pos`` is at an opening quote; the position after the closing quote, or -1."""
     pos += 1
     while pos < end:
@@ -168,7 +174,7 @@ def _scan_digits(data: Any, pos: int, end: int) -> int:
 
 
 @_jit
-def _scan_number(data: Any, pos: int, end: int) -> int:
+def scan_number(data: Any, pos: int, end: int) -> int:
     if data[pos] == _MINUS:
         pos += 1
     if pos >= end:
@@ -192,7 +198,7 @@ def _scan_number(data: Any, pos: int, end: int) -> int:
 
 
 @_jit
-def _scan_literal(data: Any, pos: int, end: int) -> int:
+def scan_literal(data: Any, pos: int, end: int) -> int:
     c = data[pos]
     if c == 116:  # true
         word = (116, 114, 117, 101, 0)
@@ -216,14 +222,14 @@ def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
 
     ``stack`` is scratch space of at least ``MAX_DEPTH`` bytes.
     """
-    pos = _skip_ws(data, start, end)
+    pos = skip_ws(data, start, end)
     if pos >= end:
         return KIND_INVALID
     first = data[pos]
     depth = 0
     state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
     while True:
-        pos = _skip_ws(data, pos, end)
+        pos = skip_ws(data, pos, end)
         if state == 1:
             if depth == 0:
                 if pos != end:
@@ -246,10 +252,10 @@ def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
         elif state == 2:
             if pos >= end or data[pos] != _QUOTE:
                 return KIND_INVALID
-            pos = _scan_string(data, pos, end)
+            pos = scan_string(data, pos, end)
             if pos < 0:
                 return KIND_INVALID
-            pos = _skip_ws(data, pos, end)
+            pos = skip_ws(data, pos, end)
             if pos >= end or data[pos] != _COLON:
                 return KIND_INVALID
             pos += 1
@@ -263,7 +269,7 @@ def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
                     return KIND_INVALID
                 stack[depth] = c
                 depth += 1
-                pos = _skip_ws(data, pos + 1, end)
+                pos = skip_ws(data, pos + 1, end)
                 if pos < end and data[pos] == c + 2:  # {} or []
                     depth -= 1
                     pos += 1
@@ -272,18 +278,18 @@ def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
                     state = 2 if c == _LBRACE else 0
                 continue
             if c == _QUOTE:
-                pos = _scan_string(data, pos, end)
+                pos = scan_string(data, pos, end)
             elif c == _MINUS or 48 <= c <= 57:
-                pos = _scan_number(data, pos, end)
+                pos = scan_number(data, pos, end)
             else:
-                pos = _scan_literal(data, pos, end)
+                pos = scan_literal(data, pos, end)
             if pos < 0:
                 return KIND_INVALID
             state = 1
 
 
 @_jit
-def _strip(data: Any, start: int, end: int) -> tuple[int, int]:
+def strip(data: Any, start: int, end: int) -> tuple[int, int]:
     """Drop whitespace and byte-order marks (EF BB BF) from both ends."""
     while start < end:
         if _is_ws(data[start]):
@@ -339,22 +345,32 @@ def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, 
     3. else the text from the first ``{`` to the last ``}``;
     4. else there is no JSON (``KIND_NONE``).
     """
-    start, end = _strip(data, start, end)
+    start, end = strip(data, start, end)
     if start >= end:
         return start, end, KIND_NONE
     kind = validate_row(data, start, end, stack)
     if kind != KIND_INVALID or data[start] == _LBRACE or data[start] == _LBRACKET:
         return start, end, kind
+    found, first, last = fallback_candidate(data, start, end)
+    if not found:
+        return start, end, KIND_NONE
+    return first, last, validate_row(data, first, last, stack)
+
+
+@_jit
+def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]:
+    """Rules 2 and 3 of :func:`extract_row` for stripped text that is not JSON as a whole:
+    ``(found, start, end)`` of the candidate."""
     fence = _find_fence(data, start, end)
     if fence >= 0:
         newline = _find_byte(data, fence, end, _LF)
         if newline >= 0:
             close = _find_fence(data, newline + 1, end)
-            body_start, body_end = _strip(data, newline + 1, close if close >= 0 else end)
+            body_start, body_end = strip(data, newline + 1, close if close >= 0 else end)
             if body_start < body_end and (
                 data[body_start] == _LBRACE or data[body_start] == _LBRACKET
             ):
-                return body_start, body_end, validate_row(data, body_start, body_end, stack)
+                return True, body_start, body_end
     first = _find_byte(data, start, end, _LBRACE)
     last = -1
     for i in range(end - 1, start - 1, -1):
@@ -362,8 +378,8 @@ def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, 
             last = i
             break
     if 0 <= first < last:
-        return first, last + 1, validate_row(data, first, last + 1, stack)
-    return start, end, KIND_NONE
+        return True, first, last + 1
+    return False, start, end
 
 
 @_jit

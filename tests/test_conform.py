@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from dspark_json.parse.columns import string_buffers, to_string_array
+from dspark_json.parse.conform import (
+    CODE_EXTRA,
+    CODE_FITS,
+    CODE_INVALID,
+    CODE_MISFIT,
+    CODE_NULL,
+    compile_type,
+    scan_envelope_fit,
+)
+
+TYPE = StructType(
+    [
+        StructField("a", LongType()),
+        StructField(
+            "b",
+            ArrayType(StructType([StructField("x", DoubleType()), StructField("s", StringType())])),
+        ),
+        StructField("c", BooleanType()),
+        StructField("i", IntegerType()),
+    ]
+)
+F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ('{"a":1}', F),
+        (' { "a" : 1 , "c" : true } ', F),
+        ("{}", F),
+        ('{"b":[]}', F),
+        ('{"b":[null,{}]}', F),
+        ('{"b":[{"x":1},{"x":2.5e10,"s":"a\\"b"}]}', F),
+        ('{"a": 123456789012345678}', F),
+        ('{"c":false,"i":-2147483648}', F),
+        ('{"z":null,"a":3}', F),  # an unknown key holding null is nothing to rescue
+        ('{"z":1}', X),
+        ('{"b":[{"x":1,"y":{"deep":[1]}}]}', X),
+        ('{"a":1.0}', M),  # not a whole number
+        ('{"a": 1234567890123456789}', M),  # 19 digits: the reference parser checks the range
+        ('{"c":true,"i":2147483648}', M),
+        ('{"a":"1"}', M),
+        ('{"b":{"x":1}}', M),
+        ('{"b":[{"x":-0}]}', M),  # Python reads 0.0, Arrow -0.0
+        ('{"b":[{"x":1e400}]}', M),
+        ('{"a":1,"a":2}', M),
+        ('{"b":[{"x":1,"x":2}]}', M),
+        ('{"a\\u0061":1}', M),
+        ('{"a":1,}', BAD),
+        ('{"a":NaN}', BAD),
+        ("[1]", BAD),  # valid JSON, but an envelope is an object
+        ('{"a":"\\ud800"}', BAD),
+        (None, CODE_NULL),
+    ],
+)
+def test_envelope_codes(body, code):
+    offsets, data, valid = string_buffers(to_string_array([body]))
+    codes = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), 0, 1)
+    assert codes.tolist() == [code]
+
+
+def test_scan_over_row_ranges_matches_one_pass():
+    bodies = ['{"a":1}', '{"z":1}', "nope", None, '{"a":"x"}'] * 10
+    offsets, data, valid = string_buffers(to_string_array(bodies))
+    table = compile_type(TYPE).arrays()
+    whole = scan_envelope_fit(offsets, data, valid, table, 0, len(bodies))
+    parts = np.concatenate(
+        [scan_envelope_fit(offsets, data, valid, table, lo, lo + 5) for lo in range(0, 50, 5)]
+    )
+    assert whole.tolist() == parts.tolist()
