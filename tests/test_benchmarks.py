@@ -1,0 +1,47 @@
+"""The benchmarks run (tiny sizes) so they cannot rot; their figures live in benchmarks/."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_parser_benchmark_smoke(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/parser_throughput.py", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "parser_throughput.json").read_text())
+    names = [f["name"] for f in figures["figures"]]
+    assert "dspark-json CPU (in process)" in names
+    assert "Spark read.json + from_json(content)" in names
+    assert all(f["records_per_s"] > 0 for f in figures["figures"])
+    assert (tmp_path / "parser_throughput.png").stat().st_size > 0
+    assert "| contender |" in (tmp_path / "parser_throughput.md").read_text()
+
+
+def test_benchmark_corpus_is_seeded_and_has_every_kind_of_body():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from parser_throughput import CONTENT_SCHEMA, corpus
+    finally:
+        sys.path.pop(0)
+    first, again = corpus(2000, seed=5), corpus(2000, seed=5)
+    assert first == again
+    import dspark_json
+
+    table = dspark_json.parse_responses(first, response_format=CONTENT_SCHEMA, backend="cpu")
+    statuses = set(table.column("_status").to_pylist())
+    assert {"ok", "corrupt_envelope", "not_json", "truncated"} <= statuses
+    assert table.column("_rescued_data").null_count < len(first)
