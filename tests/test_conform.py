@@ -69,7 +69,7 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), 0, 1)
+    codes, _, _, _ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), 0, 1)
     assert codes.tolist() == [code]
 
 
@@ -78,7 +78,19 @@ def test_scan_over_row_ranges_matches_one_pass():
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE).arrays()
     whole = scan_envelope_fit(offsets, data, valid, table, 0, len(bodies))
-    parts = np.concatenate(
-        [scan_envelope_fit(offsets, data, valid, table, lo, lo + 5) for lo in range(0, 50, 5)]
+    parts = [scan_envelope_fit(offsets, data, valid, table, lo, lo + 5) for lo in range(0, 50, 5)]
+    for i, column in enumerate(whole):
+        assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
+    _, _, rows, spans = whole
+    assert rows.tolist() == [i for i in range(50) if i % 5 == 1]  # each '{"z":1}' row
+    key, value = spans[0, :2], spans[0, 2:]
+    assert data[key[0] : key[1]].tobytes() == b"z" and data[value[0] : value[1]].tobytes() == b"1"
+
+
+def test_deeper_unknown_keys_are_left_to_a_walk():
+    offsets, data, valid = string_buffers(to_string_array(['{"b":[{"x":1,"y":2}]}', '{"q":[1]}']))
+    codes, deep, rows, _ = scan_envelope_fit(
+        offsets, data, valid, compile_type(TYPE).arrays(), 0, 2
     )
-    assert whole.tolist() == parts.tolist()
+    assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA]
+    assert deep.tolist() == [True, False] and rows.tolist() == [1]

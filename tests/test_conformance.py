@@ -295,6 +295,23 @@ STRUCT_CASES = [
             "metadata": {"m": 1},
         },
     ),
+    (
+        "top-level-extras",
+        dumps(
+            envelope(
+                '{"label": "x", "c": 1}',
+                '{"z": {"deep": [1]}, "label": "y"}',
+                metadata={"m": 1},
+                system_fingerprint="fp",
+            )
+        ),
+        {
+            "choices[1].message.parsed.z": {"deep": [1]},
+            "parsed.c": 1,
+            "metadata": {"m": 1},
+            "system_fingerprint": "fp",
+        },
+    ),
     ("parsed-in-body", dumps(envelope(dumps(GOOD), parsed={"label": "not from content"})), None),
     ("tool-calls", dumps(tool_call), None),
     (

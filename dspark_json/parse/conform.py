@@ -78,6 +78,8 @@ _MAX_EXPONENT = 300
 _MAX_INT_DIGITS = 18
 
 _jit = njit(cache=True, nogil=True)
+#: Top-level unknown keys recorded per row; a row with more is walked in Python.
+_FOUND = 64
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,8 @@ def check_row(
     stack_stamp: Any,
     stamps: Any,
     clock: Any,
+    found: Any,
+    found_n: Any,
 ) -> tuple[int, int]:
     """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
     :func:`~dspark_json.parse.kernels.validate_row` says (``KIND_INVALID`` for invalid JSON);
@@ -262,7 +266,9 @@ def check_row(
     ``stack`` holds the open brackets, ``stack_node`` their type nodes (-1: untyped, inside an
     unknown key or a misfit), ``stack_stamp`` a stamp per open object for duplicate keys
     (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
-    ``MAX_DEPTH`` entries.
+    ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
+    (rows of key start, key end, value start, value end; ``found_n[0]`` of them); deeper ones,
+    or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in Python).
     """
     pos = skip_ws(data, start, end)
     if pos >= end:
@@ -274,9 +280,16 @@ def check_row(
     misfit = False
     extra = False
     state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
+    found_n[0] = 0
+    recording = False
+    key_begin = key_stop = 0
     while True:
         pos = skip_ws(data, pos, end)
         if state == 1:
+            if recording and depth == 1:
+                found[found_n[0], 3] = pos
+                found_n[0] += 1
+                recording = False
             if depth == 0:
                 if pos != end:
                     return KIND_INVALID, CODE_MISFIT
@@ -346,7 +359,15 @@ def check_row(
                 return KIND_INVALID, CODE_MISFIT
             c = data[pos]
             if unknown:
-                extra = extra or c != 110
+                if c != 110:
+                    extra = True
+                    if depth == 1 and 0 <= found_n[0] < len(found):
+                        found[found_n[0], 0] = key_begin
+                        found[found_n[0], 1] = key_stop
+                        found[found_n[0], 2] = pos
+                        recording = True
+                    else:
+                        found_n[0] = -1
                 unknown = False
             t = kind[node] if node >= 0 else 0
             if c == 123 or c == 91:
@@ -392,65 +413,106 @@ def check_row(
 
 
 @_jit
-def scan_envelope_fit(offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int) -> Any:
-    """For bodies ``lo..hi``: ``CODE_NULL``, ``CODE_INVALID`` (not valid JSON, or not an object),
-    ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type."""
+def _keep(
+    found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
+) -> tuple[Any, Any, int]:
+    """Append a row's recorded unknown keys to ``rows``/``spans`` (grown as needed)."""
+    need = count + found_n[0]
+    if need > len(rows):
+        size = max(2 * len(rows), need)
+        grown_rows = np.empty(size, np.int64)
+        grown_spans = np.empty((size, 4), np.int64)
+        grown_rows[:count] = rows[:count]
+        grown_spans[:count] = spans[:count]
+        rows, spans = grown_rows, grown_spans
+    for r in range(found_n[0]):
+        rows[count] = row
+        spans[count] = found[r]
+        count += 1
+    return rows, spans, count
+
+
+@_jit
+def scan_envelope_fit(
+    offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int
+) -> tuple[Any, Any, Any, Any]:
+    """For bodies ``lo..hi``: codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
+    object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
+    each row's unknown keys need a walk in Python (``deep``), and the top-level unknown keys
+    found: their rows and ``(key start, key end, value start, value end)`` spans."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
+    deep = np.zeros(hi - lo, np.bool_)
     stack = np.empty(MAX_DEPTH, np.uint8)
     stack_node = np.empty(MAX_DEPTH, np.int64)
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
+    found = np.empty((_FOUND, 4), np.int64)
+    found_n = np.zeros(1, np.int64)
+    rows = np.empty(16, np.int64)
+    spans = np.empty((16, 4), np.int64)
+    kept = 0
     for i in range(lo, hi):
         if not valid[i]:
             continue
         start, end = offsets[i], offsets[i + 1]
         json_kind, code = check_row(
             data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack, stack_node, stack_stamp, stamps, clock,
+            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
         )  # fmt: skip
         codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
-    return codes
+        if codes[i - lo] == CODE_EXTRA:
+            if found_n[0] < 0:
+                deep[i - lo] = True
+            else:
+                rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
+    return codes, deep, rows[:kept], spans[:kept]
 
 
 @_jit
 def scan_content_fit(
     offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int
-) -> tuple[Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any, Any]:
     """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
-    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate. A bare
-    ``null`` is left to the reference parser (it decides whether null fits the content type)."""
+    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
+    ``null`` is left to the reference parser: it decides whether null fits the content type);
+    then ``deep``, rows and spans of unknown keys as :func:`scan_envelope_fit` gives them."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
+    deep = np.zeros(hi - lo, np.bool_)
     stack = np.empty(MAX_DEPTH, np.uint8)
     stack_node = np.empty(MAX_DEPTH, np.int64)
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
+    found = np.empty((_FOUND, 4), np.int64)
+    found_n = np.zeros(1, np.int64)
+    rows = np.empty(16, np.int64)
+    spans = np.empty((16, 4), np.int64)
+    kept = 0
     for i in range(lo, hi):
         if not valid[i]:
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
-        json_kind, code = KIND_INVALID, CODE_MISFIT
+        json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start,
-                key_end, keys, stack, stack_node, stack_stamp, stamps, clock,
+                key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
             )  # fmt: skip
-        if start < end and json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
-            found, start, end = fallback_candidate(data, start, end)
-            if found:
-                json_kind, code = check_row(
-                    data, start, end, kind, first, count, low, high, field_node, key_start,
-                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock,
-                )  # fmt: skip
-            else:
-                json_kind = KIND_NONE
-        elif start >= end:
-            json_kind = KIND_NONE
+            if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
+                located, start, end = fallback_candidate(data, start, end)
+                if located:
+                    json_kind, code = check_row(
+                        data, start, end, kind, first, count, low, high, field_node, key_start,
+                        key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
+                        found_n,
+                    )  # fmt: skip
+                else:
+                    json_kind = KIND_NONE
         starts[i - lo], ends[i - lo] = start, end
         if json_kind == KIND_NONE:
             codes[i - lo] = CODE_NONE
@@ -460,4 +522,9 @@ def scan_content_fit(
             codes[i - lo] = CODE_MISFIT
         else:
             codes[i - lo] = code
-    return starts, ends, codes
+            if code == CODE_EXTRA:
+                if found_n[0] < 0:
+                    deep[i - lo] = True
+                else:
+                    rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
+    return starts, ends, codes, deep, rows[:kept], spans[:kept]

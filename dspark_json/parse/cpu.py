@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -84,7 +85,8 @@ class _Plan:
         parsed = content_type(data)
         envelope = _without_parsed(data)
         if parsed is not None:
-            if not _content_reachable(envelope):
+            message = _message_type(data)
+            if not _content_reachable(envelope) or message is None or "parsed" not in message.names:
                 return None
             message = _message_type(data)
             both = "parsed" in data.names and message is not None and "parsed" in message.names
@@ -117,6 +119,10 @@ class CpuParser:
         self.lines = lines or JsonLines(threads=self.threads)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         self._plan = _Plan.of(data)
+        # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
+        # top-level column they sit under, unknown top-level keys ("*") last.
+        self._rescue_order = {f.name: i for i, f in enumerate(data.fields)}
+        self._rescue_order["*"] = len(data.fields)
         #: How many rows of the last batch the reference parser took.
         self.reference_rows = 0
 
@@ -128,15 +134,16 @@ class CpuParser:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes = by_row_ranges(
+        codes, deep, found_rows, found_spans = by_row_ranges(
             scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays()
         )
+        found = _Found(data, deep, found_rows, found_spans)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self.lines.read(data, offsets[:-1], offsets[1:], fits, plan.envelope_read)
         slow = (codes == CODE_MISFIT) | (fits & ~read)
         codes[slow] = CODE_MISFIT
         bad: set[int] = set()
-        table = self._fast_columns(envelopes, codes, texts, bad)
+        table = self._fast_columns(envelopes, codes, texts, found, bad)
         slow[list(bad)] = True
         slow_rows = np.flatnonzero(slow)
         self.reference_rows = len(slow_rows)
@@ -148,7 +155,12 @@ class CpuParser:
         return pa.concat_tables([table, reference]).take(pa.array(index))
 
     def _fast_columns(
-        self, envelopes: pa.Table, codes: np.ndarray, texts: pa.Array, bad: set[int]
+        self,
+        envelopes: pa.Table,
+        codes: np.ndarray,
+        texts: pa.Array,
+        found: _Found,
+        bad: set[int],
     ) -> pa.Table:
         """The target columns, one row per body, right for the bodies that fit; adds to ``bad``
         the rows that turn out not to (misfit rows are replaced afterwards anyway)."""
@@ -188,7 +200,7 @@ class CpuParser:
             corrupt = pa.concat_arrays([corrupt, _repaired(texts.take(pa.array(invalid)))])
             corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
-        columns["_rescued_data"] = self._rescued(texts, codes, contents, bad)
+        columns["_rescued_data"] = self._rescued(texts, codes, found, contents, bad)
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
@@ -204,7 +216,7 @@ class CpuParser:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes = by_row_ranges(
+        starts, ends, codes, deep, found_rows, found_spans = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
             plan.content_table.arrays(),
         )  # fmt: skip
@@ -242,40 +254,73 @@ class CpuParser:
             starts=starts,
             ends=ends,
             data=data,
+            found=_Found(data, deep, found_rows, found_spans),
         )
 
     def _rescued(
-        self, texts: pa.Array, codes: np.ndarray, contents: _Contents | None, bad: set[int]
+        self,
+        texts: pa.Array,
+        codes: np.ndarray,
+        found: _Found,
+        contents: _Contents | None,
+        bad: set[int],
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
-        choice's content): their values, as the reference parser would rescue them."""
+        choice's content), as the reference parser would rescue them: from the keys the scans
+        found at the top level, or, for keys deeper down, by walking the row in Python."""
         n = len(codes)
         needs = set(np.flatnonzero(codes == CODE_EXTRA).tolist())
+        walk = set(np.flatnonzero(found.deep).tolist())
+        envelope_keys = found.by_row()
+        content_keys: dict[int, list[tuple[str, bytes]]] = {}
+        row_of_choice = np.zeros(0, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
             needs.update(row_of_choice[contents.codes == CODE_EXTRA].tolist())
+            walk.update(row_of_choice[contents.found.deep].tolist())
+            content_keys = contents.found.by_row()
         needs -= bad
         if not needs:
             return pa.nulls(n, pa.string())
         rescued: list[str | None] = [None] * n
-        converter = self.reference.converter
+        order = self._rescue_order
         for row in sorted(needs):
-            envelope = loads(texts[row].as_py().encode("utf-8"), checked=True)
-            choices = envelope.get("choices")
-            if contents is not None and isinstance(choices, list) and choices:
-                values = []
-                for k, choice in enumerate(choices):
-                    j = int(contents.first[row]) + k
-                    value = None
-                    if contents.codes[j] in (CODE_FITS, CODE_EXTRA):
-                        span = contents.data[contents.starts[j] : contents.ends[j]].tobytes()
-                        value = loads(span, checked=True)
-                        choice["message"]["parsed"] = value
-                    values.append(value)
-                envelope["parsed"] = values[0]
-            sink = converter.extras(envelope)
+            if row in walk:
+                sink = self._walk(texts, row, contents)
+            else:
+                entries = []
+                for seq, (key, value) in enumerate(envelope_keys.get(row, ())):
+                    entries.append(((order["*"], 0, seq), key, value))
+                if contents is not None:
+                    first = int(contents.first[row])
+                    for k in range(int(contents.lengths[row])):
+                        for seq, (key, value) in enumerate(content_keys.get(first + k, ())):
+                            if k == 0 and "parsed" in order:
+                                entries.append(((order["parsed"], 0, seq), f"parsed.{key}", value))
+                            else:
+                                path = f"choices[{k}].message.parsed.{key}"
+                                entries.append(((order["choices"], k, seq), path, value))
+                entries.sort(key=lambda e: e[0])
+                sink = {path: loads(value, checked=True) for _, path, value in entries}
             rescued[row] = dump_json(sink) if sink else None
         return pa.array(rescued, pa.string())
+
+    def _walk(self, texts: pa.Array, row: int, contents: _Contents | None) -> dict[str, Any]:
+        """What the reference parser rescues from a row that fits but for unknown keys."""
+        envelope = loads(texts[row].as_py().encode("utf-8"), checked=True)
+        choices = envelope.get("choices")
+        if contents is not None and isinstance(choices, list) and choices:
+            values = []
+            for k, choice in enumerate(choices):
+                j = int(contents.first[row]) + k
+                value = None
+                if contents.codes[j] in (CODE_FITS, CODE_EXTRA):
+                    span = contents.data[contents.starts[j] : contents.ends[j]].tobytes()
+                    value = loads(span, checked=True)
+                    choice["message"]["parsed"] = value
+                values.append(value)
+            envelope["parsed"] = values[0]
+        return self.reference.converter.extras(envelope)
 
 
 def _repaired(raw: pa.Array) -> pa.Array:
@@ -304,6 +349,26 @@ class _Contents:
     starts: np.ndarray
     ends: np.ndarray
     data: np.ndarray
+    found: _Found
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Unknown keys a scan found at the top level of documents in ``data``: ``rows[i]`` holds a
+    key at ``data[spans[i, 0]:spans[i, 1]]`` with the value at ``data[spans[i, 2]:spans[i, 3]]``;
+    ``deep[row]`` where a row's unknown keys need a walk in Python instead."""
+
+    data: np.ndarray
+    deep: np.ndarray
+    rows: np.ndarray
+    spans: np.ndarray
+
+    def by_row(self) -> dict[int, list[tuple[str, bytes]]]:
+        out: dict[int, list[tuple[str, bytes]]] = {}
+        for row, (k0, k1, v0, v1) in zip(self.rows.tolist(), self.spans.tolist(), strict=True):
+            key = self.data[k0:k1].tobytes().decode("utf-8")
+            out.setdefault(row, []).append((key, self.data[v0:v1].tobytes()))
+        return out
 
 
 def _as_python(texts: pa.Array) -> list[str | bytes | None]:
