@@ -79,6 +79,14 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         aliases=("dspark.json.parse_mode",),
     ),
     OptionSpec(
+        "gpuMemoryFraction",
+        "gpu_memory_fraction",
+        "GPU parser: the share of the device's memory RMM may pool for parsing (0-1), so the "
+        "parser can share a GPU with vLLM.",
+        "0.2",
+        default="0.1",
+    ),
+    OptionSpec(
         "mode",
         "mode",
         "What to do with a row that cannot be fetched or parsed, as in Spark's JSON source: "
@@ -149,6 +157,7 @@ class Options:
     model: str | None = None
     response_format: Mapping[str, Any] | None = field(default=None, compare=False)
     parse_mode: ParseMode = "auto"
+    gpu_memory_fraction: float = 0.1
     mode: RecordMode = "PERMISSIVE"
     max_concurrency: int = 32
     request_timeout: float = 60.0
@@ -295,12 +304,26 @@ def _positive(kind: type[int] | type[float]) -> Callable[[str, str], Any]:
     return convert
 
 
+def _fraction(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise OptionError(
+            f"Option {name!r} must be a share of the GPU's memory above 0 and at most 1 "
+            f"(e.g. 0.2 for a fifth), got {text!r}."
+        )
+    return value
+
+
 _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "endpoint": _endpoint,
     "prompts": _directory,
     "model": _nonempty,
     "response_format": _response_format,
     "parse_mode": _choice(_PARSE_MODES),
+    "gpu_memory_fraction": _fraction,
     "mode": _choice({m: m for m in _RECORD_MODES}, upper=True),
     "max_concurrency": _positive(int),
     "request_timeout": _positive(float),

@@ -67,7 +67,7 @@ def read_partition(
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
     if "_status" not in response_schema.names:
         response_schema = response_schema.add("_status", StringType())
-    parser = make_parser(response_schema, backend)
+    parser = make_parser(response_schema, backend, gpu_memory_fraction=options.gpu_memory_fraction)
     responses = parser.parse([o.body for o in outcomes])
     parsed = time.perf_counter()
     row_status = _statuses(records, outcomes, responses.column("_status").to_pylist())

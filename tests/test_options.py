@@ -115,3 +115,10 @@ def test_relative_prompt_path_becomes_absolute(tmp_path, monkeypatch):
     assert Options.parse({"endpoint": "http://h:1", "prompts": "in"}).prompts == str(
         tmp_path / "in"
     )
+
+
+def test_gpu_memory_fraction_is_a_share_of_the_device():
+    assert parse(gpuMemoryFraction="0.25").gpu_memory_fraction == 0.25
+    assert parse().gpu_memory_fraction == 0.1
+    with pytest.raises(OptionError, match=r"'gpuMemoryFraction' must be a share .* got '25'"):
+        parse(gpuMemoryFraction="25")

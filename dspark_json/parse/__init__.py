@@ -25,8 +25,18 @@ def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
     if parse_mode == "cpu":
         return "cpu"
     reason = gpu.unavailable_reason()
-    if reason is None:
+    if reason is None and parse_mode == "gpu":
+        if not gpu.verified and "unverified" not in _fallbacks_logged:
+            _fallbacks_logged.add("unverified")
+            logger.warning(
+                "parseMode=gpu: the cuDF parser has not passed the conformance suite on a GPU "
+                "yet; check its output (or use parseMode=cpu)."
+            )
         return "gpu"
+    if reason is None:
+        if gpu.verified:
+            return "gpu"
+        reason = "the cuDF parser has not passed the conformance suite on a GPU yet"
     if parse_mode == "gpu":
         raise BackendUnavailable(
             f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
@@ -38,8 +48,10 @@ def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
     return "cpu"
 
 
-def make_parser(schema: StructType, backend: Backend) -> CpuParser:
+def make_parser(
+    schema: StructType, backend: Backend, *, gpu_memory_fraction: float | None = None
+) -> CpuParser:
     """A parser for the response columns of ``schema`` on ``backend``."""
-    if backend == "gpu":  # pragma: no cover - unreachable until the cuDF parser lands
-        raise BackendUnavailable("the cuDF parser is not built yet; use parseMode=cpu")
+    if backend == "gpu":  # pragma: no cover - needs a GPU
+        return gpu.GpuParser(schema, memory_fraction=gpu_memory_fraction)
     return CpuParser(schema)

@@ -1,16 +1,42 @@
 """The GPU backend (cuDF). The only module that imports cuDF, RMM or CUDA, and only on use.
 
-This version detects whether the GPU path can run and says why not; the cuDF parser itself is
-the next step (see the parser issue). ``parseMode=auto`` therefore runs on the CPU and logs why.
+:class:`GpuParser` is the CPU parser with pyarrow's JSON reader swapped for cuDF's
+(``cudf.read_json`` with ``lines=True``, explicit dtypes and column pruning): the envelope and
+content reads, the bulk of the work, run on the device; the numba scans that validate bodies,
+check them against the schema and find the JSON in each message still run on the CPU (their
+functions are written so they can become ``numba.cuda`` device code: no allocation, no objects).
+
+Status: written without a device to try it on. It has not run yet, so ``parseMode=auto`` does not
+pick it; ``parseMode=gpu`` does, and the conformance suite (``tests/test_conformance.py``, the
+``gpu`` backend) is the check it must pass on a GPU machine before ``auto`` may choose it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import io
+import logging
+from typing import Any
 
-__all__ = ["INSTALL_HINT", "unavailable_reason"]
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.types import StructType
+
+from dspark_json.parse.columns import JsonLines
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.kernels import gather_lines, line_lengths
+
+__all__ = ["INSTALL_HINT", "GpuParser", "unavailable_reason", "verified"]
+
+logger = logging.getLogger("dspark_json")
 
 INSTALL_HINT = "pip install 'dspark-json[gpu]' (CUDA 12) or 'dspark-json[gpu-cu13]' (CUDA 13)"
+
+#: Whether the cuDF parser has passed the conformance suite on a GPU (``auto`` picks it then).
+verified = False
+
+#: The RMM pool this process made (its share of device memory), once made.
+_pool: dict[str, float] = {}
 
 
 def unavailable_reason() -> str | None:
@@ -24,4 +50,102 @@ def unavailable_reason() -> str | None:
         return f"cuDF failed to import ({type(exc).__name__}: {exc})"
     if not cuda.is_available():  # type: ignore[no-untyped-call]
         return "no CUDA device is visible to this process"
-    return "the cuDF parser is not built yet in this version of dspark-json"
+    return None
+
+
+def use_memory_pool(fraction: float) -> None:
+    """Give RMM a pool of ``fraction`` of the device memory (once per process), so the parser
+    can share the GPU with vLLM instead of growing into its memory."""
+    if _pool:
+        return
+    import rmm
+    from numba import cuda
+
+    free, total = cuda.current_context().get_memory_info()  # type: ignore[no-untyped-call]
+    size = int(total * fraction) // 256 * 256
+    if size > free:
+        raise MemoryError(
+            f"gpuMemoryFraction={fraction} asks for {size >> 20} MiB of GPU memory, but only "
+            f"{free >> 20} MiB are free (vLLM may hold the rest). Lower gpuMemoryFraction."
+        )
+    rmm.reinitialize(pool_allocator=True, initial_pool_size=size, maximum_pool_size=size)
+    _pool["fraction"] = fraction
+    logger.info("RMM pool of %d MiB (%.0f%% of the GPU) for parsing", size >> 20, fraction * 100)
+
+
+class CudfLines(JsonLines):
+    """JSON lines read by cuDF on the device, in chunks (one chunk at a time: the GPU is
+    the parallelism). Rows of a chunk cuDF rejects come back as not read, like pyarrow's."""
+
+    def read(
+        self,
+        data: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        take: np.ndarray,
+        schema: pa.Schema,
+        *,
+        prefix: bytes = b"",
+        suffix: bytes = b"",
+    ) -> tuple[pa.Table, np.ndarray]:
+        import cudf
+
+        n = len(starts)
+        ok = np.ones(n, np.bool_)
+        if n == 0:
+            return schema.empty_table(), ok
+        size = int(line_lengths(starts, ends, take, len(prefix) + len(suffix)).sum())
+        lines = np.empty(size, np.uint8)
+        gather_lines(
+            data,
+            starts,
+            ends,
+            take,
+            np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)],
+            np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)],
+            lines,
+        )
+        dtypes = {f.name: _cudf_dtype(f.type) for f in schema}
+        try:
+            frame = cudf.read_json(
+                io.BytesIO(lines.tobytes()),
+                engine="cudf",
+                lines=True,
+                dtype=dtypes,
+                prune_columns=True,
+            )
+            table = frame.to_arrow()
+        except Exception as exc:  # cuDF's errors have no common base; the rows go row by row
+            logger.warning(
+                "cuDF rejected a chunk of %d lines (%s); parsing them on the CPU", n, exc
+            )
+            ok[:] = False
+            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
+        if table.num_rows != n:
+            ok[:] = False
+            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
+        return table.select(schema.names).cast(schema), ok
+
+
+class GpuParser(CpuParser):
+    """:class:`CpuParser` with cuDF reading the JSON lines (see the module doc)."""
+
+    backend = "gpu"
+
+    def __init__(self, schema: StructType, *, memory_fraction: float | None = None) -> None:
+        if memory_fraction is not None:
+            use_memory_pool(memory_fraction)
+        super().__init__(schema, lines=CudfLines())
+
+
+def _cudf_dtype(arrow_type: pa.DataType) -> Any:
+    """The cuDF dtype cuDF's JSON reader takes for an Arrow type."""
+    import cudf
+
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return cudf.ListDtype(_cudf_dtype(arrow_type.value_type))
+    if pa.types.is_struct(arrow_type):
+        return cudf.StructDtype({f.name: _cudf_dtype(f.type) for f in arrow_type})
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return cudf.dtype("str")
+    return cudf.dtype(arrow_type.to_pandas_dtype())
