@@ -83,7 +83,7 @@ def test_scan_over_row_ranges_matches_one_pass():
         assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
     _, _, rows, spans = whole
     assert rows.tolist() == [i for i in range(50) if i % 5 == 1]  # each '{"z":1}' row
-    key, value = spans[0, :2], spans[0, 2:]
+    key, value = spans[0:2], spans[2:4]
     assert data[key[0] : key[1]].tobytes() == b"z" and data[value[0] : value[1]].tobytes() == b"1"
 
 

@@ -267,8 +267,9 @@ def check_row(
     unknown key or a misfit), ``stack_stamp`` a stamp per open object for duplicate keys
     (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
     ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
-    (rows of key start, key end, value start, value end; ``found_n[0]`` of them); deeper ones,
-    or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in Python).
+    (key start, key end, value start, value end: four entries each; ``found_n[0]`` keys);
+    deeper ones, or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in
+    Python).
     """
     pos = skip_ws(data, start, end)
     if pos >= end:
@@ -287,7 +288,7 @@ def check_row(
         pos = skip_ws(data, pos, end)
         if state == 1:
             if recording and depth == 1:
-                found[found_n[0], 3] = pos
+                found[4 * found_n[0] + 3] = pos
                 found_n[0] += 1
                 recording = False
             if depth == 0:
@@ -361,10 +362,10 @@ def check_row(
             if unknown:
                 if c != 110:
                     extra = True
-                    if depth == 1 and 0 <= found_n[0] < len(found):
-                        found[found_n[0], 0] = key_begin
-                        found[found_n[0], 1] = key_stop
-                        found[found_n[0], 2] = pos
+                    if depth == 1 and 0 <= found_n[0] < len(found) // 4:
+                        found[4 * found_n[0]] = key_begin
+                        found[4 * found_n[0] + 1] = key_stop
+                        found[4 * found_n[0] + 2] = pos
                         recording = True
                     else:
                         found_n[0] = -1
@@ -416,18 +417,22 @@ def check_row(
 def _keep(
     found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
 ) -> tuple[Any, Any, int]:
-    """Append a row's recorded unknown keys to ``rows``/``spans`` (grown as needed)."""
+    """Append a row's recorded unknown keys to ``rows`` and ``spans`` (four entries per key),
+    grown as needed. Element loops only: numba compiles 2-D slice copies slowly."""
     need = count + found_n[0]
     if need > len(rows):
         size = max(2 * len(rows), need)
         grown_rows = np.empty(size, np.int64)
-        grown_spans = np.empty((size, 4), np.int64)
-        grown_rows[:count] = rows[:count]
-        grown_spans[:count] = spans[:count]
+        grown_spans = np.empty(4 * size, np.int64)
+        for i in range(count):
+            grown_rows[i] = rows[i]
+        for i in range(4 * count):
+            grown_spans[i] = spans[i]
         rows, spans = grown_rows, grown_spans
     for r in range(found_n[0]):
         rows[count] = row
-        spans[count] = found[r]
+        for c in range(4):
+            spans[4 * count + c] = found[4 * r + c]
         count += 1
     return rows, spans, count
 
@@ -448,10 +453,10 @@ def scan_envelope_fit(
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
-    found = np.empty((_FOUND, 4), np.int64)
+    found = np.empty(4 * _FOUND, np.int64)
     found_n = np.zeros(1, np.int64)
     rows = np.empty(16, np.int64)
-    spans = np.empty((16, 4), np.int64)
+    spans = np.empty(4 * 16, np.int64)
     kept = 0
     for i in range(lo, hi):
         if not valid[i]:
@@ -467,7 +472,7 @@ def scan_envelope_fit(
                 deep[i - lo] = True
             else:
                 rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-    return codes, deep, rows[:kept], spans[:kept]
+    return codes, deep, rows[:kept], spans[: 4 * kept]
 
 
 @_jit
@@ -488,10 +493,10 @@ def scan_content_fit(
     stack_stamp = np.empty(MAX_DEPTH, np.int64)
     stamps = np.zeros(max(len(field_node), 1), np.int64)
     clock = np.zeros(1, np.int64)
-    found = np.empty((_FOUND, 4), np.int64)
+    found = np.empty(4 * _FOUND, np.int64)
     found_n = np.zeros(1, np.int64)
     rows = np.empty(16, np.int64)
-    spans = np.empty((16, 4), np.int64)
+    spans = np.empty(4 * 16, np.int64)
     kept = 0
     for i in range(lo, hi):
         if not valid[i]:
@@ -527,4 +532,4 @@ def scan_content_fit(
                     deep[i - lo] = True
                 else:
                     rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-    return starts, ends, codes, deep, rows[:kept], spans[:kept]
+    return starts, ends, codes, deep, rows[:kept], spans[: 4 * kept]

@@ -355,7 +355,7 @@ class _Contents:
 @dataclass(frozen=True)
 class _Found:
     """Unknown keys a scan found at the top level of documents in ``data``: ``rows[i]`` holds a
-    key at ``data[spans[i, 0]:spans[i, 1]]`` with the value at ``data[spans[i, 2]:spans[i, 3]]``;
+    key at ``data[s[0]:s[1]]`` with the value at ``data[s[2]:s[3]]``, ``s = spans[4*i:4*i+4]``;
     ``deep[row]`` where a row's unknown keys need a walk in Python instead."""
 
     data: np.ndarray
@@ -365,7 +365,8 @@ class _Found:
 
     def by_row(self) -> dict[int, list[tuple[str, bytes]]]:
         out: dict[int, list[tuple[str, bytes]]] = {}
-        for row, (k0, k1, v0, v1) in zip(self.rows.tolist(), self.spans.tolist(), strict=True):
+        spans = self.spans.reshape(-1, 4).tolist()
+        for row, (k0, k1, v0, v1) in zip(self.rows.tolist(), spans, strict=True):
             key = self.data[k0:k1].tobytes().decode("utf-8")
             out.setdefault(row, []).append((key, self.data[v0:v1].tobytes()))
         return out
