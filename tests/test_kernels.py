@@ -5,14 +5,13 @@ import pyarrow as pa
 import pytest
 
 from dspark_json.parse.columns import string_buffers, to_string_array
+from dspark_json.parse.conform import scan_documents, validate_row
 from dspark_json.parse.kernels import (
     KIND_ARRAY,
     KIND_INVALID,
     KIND_OBJECT,
     KIND_SCALAR,
     MAX_DEPTH,
-    scan_documents,
-    validate_row,
 )
 
 SUITE = Path(__file__).parent / "data" / "jsontestsuite"

@@ -1,5 +1,12 @@
-"""Does a valid JSON document fit a Spark type exactly? A byte scan that decides, per row,
-whether the vectorised reader may take it or the reference parser must.
+"""Whole JSON documents, checked in one byte pass: are they valid, and do they fit a Spark type
+exactly? The scan decides, per row, whether the vectorised reader may take it or the reference
+parser must; :func:`validate_row` and :func:`extract_row` (the content rule) use the same pass.
+
+What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold): the grammar exactly
+(no NaN/Infinity, no comments, no trailing commas, whitespace only space, tab, CR and LF, no
+byte-order mark); strings of valid UTF-8 without raw control characters, ``\\u`` escapes that
+form code points (a lone surrogate is rejected: UTF-8 cannot hold it); nesting at most
+``MAX_DEPTH`` deep.
 
 A document *fits* when pyarrow's reader, given the read type, yields exactly what the reference
 parser would: every key is known (unknown keys may only hold ``null``), no key repeats, objects
@@ -55,9 +62,13 @@ __all__ = [
     "CODE_NONE",
     "CODE_NULL",
     "TypeTable",
+    "check_row",
     "compile_type",
+    "extract_row",
     "scan_content_fit",
+    "scan_documents",
     "scan_envelope_fit",
+    "validate_row",
 ]
 
 # Row codes returned by the scans.
@@ -258,7 +269,7 @@ def check_row(
     found_n: Any,
 ) -> tuple[int, int]:
     """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
-    :func:`~dspark_json.parse.kernels.validate_row` says (``KIND_INVALID`` for invalid JSON);
+    :func:`validate_row` says (``KIND_INVALID`` for invalid JSON);
     the code, for valid JSON, whether it fits type node 0: ``CODE_FITS``, ``CODE_EXTRA`` (fits
     but for unknown keys holding values: pyarrow reads it ignoring them, they are rescued
     separately) or ``CODE_MISFIT``.
@@ -533,3 +544,58 @@ def scan_content_fit(
                 else:
                     rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
     return starts, ends, codes, deep, rows[:kept], spans[: 4 * kept]
+
+
+#: Any table serves for validation alone: the JSON kind check_row returns does not depend on it.
+_ANY = compile_type(StringType()).arrays()
+
+
+@_jit
+def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
+    """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID``.
+
+    ``stack`` is scratch space of at least ``MAX_DEPTH`` bytes.
+    """
+    kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY
+    json_kind, _ = check_row(
+        data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
+        stack, np.empty(MAX_DEPTH, np.int64), np.empty(MAX_DEPTH, np.int64),
+        np.zeros(1, np.int64), np.zeros(1, np.int64), np.empty(4, np.int64),
+        np.zeros(1, np.int64),
+    )  # fmt: skip
+    return json_kind
+
+
+@_jit
+def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, int]:
+    """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``.
+
+    The rule (the reference for both backends), after stripping whitespace and BOMs:
+
+    1. text that is valid JSON, or that starts with ``{`` or ``[``, is taken whole;
+    2. else the body of the first ```` ``` ```` fence, when it starts with ``{`` or ``[``;
+    3. else the text from the first ``{`` to the last ``}``;
+    4. else there is no JSON (``KIND_NONE``).
+    """
+    start, end = strip(data, start, end)
+    if start >= end:
+        return start, end, KIND_NONE
+    kind = validate_row(data, start, end, stack)
+    if kind != KIND_INVALID or data[start] == 123 or data[start] == 91:
+        return start, end, kind
+    found, first, last = fallback_candidate(data, start, end)
+    if not found:
+        return start, end, KIND_NONE
+    return first, last, validate_row(data, first, last, stack)
+
+
+@_jit
+def scan_documents(offsets: Any, data: Any, valid: Any) -> Any:
+    """The kind of each row's JSON document (``KIND_INVALID`` for null rows too)."""
+    n = len(offsets) - 1
+    kinds = np.zeros(n, np.int8)
+    stack = np.empty(MAX_DEPTH, np.uint8)
+    for i in range(n):
+        if valid[i]:
+            kinds[i] = validate_row(data, offsets[i], offsets[i + 1], stack)
+    return kinds

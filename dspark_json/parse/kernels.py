@@ -1,8 +1,10 @@
-"""Byte scans over Arrow string buffers: strict JSON validation and finding JSON in content.
+"""The pieces of the byte scans over Arrow string buffers: JSON's grammar token by token, the
+candidates of the content rule, and copying rows into JSON lines for a reader.
 
-Every function here works on one row, ``data[start:end]`` of a ``uint8`` buffer, with no
-allocation and no Python objects, so the same code compiles with ``numba.njit`` for the CPU
-(``scan_*`` loops below) and with ``numba.cuda.jit(device=True)`` for the GPU backend.
+Every function here works on ``data[start:end]`` of a ``uint8`` buffer, with no allocation and
+no Python objects, so the same code compiles with ``numba.njit`` for the CPU and can compile with
+``numba.cuda.jit(device=True)`` for the GPU. Whole documents are checked in
+:mod:`dspark_json.parse.conform`, which puts these pieces together.
 
 What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold):
 
@@ -27,17 +29,13 @@ __all__ = [
     "KIND_OBJECT",
     "KIND_SCALAR",
     "MAX_DEPTH",
-    "extract_row",
     "fallback_candidate",
     "gather_lines",
-    "scan_content",
-    "scan_documents",
     "scan_literal",
     "scan_number",
     "scan_string",
     "skip_ws",
     "strip",
-    "validate_row",
 ]
 
 #: Deeper documents are rejected (Python's json module gives up near 1000).
@@ -217,78 +215,6 @@ def scan_literal(data: Any, pos: int, end: int) -> int:
 
 
 @_jit
-def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
-    """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID``.
-
-    ``stack`` is scratch space of at least ``MAX_DEPTH`` bytes.
-    """
-    pos = skip_ws(data, start, end)
-    if pos >= end:
-        return KIND_INVALID
-    first = data[pos]
-    depth = 0
-    state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
-    while True:
-        pos = skip_ws(data, pos, end)
-        if state == 1:
-            if depth == 0:
-                if pos != end:
-                    return KIND_INVALID
-                if first == _LBRACE:
-                    return KIND_OBJECT
-                return KIND_ARRAY if first == _LBRACKET else KIND_SCALAR
-            if pos >= end:
-                return KIND_INVALID
-            c = data[pos]
-            top = stack[depth - 1]
-            if c == _COMMA:
-                pos += 1
-                state = 2 if top == _LBRACE else 0
-            elif (c == _RBRACE and top == _LBRACE) or (c == _RBRACKET and top == _LBRACKET):
-                depth -= 1
-                pos += 1
-            else:
-                return KIND_INVALID
-        elif state == 2:
-            if pos >= end or data[pos] != _QUOTE:
-                return KIND_INVALID
-            pos = scan_string(data, pos, end)
-            if pos < 0:
-                return KIND_INVALID
-            pos = skip_ws(data, pos, end)
-            if pos >= end or data[pos] != _COLON:
-                return KIND_INVALID
-            pos += 1
-            state = 0
-        else:
-            if pos >= end:
-                return KIND_INVALID
-            c = data[pos]
-            if c == _LBRACE or c == _LBRACKET:
-                if depth == MAX_DEPTH:
-                    return KIND_INVALID
-                stack[depth] = c
-                depth += 1
-                pos = skip_ws(data, pos + 1, end)
-                if pos < end and data[pos] == c + 2:  # {} or []
-                    depth -= 1
-                    pos += 1
-                    state = 1
-                else:
-                    state = 2 if c == _LBRACE else 0
-                continue
-            if c == _QUOTE:
-                pos = scan_string(data, pos, end)
-            elif c == _MINUS or 48 <= c <= 57:
-                pos = scan_number(data, pos, end)
-            else:
-                pos = scan_literal(data, pos, end)
-            if pos < 0:
-                return KIND_INVALID
-            state = 1
-
-
-@_jit
 def strip(data: Any, start: int, end: int) -> tuple[int, int]:
     """Drop whitespace and byte-order marks (EF BB BF) from both ends."""
     while start < end:
@@ -335,29 +261,6 @@ def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
 
 
 @_jit
-def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, int]:
-    """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``.
-
-    The rule (the reference for both backends), after stripping whitespace and BOMs:
-
-    1. text that is valid JSON, or that starts with ``{`` or ``[``, is taken whole;
-    2. else the body of the first ```` ``` ```` fence, when it starts with ``{`` or ``[``;
-    3. else the text from the first ``{`` to the last ``}``;
-    4. else there is no JSON (``KIND_NONE``).
-    """
-    start, end = strip(data, start, end)
-    if start >= end:
-        return start, end, KIND_NONE
-    kind = validate_row(data, start, end, stack)
-    if kind != KIND_INVALID or data[start] == _LBRACE or data[start] == _LBRACKET:
-        return start, end, kind
-    found, first, last = fallback_candidate(data, start, end)
-    if not found:
-        return start, end, KIND_NONE
-    return first, last, validate_row(data, first, last, stack)
-
-
-@_jit
 def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]:
     """Rules 2 and 3 of :func:`extract_row` for stripped text that is not JSON as a whole:
     ``(found, start, end)`` of the candidate."""
@@ -380,32 +283,6 @@ def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]
     if 0 <= first < last:
         return True, first, last + 1
     return False, start, end
-
-
-@_jit
-def scan_documents(offsets: Any, data: Any, valid: Any) -> Any:
-    """The kind of each row's JSON document (``KIND_INVALID`` for null rows too)."""
-    n = len(offsets) - 1
-    kinds = np.zeros(n, np.int8)
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    for i in range(n):
-        if valid[i]:
-            kinds[i] = validate_row(data, offsets[i], offsets[i + 1], stack)
-    return kinds
-
-
-@_jit
-def scan_content(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
-    """For each row of message text: the JSON candidate's ``(starts, ends, kinds)``."""
-    n = len(offsets) - 1
-    starts = np.zeros(n, np.int64)
-    ends = np.zeros(n, np.int64)
-    kinds = np.full(n, KIND_NONE, np.int8)
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    for i in range(n):
-        if valid[i]:
-            starts[i], ends[i], kinds[i] = extract_row(data, offsets[i], offsets[i + 1], stack)
-    return starts, ends, kinds
 
 
 @_jit

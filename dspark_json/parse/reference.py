@@ -18,9 +18,10 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, StructType
 
+from dspark_json.parse.conform import validate_row
 from dspark_json.parse.content import extract_json
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.parse.kernels import KIND_INVALID, MAX_DEPTH, validate_row
+from dspark_json.parse.kernels import KIND_INVALID, MAX_DEPTH
 from dspark_json.schema import SYSTEM_COLUMNS
 
 __all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
