@@ -3,9 +3,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import StructType
 
 from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.conform import scan_documents, validate_row
+from dspark_json.parse.conform import (
+    CODE_INVALID,
+    CODE_NULL,
+    compile_type,
+    scan_envelope_fit,
+    validate_row,
+)
 from dspark_json.parse.kernels import (
     KIND_ARRAY,
     KIND_INVALID,
@@ -15,11 +22,10 @@ from dspark_json.parse.kernels import (
 )
 
 SUITE = Path(__file__).parent / "data" / "jsontestsuite"
-STACK = np.empty(MAX_DEPTH, np.uint8)
 
 
 def kind(raw: bytes) -> int:
-    return validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), STACK)
+    return validate_row(np.frombuffer(raw, np.uint8), 0, len(raw))
 
 
 @pytest.mark.parametrize("path", sorted(SUITE.glob("[yn]_*.json")), ids=lambda p: p.name)
@@ -50,15 +56,24 @@ def test_strictness(raw, expected):
     assert kind(raw) == expected
 
 
-def test_scan_documents_reads_the_arrow_buffers_of_a_sliced_array():
-    array = to_string_array(['{"a": 1}', "nope", None, "[1]", "{}"]).slice(1)
+def kinds_of(array):
     offsets, data, valid = string_buffers(array)
-    kinds = scan_documents(offsets, data, valid)
-    assert kinds.tolist() == [KIND_INVALID, KIND_INVALID, KIND_ARRAY, KIND_OBJECT]
+    return [
+        validate_row(data, offsets[i], offsets[i + 1]) if valid[i] else None
+        for i in range(len(array))
+    ]
+
+
+def test_the_buffers_of_a_sliced_array_are_read_in_place():
+    array = to_string_array(['{"a": 1}', "nope", None, "[1]", "{}"]).slice(1)
+    assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
+    offsets, data, valid = string_buffers(array)
+    table = compile_type(StructType([])).arrays()
+    codes = scan_envelope_fit(offsets, data, valid, table, 0, len(array))[0]
+    assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
 
 
 def test_bytes_with_invalid_utf8_stay_bytes_for_the_scan():
     array = to_string_array([b'{"a": "\xff"}', '{"a": "ok"}'])
     assert pa.types.is_large_string(array.type)
-    offsets, data, valid = string_buffers(array)
-    assert scan_documents(offsets, data, valid).tolist() == [KIND_INVALID, KIND_OBJECT]
+    assert kinds_of(array) == [KIND_INVALID, KIND_OBJECT]

@@ -66,7 +66,6 @@ __all__ = [
     "compile_type",
     "extract_row",
     "scan_content_fit",
-    "scan_documents",
     "scan_envelope_fit",
     "validate_row",
 ]
@@ -547,28 +546,25 @@ def scan_content_fit(
 
 
 #: Any table serves for validation alone: the JSON kind check_row returns does not depend on it.
-_ANY = compile_type(StringType()).arrays()
+_ANY = compile_type(StringType())
 
 
-@_jit
-def validate_row(data: Any, start: int, end: int, stack: Any) -> int:
-    """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID``.
-
-    ``stack`` is scratch space of at least ``MAX_DEPTH`` bytes.
-    """
-    kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY
+def validate_row(data: np.ndarray, start: int, end: int) -> int:
+    """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID`` (one
+    document, from Python; the scans run :func:`check_row` themselves)."""
+    kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY.arrays()
     json_kind, _ = check_row(
         data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        stack, np.empty(MAX_DEPTH, np.int64), np.empty(MAX_DEPTH, np.int64),
-        np.zeros(1, np.int64), np.zeros(1, np.int64), np.empty(4, np.int64),
-        np.zeros(1, np.int64),
+        np.empty(MAX_DEPTH, np.uint8),
+        np.empty(MAX_DEPTH, np.int64), np.empty(MAX_DEPTH, np.int64), np.zeros(1, np.int64),
+        np.zeros(1, np.int64), np.empty(4, np.int64), np.zeros(1, np.int64),
     )  # fmt: skip
-    return json_kind
+    return int(json_kind)
 
 
-@_jit
-def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, int]:
-    """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``.
+def extract_row(data: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
+    """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``, for one
+    text from Python (:func:`scan_content_fit` applies the same rule to whole columns).
 
     The rule (the reference for both backends), after stripping whitespace and BOMs:
 
@@ -580,22 +576,10 @@ def extract_row(data: Any, start: int, end: int, stack: Any) -> tuple[int, int, 
     start, end = strip(data, start, end)
     if start >= end:
         return start, end, KIND_NONE
-    kind = validate_row(data, start, end, stack)
-    if kind != KIND_INVALID or data[start] == 123 or data[start] == 91:
+    kind = validate_row(data, start, end)
+    if kind != KIND_INVALID or data[start] in (123, 91):
         return start, end, kind
     found, first, last = fallback_candidate(data, start, end)
     if not found:
         return start, end, KIND_NONE
-    return first, last, validate_row(data, first, last, stack)
-
-
-@_jit
-def scan_documents(offsets: Any, data: Any, valid: Any) -> Any:
-    """The kind of each row's JSON document (``KIND_INVALID`` for null rows too)."""
-    n = len(offsets) - 1
-    kinds = np.zeros(n, np.int8)
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    for i in range(n):
-        if valid[i]:
-            kinds[i] = validate_row(data, offsets[i], offsets[i + 1], stack)
-    return kinds
+    return int(first), int(last), validate_row(data, first, last)

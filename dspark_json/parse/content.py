@@ -17,17 +17,15 @@ from __future__ import annotations
 import numpy as np
 
 from dspark_json.parse.conform import extract_row
-from dspark_json.parse.kernels import KIND_NONE, MAX_DEPTH
+from dspark_json.parse.kernels import KIND_NONE
 
 __all__ = ["extract_json"]
-
-_STACK = np.empty(MAX_DEPTH, np.uint8)
 
 
 def extract_json(text: str) -> str | None:
     """The JSON candidate inside ``text`` (not necessarily valid), or ``None`` where none."""
     raw = text.encode("utf-8", "surrogatepass")
-    start, end, kind = extract_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK)
+    start, end, kind = extract_row(np.frombuffer(raw, np.uint8), 0, len(raw))
     if kind == KIND_NONE:
         return None
     return raw[start:end].decode("utf-8", "surrogatepass")

@@ -21,13 +21,12 @@ from pyspark.sql.types import ArrayType, DataType, StructType
 from dspark_json.parse.conform import validate_row
 from dspark_json.parse.content import extract_json
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.parse.kernels import KIND_INVALID, MAX_DEPTH
+from dspark_json.parse.kernels import KIND_INVALID
 from dspark_json.schema import SYSTEM_COLUMNS
 
 __all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
 
 _FIRST_CHOICE_PARSED = "choices[0].message.parsed"
-_STACK = np.empty(MAX_DEPTH, np.uint8)
 
 
 def decode_body(body: str | bytes) -> tuple[str, bytes]:
@@ -40,10 +39,7 @@ def decode_body(body: str | bytes) -> tuple[str, bytes]:
 def loads(raw: bytes, *, checked: bool = False) -> Any:
     """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels).
     ``checked``: a scan has already validated it."""
-    if (
-        not checked
-        and validate_row(np.frombuffer(raw, np.uint8), 0, len(raw), _STACK) == KIND_INVALID
-    ):
+    if not checked and validate_row(np.frombuffer(raw, np.uint8), 0, len(raw)) == KIND_INVALID:
         raise ValueError("not valid JSON")
     return json.loads(raw, parse_float=_float)
 
