@@ -141,18 +141,8 @@ class JsonLines:
             lo, hi = span
             chunk = np.empty(line_offsets[hi] - line_offsets[lo], np.uint8)
             gather_lines(data, starts[lo:hi], ends[lo:hi], take[lo:hi], head, tail, chunk)
-            try:
-                table = pj.read_json(
-                    pa.BufferReader(pa.py_buffer(chunk)),
-                    read_options=pj.ReadOptions(use_threads=False, block_size=len(chunk) + 1),
-                    parse_options=pj.ParseOptions(
-                        explicit_schema=schema, unexpected_field_behavior="ignore"
-                    ),
-                )
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                logger.debug("pyarrow rejected lines %d..%d: %s", lo, hi, exc)
-                return None
-            return table if table.num_rows == hi - lo else None
+            table = self.read_chunk(chunk, schema)
+            return table if table is not None and table.num_rows == hi - lo else None
 
         if len(spans) > 1 and self.threads > 1:
             with ThreadPoolExecutor(self.threads) as pool:
@@ -168,6 +158,21 @@ class JsonLines:
             else:
                 read.append(table.select(schema.names).cast(schema))
         return pa.concat_tables(read).combine_chunks(), ok
+
+    def read_chunk(self, chunk: np.ndarray, schema: pa.Schema) -> pa.Table | None:
+        """One chunk of JSON lines as a table of ``schema`` (unknown keys ignored), or None
+        where the reader rejects it."""
+        try:
+            return pj.read_json(
+                pa.BufferReader(pa.py_buffer(chunk)),
+                read_options=pj.ReadOptions(use_threads=False, block_size=len(chunk) + 1),
+                parse_options=pj.ParseOptions(
+                    explicit_schema=schema, unexpected_field_behavior="ignore"
+                ),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            logger.debug("pyarrow rejected a chunk of JSON lines: %s", exc)
+            return None
 
 
 def read_type(dtype: DataType, *, seconds: bool = False) -> DataType:

@@ -424,6 +424,21 @@ def check_row(
 
 
 @_jit
+def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    """The scratch :func:`check_row` needs: bracket, node and stamp stacks, per-field stamps,
+    the stamp clock, and room for the unknown keys it records (see its docstring)."""
+    return (
+        np.empty(MAX_DEPTH, np.uint8),
+        np.empty(MAX_DEPTH, np.int64),
+        np.empty(MAX_DEPTH, np.int64),
+        np.zeros(max(fields, 1), np.int64),
+        np.zeros(1, np.int64),
+        np.empty(4 * _FOUND, np.int64),
+        np.zeros(1, np.int64),
+    )
+
+
+@_jit
 def _keep(
     found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
 ) -> tuple[Any, Any, int]:
@@ -458,13 +473,7 @@ def scan_envelope_fit(
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    stack_node = np.empty(MAX_DEPTH, np.int64)
-    stack_stamp = np.empty(MAX_DEPTH, np.int64)
-    stamps = np.zeros(max(len(field_node), 1), np.int64)
-    clock = np.zeros(1, np.int64)
-    found = np.empty(4 * _FOUND, np.int64)
-    found_n = np.zeros(1, np.int64)
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
@@ -498,13 +507,7 @@ def scan_content_fit(
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack = np.empty(MAX_DEPTH, np.uint8)
-    stack_node = np.empty(MAX_DEPTH, np.int64)
-    stack_stamp = np.empty(MAX_DEPTH, np.int64)
-    stamps = np.zeros(max(len(field_node), 1), np.int64)
-    clock = np.zeros(1, np.int64)
-    found = np.empty(4 * _FOUND, np.int64)
-    found_n = np.zeros(1, np.int64)
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
@@ -553,11 +556,10 @@ def validate_row(data: np.ndarray, start: int, end: int) -> int:
     """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID`` (one
     document, from Python; the scans run :func:`check_row` themselves)."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY.arrays()
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
     json_kind, _ = check_row(
         data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        np.empty(MAX_DEPTH, np.uint8),
-        np.empty(MAX_DEPTH, np.int64), np.empty(MAX_DEPTH, np.int64), np.zeros(1, np.int64),
-        np.zeros(1, np.int64), np.empty(4, np.int64), np.zeros(1, np.int64),
+        stack, stack_node, stack_stamp, stamps, clock, found, found_n,
     )  # fmt: skip
     return int(json_kind)
 

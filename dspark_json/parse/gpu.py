@@ -24,7 +24,6 @@ from pyspark.sql.types import StructType
 
 from dspark_json.parse.columns import JsonLines
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.kernels import gather_lines, line_lengths
 
 __all__ = ["INSTALL_HINT", "GpuParser", "unavailable_reason", "verified"]
 
@@ -74,57 +73,31 @@ def use_memory_pool(fraction: float) -> None:
 
 
 class CudfLines(JsonLines):
-    """JSON lines read by cuDF on the device, in chunks (one chunk at a time: the GPU is
-    the parallelism). Rows of a chunk cuDF rejects come back as not read, like pyarrow's."""
+    """JSON lines read by cuDF on the device: one chunk per batch (the GPU is the parallelism).
+    A chunk cuDF rejects comes back as not read, like pyarrow's, for the reference parser."""
 
-    def read(
-        self,
-        data: np.ndarray,
-        starts: np.ndarray,
-        ends: np.ndarray,
-        take: np.ndarray,
-        schema: pa.Schema,
-        *,
-        prefix: bytes = b"",
-        suffix: bytes = b"",
-    ) -> tuple[pa.Table, np.ndarray]:
+    def __init__(self) -> None:
+        super().__init__(chunk_bytes=1 << 62, threads=1)
+
+    def read_chunk(self, chunk: np.ndarray, schema: pa.Schema) -> pa.Table | None:
         import cudf
 
-        n = len(starts)
-        ok = np.ones(n, np.bool_)
-        if n == 0:
-            return schema.empty_table(), ok
-        size = int(line_lengths(starts, ends, take, len(prefix) + len(suffix)).sum())
-        lines = np.empty(size, np.uint8)
-        gather_lines(
-            data,
-            starts,
-            ends,
-            take,
-            np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)],
-            np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)],
-            lines,
-        )
-        dtypes = {f.name: _cudf_dtype(f.type) for f in schema}
         try:
             frame = cudf.read_json(
-                io.BytesIO(lines.tobytes()),
+                io.BytesIO(chunk.tobytes()),
                 engine="cudf",
                 lines=True,
-                dtype=dtypes,
+                dtype={f.name: _cudf_dtype(f.type) for f in schema},
                 prune_columns=True,
             )
-            table = frame.to_arrow()
-        except Exception as exc:  # cuDF's errors have no common base; the rows go row by row
+            return frame.to_arrow()
+        except Exception as exc:  # cuDF's errors have no common base
             logger.warning(
-                "cuDF rejected a chunk of %d lines (%s); parsing them on the CPU", n, exc
+                "cuDF rejected %d bytes of JSON lines (%s); parsing them on the CPU",
+                len(chunk),
+                exc,
             )
-            ok[:] = False
-            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
-        if table.num_rows != n:
-            ok[:] = False
-            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
-        return table.select(schema.names).cast(schema), ok
+            return None
 
 
 class GpuParser(CpuParser):
