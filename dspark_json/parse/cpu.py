@@ -115,7 +115,7 @@ class CpuParser:
         self.schema = schema
         self.target = arrow_schema(schema)
         self.reference = ReferenceParser(schema)
-        self.threads = os.cpu_count() or 1
+        self.threads = _threads()
         self.lines = lines or JsonLines(threads=self.threads)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         self._plan = _Plan.of(data)
@@ -370,6 +370,17 @@ class _Found:
             key = self.data[k0:k1].tobytes().decode("utf-8")
             out.setdefault(row, []).append((key, self.data[v0:v1].tobytes()))
         return out
+
+
+def _threads() -> int:
+    """Threads for the scans and reads: the task's CPUs inside a Spark task (so executors are
+    not oversubscribed), else every core of this machine."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is not None:
+        return max(1, int(context.cpus()))
+    return os.cpu_count() or 1
 
 
 def _as_python(texts: pa.Array) -> list[str | bytes | None]:
