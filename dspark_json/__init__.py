@@ -27,6 +27,7 @@ from dspark_json.errors import (
     SchemaError,
     ServerError,
 )
+from dspark_json.frames import parse_dataframe
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.responses import parse_responses, response_schema
 from dspark_json.schema import json_schema_to_spark
@@ -45,6 +46,7 @@ __all__ = [
     "ServerError",
     "__version__",
     "json_schema_to_spark",
+    "parse_dataframe",
     "parse_responses",
     "register",
     "response_schema",

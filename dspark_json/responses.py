@@ -17,12 +17,13 @@ from dspark_json.errors import OptionError, RecordError, SchemaError
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.schema import MALFORMED, RESPONSE_COLUMNS, output_schema
 
-__all__ = ["parse_responses", "response_schema"]
+__all__ = ["MODES", "check_mode", "parse_responses", "response_schema"]
 
 logger = logging.getLogger("dspark_json")
 
 _SYSTEM = ("_status", "_rescued_data", "_corrupt_record")
-_MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+#: The record modes, as in Spark's JSON source.
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 _SNIPPET = 200
 
 
@@ -62,8 +63,7 @@ def parse_responses(
     Spark's JSON source: PERMISSIVE keeps malformed rows (``_corrupt_record``), DROPMALFORMED
     drops them, FAILFAST raises :class:`~dspark_json.RecordError` naming the first one.
     """
-    if mode not in _MODES:
-        raise OptionError(f"mode={mode!r} is not a mode; use one of {', '.join(_MODES)}.")
+    check_mode(mode)
     target = response_schema(schema, response_format)
     chosen = select_backend(backend)
     parser = make_parser(target, chosen)
@@ -91,6 +91,12 @@ def parse_responses(
             "to drop them."
         )
     return table.filter(pa.array([not m for m in malformed]))
+
+
+def check_mode(mode: str) -> None:
+    """Raise :class:`OptionError` unless ``mode`` is one of :data:`MODES`."""
+    if mode not in MODES:
+        raise OptionError(f"mode={mode!r} is not a mode; use one of {', '.join(MODES)}.")
 
 
 def _struct_of(schema: str | StructType | pa.Schema) -> StructType:

@@ -205,3 +205,27 @@ def test_user_schema_wins_and_what_it_leaves_out_is_rescued(spark, simulator, tm
 
 def test_an_empty_or_missing_directory_reads_as_no_rows(spark, simulator, tmp_path):
     assert batch_read(spark, simulator, tmp_path / "missing").count() == 0
+
+
+def test_parse_dataframe_types_a_column_of_bodies(spark):
+    import dspark_json
+
+    content = {"type": "object", "properties": {"label": {"type": "string"}}}
+    good = json.dumps(
+        {
+            "id": "c1",
+            "choices": [{"index": 0, "message": {"content": '```json\n{"label": "x"}\n```'}}],
+        }
+    )
+    rows = [(1, good), (2, "{broken"), (3, None)]
+    df = spark.createDataFrame(rows, "offset BIGINT, value STRING")
+    out = dspark_json.parse_dataframe(df, "value", response_format=content)
+    assert out.columns[:2] == ["offset", "id"]
+    got = {r["offset"]: r for r in out.collect()}
+    assert got[1]["parsed"]["label"] == "x" and got[1]["_status"] == "ok"
+    assert got[2]["_status"] == "corrupt_envelope" and got[2]["_corrupt_record"] == "{broken"
+    assert got[3]["_status"] is None
+    dropped = dspark_json.parse_dataframe(df, response_format=content, mode="DROPMALFORMED")
+    assert sorted(r["offset"] for r in dropped.collect()) == [1, 3]
+    with pytest.raises(dspark_json.OptionError, match="column 'body' is not in the DataFrame"):
+        dspark_json.parse_dataframe(df, "body")
