@@ -85,12 +85,12 @@ class _Plan:
         parsed = content_type(data)
         envelope = _without_parsed(data)
         if parsed is not None:
+            # The content pass needs content and finish_reason read, and somewhere to put each
+            # choice's value; top-level and per-choice parsed must then be one type.
             message = _message_type(data)
             if not _content_reachable(envelope) or message is None or "parsed" not in message.names:
                 return None
-            message = _message_type(data)
-            both = "parsed" in data.names and message is not None and "parsed" in message.names
-            if both and message["parsed"].dataType != data["parsed"].dataType:  # type: ignore[index]
+            if "parsed" in data.names and message["parsed"].dataType != data["parsed"].dataType:
                 return None
         content_read = None
         if parsed is not None:
@@ -185,7 +185,7 @@ class CpuParser:
                 status = contents.status
                 corrupt = contents.corrupt.cast(pa.large_string())
                 target = self.target.field("choices").type
-                columns["choices"] = _insert_parsed(choices, contents.parsed, target)
+                columns["choices"] = _insert_parsed(choices, lengths, contents.parsed, target)
                 if "parsed" in self.target.names:
                     columns["parsed"] = contents.parsed.take(
                         pa.array(contents.first, mask=lengths == 0)
@@ -273,7 +273,6 @@ class CpuParser:
         walk = set(np.flatnonzero(found.deep).tolist())
         envelope_keys = found.by_row()
         content_keys: dict[int, list[tuple[str, bytes]]] = {}
-        row_of_choice = np.zeros(0, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
             needs.update(row_of_choice[contents.codes == CODE_EXTRA].tolist())
@@ -398,8 +397,11 @@ def _children(array: pa.Array) -> dict[str, pa.Array]:
     return {f.name: child for f, child in zip(array.type, array.flatten(), strict=True)}
 
 
-def _insert_parsed(choices: pa.Array, parsed: pa.Array, target: pa.DataType) -> pa.Array:
-    """``choices`` (without ``message.parsed``) rebuilt as ``target`` with ``parsed`` per choice."""
+def _insert_parsed(
+    choices: pa.Array, lengths: np.ndarray, parsed: pa.Array, target: pa.DataType
+) -> pa.Array:
+    """``choices`` (without ``message.parsed``; ``lengths`` per row, 0 where null) rebuilt as
+    ``target`` with ``parsed`` per choice."""
     per_choice = choices.flatten()
     choice_type = target.value_type
     fields = _children(per_choice)
@@ -416,7 +418,6 @@ def _insert_parsed(choices: pa.Array, parsed: pa.Array, target: pa.DataType) -> 
     choice = pa.StructArray.from_arrays(
         [fields[f.name] for f in choice_type], fields=list(choice_type), mask=per_choice.is_null()
     )
-    lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy()
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
     return pa.ListArray.from_arrays(pa.array(offsets), choice, type=target, mask=choices.is_null())
 
