@@ -28,6 +28,7 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.frames import parse_dataframe
+from dspark_json.generate import generate
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.responses import parse_responses, response_schema
 from dspark_json.schema import json_schema_to_spark
@@ -45,6 +46,7 @@ __all__ = [
     "SchemaError",
     "ServerError",
     "__version__",
+    "generate",
     "json_schema_to_spark",
     "parse_dataframe",
     "parse_responses",
@@ -58,8 +60,19 @@ __version__ = "0.1.0"
 FORMAT = "dspark-json"
 
 
+#: Added to ``spark.sql.redaction.options.regex`` by :func:`register`: option names that hold a
+#: key, and any value with credentials in a URL. Spark's default, ``(?i)url``, matches neither,
+#: and a streaming DataFrame's ``explain()`` prints every option of the source.
+REDACTION_PATTERN = r"(?i:apikey|api_key)|://[^/@\s]+@"
+_REDACTION_CONF = "spark.sql.redaction.options.regex"
+
+
 def register(spark: SparkSession) -> None:
-    """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads)."""
+    """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads), and make
+    Spark redact the API key options from plans (``explain``) and the UI."""
     from dspark_json.source import DSparkJsonDataSource
 
     spark.dataSource.register(DSparkJsonDataSource)
+    current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
+    if REDACTION_PATTERN not in current:
+        spark.conf.set(_REDACTION_CONF, f"{current}|{REDACTION_PATTERN}")

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -38,6 +39,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--model", default="dspark-sim")
     sim.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
+    faults = sim.add_argument_group("faults (seeded; rates are per completion request)")
+    faults.add_argument(
+        "--fail", action="append", default=[], metavar="STATUS=RATE", help="e.g. 429=0.1"
+    )
+    faults.add_argument("--error-shape", choices=["nested", "flat"], default="nested")
+    faults.add_argument("--retry-after", help="Retry-After sent with 429/503 (s or HTTP date)")
+    faults.add_argument("--retry-after-ms", type=int, help="retry-after-ms sent with 429/503")
+    faults.add_argument("--slow-rate", type=float, default=0.0)
+    faults.add_argument("--slow-seconds", type=float, default=5.0)
+    faults.add_argument("--reset-rate", type=float, default=0.0, help="close without answering")
+    faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
+    faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
+    faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
+    faults.add_argument(
+        "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
+    )
 
     demo = commands.add_parser("demo", help="stream sample prompts through the simulator to Delta")
     demo.add_argument("--rows", type=int, default=300)
@@ -53,9 +70,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _simulate(args: argparse.Namespace) -> None:
-    from dspark_json.simulator import run
+    from dspark_json.simulator import Faults, run
 
-    await run(args.host, args.port, model=args.model, seed=args.seed, latency=args.latency)
+    rates = {}
+    for item in args.fail:
+        status, _, rate = item.partition("=")
+        rates[int(status)] = float(rate)
+    faults = Faults(
+        error_rates=rates,
+        error_shape=args.error_shape,
+        retry_after=args.retry_after,
+        retry_after_ms=args.retry_after_ms,
+        slow_rate=args.slow_rate,
+        slow_seconds=args.slow_seconds,
+        reset_rate=args.reset_rate,
+        truncate_rate=args.truncate_rate,
+        malformed_rate=args.malformed_rate,
+        capacity=args.capacity,
+        api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+    )
+    await run(
+        args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults
+    )
 
 
 def _say(text: str = "") -> None:

@@ -1,44 +1,82 @@
-"""The HTTP side: chat completion requests to a vLLM / OpenAI-compatible server, with httpx.
+"""The HTTP side: chat completion requests to vLLM / OpenAI-compatible servers, with httpx.
 
-vLLM never sheds load (its queue is unbounded), so the bound on requests in flight and the
-per-request deadline live here. Every prompt ends as exactly one :class:`Outcome`: the response
-body, or the error that stopped it after the allowed attempts.
+vLLM never sheds load (its queue is unbounded), so the bound on requests in flight
+(:class:`~dspark_json.limits.AdaptiveLimit`) and the deadlines live here. Every request ends as
+exactly one :class:`Outcome`: the response body, or the error that stopped it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
-import random
+import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from dspark_json.errors import ServerError
+from dspark_json.endpoints import Endpoint, EndpointPool, NoEndpoint
+from dspark_json.errors import OptionError
+from dspark_json.limits import AdaptiveLimit
+from dspark_json.retry import backoff, http_error, retry_after, transport_error
+from dspark_json.secrets import ApiKey, Secret, redact
 
-__all__ = ["RETRY_STATUSES", "ClientConfig", "Outcome", "complete_all", "list_models"]
+if TYPE_CHECKING:
+    from dspark_json.options import Options
+
+__all__ = [
+    "RETRY_STATUSES",
+    "ClientConfig",
+    "ClientStats",
+    "Fetched",
+    "Outcome",
+    "auth_headers",
+    "complete_all",
+]
 
 logger = logging.getLogger("dspark_json")
 
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-_BACKOFF_BASE_S = 0.25
-_BACKOFF_CAP_S = 8.0
-_RETRY_AFTER_CAP_S = 60.0
+#: Statuses that say the server is overloaded: the in-flight limit backs off.
+_OVERLOAD = frozenset({408, 429, 500, 502, 503, 504})
+#: Statuses that say this endpoint is down (with connection errors and timeouts).
+_DOWN = frozenset({502, 503, 504})
 
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """How to talk to the server: where, how many requests at once, how long, how often."""
+    """How to talk to the servers: where, how many requests at once, how long, how often."""
 
-    endpoint: str
+    endpoints: tuple[Endpoint, ...]
+    api_key: ApiKey = field(default_factory=ApiKey)
     max_concurrency: int = 32
-    request_timeout: float = 60.0
-    max_attempts: int = 3
+    initial_concurrency: int = 8
+    adaptive: bool = True
+    connect_timeout: float = 10.0
+    read_timeout: float | None = None
+    request_timeout: float = 300.0
+    deadline: float = 900.0
+    max_attempts: int = 5
+    path: str = "/v1/chat/completions"
+
+    @classmethod
+    def from_options(cls, options: Options) -> ClientConfig:
+        return cls(
+            endpoints=options.endpoints,
+            api_key=options.key,
+            max_concurrency=options.max_concurrency,
+            initial_concurrency=options.initial_concurrency,
+            adaptive=options.adaptive_concurrency,
+            connect_timeout=options.connect_timeout,
+            read_timeout=options.read_timeout,
+            request_timeout=options.request_timeout,
+            deadline=options.request_deadline,
+            max_attempts=options.max_attempts,
+        )
 
 
 @dataclass(frozen=True)
@@ -49,152 +87,225 @@ class Outcome:
     error: dict[str, Any] | None = None
 
 
+@dataclass
+class ClientStats:
+    """What one call of :func:`complete_all` did (the metrics of a partition)."""
+
+    requests: int = 0  # HTTP attempts sent
+    retries: int = 0
+    failed: int = 0  # prompts that ended with an error
+    statuses: Counter[str] = field(default_factory=Counter)  # "200", "429", "timeout", ...
+    latencies: list[float] = field(default_factory=list)  # of successful attempts, seconds
+    limit_peak: int = 0
+    limit_lowest: int = 0
+    limit_final: int = 0
+    endpoint_rests: int = 0
+
+    def latency(self, q: float) -> float | None:
+        """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""
+        if not self.latencies:
+            return None
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass(frozen=True)
+class Fetched:
+    outcomes: list[Outcome]
+    stats: ClientStats
+
+
+def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
+    """``Authorization``: the Bearer key, else Basic from the endpoint URL's ``user:pass``."""
+    if api_key is not None:
+        return {"authorization": f"Bearer {api_key.reveal()}"}
+    if endpoint.credentials is not None:
+        token = base64.b64encode(endpoint.credentials.reveal().encode("utf-8")).decode("ascii")
+        return {"authorization": f"Basic {token}"}
+    return {}
+
+
 def complete_all(
-    requests: Sequence[Mapping[str, Any] | None],
+    requests: Sequence[bytes | Mapping[str, Any] | None],
     config: ClientConfig,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
-) -> list[Outcome]:
-    """Send every request (``None`` entries are skipped) and return outcomes in the same order."""
-    return asyncio.run(_complete_all(requests, config, transport))
+    stop_on_failure: bool = False,
+) -> Fetched:
+    """Send every request (``None`` entries are skipped) and return outcomes in the same order.
 
-
-async def _complete_all(
-    requests: Sequence[Mapping[str, Any] | None],
-    config: ClientConfig,
-    transport: httpx.AsyncBaseTransport | None,
-) -> list[Outcome]:
-    # A fixed set of workers, each with its own keep-alive connection, pulling from one queue.
-    # One shared pool of N connections costs O(N) bookkeeping per request in httpcore, which
-    # made throughput fall as concurrency rose (105 req/s at 32 vs 352 at 1, measured).
-    results = [Outcome(None)] * len(requests)
-    pending = [i for i, request in enumerate(requests) if request is not None]
-    queue = iter(pending)
-    # Loading the CA bundle costs ~50 ms; do it once, not once per worker.
-    ssl_context = httpx.create_ssl_context()
-
-    async def worker() -> None:
-        async with httpx.AsyncClient(
-            base_url=config.endpoint,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-            timeout=httpx.Timeout(config.request_timeout),
-            transport=transport,
-            verify=ssl_context,
-        ) as client:
-            for index in queue:
-                request = requests[index]
-                assert request is not None
-                results[index] = await _send(client, config, request)
-
-    await asyncio.gather(*(worker() for _ in range(min(config.max_concurrency, len(pending)))))
-    return results
-
-
-async def _send(
-    client: httpx.AsyncClient, config: ClientConfig, request: Mapping[str, Any]
-) -> Outcome:
-    payload = json.dumps(request, ensure_ascii=False).encode("utf-8")
-    headers = {"content-type": "application/json"}
-    attempt = 0
-    while True:
-        attempt += 1
-        wait_hint: float | None = None
-        try:
-            async with asyncio.timeout(config.request_timeout):
-                response = await client.post(
-                    "/v1/chat/completions", content=payload, headers=headers
-                )
-        except (httpx.TransportError, TimeoutError) as exc:
-            error = _transport_error(exc, attempt, config.request_timeout)
-            retry = True
-        else:
-            if response.status_code == 200:
-                return Outcome(response.text)
-            error = _http_error(response, attempt)
-            retry = response.status_code in RETRY_STATUSES
-            wait_hint = _retry_after(response.headers)
-        if not retry or attempt >= config.max_attempts:
-            return Outcome(None, error)
-        delay = wait_hint if wait_hint is not None else _backoff(attempt)
-        logger.debug("Retrying after %s (attempt %d) in %.2fs", error["type"], attempt, delay)
-        await asyncio.sleep(delay)
-
-
-def _backoff(attempt: int) -> float:
-    """Exponential backoff with full jitter."""
-    return random.uniform(0.0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** (attempt - 1)))
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    if "retry-after-ms" in headers:
-        try:
-            return min(_RETRY_AFTER_CAP_S, max(0.0, float(headers["retry-after-ms"]) / 1000))
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return min(_RETRY_AFTER_CAP_S, max(0.0, float(value)))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return min(_RETRY_AFTER_CAP_S, max(0.0, (when - datetime.now(UTC)).total_seconds()))
-
-
-def _http_error(response: httpx.Response, attempts: int) -> dict[str, Any]:
-    """An error record from either of vLLM's error shapes (nested ``error`` or flat)."""
-    kind, message = f"http_{response.status_code}", response.text[:500]
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        nested = body.get("error")
-        detail: dict[str, Any] = nested if isinstance(nested, dict) else body
-        kind = str(detail.get("type") or kind)
-        message = str(detail.get("message") or message)
-    return {"status": response.status_code, "type": kind, "message": message, "attempts": attempts}
-
-
-def _transport_error(exc: Exception, attempts: int, timeout: float) -> dict[str, Any]:
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        message = f"no complete response within requestTimeout={timeout:g}s"
-        return {"status": None, "type": "timeout", "message": message, "attempts": attempts}
-    # The exception text of a connection error can carry the URL; keep only the class name and
-    # the reason, never the URL (it may hold credentials).
-    reason = str(exc).split(" for url ", 1)[0] or type(exc).__name__
-    return {
-        "status": None,
-        "type": type(exc).__name__,
-        "message": reason,
-        "attempts": attempts,
-    }
-
-
-def list_models(endpoint: str, *, timeout: float = 10.0) -> list[str]:
-    """The model ids the server serves (driver side, at ``.load()``)."""
-    url = f"{endpoint}/v1/models"
-    try:
-        response = httpx.get(url, timeout=timeout)
-    except httpx.HTTPError as exc:
-        raise ServerError(
-            f"Cannot reach the model server at {url} ({type(exc).__name__}: {exc}). Check that it "
-            "is running and that option 'endpoint' points to it."
-        ) from exc
-    if response.status_code != 200:
-        raise ServerError(
-            f"The model server at {url} answered HTTP {response.status_code}: "
-            f"{response.text[:200]!r}. Check option 'endpoint', or set option 'model'."
+    With ``stop_on_failure`` (FAILFAST) no new request starts after the first one that fails
+    for good; the prompts not sent get no outcome body and no error.
+    """
+    api_key = config.api_key.resolve()
+    if config.api_key.env is not None and api_key is None:
+        raise OptionError(
+            f"Option 'apiKeyEnv' names the environment variable {config.api_key.env!r}, which "
+            "is not set where this task runs. Set it on every executor (e.g. "
+            "spark.executorEnv.<NAME>), or drop the option if the server needs no key."
         )
-    try:
-        data = response.json()["data"]
-        return [str(item["id"]) for item in data]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ServerError(
-            f"The answer of {url} is not an OpenAI model list; set option 'model' explicitly."
-        ) from exc
+    payloads = [
+        None
+        if r is None
+        else r
+        if isinstance(r, bytes)
+        else json.dumps(r, ensure_ascii=False).encode("utf-8")
+        for r in requests
+    ]
+    return asyncio.run(_Run(payloads, config, api_key, transport, stop_on_failure).run())
+
+
+class _Run:
+    """One partition's requests: workers with their own keep-alive connections pull prompts
+    from a shared queue; the adaptive limit decides how many of them send at once."""
+
+    def __init__(
+        self,
+        payloads: list[bytes | None],
+        config: ClientConfig,
+        api_key: Secret | None,
+        transport: httpx.AsyncBaseTransport | None,
+        stop_on_failure: bool,
+    ) -> None:
+        self.payloads = payloads
+        self.config = config
+        self.transport = transport
+        self.stop_on_failure = stop_on_failure
+        self.secrets = [api_key, *(e.credentials for e in config.endpoints)]
+        self.headers = {
+            e: {"content-type": "application/json", **auth_headers(api_key, e)}
+            for e in config.endpoints
+        }
+        self.results = [Outcome(None)] * len(payloads)
+        self.stats = ClientStats()
+        self.stopped = False
+
+    async def run(self) -> Fetched:
+        pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
+        queue = iter(pending)
+        self.limit = AdaptiveLimit(
+            self.config.initial_concurrency,
+            self.config.max_concurrency,
+            adaptive=self.config.adaptive,
+        )
+        # Loading the CA bundle costs ~50 ms; do it once, not once per worker.
+        self.ssl_context = httpx.create_ssl_context()
+        async with self._client() as probe_client:
+            self.pool = EndpointPool(self.config.endpoints, lambda e: self._probe(probe_client, e))
+            try:
+                workers = min(self.config.max_concurrency, len(pending))
+                await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
+            finally:
+                await self.pool.close()
+        self.stats.limit_peak, self.stats.limit_lowest = self.limit.peak, self.limit.lowest
+        self.stats.limit_final = int(self.limit.limit)
+        self.stats.endpoint_rests = self.pool.rests
+        return Fetched(self.results, self.stats)
+
+    def _client(self) -> httpx.AsyncClient:
+        config = self.config
+        read = config.read_timeout if config.read_timeout is not None else config.request_timeout
+        n = len(config.endpoints)
+        return httpx.AsyncClient(
+            # One keep-alive connection per endpoint: a shared pool of N connections costs
+            # O(N) bookkeeping per request in httpcore (measured: 105 req/s at 32 vs 352 at 1).
+            limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            timeout=httpx.Timeout(connect=config.connect_timeout, read=read, write=read, pool=None),
+            transport=self.transport,
+            verify=self.ssl_context,
+        )
+
+    async def _probe(self, client: httpx.AsyncClient, endpoint: Endpoint) -> bool:
+        try:
+            response = await client.get(
+                f"{endpoint.url}/health", headers=self.headers[endpoint], timeout=5.0
+            )
+        except httpx.HTTPError:
+            return False
+        return response.status_code < 500
+
+    async def _worker(self, queue: Any) -> None:
+        async with self._client() as client:
+            for index in queue:
+                if self.stopped:
+                    break
+                payload = self.payloads[index]
+                assert payload is not None
+                self.results[index] = outcome = await self._send(client, payload)
+                if outcome.error is not None:
+                    self.stats.failed += 1
+                    self.stopped = self.stop_on_failure
+
+    async def _send(self, client: httpx.AsyncClient, payload: bytes) -> Outcome:
+        config, limit, pool, stats = self.config, self.limit, self.pool, self.stats
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + config.deadline
+        error: dict[str, Any] = {}
+        attempt = 0
+        while True:
+            left = deadline - loop.time()
+            try:
+                endpoint = await pool.pick(left)
+            except NoEndpoint:
+                return Outcome(None, self._no_endpoint(error, attempt))
+            attempt += 1
+            wait_hint: float | None = None
+            await limit.acquire()
+            stats.requests += 1
+            started = time.perf_counter()
+            try:
+                async with asyncio.timeout(min(config.request_timeout, max(left, 0.001))):
+                    response = await client.post(
+                        endpoint.url + config.path, content=payload, headers=self.headers[endpoint]
+                    )
+            except (httpx.TransportError, TimeoutError) as exc:
+                limit.release()
+                limit.on_overload()
+                pool.failed(endpoint)
+                error = transport_error(exc, attempt, config.request_timeout, self.secrets)
+                stats.statuses[error["type"]] += 1
+                retry = True
+            else:
+                limit.release()
+                status = response.status_code
+                stats.statuses[str(status)] += 1
+                if status == 200:
+                    limit.on_success(time.perf_counter() - started)
+                    stats.latencies.append(time.perf_counter() - started)
+                    pool.succeeded(endpoint)
+                    return Outcome(response.text)
+                if status in _OVERLOAD:
+                    limit.on_overload()
+                if status in _DOWN:
+                    pool.failed(endpoint)
+                else:
+                    pool.succeeded(endpoint)
+                error = http_error(response, attempt, self.secrets)
+                retry = status in RETRY_STATUSES
+                wait_hint = retry_after(response.headers)
+            if not retry or attempt >= config.max_attempts:
+                return Outcome(None, error)
+            delay = wait_hint if wait_hint is not None else backoff(attempt)
+            if loop.time() + delay >= deadline:
+                error["message"] += (
+                    f" (gave up: the next attempt would start after requestDeadline="
+                    f"{config.deadline:g}s)"
+                )
+                return Outcome(None, error)
+            stats.retries += 1
+            logger.debug("Retrying after %s (attempt %d) in %.2fs", error["type"], attempt, delay)
+            await asyncio.sleep(delay)
+
+    def _no_endpoint(self, last: dict[str, Any], attempts: int) -> dict[str, Any]:
+        urls = ", ".join(e.url for e in self.config.endpoints)
+        reason = f"; last error: {last['type']}: {last['message']}" if last else ""
+        return {
+            "status": last.get("status"),
+            "type": "endpoint_unavailable",
+            "message": redact(
+                f"no endpoint ({urls}) was healthy within requestDeadline="
+                f"{self.config.deadline:g}s{reason}",
+                self.secrets,
+            ),
+            "attempts": attempts,
+        }

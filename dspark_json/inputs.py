@@ -31,13 +31,15 @@ __all__ = [
     "infer_passthrough",
     "passthrough_column",
     "plan_partitions",
+    "prompt_record",
     "read_segment",
 ]
 
 logger = logging.getLogger("dspark_json")
 
 PROMPT_SUFFIXES = (".jsonl", ".json", ".ndjson")
-_NOT_PASSED_THROUGH = ("messages", "custom_id")
+_NOT_PASSED_THROUGH = ("messages", "custom_id", "method", "url", "body")
+_BATCH_URLS = ("/v1/chat/completions", "/chat/completions")
 _RESERVED = frozenset({*ENVELOPE_COLUMNS, *SYSTEM_COLUMNS, "parsed", "custom_id"})
 
 
@@ -83,6 +85,8 @@ class PromptRecord:
     raw: str
     where: str
     problem: str | None = None
+    #: Request fields of its own (a row in the OpenAI batch input format); they win.
+    overrides: dict[str, Any] | None = None
 
     def describe(self) -> str:
         """How to point a user at this row: its custom_id, else its file and row number."""
@@ -208,15 +212,33 @@ def _record(raw: str, where: str) -> PromptRecord:
         return PromptRecord(None, None, {}, raw, where, f"not valid JSON ({exc.msg})")
     if not isinstance(obj, dict):
         return PromptRecord(None, None, {}, raw, where, "not a JSON object")
+    return prompt_record(obj, raw, where)
+
+
+def prompt_record(obj: dict[str, Any], raw: str, where: str) -> PromptRecord:
+    """A prompt row from its JSON object: ``{"prompt": ...}``, ``{"messages": [...]}``, or the
+    OpenAI batch input format ``{"custom_id", "method", "url", "body": {"messages", ...}}``."""
     custom_id = obj.get("custom_id")
     custom_id = None if custom_id is None else str(custom_id)
     fields = {k: v for k, v in obj.items() if k not in _NOT_PASSED_THROUGH}
+    overrides = None
+    if isinstance(obj.get("body"), dict) and ("url" in obj or "method" in obj):
+        url, method = obj.get("url", _BATCH_URLS[0]), str(obj.get("method", "POST")).upper()
+        if url not in _BATCH_URLS or method != "POST":
+            problem = (
+                f"batch input line asks for {method} {url}; dspark-json sends chat completions "
+                f"(POST {_BATCH_URLS[0]})"
+            )
+            return PromptRecord(custom_id, None, fields, raw, where, problem)
+        overrides = {k: v for k, v in obj["body"].items() if k != "messages"}
+        obj = obj["body"]
     messages = obj.get("messages")
     prompt = obj.get("prompt")
     if isinstance(messages, list) and messages:
-        return PromptRecord(custom_id, messages, fields, raw, where)
+        return PromptRecord(custom_id, messages, fields, raw, where, overrides=overrides)
     if isinstance(prompt, str):
-        return PromptRecord(custom_id, [{"role": "user", "content": prompt}], fields, raw, where)
+        messages = [{"role": "user", "content": prompt}]
+        return PromptRecord(custom_id, messages, fields, raw, where, overrides=overrides)
     problem = "neither a 'prompt' string nor a non-empty 'messages' list"
     return PromptRecord(custom_id, None, fields, raw, where, problem)
 

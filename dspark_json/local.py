@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from dspark_json.simulator import Faults
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -47,7 +49,13 @@ class SimulatorProcess:
     """
 
     def __init__(
-        self, *, port: int = 0, seed: int = 0, model: str = "dspark-sim", latency: float = 0.0
+        self,
+        *,
+        port: int = 0,
+        seed: int = 0,
+        model: str = "dspark-sim",
+        latency: float = 0.0,
+        faults: Faults | None = None,
     ) -> None:
         self.args = [
             sys.executable,
@@ -63,13 +71,20 @@ class SimulatorProcess:
             "--latency",
             str(latency),
         ]
+        self.env = dict(os.environ)
+        if faults is not None:
+            self.args += faults.to_args()
+            if faults.api_key is not None:
+                # By environment, not argv: a process list shows arguments.
+                self.env["DSPARK_SIM_API_KEY"] = faults.api_key
+                self.args.append("--api-key-env=DSPARK_SIM_API_KEY")
         self.model = model
         self.url = ""
         self._process: subprocess.Popen[str] | None = None
 
     def start(self) -> SimulatorProcess:
         self._process = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env
         )
         assert self._process.stdout is not None
         line = self._process.stdout.readline()

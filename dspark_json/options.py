@@ -10,12 +10,15 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from dspark_json.endpoints import Endpoint
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, read_text
+from dspark_json.secrets import ApiKey, Secret, redact, split_credentials
 
 __all__ = ["OPTION_SPECS", "OptionSpec", "Options", "options_table"]
 
@@ -39,11 +42,30 @@ class OptionSpec:
 OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "endpoint",
-        "endpoint",
-        "Base URL of the vLLM / OpenAI-compatible server (a trailing /v1 is accepted).",
-        "http://vllm:8000",
+        "endpoints",
+        "Base URL of the vLLM / OpenAI-compatible server (a trailing /v1 is accepted). Several, "
+        "comma-separated, share the load; one that keeps failing rests until its /health "
+        "answers again. Credentials in the URL (user:pass@) are sent as Basic auth and never "
+        "shown.",
+        "http://vllm-a:8000,http://vllm-b:8000",
         aliases=("vllm_endpoint",),
         required=True,
+    ),
+    OptionSpec(
+        "apiKey",
+        "api_key",
+        "API key sent as 'Authorization: Bearer <key>'. Never shown in logs, errors, explain() "
+        "or progress (call dspark_json.register(spark) so Spark redacts it from plans). "
+        "Prefer apiKeyEnv.",
+        "sk-...",
+        aliases=("api_key", "vllm_api_key"),
+    ),
+    OptionSpec(
+        "apiKeyEnv",
+        "api_key_env",
+        "Name of an environment variable that holds the API key, read where requests are sent "
+        "(the executors) and, for the checks at .load(), on the driver.",
+        "VLLM_API_KEY",
     ),
     OptionSpec(
         "prompts",
@@ -96,27 +118,93 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         default="PERMISSIVE",
     ),
     OptionSpec(
+        "systemPrompt",
+        "system_prompt",
+        "System message put before each prompt's messages (not where a prompt has its own).",
+        "Answer in JSON.",
+        aliases=("system_prompt",),
+    ),
+    OptionSpec(
+        "maxTokens", "max_tokens", "max_tokens of each request.", "512", aliases=("max_tokens",)
+    ),
+    OptionSpec("temperature", "temperature", "Sampling temperature of each request.", "0"),
+    OptionSpec(
+        "topP", "top_p", "top_p of each request (above 0, at most 1).", "0.9", aliases=("top_p",)
+    ),
+    OptionSpec("seed", "seed", "Sampling seed of each request.", "42"),
+    OptionSpec(
+        "n",
+        "n",
+        "Choices per prompt (the `choices` array holds them; `parsed` is the first).",
+        "2",
+    ),
+    OptionSpec(
+        "extraBody",
+        "extra_body",
+        "JSON object merged into every request body, for server-specific fields "
+        "(vLLM's guided_decoding_backend, repetition_penalty, chat_template_kwargs...).",
+        '{"repetition_penalty": 1.05}',
+        aliases=("extra_body",),
+    ),
+    OptionSpec(
         "maxConcurrency",
         "max_concurrency",
-        "Requests in flight per Spark task. The load on the server is this times the number "
-        "of tasks running at once.",
+        "Most requests in flight per Spark task. The load on the server is up to this times "
+        "the number of tasks running at once.",
         "64",
         default="32",
     ),
     OptionSpec(
+        "initialConcurrency",
+        "initial_concurrency",
+        "Requests in flight per task at the start; the limit then adapts between 1 and "
+        "maxConcurrency (up while latency holds, down on timeouts, 429, 5xx and growing "
+        "latency, as vLLM queues instead of refusing).",
+        "4",
+        default="8",
+    ),
+    OptionSpec(
+        "adaptiveConcurrency",
+        "adaptive_concurrency",
+        "Adapt the in-flight limit (true) or keep maxConcurrency requests in flight (false).",
+        "false",
+        default="true",
+    ),
+    OptionSpec(
+        "connectTimeout",
+        "connect_timeout",
+        "Seconds to open a connection to the server.",
+        "5",
+        default="10",
+    ),
+    OptionSpec(
+        "readTimeout",
+        "read_timeout",
+        "Seconds the server may stay silent while answering (vLLM sends a non-streamed answer "
+        "at the end, so this is at least the generation time). Default: requestTimeout.",
+        "120",
+    ),
+    OptionSpec(
         "requestTimeout",
         "request_timeout",
-        "Seconds one HTTP request may take, end to end, before it counts as failed.",
+        "Seconds one attempt may take, end to end, before it counts as a timeout.",
         "120",
-        default="60",
+        default="300",
+    ),
+    OptionSpec(
+        "requestDeadline",
+        "request_deadline",
+        "Seconds a prompt may take over all its attempts and waits; then its row gets _error.",
+        "1800",
+        default="900",
     ),
     OptionSpec(
         "maxAttempts",
         "max_attempts",
-        "Attempts per request (first try included) on connection errors, timeouts, 408, 429 "
-        "and 5xx.",
-        "5",
-        default="3",
+        "Attempts per request (first try included) on connection errors, timeouts, bodies cut "
+        "short, 408, 429 and 5xx; Retry-After / retry-after-ms are honoured.",
+        "8",
+        default="5",
     ),
     OptionSpec(
         "partitionSize",
@@ -152,29 +240,49 @@ _RECORD_MODES: tuple[RecordMode, ...] = ("PERMISSIVE", "DROPMALFORMED", "FAILFAS
 class Options:
     """The reader's options, parsed and checked. Build it with :meth:`Options.parse`."""
 
-    endpoint: str
-    prompts: str
+    endpoints: tuple[Endpoint, ...]
+    prompts: str = ""
+    api_key: Secret | None = None
+    api_key_env: str | None = None
     model: str | None = None
     response_format: Mapping[str, Any] | None = field(default=None, compare=False)
     parse_mode: ParseMode = "auto"
     gpu_memory_fraction: float = 0.1
     mode: RecordMode = "PERMISSIVE"
+    system_prompt: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    n: int | None = None
+    extra_body: Mapping[str, Any] | None = field(default=None, compare=False)
     max_concurrency: int = 32
-    request_timeout: float = 60.0
-    max_attempts: int = 3
+    initial_concurrency: int = 8
+    adaptive_concurrency: bool = True
+    connect_timeout: float = 10.0
+    read_timeout: float | None = None
+    request_timeout: float = 300.0
+    request_deadline: float = 900.0
+    max_attempts: int = 5
     partition_size: int = 256
     max_records_per_trigger: int | None = None
     max_files_per_trigger: int | None = None
 
     @classmethod
-    def parse(cls, raw: Mapping[str, str]) -> Options:
-        """Parse Spark's option dict; raise :class:`OptionError` on the first problem found."""
+    def parse(cls, raw: Mapping[str, str], *, unused: tuple[str, ...] = ()) -> Options:
+        """Parse Spark's option dict; raise :class:`OptionError` on the first problem found.
+
+        Options named in ``unused`` do not apply to the caller (e.g. ``prompts`` for
+        :func:`dspark_json.generate`): they are neither required nor accepted.
+        """
         given: dict[str, tuple[str, str]] = {}  # attr -> (spelling used, value)
         for key, value in raw.items():
             # Spark lower-cases option names; messages use the documented spelling.
             spec, spelling = _BY_SPELLING.get(key.lower(), (None, key))
             if spec is None:
                 raise OptionError(_unknown_option_message(key))
+            if spec.name in unused:
+                raise OptionError(f"Option {spelling!r} does not apply here; leave it out.")
             if spec.attr in given and given[spec.attr][1] != value:
                 raise OptionError(
                     f"Options {given[spec.attr][0]!r} and {spelling!r} are two spellings of "
@@ -187,7 +295,7 @@ class Options:
                 used, text = given[spec.attr]
             elif spec.default is not None:
                 used, text = spec.name, spec.default
-            elif spec.required:
+            elif spec.required and spec.name not in unused:
                 raise OptionError(
                     f"Option {spec.name!r} is required: {spec.doc} "
                     f"Example: .option({spec.name!r}, {spec.example!r})."
@@ -195,7 +303,22 @@ class Options:
             else:
                 continue
             values[spec.attr] = _CONVERTERS[spec.attr](used, text)
+        if "api_key" in values and "api_key_env" in values:
+            raise OptionError(
+                f"Options {given['api_key'][0]!r} and 'apiKeyEnv' both give the API key; set "
+                "only one (apiKeyEnv keeps the key out of the query's options)."
+            )
         return cls(**values)
+
+    @property
+    def endpoint(self) -> str:
+        """The first endpoint's URL (without credentials), for messages."""
+        return self.endpoints[0].url
+
+    @property
+    def key(self) -> ApiKey:
+        """Where the API key comes from (resolved where a request is sent)."""
+        return ApiKey(self.api_key, self.api_key_env)
 
     def with_model(self, model: str) -> Options:
         """A copy with the model filled in (resolved from the server on the driver)."""
@@ -222,14 +345,83 @@ def _unknown_option_message(key: str) -> str:
 # --- converters: (spelling used, text) -> value -------------------------------------------------
 
 
-def _endpoint(name: str, text: str) -> str:
-    url = text.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
+    out = []
+    for item in re.split(r"[,\s]+", text.strip()):
+        if not item:
+            continue
+        url, credentials = split_credentials(item.rstrip("/"))
+        if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+            raise OptionError(
+                f"Option {name!r} must be http(s) URLs of the model server, comma-separated; "
+                f"got {redact(item)!r}. Example: 'http://127.0.0.1:8000'."
+            )
+        out.append(Endpoint(url.removesuffix("/v1"), credentials))
+    if not out:
         raise OptionError(
-            f"Option {name!r} must be an http(s) URL of the model server, got {text!r}. "
-            "Example: 'http://127.0.0.1:8000'."
+            f"Option {name!r} is empty; give the model server's URL, e.g. 'http://127.0.0.1:8000'."
         )
-    return url.removesuffix("/v1")
+    return tuple(out)
+
+
+def _secret(name: str, text: str) -> Secret:
+    if not text.strip():
+        raise OptionError(f"Option {name!r} is empty; leave it out if the server needs no key.")
+    return Secret(text.strip())
+
+
+def _env_name(name: str, text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text.strip()):
+        raise OptionError(
+            f"Option {name!r} must be the NAME of an environment variable (e.g. VLLM_API_KEY), "
+            f"got {text!r}. To give the key itself, use option 'apiKey'."
+        )
+    return text.strip()
+
+
+def _json_object(name: str, text: str) -> Mapping[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"Option {name!r} must be a JSON object, e.g. '{{\"repetition_penalty\": 1.05}}'; "
+            f"{exc.msg} at column {exc.colno} of {text!r}."
+        ) from exc
+    if not isinstance(value, dict):
+        raise OptionError(
+            f"Option {name!r} must be a JSON object, got a JSON {type(value).__name__}: {text!r}."
+        )
+    return value
+
+
+def _number(
+    kind: type[int] | type[float], *, low: float | None = None, high: float | None = None
+) -> Callable[[str, str], Any]:
+    def convert(name: str, text: str) -> int | float:
+        try:
+            value = kind(text.strip())
+        except ValueError:
+            value = None
+        if (
+            value is None
+            or (low is not None and value < low)
+            or (high is not None and value > high)
+        ):
+            noun = "a whole number" if kind is int else "a number"
+            bounds = "".join(
+                [f" from {low:g}" if low is not None else "", f" to {high:g}" if high else ""]
+            )
+            raise OptionError(f"Option {name!r} must be {noun}{bounds}, got {text!r}.")
+        return value
+
+    return convert
+
+
+def _boolean(name: str, text: str) -> bool:
+    key = text.strip().lower()
+    if key not in ("true", "false"):
+        raise OptionError(f"Option {name!r} must be true or false, got {text!r}.")
+    return key == "true"
 
 
 def _directory(name: str, text: str) -> str:
@@ -318,15 +510,29 @@ def _fraction(name: str, text: str) -> float:
 
 
 _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
-    "endpoint": _endpoint,
+    "endpoints": _endpoints,
+    "api_key": _secret,
+    "api_key_env": _env_name,
     "prompts": _directory,
     "model": _nonempty,
     "response_format": _response_format,
     "parse_mode": _choice(_PARSE_MODES),
     "gpu_memory_fraction": _fraction,
     "mode": _choice({m: m for m in _RECORD_MODES}, upper=True),
+    "system_prompt": _nonempty,
+    "max_tokens": _positive(int),
+    "temperature": _number(float, low=0),
+    "top_p": _number(float, low=0, high=1),
+    "seed": _number(int),
+    "n": _positive(int),
+    "extra_body": _json_object,
     "max_concurrency": _positive(int),
+    "initial_concurrency": _positive(int),
+    "adaptive_concurrency": _boolean,
+    "connect_timeout": _positive(float),
+    "read_timeout": _positive(float),
     "request_timeout": _positive(float),
+    "request_deadline": _positive(float),
     "max_attempts": _positive(int),
     "partition_size": _positive(int),
     "max_records_per_trigger": _positive(int),

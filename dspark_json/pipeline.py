@@ -8,91 +8,122 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import StringType, StructType
 
-from dspark_json.client import ClientConfig, Outcome, complete_all
+from dspark_json.client import ClientConfig, ClientStats, Outcome, complete_all
 from dspark_json.errors import RecordError
 from dspark_json.inputs import PromptPartition, PromptRecord, passthrough_column, read_segment
 from dspark_json.options import Options
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.prompting import RequestBuilder
 from dspark_json.schema import MALFORMED, RESPONSE_COLUMNS
 
-__all__ = ["build_request", "read_partition"]
+__all__ = ["Answers", "answer", "apply_mode", "assemble", "log_partition", "read_partition"]
 
 logger = logging.getLogger("dspark_json")
 
 
-def build_request(record: PromptRecord, options: Options) -> dict[str, Any]:
-    """The chat completion request body for one prompt."""
-    body: dict[str, Any] = {"model": options.model, "messages": record.messages}
-    if options.response_format is not None:
-        title = str(options.response_format.get("title") or "response")
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {
-                "name": re.sub(r"[^A-Za-z0-9_-]", "_", title)[:64],
-                "schema": options.response_format,
-                "strict": True,
-            },
-        }
-    return body
+@dataclass(frozen=True)
+class Answers:
+    """The responses to a list of prompts, parsed, with what happened to each row."""
+
+    responses: pa.Table  # the response columns (and _status) of the target schema
+    outcomes: list[Outcome]
+    statuses: list[str]
+    stats: ClientStats
+    backend: str
+    http_seconds: float
+    parse_seconds: float
+    reference_rows: int
+
+
+def answer(records: Sequence[PromptRecord], options: Options, schema: StructType) -> Answers:
+    """Send the prompts (rows with a problem are not sent) and parse the answers into the
+    response columns of ``schema``; rows out = prompts in, in order."""
+    backend = select_backend(options.parse_mode)
+    builder = RequestBuilder(options)
+    started = time.perf_counter()
+    fetched = complete_all(
+        [builder.build(r) if r.problem is None else None for r in records],
+        ClientConfig.from_options(options),
+        stop_on_failure=options.mode == "FAILFAST",
+    )
+    http_done = time.perf_counter()
+    # The parser always reports the status, even where the user's schema has no _status column.
+    response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
+    if "_status" not in response_schema.names:
+        response_schema = response_schema.add("_status", StringType())
+    parser = make_parser(response_schema, backend, gpu_memory_fraction=options.gpu_memory_fraction)
+    responses = parser.parse([o.body for o in fetched.outcomes])
+    statuses = _statuses(records, fetched.outcomes, responses.column("_status").to_pylist())
+    return Answers(
+        responses,
+        fetched.outcomes,
+        statuses,
+        fetched.stats,
+        backend,
+        http_done - started,
+        time.perf_counter() - http_done,
+        parser.reference_rows,
+    )
 
 
 def read_partition(
     partition: PromptPartition, options: Options, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch and parse one partition's prompts; yield one batch in exactly ``schema``."""
-    backend = select_backend(options.parse_mode)
     records = [r for segment in partition.segments for r in read_segment(segment)]
-    started = time.perf_counter()
-    outcomes = complete_all(
-        [build_request(r, options) if r.problem is None else None for r in records],
-        ClientConfig(
-            endpoint=options.endpoint,
-            max_concurrency=options.max_concurrency,
-            request_timeout=options.request_timeout,
-            max_attempts=options.max_attempts,
-        ),
+    answers = answer(records, options, schema)
+    prompt_schema = StructType(
+        [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name != "_error"]
     )
-    fetched = time.perf_counter()
-    # The parser always reports the status, even where the user's schema has no _status column.
-    response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
-    if "_status" not in response_schema.names:
-        response_schema = response_schema.add("_status", StringType())
-    parser = make_parser(response_schema, backend, gpu_memory_fraction=options.gpu_memory_fraction)
-    responses = parser.parse([o.body for o in outcomes])
-    parsed = time.perf_counter()
-    row_status = _statuses(records, outcomes, responses.column("_status").to_pylist())
-    table = _assemble(schema, records, outcomes, responses, row_status)
-    statuses = Counter(row_status)
-    kept = _apply_mode(
-        table, options=options, records=records, outcomes=outcomes, row_status=row_status
-    )
-    if kept.num_rows < table.num_rows:
-        statuses["dropped"] = table.num_rows - kept.num_rows
-    table = kept
-    logger.info(
-        "partition %d: %d prompts, statuses %s, http %.2fs, parse %.3fs on %s "
-        "(%d row(s) by the reference parser)",
-        partition.index,
-        len(records),
-        dict(statuses),
-        fetched - started,
-        parsed - fetched,
-        backend,
-        parser.reference_rows,
-    )
-    yield from table.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
-        pa.RecordBatch.from_pylist([], schema=table.schema)
+    prompt_rows = [
+        {"custom_id": r.custom_id, **{passthrough_column(k): v for k, v in r.fields.items()}}
+        for r in records
     ]
+    prompts, prompt_rescued = Converter(prompt_schema).table(prompt_rows)
+    table = assemble(schema, prompts, prompt_rescued, records, answers)
+    kept = apply_mode(table, options=options, records=records, answers=answers)
+    log_partition(f"partition {partition.index}", answers, dropped=table.num_rows - kept.num_rows)
+    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
+        pa.RecordBatch.from_pylist([], schema=kept.schema)
+    ]
+
+
+def log_partition(what: str, answers: Answers, *, dropped: int) -> None:
+    """One INFO line per partition: prompts, statuses, HTTP and parse figures."""
+    statuses = Counter(answers.statuses)
+    if dropped:
+        statuses["dropped"] = dropped
+    stats = answers.stats
+    p50, p95 = stats.latency(0.5), stats.latency(0.95)
+    logger.info(
+        "%s: %d prompts, statuses %s; http %.2fs: %d requests, %d retries, codes %s, latency "
+        "p50 %s p95 %s, in-flight limit %d-%d; parse %.3fs on %s (%d row(s) by the reference "
+        "parser)",
+        what,
+        len(answers.statuses),
+        dict(statuses),
+        answers.http_seconds,
+        stats.requests,
+        stats.retries,
+        dict(stats.statuses),
+        "-" if p50 is None else f"{p50 * 1000:.0f}ms",
+        "-" if p95 is None else f"{p95 * 1000:.0f}ms",
+        stats.limit_lowest,
+        stats.limit_peak,
+        answers.parse_seconds,
+        answers.backend,
+        answers.reference_rows,
+    )
 
 
 def _statuses(
@@ -109,29 +140,21 @@ def _statuses(
     return out
 
 
-def _assemble(
+def assemble(
     schema: StructType,
+    prompts: pa.Table,
+    prompt_rescued: Sequence[dict[str, Any]],
     records: Sequence[PromptRecord],
-    outcomes: Sequence[Outcome],
-    responses: pa.Table,
-    statuses: Sequence[str],
+    answers: Answers,
 ) -> pa.Table:
     """Join the prompt columns, the response columns and the per-row error into ``schema``."""
-    prompt_schema = StructType(
-        [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name != "_error"]
-    )
-    prompt_rows = [
-        {"custom_id": r.custom_id, **{passthrough_column(k): v for k, v in r.fields.items()}}
-        for r in records
-    ]
-    prompts, prompt_rescued = Converter(prompt_schema).table(prompt_rows)
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for name in prompts.column_names:
         columns[name] = prompts.column(name)
-    for name in responses.column_names:
-        columns[name] = responses.column(name)
+    for name in answers.responses.column_names:
+        columns[name] = answers.responses.column(name)
     if "_status" in columns:
-        columns["_status"] = pa.array(statuses, pa.string())
+        columns["_status"] = pa.array(answers.statuses, pa.string())
     if "_corrupt_record" in columns:
         corrupt = columns["_corrupt_record"].to_pylist()
         columns["_corrupt_record"] = pa.array(
@@ -143,7 +166,7 @@ def _assemble(
         )
     target = arrow_schema(schema)
     if "_error" in target.names:
-        errors = [_error_of(r, o) for r, o in zip(records, outcomes, strict=True)]
+        errors = [_error_of(r, o) for r, o in zip(records, answers.outcomes, strict=True)]
         columns["_error"] = pa.array(errors, target.field("_error").type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
 
@@ -159,7 +182,7 @@ def _error_of(record: PromptRecord, outcome: Outcome) -> dict[str, Any] | None:
     return outcome.error
 
 
-def _merge_rescued(parsed: list[str | None], extra: list[dict[str, Any]]) -> pa.Array:
+def _merge_rescued(parsed: list[str | None], extra: Sequence[dict[str, Any]]) -> pa.Array:
     merged: list[str | None] = []
     for text, more in zip(parsed, extra, strict=True):
         if not more:
@@ -170,18 +193,16 @@ def _merge_rescued(parsed: list[str | None], extra: list[dict[str, Any]]) -> pa.
     return pa.array(merged, pa.string())
 
 
-def _apply_mode(
-    table: pa.Table,
-    *,
-    options: Options,
-    records: Sequence[PromptRecord],
-    outcomes: Sequence[Outcome],
-    row_status: Sequence[str],
+def apply_mode(
+    table: pa.Table, *, options: Options, records: Sequence[PromptRecord], answers: Answers
 ) -> pa.Table:
+    """PERMISSIVE keeps every row; DROPMALFORMED drops malformed ones; FAILFAST raises on the
+    first failed or malformed row, naming it."""
     if options.mode == "PERMISSIVE":
         return table
+    row_status = answers.statuses
     if options.mode == "FAILFAST":
-        for record, outcome, status in zip(records, outcomes, row_status, strict=True):
+        for record, outcome, status in zip(records, answers.outcomes, row_status, strict=True):
             if status == "http_error" and outcome.error is not None:
                 err = outcome.error
                 raise RecordError(

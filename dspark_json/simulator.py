@@ -5,6 +5,13 @@ vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the
 that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice.
 
+Faults (:class:`Faults`) make it behave like a real deployment under stress: error statuses by
+rate (in either of vLLM's error shapes, with ``Retry-After``), slow answers, connection resets,
+bodies cut short, malformed content, an API key, and a capacity above which requests wait in an
+unbounded queue, so latency grows as vLLM's does. Each fault is drawn from the seed, the request's
+messages and how many times those messages were seen: the same run faults the same way whatever
+the order of arrival.
+
 HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
 own benchmarks.
 """
@@ -19,10 +26,11 @@ import random
 import time
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["Simulator", "generate_value"]
+__all__ = ["Faults", "Simulator", "generate_value"]
 
 logger = logging.getLogger("dspark_json.simulator")
 
@@ -32,6 +40,13 @@ _WORDS = (
 ).split()
 _REASONS = {
     200: "OK",
+    401: "Unauthorized",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
     400: "Bad Request",
     404: "Not Found",
     405: "Method Not Allowed",
@@ -100,15 +115,73 @@ def _string(schema: Mapping[str, Any], rng: random.Random) -> str:
     return text[: int(max_length)] if max_length is not None else text
 
 
-class Simulator:
-    """The server's state: served model, seed, counters."""
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and how often (rates are probabilities per completion request)."""
 
-    def __init__(self, *, model: str = "dspark-sim", seed: int = 0, latency: float = 0.0) -> None:
+    error_rates: Mapping[int, float] = field(default_factory=dict)  # HTTP status -> rate
+    error_shape: Literal["nested", "flat"] = "nested"
+    retry_after: str | None = None  # Retry-After sent with 429 and 503 (seconds or HTTP date)
+    retry_after_ms: int | None = None  # retry-after-ms sent with 429 and 503
+    slow_rate: float = 0.0
+    slow_seconds: float = 5.0
+    reset_rate: float = 0.0  # close the connection without an answer
+    truncate_rate: float = 0.0  # send part of the body, then close
+    malformed_rate: float = 0.0  # 200 whose content is cut off (finish_reason "length")
+    capacity: int | None = None  # completions worked on at once; the rest wait in a queue
+    api_key: str | None = None  # when set, /v1/* wants "Authorization: Bearer <key>"
+
+    def to_args(self) -> list[str]:
+        """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
+        args = [f"--fail={status}={rate}" for status, rate in self.error_rates.items()]
+        args.append(f"--error-shape={self.error_shape}")
+        if self.retry_after is not None:
+            args.append(f"--retry-after={self.retry_after}")
+        if self.retry_after_ms is not None:
+            args.append(f"--retry-after-ms={self.retry_after_ms}")
+        args += [
+            f"--slow-rate={self.slow_rate}",
+            f"--slow-seconds={self.slow_seconds}",
+            f"--reset-rate={self.reset_rate}",
+            f"--truncate-rate={self.truncate_rate}",
+            f"--malformed-rate={self.malformed_rate}",
+        ]
+        if self.capacity is not None:
+            args.append(f"--capacity={self.capacity}")
+        return args
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer: status, JSON-able body, extra headers, and a transport fault to act out."""
+
+    status: int
+    payload: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    fault: Literal["reset", "truncate"] | None = None
+
+
+class Simulator:
+    """The server's state: served model, seed, faults, counters."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "dspark-sim",
+        seed: int = 0,
+        latency: float = 0.0,
+        faults: Faults | None = None,
+    ) -> None:
         self.model = model
         self.seed = seed
         self.latency = latency
+        self.faults = faults or Faults()
         self.started = int(time.time())
         self.counts: Counter[str] = Counter()
+        self._seen: Counter[str] = Counter()  # completion requests per messages digest
+        self._capacity = (
+            asyncio.Semaphore(self.faults.capacity) if self.faults.capacity is not None else None
+        )
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
@@ -120,9 +193,16 @@ class Simulator:
                 if request is None:
                     break
                 method, path, headers, body = request
-                status, payload = await self.route(method, path, body)
+                reply = await self.route(method, path, body, headers)
                 keep_alive = headers.get("connection", "").lower() != "close"
-                writer.write(_response(status, payload, keep_alive))
+                data = _response(reply, keep_alive)
+                if reply.fault == "reset":
+                    break
+                if reply.fault == "truncate":
+                    writer.write(data[: len(data) - max(1, len(data) // 3)])
+                    await writer.drain()
+                    break
+                writer.write(data)
                 await writer.drain()
                 if not keep_alive:
                     break
@@ -131,24 +211,85 @@ class Simulator:
         finally:
             writer.close()
 
-    async def route(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
-        """Answer one request: (HTTP status, JSON-able body or None)."""
+    async def route(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> Reply:
+        """Answer one request."""
         self.counts["requests"] += 1
         path = path.split("?", 1)[0]
         if path == "/health":
-            return 200, None
+            return Reply(200)
         if path == "/stats":
-            return 200, dict(self.counts)
+            return Reply(200, dict(self.counts))
+        key = self.faults.api_key
+        authorization = (headers or {}).get("authorization")
+        if key is not None and path.startswith("/v1/") and authorization != f"Bearer {key}":
+            self.counts["status_401"] += 1
+            return Reply(401, self._error("Unauthorized: missing or wrong API key.", 401))
         if path == "/v1/models":
-            return 200, self._models()
+            return Reply(200, self._models())
         if path == "/v1/chat/completions":
             if method != "POST":
-                return 405, _error("Only POST is allowed", "BadRequestError", 405)
+                return Reply(405, self._error("Only POST is allowed", 405))
             self.counts["chat_completions"] += 1
-            if self.latency:
-                await asyncio.sleep(self.latency)
-            return self._chat(body)
-        return 404, _error(f"Not Found: {path}", "NotFoundError", 404)
+            reply = await self._complete(body)
+            self.counts[f"status_{reply.status}" if reply.fault is None else reply.fault] += 1
+            return reply
+        return Reply(404, self._error(f"Not Found: {path}", 404))
+
+    async def _complete(self, body: bytes) -> Reply:
+        digest = hashlib.sha256(body).hexdigest()
+        self._seen[digest] += 1
+        draw = random.Random(f"{self.seed}:{digest}:{self._seen[digest]}").random
+        faults = self.faults
+        if draw() < faults.reset_rate:
+            return Reply(200, fault="reset")
+        status = _pick_status(faults.error_rates, draw())
+        if status is not None:
+            headers = {}
+            if status in (429, 503) and faults.retry_after is not None:
+                headers["retry-after"] = faults.retry_after
+            if status in (429, 503) and faults.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(faults.retry_after_ms)
+            return Reply(status, self._error(f"Injected fault: HTTP {status}", status), headers)
+        slow = draw() < faults.slow_rate
+        truncate = draw() < faults.truncate_rate
+        malformed = draw() < faults.malformed_rate
+        if self._capacity is not None:
+            async with self._capacity:
+                await self._work(slow)
+        else:
+            await self._work(slow)
+        status, payload = self._chat(body)
+        if malformed and status == 200:
+            for choice in payload["choices"]:
+                content = choice["message"]["content"]
+                choice["message"]["content"] = content[: max(1, len(content) // 2)]
+                choice["finish_reason"] = "length"
+        return Reply(status, payload, fault="truncate" if truncate else None)
+
+    async def _work(self, slow: bool) -> None:
+        seconds = self.latency + (self.faults.slow_seconds if slow else 0.0)
+        if seconds:
+            await asyncio.sleep(seconds)
+
+    def _error(self, message: str, code: int) -> dict[str, Any]:
+        kind = {
+            400: "BadRequestError",
+            401: "AuthenticationError",
+            404: "NotFoundError",
+            405: "BadRequestError",
+            429: "RateLimitError",
+        }.get(code, "InternalServerError" if code >= 500 else "BadRequestError")
+        if self.faults.error_shape == "flat":
+            return {
+                "object": "error",
+                "message": message,
+                "type": kind,
+                "param": None,
+                "code": code,
+            }
+        return _error(message, kind, code)
 
     def _models(self) -> dict[str, Any]:
         card = {
@@ -166,14 +307,14 @@ class Simulator:
         try:
             request = json.loads(body)
         except ValueError:
-            return 400, _error("The request body is not valid JSON.", "BadRequestError", 400)
+            return 400, self._error("The request body is not valid JSON.", 400)
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-            return 400, _error("Field 'messages' is required.", "BadRequestError", 400)
+            return 400, self._error("Field 'messages' is required.", 400)
         if request.get("model") != self.model:
             message = f"The model `{request.get('model')}` does not exist."
-            return 404, _error(message, "NotFoundError", 404)
+            return 404, self._error(message, 404)
         if request.get("stream"):
-            return 400, _error("stream=true is not supported here.", "BadRequestError", 400)
+            return 400, self._error("stream=true is not supported here.", 400)
         key = json.dumps([self.seed, request.get("seed"), request["messages"]], sort_keys=True)
         digest = hashlib.sha256(key.encode()).hexdigest()
         rng = random.Random(digest)
@@ -263,21 +404,34 @@ async def _read_request(
     return method, path, headers, body
 
 
-def _response(status: int, payload: Any, keep_alive: bool) -> bytes:
+def _pick_status(rates: Mapping[int, float], draw: float) -> int | None:
+    total = 0.0
+    for status, rate in rates.items():
+        total += rate
+        if draw < total:
+            return status
+    return None
+
+
+def _response(reply: Reply, keep_alive: bool) -> bytes:
+    payload = reply.payload
     body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items())
     head = (
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\n"
-        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n"
+        f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Error')}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{extra}"
         f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
     )
     return head.encode("latin-1") + body
 
 
-async def run(host: str, port: int, *, model: str, seed: int, latency: float) -> None:
+async def run(
+    host: str, port: int, *, model: str, seed: int, latency: float, faults: Faults | None = None
+) -> None:
     """Serve until cancelled; announce the bound address on stdout (first line)."""
     import sys
 
-    simulator = Simulator(model=model, seed=seed, latency=latency)
+    simulator = Simulator(model=model, seed=seed, latency=latency, faults=faults)
     server = await simulator.serve(host, port)
     bound = server.sockets[0].getsockname()
     sys.stdout.write(f"dspark-json simulator listening on http://{bound[0]}:{bound[1]}\n")

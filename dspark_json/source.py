@@ -25,8 +25,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from dspark_json.client import list_models
-from dspark_json.errors import ServerError
 from dspark_json.inputs import (
     Position,
     PromptListing,
@@ -37,6 +35,7 @@ from dspark_json.inputs import (
 from dspark_json.options import Options
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
+from dspark_json.preflight import check_server
 from dspark_json.schema import output_schema
 
 __all__ = ["DSparkJsonDataSource"]
@@ -54,9 +53,7 @@ class DSparkJsonDataSource(DataSource):
     def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
         config = Options.parse(options)
-        if config.model is None:
-            config = config.with_model(_first_model(config.endpoint))
-        self.config = config
+        self.config = config.with_model(check_server(config))
 
     def schema(self) -> StructType:
         passthrough = infer_passthrough(PromptListing(self.config.prompts))
@@ -69,16 +66,6 @@ class DSparkJsonDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         check_supported(schema)
         return PromptStreamReader(self.config, schema)
-
-
-def _first_model(endpoint: str) -> str:
-    models = list_models(endpoint)
-    if not models:
-        raise ServerError(
-            f"The model server at {endpoint}/v1/models lists no model; set option 'model'."
-        )
-    logger.info("Option 'model' not set; using %r, the first model %s serves.", models[0], endpoint)
-    return models[0]
 
 
 class PromptBatchReader(DataSourceReader):

@@ -68,7 +68,12 @@ def test_unknown_option_without_a_close_name_lists_known_ones():
         ("maxConcurrency", "0", r"'maxConcurrency' must be a whole number above 0, got '0'"),
         ("maxConcurrency", "many", r"'maxConcurrency' must be a whole number above 0, got 'many'"),
         ("requestTimeout", "-1", r"'requestTimeout' must be a number above 0"),
-        ("endpoint", "vllm:8000", r"'endpoint' must be an http\(s\) URL.*got 'vllm:8000'"),
+        ("endpoint", "vllm:8000", r"'endpoint' must be http\(s\) URLs.*got 'vllm:8000'"),
+        ("topP", "1.5", r"'topP' must be a number from 0 to 1, got '1.5'"),
+        ("adaptiveConcurrency", "yes", r"'adaptiveConcurrency' must be true or false"),
+        ("extraBody", "[1]", r"'extraBody' must be a JSON object, got a JSON list"),
+        ("extraBody", "{nope", r"'extraBody' must be a JSON object.*'\{nope'"),
+        ("apiKeyEnv", "sk-abc-123", r"must be the NAME of an environment variable"),
         ("model", " ", r"'model' must not be empty"),
     ],
 )
@@ -122,3 +127,60 @@ def test_gpu_memory_fraction_is_a_share_of_the_device():
     assert parse().gpu_memory_fraction == 0.1
     with pytest.raises(OptionError, match=r"'gpuMemoryFraction' must be a share .* got '25'"):
         parse(gpuMemoryFraction="25")
+
+
+CANARY = "zq-canary-7f3a9c"
+
+
+def test_several_endpoints_and_credentials_taken_out_of_the_url():
+    opts = parse(endpoint=f"http://ann:{CANARY}@h1:8000/v1, http://h2:8000")
+    assert [e.url for e in opts.endpoints] == ["http://h1:8000", "http://h2:8000"]
+    assert opts.endpoints[0].credentials.reveal() == f"ann:{CANARY}"
+    assert opts.endpoint == "http://h1:8000"
+    assert CANARY not in repr(opts) and CANARY not in str(opts)
+
+
+def test_the_api_key_never_prints_and_its_spellings_are_accepted():
+    for spelling in ("apiKey", "api_key", "vllm_api_key"):
+        opts = parse(**{spelling: CANARY})
+        assert opts.key.resolve().reveal() == CANARY
+        assert CANARY not in repr(opts) and CANARY not in f"{opts.api_key}"
+
+
+def test_a_bad_endpoint_with_credentials_does_not_echo_them():
+    with pytest.raises(OptionError) as info:
+        parse(endpoint=f"ftp://ann:{CANARY}@h1")
+    assert CANARY not in str(info.value)
+
+
+def test_key_and_key_variable_together_are_refused():
+    with pytest.raises(OptionError, match="'apiKey' and 'apiKeyEnv' both give the API key"):
+        parse(apiKey=CANARY, apiKeyEnv="VLLM_API_KEY")
+
+
+def test_request_options_are_typed():
+    opts = parse(
+        systemPrompt="Be terse.",
+        maxTokens="64",
+        temperature="0",
+        topP="0.9",
+        seed="-3",
+        n="2",
+        extraBody='{"repetition_penalty": 1.05}',
+        adaptiveConcurrency="FALSE",
+    )
+    assert (opts.system_prompt, opts.max_tokens, opts.temperature, opts.top_p) == (
+        "Be terse.",
+        64,
+        0.0,
+        0.9,
+    )
+    assert (opts.seed, opts.n, opts.extra_body) == (-3, 2, {"repetition_penalty": 1.05})
+    assert opts.adaptive_concurrency is False
+
+
+def test_options_that_do_not_apply_are_refused_and_not_required():
+    opts = Options.parse({"endpoint": "http://h:1"}, unused=("prompts",))
+    assert opts.prompts == ""
+    with pytest.raises(OptionError, match="'prompts' does not apply here"):
+        Options.parse({"endpoint": "http://h:1", "prompts": "/p"}, unused=("prompts",))

@@ -1,0 +1,103 @@
+"""``generate``: the source's client as a DataFrame transform, for prompts that live in tables or
+Kafka. Each batch of rows is sent and parsed on the executors (``mapInArrow``) by the same code
+as the ``dspark-json`` source, into the same columns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.types import ArrayType, StringType, StructType
+
+from dspark_json.errors import OptionError, SchemaError
+from dspark_json.inputs import PromptRecord
+from dspark_json.options import Options
+from dspark_json.pipeline import answer, apply_mode, assemble, log_partition
+from dspark_json.preflight import check_server
+from dspark_json.schema import output_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["generate"]
+
+#: Options of the source that a transform has no use for.
+_NOT_FOR_GENERATE = ("prompts", "partitionSize", "maxRecordsPerTrigger", "maxFilesPerTrigger")
+
+
+def generate(
+    df: DataFrame, *, prompt_col: str = "prompt", endpoint: str, **options: Any
+) -> DataFrame:
+    """``df`` plus the model's answer to each row's prompt, typed as the source types it.
+
+    ``prompt_col`` holds the prompt text (string) or the chat messages (array of
+    ``struct<role, content>``). ``options`` are the source's options by name
+    (``responseFormat=schema_dict, maxConcurrency=16, apiKeyEnv="VLLM_API_KEY", ...``); a
+    ``custom_id`` column, where there is one, names rows in FAILFAST errors.
+
+        answers = dspark_json.generate(prompts_df, prompt_col="question",
+                                       endpoint="http://vllm:8000", responseFormat=schema)
+    """
+    raw = {"endpoint": endpoint, **{k: _option_text(v) for k, v in options.items()}}
+    config = Options.parse(raw, unused=_NOT_FOR_GENERATE)
+    config = config.with_model(check_server(config))
+    if prompt_col not in df.columns:
+        raise OptionError(
+            f"generate: prompt_col {prompt_col!r} is not a column of the DataFrame (columns: "
+            f"{', '.join(df.columns)}). Pass the column that holds the prompts."
+        )
+    kind = df.schema[prompt_col].dataType
+    if not isinstance(kind, StringType | ArrayType):
+        raise SchemaError(
+            f"generate: column {prompt_col!r} is {kind.simpleString()}; it must hold the prompt "
+            "text (string) or chat messages (array<struct<role:string,content:string>>)."
+        )
+    full = output_schema(response_format=config.response_format)
+    answers_schema = StructType([f for f in full.fields if f.name != "custom_id"])
+    clash = sorted(set(df.columns) & set(answers_schema.names))
+    if clash:
+        raise SchemaError(
+            f"generate: the DataFrame already has column(s) {', '.join(clash)}, which the answer "
+            "brings too. Rename or drop them first."
+        )
+    out = StructType([*df.schema.fields, *answers_schema.fields])
+    prompt_index = df.columns.index(prompt_col)
+    id_index = df.columns.index("custom_id") if "custom_id" in df.columns else None
+
+    def send(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for number, batch in enumerate(batches):
+            ids = batch.column(id_index).to_pylist() if id_index is not None else None
+            records = [
+                _record(value, None if ids is None else ids[i], f"row {i} of batch {number}")
+                for i, value in enumerate(batch.column(prompt_index).to_pylist())
+            ]
+            answers = answer(records, config, answers_schema)
+            table = assemble(answers_schema, pa.table({}), [{}] * len(records), records, answers)
+            whole = pa.Table.from_arrays(
+                [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
+            )
+            kept = apply_mode(whole, options=config, records=records, answers=answers)
+            log_partition(f"generate batch {number}", answers, dropped=len(records) - len(kept))
+            yield from kept.combine_chunks().to_batches()
+
+    return df.mapInArrow(send, out)
+
+
+def _option_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping | list):
+        return json.dumps(value)
+    return str(value)
+
+
+def _record(value: Any, custom_id: Any, where: str) -> PromptRecord:
+    cid = None if custom_id is None else str(custom_id)
+    raw = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, str) and value:
+        return PromptRecord(cid, [{"role": "user", "content": value}], {}, raw, where)
+    if isinstance(value, list) and value:
+        return PromptRecord(cid, value, {}, raw, where)
+    return PromptRecord(cid, None, {}, raw, where, "the prompt is null or empty")
