@@ -133,15 +133,14 @@ def batch_read(spark, simulator, prompt_dir, **options):
     return reader.load()
 
 
-def test_http_failures_become_error_rows_not_lost_rows(spark, simulator, tmp_path):
+def test_an_unknown_model_fails_at_load_naming_what_is_served(spark, simulator, tmp_path):
     write_prompts(tmp_path, "a.jsonl", prompts(0, 3))
-    rows = batch_read(spark, simulator, tmp_path, model="no-such-model").collect()
-    assert len(rows) == 3
-    for row in rows:
-        assert row["_status"] == "http_error"
-        assert row["_error"]["status"] == 404 and row["_error"]["attempts"] == 1
-        assert row["_error"]["message"] == "The model `no-such-model` does not exist."
-        assert row["id"] is None and row["parsed"] is None
+    with pytest.raises(
+        Exception,
+        match=r"Model 'no-such-model' is not served by http://127\.0\.0\.1:\d+ "
+        r"\(it serves: dspark-sim\)\. Fix option 'model'",
+    ):
+        batch_read(spark, simulator, tmp_path, model="no-such-model")
 
 
 def test_failfast_names_the_row_and_dropmalformed_drops_it(spark, simulator, tmp_path):

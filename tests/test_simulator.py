@@ -57,3 +57,80 @@ def test_stats_count_completions(simulator):
     before = simulator.stats().get("chat_completions", 0)
     chat(simulator.url, [{"role": "user", "content": "count me"}])
     assert simulator.stats()["chat_completions"] == before + 1
+
+
+def _sim_chat(url, content, **headers):
+    return httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": "dspark-sim", "messages": [{"role": "user", "content": content}]},
+        headers=headers,
+        timeout=10,
+    )
+
+
+def test_faults_are_seeded_and_shaped_like_vllm():
+    from dspark_json.local import SimulatorProcess
+    from dspark_json.simulator import Faults
+
+    faults = Faults(
+        error_rates={429: 0.3, 500: 0.2},
+        error_shape="flat",
+        retry_after="2",
+        retry_after_ms=150,
+        api_key="zq-canary-7f3a9c",
+    )
+    runs = []
+    for _ in range(2):
+        with SimulatorProcess(seed=3, faults=faults) as server:
+            assert _sim_chat(server.url, "x").status_code == 401
+            auth = {"authorization": "Bearer zq-canary-7f3a9c"}
+            replies = [_sim_chat(server.url, f"p{i % 20}", **auth) for i in range(60)]
+            runs.append([r.status_code for r in replies])
+            stats = server.stats()
+    assert runs[0] == runs[1]  # same seed, same faults
+    codes = runs[0]
+    assert {200, 429, 500} <= set(codes)
+    limited = replies[codes.index(429)]
+    assert limited.headers["retry-after"] == "2" and limited.headers["retry-after-ms"] == "150"
+    assert limited.json()["object"] == "error" and limited.json()["type"] == "RateLimitError"
+    assert stats["status_429"] == codes.count(429) and stats["status_401"] == 1
+
+
+def test_transport_faults_reset_truncate_and_malformed():
+    from dspark_json.local import SimulatorProcess
+    from dspark_json.simulator import Faults
+
+    kinds = []
+    with SimulatorProcess(
+        faults=Faults(reset_rate=0.3, truncate_rate=0.3, malformed_rate=0.5)
+    ) as s:
+        for i in range(40):
+            try:
+                reply = _sim_chat(s.url, f"q{i}")
+                kinds.append(reply.json()["choices"][0]["finish_reason"])
+            except httpx.RemoteProtocolError:
+                kinds.append("cut")
+        stats = s.stats()
+    assert {"cut", "length", "stop"} <= set(kinds)
+    assert stats["reset"] + stats["truncate"] == kinds.count("cut")
+
+
+def test_capacity_makes_latency_grow_like_a_queue():
+    import asyncio
+    import time
+
+    from dspark_json.local import SimulatorProcess
+    from dspark_json.simulator import Faults
+
+    async def burst(url, n):
+        async with httpx.AsyncClient(timeout=30) as client:
+            body = {"model": "dspark-sim", "messages": [{"role": "user", "content": "x"}]}
+            started = time.perf_counter()
+            await asyncio.gather(
+                *(client.post(f"{url}/v1/chat/completions", json=body) for _ in range(n))
+            )
+            return time.perf_counter() - started
+
+    with SimulatorProcess(latency=0.1, faults=Faults(capacity=2)) as server:
+        elapsed = asyncio.run(burst(server.url, 8))
+    assert elapsed >= 0.4  # 8 requests, 2 at a time, 0.1 s each
