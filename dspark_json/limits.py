@@ -6,7 +6,10 @@ round trip (``limit`` completions):
 
 * slow start: the limit doubles per window until the first sign of congestion;
 * then additive increase: +1 per window while the window's median latency stays within
-  ``tolerance`` x the baseline (the lowest window median of the recent past);
+  ``tolerance`` x the baseline: the lowest window median of the last 5 minutes. A memory in
+  time, not in windows: a queue the limit itself builds would otherwise become the baseline
+  within a few (short) windows and let the limit climb back; 5 minutes still follows a server
+  that got slower for good (longer answers);
 * multiplicative decrease: x0.8 when the median grows beyond that (requests are queueing in the
   server), x0.5 on a timeout, 429, 5xx or connection error, at most once per window.
 
@@ -16,11 +19,12 @@ With adaptation off the limit stays at its maximum.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 
 __all__ = ["AdaptiveLimit"]
 
-_HISTORY = 20  # windows the baseline looks back over
+_MEMORY_S = 300.0  # how long a window median counts towards the baseline
 
 
 class AdaptiveLimit:
@@ -38,7 +42,7 @@ class AdaptiveLimit:
         self.lowest = int(self.limit)
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._window: list[float] = []
-        self._medians: deque[float] = deque(maxlen=_HISTORY)
+        self._medians: deque[tuple[float, float]] = deque()  # (when, median), oldest first
         self._slow_start = True
         self._since_cut = 1 << 30  # completions since the last cut
 
@@ -79,8 +83,11 @@ class AdaptiveLimit:
         self._window.sort()
         median = self._window[len(self._window) // 2]
         self._window.clear()
-        baseline = min(self._medians, default=median)
-        self._medians.append(median)
+        now = time.monotonic()
+        while self._medians and self._medians[0][0] < now - _MEMORY_S:
+            self._medians.popleft()
+        baseline = min((m for _, m in self._medians), default=median)
+        self._medians.append((now, median))
         if median > self.tolerance * baseline:
             self._slow_start = False
             self._set(self.limit * 0.8)

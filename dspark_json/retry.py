@@ -7,6 +7,7 @@ a server may echo the key back, and a transport error's text may carry the URL.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -55,13 +56,14 @@ def retry_after(headers: httpx.Headers) -> float | None:
 
 
 def http_error(
-    response: httpx.Response, attempts: int, secrets: Iterable[Secret | None] = ()
+    status: int, content: bytes, attempts: int, secrets: Iterable[Secret | None] = ()
 ) -> dict[str, Any]:
     """An error record from either of vLLM's error shapes: ``{"error": {...}}`` or the flat
     ``{"object": "error", "message", "type", ...}``; the body's start where it is neither."""
-    kind, message = f"http_{response.status_code}", response.text[:_MESSAGE_CHARS]
+    text = content.decode("utf-8", errors="replace")
+    kind, message = f"http_{status}", text[:_MESSAGE_CHARS]
     try:
-        body = response.json()
+        body = json.loads(text)
     except ValueError:
         body = None
     if isinstance(body, dict):
@@ -72,7 +74,7 @@ def http_error(
         kind = str(detail.get("type") or kind)
         message = str(detail.get("message") or message)[:_MESSAGE_CHARS]
     return {
-        "status": response.status_code,
+        "status": status,
         "type": kind,
         "message": redact(message, secrets),
         "attempts": attempts,

@@ -45,3 +45,26 @@ def test_benchmark_corpus_is_seeded_and_has_every_kind_of_body():
     statuses = set(table.column("_status").to_pylist())
     assert {"ok", "corrupt_envelope", "not_json", "truncated"} <= statuses
     assert table.column("_rescued_data").null_count < len(first)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_client_benchmark_smoke(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/client_throughput.py", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    figures = json.loads((tmp_path / "client_throughput.json").read_text())["figures"]
+    assert [f["name"] for f in figures["spark"]] == [
+        "dspark-json source (requests + typed parse)",
+        "Python UDF, requests.post per row (no parse)",
+    ]
+    assert all(f["requests_per_s"] > 0 for part in figures.values() for f in part)
+    fixed, adaptive = figures["capacity"]
+    assert fixed["limit_range"] == [32, 32] and adaptive["limit_range"][0] == 8
+    assert "| in-flight limit |" in (tmp_path / "client_throughput.md").read_text()
