@@ -28,7 +28,7 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.frames import parse_dataframe
-from dspark_json.generate import generate
+from dspark_json.generation import generate
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.responses import parse_responses, response_schema
 from dspark_json.schema import json_schema_to_spark
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OPTION_SPECS",
+    "REDACTION_PATTERN",
     "BackendUnavailable",
     "DSparkJsonError",
     "OptionError",
