@@ -1,5 +1,6 @@
 import asyncio
 import base64
+import logging
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -272,3 +273,22 @@ def test_load_is_spread_and_a_failing_endpoint_rests_until_health_answers():
     assert all(o.body == "{}" for o in fetched.outcomes)
     assert fetched.stats.endpoint_rests == 1 and health["a.test"] >= 1
     assert sent["a.test"] > 3 and sent["b.test"] > 3  # a came back after its probe
+
+
+def test_no_log_line_carries_the_key_or_url_credentials(caplog):
+    caplog.set_level(logging.DEBUG)
+
+    def handler(request):
+        if request.url.path == "/health":
+            return httpx.Response(503)
+        raise httpx.ConnectError(f"refused for url {request.url}", request=request)
+
+    endpoint = Endpoint("http://model.test", Secret(f"ann:{CANARY}"))
+    config = ClientConfig(
+        endpoints=(endpoint,), api_key=ApiKey(Secret(CANARY)), max_attempts=4, deadline=1.5
+    )
+    fetched = run(handler, n=3, config=config)
+    assert fetched.stats.endpoint_rests == 1
+    assert {o.error["type"] for o in fetched.outcomes} == {"endpoint_unavailable"}
+    assert "failed 3 times in a row" in caplog.text
+    assert CANARY not in caplog.text and CANARY not in repr(fetched)
