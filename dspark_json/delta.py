@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from dspark_json.errors import OptionError
 from dspark_json.fs import read_text
 
 if TYPE_CHECKING:
@@ -34,14 +35,22 @@ def write_delta(
     checkpoint: str,
     trigger: Mapping[str, Any] | None = None,
     query_name: str | None = None,
+    partition_by: Sequence[str] | None = None,
 ) -> StreamingQuery:
     """Start streaming ``df`` into the Delta table at ``path``; return the running query.
 
     ``checkpoint`` is the query's checkpoint location (keep it to resume exactly where the query
     stopped). ``trigger`` holds ``DataStreamWriter.trigger`` keywords, e.g.
-    ``{"availableNow": True}`` or ``{"processingTime": "10 seconds"}``.
+    ``{"availableNow": True}`` or ``{"processingTime": "10 seconds"}``. ``partition_by`` names
+    the table's partition columns (used when the table is created).
     """
-    sink = _DeltaBatchWriter(path, checkpoint)
+    missing = sorted(set(partition_by or ()) - set(df.columns))
+    if missing:
+        raise OptionError(
+            f"write_delta: partition_by names column(s) {', '.join(missing)} that the DataFrame "
+            f"does not have (columns: {', '.join(df.columns)})."
+        )
+    sink = _DeltaBatchWriter(path, checkpoint, partition_by)
     writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
@@ -53,9 +62,12 @@ def write_delta(
 class _DeltaBatchWriter:
     """The ``foreachBatch`` function: materialise the batch once, commit it once."""
 
-    def __init__(self, path: str, checkpoint: str) -> None:
+    def __init__(
+        self, path: str, checkpoint: str, partition_by: Sequence[str] | None = None
+    ) -> None:
         self.path = path
         self.checkpoint = checkpoint
+        self.partition_by = list(partition_by) if partition_by else None
         self._app_id: str | None = None
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
@@ -78,6 +90,7 @@ class _DeltaBatchWriter:
             table,
             mode="append",
             schema_mode="merge",
+            partition_by=self.partition_by,
             commit_properties=CommitProperties(
                 app_transactions=[Transaction(app_id=app_id, version=batch_id)]
             ),

@@ -24,7 +24,14 @@ if TYPE_CHECKING:
 __all__ = ["generate"]
 
 #: Options of the source that a transform has no use for.
-_NOT_FOR_GENERATE = ("prompts", "partitionSize", "maxRecordsPerTrigger", "maxFilesPerTrigger")
+_NOT_FOR_GENERATE = (
+    "prompts",
+    "responses",
+    "journal",
+    "partitionSize",
+    "maxRecordsPerTrigger",
+    "maxFilesPerTrigger",
+)
 
 
 def generate(

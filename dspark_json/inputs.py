@@ -33,6 +33,7 @@ __all__ = [
     "plan_partitions",
     "prompt_record",
     "read_segment",
+    "rows_of",
 ]
 
 logger = logging.getLogger("dspark_json")
@@ -93,7 +94,8 @@ class PromptRecord:
         return f"custom_id {self.custom_id!r} ({self.where})" if self.custom_id else self.where
 
 
-def _rows(data: bytes) -> list[bytes]:
+def rows_of(data: bytes) -> list[bytes]:
+    """The non-blank lines of a JSONL file: its rows."""
     return [line for line in data.splitlines() if line.strip()]
 
 
@@ -110,7 +112,7 @@ class PromptListing:
         listed = list_files(self.directory, suffixes=PROMPT_SUFFIXES)
         for entry in listed:
             if entry.name not in self._rows:
-                self._rows[entry.name] = len(_rows(read_bytes(entry.path)))
+                self._rows[entry.name] = len(rows_of(read_bytes(entry.path)))
         return [(entry, self._rows[entry.name]) for entry in listed]
 
     def end(self) -> Position:
@@ -200,7 +202,7 @@ def plan_partitions(segments: Sequence[Segment], partition_size: int) -> list[Pr
 
 def read_segment(segment: Segment) -> Iterator[PromptRecord]:
     """The prompt records of one segment (executor side)."""
-    lines = _rows(read_bytes(segment.path))[segment.start : segment.end]
+    lines = rows_of(read_bytes(segment.path))[segment.start : segment.end]
     for number, line in enumerate(lines, start=segment.start + 1):
         yield _record(line.decode("utf-8", errors="replace"), f"{segment.path} row {number}")
 

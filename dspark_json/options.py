@@ -49,7 +49,7 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "shown.",
         "http://vllm-a:8000,http://vllm-b:8000",
         aliases=("vllm_endpoint",),
-        required=True,
+        required=True,  # unless option responses replays recorded answers
     ),
     OptionSpec(
         "apiKey",
@@ -75,6 +75,22 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "/data/prompts",
         aliases=("path",),
         required=True,
+    ),
+    OptionSpec(
+        "responses",
+        "responses",
+        "Instead of prompts: a directory of recorded answers to parse, no HTTP. JSONL of raw "
+        "response bodies, or the output of vLLM's / OpenAI's batch runner (custom_id, "
+        "response.status_code, response.body, error). Same offsets and file rules as prompts.",
+        "/data/batch-output",
+    ),
+    OptionSpec(
+        "journal",
+        "journal",
+        "Directory where each partition's raw answers are written before its rows go to Spark; "
+        "a replayed batch or a retried task reads them instead of calling the model again. "
+        "Entries the sink has committed are pruned.",
+        "/data/_journal/answers",
     ),
     OptionSpec(
         "model",
@@ -240,8 +256,10 @@ _RECORD_MODES: tuple[RecordMode, ...] = ("PERMISSIVE", "DROPMALFORMED", "FAILFAS
 class Options:
     """The reader's options, parsed and checked. Build it with :meth:`Options.parse`."""
 
-    endpoints: tuple[Endpoint, ...]
+    endpoints: tuple[Endpoint, ...] = ()
     prompts: str = ""
+    responses: str | None = None
+    journal: str | None = None
     api_key: Secret | None = None
     api_key_env: str | None = None
     model: str | None = None
@@ -295,7 +313,7 @@ class Options:
                 used, text = given[spec.attr]
             elif spec.default is not None:
                 used, text = spec.name, spec.default
-            elif spec.required and spec.name not in unused:
+            elif spec.required and spec.name not in unused and "responses" not in given:
                 raise OptionError(
                     f"Option {spec.name!r} is required: {spec.doc} "
                     f"Example: .option({spec.name!r}, {spec.example!r})."
@@ -303,12 +321,22 @@ class Options:
             else:
                 continue
             values[spec.attr] = _CONVERTERS[spec.attr](used, text)
+        if "responses" in values and "prompts" in values:
+            raise OptionError(
+                f"Options {given['prompts'][0]!r} and 'responses' are both set: read prompts "
+                "(and call the model) or replay recorded responses, not both."
+            )
         if "api_key" in values and "api_key_env" in values:
             raise OptionError(
                 f"Options {given['api_key'][0]!r} and 'apiKeyEnv' both give the API key; set "
                 "only one (apiKeyEnv keeps the key out of the query's options)."
             )
         return cls(**values)
+
+    @property
+    def input_directory(self) -> str:
+        """Where the input rows are: the recorded responses, else the prompts."""
+        return self.responses if self.responses is not None else self.prompts
 
     @property
     def endpoint(self) -> str:
@@ -427,7 +455,7 @@ def _boolean(name: str, text: str) -> bool:
 def _directory(name: str, text: str) -> str:
     path = text.strip()
     if not path:
-        raise OptionError(f"Option {name!r} must name a directory of prompt files, got ''.")
+        raise OptionError(f"Option {name!r} must name a directory, got ''.")
     return path if is_remote_uri(path) else os.path.abspath(os.path.expanduser(path))
 
 
@@ -514,6 +542,8 @@ _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "api_key": _secret,
     "api_key_env": _env_name,
     "prompts": _directory,
+    "responses": _directory,
+    "journal": _directory,
     "model": _nonempty,
     "response_format": _response_format,
     "parse_mode": _choice(_PARSE_MODES),

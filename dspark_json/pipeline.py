@@ -17,16 +17,32 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.types import StringType, StructType
 
-from dspark_json.client import ClientConfig, ClientStats, Outcome, complete_all
+from dspark_json.client import ClientConfig, ClientStats, Fetched, Outcome, complete_all
 from dspark_json.errors import RecordError
-from dspark_json.inputs import PromptPartition, PromptRecord, passthrough_column, read_segment
+from dspark_json.inputs import (
+    Position,
+    PromptPartition,
+    PromptRecord,
+    passthrough_column,
+    read_segment,
+)
+from dspark_json.journal import Journal
 from dspark_json.options import Options
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.prompting import RequestBuilder
+from dspark_json.replay import read_recorded
 from dspark_json.schema import MALFORMED, RESPONSE_COLUMNS
 
-__all__ = ["Answers", "answer", "apply_mode", "assemble", "log_partition", "read_partition"]
+__all__ = [
+    "Answers",
+    "answer",
+    "apply_mode",
+    "assemble",
+    "fetch",
+    "log_partition",
+    "read_partition",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -45,17 +61,29 @@ class Answers:
     reference_rows: int
 
 
-def answer(records: Sequence[PromptRecord], options: Options, schema: StructType) -> Answers:
-    """Send the prompts (rows with a problem are not sent) and parse the answers into the
-    response columns of ``schema``; rows out = prompts in, in order."""
-    backend = select_backend(options.parse_mode)
+def fetch(records: Sequence[PromptRecord], options: Options) -> Fetched:
+    """Send the prompts (rows with a problem are not sent); one outcome per row, in order."""
     builder = RequestBuilder(options)
-    started = time.perf_counter()
-    fetched = complete_all(
+    return complete_all(
         [builder.build(r) if r.problem is None else None for r in records],
         ClientConfig.from_options(options),
         stop_on_failure=options.mode == "FAILFAST",
     )
+
+
+def answer(
+    records: Sequence[PromptRecord],
+    options: Options,
+    schema: StructType,
+    *,
+    fetched: Fetched | None = None,
+) -> Answers:
+    """Parse the answers to ``records`` (fetched now unless given: from the journal or a
+    recording) into the response columns of ``schema``; rows out = prompts in, in order."""
+    backend = select_backend(options.parse_mode)
+    started = time.perf_counter()
+    if fetched is None:
+        fetched = fetch(records, options)
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column.
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
@@ -79,9 +107,9 @@ def answer(records: Sequence[PromptRecord], options: Options, schema: StructType
 def read_partition(
     partition: PromptPartition, options: Options, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
-    """Fetch and parse one partition's prompts; yield one batch in exactly ``schema``."""
-    records = [r for segment in partition.segments for r in read_segment(segment)]
-    answers = answer(records, options, schema)
+    """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
+    records, fetched = _records_and_answers(partition, options)
+    answers = answer(records, options, schema, fetched=fetched)
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name != "_error"]
     )
@@ -96,6 +124,34 @@ def read_partition(
     yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
+
+
+def _records_and_answers(
+    partition: PromptPartition, options: Options
+) -> tuple[list[PromptRecord], Fetched]:
+    """The partition's rows and their answers: recorded ones (option responses), journaled
+    ones (a replay or a retry), or fetched now and journaled before anything is yielded."""
+    if options.responses is not None:
+        pairs = [pair for segment in partition.segments for pair in read_recorded(segment)]
+        return [r for r, _ in pairs], Fetched([o for _, o in pairs], ClientStats())
+    records = [r for segment in partition.segments for r in read_segment(segment)]
+    if options.journal is None or not partition.segments:
+        return records, fetch(records, options)
+    journal = Journal(options.journal)
+    key = journal.key(partition.segments)
+    recorded = journal.load(key)
+    if recorded is not None and len(recorded) == len(records):
+        logger.info(
+            "partition %d: %d answers read from the journal (%s), none sent",
+            partition.index,
+            len(recorded),
+            key,
+        )
+        return records, Fetched(recorded, ClientStats())
+    fetched = fetch(records, options)
+    last = partition.segments[-1]
+    journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
+    return records, fetched
 
 
 def log_partition(what: str, answers: Answers, *, dropped: int) -> None:

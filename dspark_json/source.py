@@ -32,6 +32,7 @@ from dspark_json.inputs import (
     infer_passthrough,
     plan_partitions,
 )
+from dspark_json.journal import Journal
 from dspark_json.options import Options
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
@@ -53,9 +54,13 @@ class DSparkJsonDataSource(DataSource):
     def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
         config = Options.parse(options)
-        self.config = config.with_model(check_server(config))
+        if config.responses is None:  # replaying recorded answers needs no server
+            config = config.with_model(check_server(config))
+        self.config = config
 
     def schema(self) -> StructType:
+        if self.config.responses is not None:
+            return output_schema(response_format=self.config.response_format)
         passthrough = infer_passthrough(PromptListing(self.config.prompts))
         return output_schema(passthrough=passthrough, response_format=self.config.response_format)
 
@@ -76,7 +81,7 @@ class PromptBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        listing = PromptListing(self.config.prompts)
+        listing = PromptListing(self.config.input_directory)
         segments = listing.segments(Position(), listing.end())
         # Spark reads one partition of its own when given none; make that one ours (empty).
         return plan_partitions(segments, self.config.partition_size) or [PromptPartition(0, ())]
@@ -92,8 +97,15 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, config: Options, schema: StructType) -> None:
         self.config = config
         self.schema = schema
-        self._listing = PromptListing(config.prompts)
+        self._listing = PromptListing(config.input_directory)
         self._cap: Position | None = None
+        self._journal = Journal(config.journal) if config.journal is not None else None
+        if self._journal is None and config.responses is None:
+            logger.warning(
+                "Streaming without option 'journal': a micro-batch that Spark replays after a "
+                "crash, or a task it retries, sends its prompts to the model again (new answers, "
+                "tokens paid twice). Set option 'journal' to a directory to read them back instead."
+            )
 
     def initialOffset(self) -> dict[str, object]:
         return Position().to_offset()
@@ -136,4 +148,7 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_partition(partition, self.config, self.schema)
 
     def commit(self, end: dict[str, object]) -> None:
-        """Nothing to release yet; the journal (exactly-once issue) prunes here."""
+        """The sink has committed up to ``end``: the journal's entries before it can go. Spark
+        calls this late (and not for the last batch before a shutdown); nothing relies on it."""
+        if self._journal is not None:
+            self._journal.prune(Position.from_offset(end))

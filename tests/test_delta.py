@@ -47,3 +47,18 @@ def test_a_replayed_batch_id_is_committed_once(tmp_path):
     schema = delta.to_pyarrow_table().schema
     assert schema.field("created").type == pa.timestamp("us", tz="UTC")
     assert schema.field("parsed").type.field("at").type == pa.timestamp("us", tz="UTC")
+
+
+def test_partition_columns_are_kept(tmp_path):
+    checkpoint = tmp_path / "_ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "metadata").write_text(json.dumps({"id": "query-2"}))
+    table = pa.table({"custom_id": ["a", "b", "c"], "lang": ["en", "de", "en"]})
+    writer = _DeltaBatchWriter(str(tmp_path / "table"), str(checkpoint), ["lang"])
+    writer(ArrowBatch(table), 0)
+    delta = DeltaTable(str(tmp_path / "table"))
+    assert delta.metadata().partition_columns == ["lang"]
+    assert sorted((tmp_path / "table").glob("lang=*")) == [
+        tmp_path / "table" / "lang=de",
+        tmp_path / "table" / "lang=en",
+    ]
