@@ -52,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
     faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
+    faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -88,6 +89,7 @@ async def _simulate(args: argparse.Namespace) -> None:
         malformed_rate=args.malformed_rate,
         capacity=args.capacity,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+        vary=args.vary,
     )
     await run(
         args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults

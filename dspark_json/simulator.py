@@ -130,6 +130,7 @@ class Faults:
     malformed_rate: float = 0.0  # 200 whose content is cut off (finish_reason "length")
     capacity: int | None = None  # completions worked on at once; the rest wait in a queue
     api_key: str | None = None  # when set, /v1/* wants "Authorization: Bearer <key>"
+    vary: bool = False  # answer a repeated request differently, as a sampling model does
 
     def to_args(self) -> list[str]:
         """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
@@ -148,6 +149,8 @@ class Faults:
         ]
         if self.capacity is not None:
             args.append(f"--capacity={self.capacity}")
+        if self.vary:
+            args.append("--vary")
         return args
 
 
@@ -240,6 +243,8 @@ class Simulator:
     async def _complete(self, body: bytes) -> Reply:
         digest = hashlib.sha256(body).hexdigest()
         self._seen[digest] += 1
+        if self._seen[digest] > 1:
+            self.counts["repeated"] += 1  # the same request body again: a re-call
         draw = random.Random(f"{self.seed}:{digest}:{self._seen[digest]}").random
         faults = self.faults
         if draw() < faults.reset_rate:
@@ -260,7 +265,7 @@ class Simulator:
                 await self._work(slow)
         else:
             await self._work(slow)
-        status, payload = self._chat(body)
+        status, payload = self._chat(body, self._seen[digest] if self.faults.vary else 1)
         if malformed and status == 200:
             for choice in payload["choices"]:
                 content = choice["message"]["content"]
@@ -303,7 +308,7 @@ class Simulator:
         }
         return {"object": "list", "data": [card]}
 
-    def _chat(self, body: bytes) -> tuple[int, Any]:
+    def _chat(self, body: bytes, call: int = 1) -> tuple[int, Any]:
         try:
             request = json.loads(body)
         except ValueError:
@@ -315,7 +320,9 @@ class Simulator:
             return 404, self._error(message, 404)
         if request.get("stream"):
             return 400, self._error("stream=true is not supported here.", 400)
-        key = json.dumps([self.seed, request.get("seed"), request["messages"]], sort_keys=True)
+        key = json.dumps(
+            [self.seed, request.get("seed"), request["messages"], call], sort_keys=True
+        )
         digest = hashlib.sha256(key.encode()).hexdigest()
         rng = random.Random(digest)
         schema = _json_schema(request.get("response_format"))
