@@ -149,8 +149,14 @@ def _records_and_answers(
         )
         return records, Fetched(recorded, ClientStats())
     fetched = fetch(records, options)
-    last = partition.segments[-1]
-    journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
+    complete = all(
+        o.body is not None or o.error is not None
+        for r, o in zip(records, fetched.outcomes, strict=True)
+        if r.problem is None
+    )
+    if complete:  # FAILFAST stops sending at the first failure: such a partial fetch is not kept
+        last = partition.segments[-1]
+        journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
     return records, fetched
 
 

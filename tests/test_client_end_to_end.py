@@ -82,7 +82,15 @@ def test_the_key_is_nowhere_it_must_not_be(spark, tmp_path, capsys, caplog):
         caplog.set_level(logging.DEBUG, logger=name)
     with SimulatorProcess(faults=faults) as server:
         url = server.url.replace("http://", f"http://ann:{CANARY}@")
-        df = reader(spark, url, tmp_path / "in", apiKey=CANARY, mode="FAILFAST")
+        df = reader(
+            spark,
+            url,
+            tmp_path / "in",
+            apiKey=CANARY,
+            mode="FAILFAST",
+            maxConcurrency="1",
+            journal=str(tmp_path / "journal"),
+        )
         df.explain(True)
         query = df.writeStream.format("memory").queryName("keyless").start()
         with pytest.raises(Exception) as failure:
@@ -95,6 +103,9 @@ def test_the_key_is_nowhere_it_must_not_be(spark, tmp_path, capsys, caplog):
     assert "HTTP 400, BadRequestError: Injected fault: HTTP 400" in message
     for text in (explained, message, progress, caplog.text, repr(df)):
         assert CANARY not in text
+    # FAILFAST stopped after the first failure: that partial fetch is not journaled (a restart
+    # in PERMISSIVE mode must send the prompts that were never sent).
+    assert not list((tmp_path / "journal").glob("*.arrow"))
 
 
 def test_load_checks_name_the_url_the_cause_and_the_option(spark, tmp_path):
