@@ -53,6 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
     faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
     faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
+    faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
+    faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -62,12 +64,71 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--workdir", default="demo-output")
     demo.add_argument("--parse-mode", default="auto", choices=["auto", "cpu", "gpu"])
 
+    schema = commands.add_parser(
+        "schema", help="print the schema a query gets (tree and DDL), to pin it"
+    )
+    schema.add_argument("--endpoint", help="the model server (for sampling or schemaEndpoint)")
+    schema.add_argument("--response-format", help="a JSON Schema file (or the JSON itself)")
+    schema.add_argument("--schema-endpoint", help="path or URL of the server's JSON Schema")
+    schema.add_argument("--prompts", help="the prompt directory (pass-through columns, samples)")
+    schema.add_argument("--responses", help="a directory of recorded answers to infer from")
+    schema.add_argument("--samples", default="8", help="answers to infer `parsed` from")
+    schema.add_argument("--schema-hints", help="DDL hints, e.g. 'parsed.score DOUBLE'")
+    schema.add_argument("--model")
+    schema.add_argument("--api-key-env", help="environment variable holding the API key")
+
     args = parser.parse_args(argv)
     if args.command == "simulate":
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_simulate(args))
         return 0
+    if args.command == "schema":
+        return _schema(args)
     return _demo(args)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from dspark_json.errors import DSparkJsonError
+    from dspark_json.inputs import PromptListing, infer_passthrough
+    from dspark_json.options import Options
+    from dspark_json.preflight import check_server
+    from dspark_json.resolve import describe, fetch_served_schema, resolve_schema
+
+    given = {
+        "endpoint": args.endpoint,
+        "responseFormat": args.response_format,
+        "schemaEndpoint": args.schema_endpoint,
+        "prompts": args.prompts,
+        "responses": args.responses,
+        "inferSchemaSamples": args.samples,
+        "schemaHints": args.schema_hints,
+        "model": args.model,
+        "apiKeyEnv": args.api_key_env,
+    }
+    raw = {k: v for k, v in given.items() if v is not None}
+    try:
+        if args.prompts is None and args.responses is None:
+            raw.setdefault("endpoint", "http://127.0.0.1:8000")  # not contacted without samples
+            raw["inferSchemaSamples"] = "0"
+            options = Options.parse(raw, unused=("prompts",))
+        else:
+            options = Options.parse(raw)
+        needs_server = options.responses is None and (
+            options.schema_endpoint is not None
+            or (options.response_format is None and options.infer_schema_samples > 0)
+        )
+        if needs_server:
+            options = options.with_model(check_server(options))
+        if options.schema_endpoint is not None and options.response_format is None:
+            options = replace(options, served_schema=fetch_served_schema(options))
+        passthrough = infer_passthrough(PromptListing(options.prompts)) if args.prompts else []
+        _say(describe(resolve_schema(options, passthrough)))
+    except DSparkJsonError as exc:
+        sys.stderr.write(f"dspark-json schema: {exc}\n")
+        return 2
+    return 0
 
 
 async def _simulate(args: argparse.Namespace) -> None:
@@ -90,6 +151,8 @@ async def _simulate(args: argparse.Namespace) -> None:
         capacity=args.capacity,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
         vary=args.vary,
+        drift_after=args.drift_after,
+        served_schema=args.served_schema,
     )
     await run(
         args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults

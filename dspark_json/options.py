@@ -15,6 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from pyspark.sql.types import DataType
+
+from dspark_json.ddl import parse_hints
 from dspark_json.endpoints import Endpoint
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, read_text
@@ -24,6 +27,7 @@ __all__ = ["OPTION_SPECS", "OptionSpec", "Options", "options_table"]
 
 ParseMode = Literal["auto", "cpu", "gpu"]
 RecordMode = Literal["PERMISSIVE", "DROPMALFORMED", "FAILFAST"]
+EvolutionMode = Literal["rescue", "failOnNewColumns"]
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,47 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "response_format object is accepted too). Sent as response_format and used to type "
         "the `parsed` column.",
         "/data/schema.json",
+    ),
+    OptionSpec(
+        "schemaEndpoint",
+        "schema_endpoint",
+        "Where the server offers the JSON Schema its answers follow (a path on the endpoint, "
+        "e.g. GPUStack's /health/json-schema, or a URL); types `parsed` when responseFormat "
+        "is not given.",
+        "/health/json-schema",
+    ),
+    OptionSpec(
+        "inferSchemaSamples",
+        "infer_schema_samples",
+        "With no schema, responseFormat or schemaEndpoint: how many prompts (the first ones) to "
+        "send at .load() to infer `parsed` from their answers (recorded answers with option "
+        "responses: nothing is sent). 0: no `parsed` column.",
+        "20",
+        default="8",
+    ),
+    OptionSpec(
+        "schemaHints",
+        "schema_hints",
+        "Column types to pin on top of the resolved schema, as DDL: paths into structs, added "
+        "if missing (as in Auto Loader).",
+        "parsed.score DOUBLE, parsed.tags ARRAY<STRING>",
+    ),
+    OptionSpec(
+        "schemaEvolutionMode",
+        "schema_evolution_mode",
+        "What a field the schema does not know does: rescue (kept in _rescued_data, the "
+        "default) or failOnNewColumns (the query stops, naming the new fields).",
+        "failOnNewColumns",
+        default="rescue",
+    ),
+    OptionSpec(
+        "validateSchema",
+        "validate_schema",
+        "Validate each answer's JSON against the JSON Schema (responseFormat or "
+        "schemaEndpoint) with jsonschema; violations land in column _schema_violations, the "
+        "rows are kept.",
+        "true",
+        default="false",
     ),
     OptionSpec(
         "parseMode",
@@ -264,6 +309,13 @@ class Options:
     api_key_env: str | None = None
     model: str | None = None
     response_format: Mapping[str, Any] | None = field(default=None, compare=False)
+    schema_endpoint: str | None = None
+    infer_schema_samples: int = 8
+    schema_hints: tuple[tuple[tuple[str, ...], DataType], ...] | None = None
+    schema_evolution_mode: EvolutionMode = "rescue"
+    validate_schema: bool = False
+    #: The JSON Schema fetched from schemaEndpoint on the driver (not an option).
+    served_schema: Mapping[str, Any] | None = field(default=None, compare=False)
     parse_mode: ParseMode = "auto"
     gpu_memory_fraction: float = 0.1
     mode: RecordMode = "PERMISSIVE"
@@ -332,6 +384,11 @@ class Options:
                 "only one (apiKeyEnv keeps the key out of the query's options)."
             )
         return cls(**values)
+
+    @property
+    def json_schema(self) -> Mapping[str, Any] | None:
+        """The JSON Schema answers should follow: responseFormat, else the served one."""
+        return self.response_format if self.response_format is not None else self.served_schema
 
     @property
     def input_directory(self) -> str:
@@ -546,6 +603,11 @@ _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "journal": _directory,
     "model": _nonempty,
     "response_format": _response_format,
+    "schema_endpoint": _nonempty,
+    "infer_schema_samples": _number(int, low=0),
+    "schema_hints": lambda name, text: tuple(parse_hints(text, name)),
+    "schema_evolution_mode": _choice({"rescue": "rescue", "failonnewcolumns": "failOnNewColumns"}),
+    "validate_schema": _boolean,
     "parse_mode": _choice(_PARSE_MODES),
     "gpu_memory_fraction": _fraction,
     "mode": _choice({m: m for m in _RECORD_MODES}, upper=True),

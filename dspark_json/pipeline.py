@@ -14,11 +14,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
 import pyarrow as pa
 from pyspark.sql.types import StringType, StructType
 
 from dspark_json.client import ClientConfig, ClientStats, Fetched, Outcome, complete_all
-from dspark_json.errors import RecordError
+from dspark_json.errors import RecordError, SchemaError
+from dspark_json.inference import contents_of
 from dspark_json.inputs import (
     Position,
     PromptPartition,
@@ -46,6 +48,44 @@ __all__ = [
 
 logger = logging.getLogger("dspark_json")
 
+#: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
+_ADDED = frozenset({"_error", "_schema_violations"})
+
+
+def schema_violations(
+    json_schema: Mapping[str, Any], bodies: Sequence[str | None]
+) -> list[list[str] | None]:
+    """Per body: how its content's JSON breaks ``json_schema`` (``[]``: it conforms; ``None``:
+    no JSON content to check), as ``"path: message"``."""
+    validator = jsonschema.validators.validator_for(json_schema)(json_schema)
+    out: list[list[str] | None] = []
+    for body in bodies:
+        values = contents_of([body])
+        if not values:
+            out.append(None)
+            continue
+        errors = sorted(validator.iter_errors(values[0]), key=lambda e: list(map(str, e.path)))
+        out.append([f"{'/'.join(map(str, e.path)) or '$'}: {e.message}" for e in errors])
+    return out
+
+
+def check_no_new_fields(table: pa.Table, records: Sequence[PromptRecord]) -> None:
+    """schemaEvolutionMode=failOnNewColumns: stop at the first fields the schema does not know."""
+    if "_rescued_data" not in table.column_names:
+        return
+    new: dict[str, str] = {}
+    for record, text in zip(records, table.column("_rescued_data").to_pylist(), strict=True):
+        for key in json.loads(text) if text else {}:
+            new.setdefault(key, record.describe())
+    if new:
+        listed = ", ".join(f"{k} (first in {where})" for k, where in sorted(new.items()))
+        raise SchemaError(
+            f"schemaEvolutionMode=failOnNewColumns: the answers carry fields the schema does "
+            f"not know: {listed}. Pin them with option 'schemaHints' (e.g. "
+            f"'{sorted(new)[0]} STRING'), give a schema with .schema(...) that has them, or set "
+            "schemaEvolutionMode=rescue to keep them in _rescued_data."
+        )
+
 
 @dataclass(frozen=True)
 class Answers:
@@ -59,6 +99,7 @@ class Answers:
     http_seconds: float
     parse_seconds: float
     reference_rows: int
+    violations: list[list[str] | None] | None = None  # with option validateSchema
 
 
 def fetch(records: Sequence[PromptRecord], options: Options) -> Fetched:
@@ -92,6 +133,9 @@ def answer(
     parser = make_parser(response_schema, backend, gpu_memory_fraction=options.gpu_memory_fraction)
     responses = parser.parse([o.body for o in fetched.outcomes])
     statuses = _statuses(records, fetched.outcomes, responses.column("_status").to_pylist())
+    violations = None
+    if options.validate_schema and options.json_schema is not None:
+        violations = schema_violations(options.json_schema, [o.body for o in fetched.outcomes])
     return Answers(
         responses,
         fetched.outcomes,
@@ -101,6 +145,7 @@ def answer(
         http_done - started,
         time.perf_counter() - http_done,
         parser.reference_rows,
+        violations,
     )
 
 
@@ -111,7 +156,7 @@ def read_partition(
     records, fetched = _records_and_answers(partition, options)
     answers = answer(records, options, schema, fetched=fetched)
     prompt_schema = StructType(
-        [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name != "_error"]
+        [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
     prompt_rows = [
         {"custom_id": r.custom_id, **{passthrough_column(k): v for k, v in r.fields.items()}}
@@ -119,6 +164,8 @@ def read_partition(
     ]
     prompts, prompt_rescued = Converter(prompt_schema).table(prompt_rows)
     table = assemble(schema, prompts, prompt_rescued, records, answers)
+    if options.schema_evolution_mode == "failOnNewColumns":
+        check_no_new_fields(table, records)
     kept = apply_mode(table, options=options, records=records, answers=answers)
     log_partition(f"partition {partition.index}", answers, dropped=table.num_rows - kept.num_rows)
     yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
@@ -230,6 +277,9 @@ def assemble(
     if "_error" in target.names:
         errors = [_error_of(r, o) for r, o in zip(records, answers.outcomes, strict=True)]
         columns["_error"] = pa.array(errors, target.field("_error").type)
+    if "_schema_violations" in target.names:
+        found = answers.violations or [None] * len(records)
+        columns["_schema_violations"] = pa.array(found, target.field("_schema_violations").type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
 
 

@@ -118,10 +118,17 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
 
 
 def output_schema(
-    *, passthrough: Iterable[StructField] = (), response_format: Mapping[str, Any] | None
+    *,
+    passthrough: Iterable[StructField] = (),
+    response_format: Mapping[str, Any] | None = None,
+    parsed: DataType | None = None,
+    violations: bool = False,
 ) -> StructType:
-    """Pass-through prompt columns, ``custom_id``, the envelope, ``parsed`` and system columns."""
-    parsed = json_schema_to_spark(response_format) if response_format is not None else None
+    """Pass-through prompt columns, ``custom_id``, the envelope, ``parsed`` (typed by ``parsed``,
+    else from ``response_format``) and the system columns (``_schema_violations`` too when
+    ``violations``)."""
+    if parsed is None and response_format is not None:
+        parsed = json_schema_to_spark(response_format)
     fields = [*passthrough, StructField("custom_id", StringType())]
     fields += envelope_fields(parsed)
     if parsed is not None:
@@ -132,6 +139,8 @@ def output_schema(
         StructField("_corrupt_record", StringType()),
         StructField("_error", ERROR_TYPE),
     ]
+    if violations:
+        fields.append(StructField("_schema_violations", ArrayType(StringType())))
     return StructType(fields)
 
 

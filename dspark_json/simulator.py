@@ -131,6 +131,9 @@ class Faults:
     capacity: int | None = None  # completions worked on at once; the rest wait in a queue
     api_key: str | None = None  # when set, /v1/* wants "Authorization: Bearer <key>"
     vary: bool = False  # answer a repeated request differently, as a sampling model does
+    drift_after: int | None = None  # after this many answers, add fields nobody expected
+    served_schema: str | None = None  # JSON Schema text served at /health/json-schema and
+    # followed when a request has no response_format (as GPUStack's patched vLLM does)
 
     def to_args(self) -> list[str]:
         """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
@@ -151,6 +154,10 @@ class Faults:
             args.append(f"--capacity={self.capacity}")
         if self.vary:
             args.append("--vary")
+        if self.drift_after is not None:
+            args.append(f"--drift-after={self.drift_after}")
+        if self.served_schema is not None:
+            args.append(f"--served-schema={self.served_schema}")
         return args
 
 
@@ -224,6 +231,10 @@ class Simulator:
             return Reply(200)
         if path == "/stats":
             return Reply(200, dict(self.counts))
+        if path == "/health/json-schema":
+            if self.faults.served_schema is None:
+                return Reply(404, self._error("No schema is served.", 404))
+            return Reply(200, json.loads(self.faults.served_schema))
         key = self.faults.api_key
         authorization = (headers or {}).get("authorization")
         if key is not None and path.startswith("/v1/") and authorization != f"Bearer {key}":
@@ -326,10 +337,19 @@ class Simulator:
         digest = hashlib.sha256(key.encode()).hexdigest()
         rng = random.Random(digest)
         schema = _json_schema(request.get("response_format"))
+        if schema is None and self.faults.served_schema is not None:
+            schema = json.loads(self.faults.served_schema)
+        drifted = (
+            self.faults.drift_after is not None
+            and self.counts["completions_ok"] >= self.faults.drift_after
+        )
         choices = []
         for index in range(int(request.get("n") or 1)):
             if schema is not None:
-                content = json.dumps(generate_value(schema, rng), ensure_ascii=False)
+                value = generate_value(schema, rng)
+                if drifted and isinstance(value, dict):
+                    value["confidence"] = round(rng.random(), 3)  # a field the schema lacks
+                content = json.dumps(value, ensure_ascii=False)
             else:
                 content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
             choices.append(_choice(index, content))
@@ -340,7 +360,8 @@ class Simulator:
         )
         completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
         self.counts["completions_ok"] += 1
-        return 200, {
+        extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
+        return 200, (extra if drifted else {}) | {
             "id": f"chatcmpl-{digest[:32]}",
             "object": "chat.completion",
             "created": int(time.time()),

@@ -1,0 +1,218 @@
+"""Spark DDL without a JVM: column hints (``parsed.score DOUBLE, tags ARRAY<STRING>``) in, schema
+text out.
+
+pyspark's own DDL parser lives in the JVM and needs a SparkSession; a data source's ``schema()``
+runs in a Python worker that has none, so option ``schemaHints`` is read here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    BooleanType,
+    ByteType,
+    DataType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FloatType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from dspark_json.errors import OptionError
+
+__all__ = ["apply_hints", "parse_hints", "to_ddl"]
+
+_SIMPLE: dict[str, DataType] = {
+    "string": StringType(),
+    "varchar": StringType(),
+    "char": StringType(),
+    "bigint": LongType(),
+    "long": LongType(),
+    "int": IntegerType(),
+    "integer": IntegerType(),
+    "smallint": ShortType(),
+    "short": ShortType(),
+    "tinyint": ByteType(),
+    "byte": ByteType(),
+    "double": DoubleType(),
+    "float": FloatType(),
+    "real": FloatType(),
+    "boolean": BooleanType(),
+    "timestamp": TimestampType(),
+    "timestamp_ltz": TimestampType(),
+    "timestamp_ntz": TimestampNTZType(),
+    "date": DateType(),
+    "binary": BinaryType(),
+}
+_TOKEN = re.compile(r"\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:.])")
+
+
+class _Tokens:
+    def __init__(self, text: str, option: str) -> None:
+        self.text, self.option = text, option
+        self.items: list[str] = []
+        pos = 0
+        while pos < len(text):
+            if text[pos:].strip() == "":
+                break
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                self.fail(f"unexpected {text[pos:].strip()[:20]!r}")
+            assert match is not None
+            self.items.append(match.group(1))
+            pos = match.end()
+        self.i = 0
+
+    def peek(self) -> str | None:
+        return self.items[self.i] if self.i < len(self.items) else None
+
+    def take(self, expected: str | None = None) -> str:
+        token = self.peek()
+        if token is None or (expected is not None and token.lower() != expected):
+            self.fail(f"expected {expected or 'more'}, found {token or 'the end'}")
+        self.i += 1
+        assert token is not None
+        return token
+
+    def fail(self, why: str) -> None:
+        raise OptionError(
+            f"Option {self.option!r} is not a list of 'column TYPE' hints ({why}) in "
+            f"{self.text!r}. Example: 'parsed.score DOUBLE, parsed.tags ARRAY<STRING>'."
+        )
+
+
+def parse_hints(text: str, option: str = "schemaHints") -> list[tuple[tuple[str, ...], DataType]]:
+    """``"a.b DOUBLE, c ARRAY<STRING>"`` -> [(("a", "b"), DoubleType()), (("c",), ...)]."""
+    tokens = _Tokens(text, option)
+    hints = []
+    while tokens.peek() is not None:
+        path = [_name(tokens.take())]
+        while tokens.peek() == ".":
+            tokens.take(".")
+            path.append(_name(tokens.take()))
+        hints.append((tuple(path), _type(tokens)))
+        if tokens.peek() is not None:
+            tokens.take(",")
+    return hints
+
+
+def _name(token: str) -> str:
+    return token[1:-1].replace("``", "`") if token.startswith("`") else token
+
+
+def _type(tokens: _Tokens) -> DataType:
+    word = tokens.take().lower()
+    if word == "array":
+        tokens.take("<")
+        element = _type(tokens)
+        tokens.take(">")
+        return ArrayType(element)
+    if word == "map":
+        tokens.take("<")
+        key = _type(tokens)
+        tokens.take(",")
+        value = _type(tokens)
+        tokens.take(">")
+        return MapType(key, value)
+    if word == "struct":
+        tokens.take("<")
+        fields = []
+        while tokens.peek() != ">":
+            name = _name(tokens.take())
+            if tokens.peek() == ":":
+                tokens.take(":")
+            fields.append(StructField(name, _type(tokens)))
+            if tokens.peek() == ",":
+                tokens.take(",")
+        tokens.take(">")
+        return StructType(fields)
+    if word in ("decimal", "dec", "numeric"):
+        precision, scale = 10, 0
+        if tokens.peek() == "(":
+            tokens.take("(")
+            precision = int(tokens.take())
+            if tokens.peek() == ",":
+                tokens.take(",")
+                scale = int(tokens.take())
+            tokens.take(")")
+        return DecimalType(precision, scale)
+    if word in ("varchar", "char") and tokens.peek() == "(":
+        tokens.take("(")
+        tokens.take()
+        tokens.take(")")
+    if word not in _SIMPLE:
+        tokens.fail(f"unknown type {word!r}")
+    return _SIMPLE[word]
+
+
+def apply_hints(
+    schema: StructType, hints: list[tuple[tuple[str, ...], DataType]], option: str = "schemaHints"
+) -> StructType:
+    """``schema`` with each hinted column (a path into structs) set to its type; a hinted
+    column that is not there is added to its struct."""
+    for path, dtype in hints:
+        schema = _pin(schema, path, dtype, path, option)
+    return schema
+
+
+def _pin(
+    struct: StructType,
+    path: tuple[str, ...],
+    dtype: DataType,
+    full: tuple[str, ...],
+    option: str,
+) -> StructType:
+    name, rest = path[0], path[1:]
+    fields = list(struct.fields)
+    for i, field in enumerate(fields):
+        if field.name != name:
+            continue
+        if not rest:
+            fields[i] = StructField(name, dtype, field.nullable, field.metadata)
+        elif isinstance(field.dataType, StructType):
+            fields[i] = StructField(name, _pin(field.dataType, rest, dtype, full, option))
+        else:
+            raise OptionError(
+                f"Option {option!r}: {'.'.join(full)} goes into {name!r}, which is "
+                f"{field.dataType.simpleString()}, not a struct. Hint {name!r} itself instead."
+            )
+        return StructType(fields)
+    if rest:
+        raise OptionError(
+            f"Option {option!r}: {'.'.join(full)} goes into {name!r}, which is not a column "
+            f"here (columns: {', '.join(struct.names)}). Hint the whole struct, e.g. "
+            f"'{name} STRUCT<{rest[0]}: ...>'."
+        )
+    return StructType([*fields, StructField(name, dtype)])
+
+
+def to_ddl(schema: StructType) -> str:
+    """The schema as DDL that ``.schema(...)`` accepts."""
+    return ", ".join(f"{_quote(f.name)} {_type_ddl(f.dataType)}" for f in schema.fields)
+
+
+def _type_ddl(dtype: DataType) -> str:
+    if isinstance(dtype, StructType):
+        inner = ", ".join(f"{_quote(f.name)}: {_type_ddl(f.dataType)}" for f in dtype.fields)
+        return f"STRUCT<{inner}>"
+    if isinstance(dtype, ArrayType):
+        return f"ARRAY<{_type_ddl(dtype.elementType)}>"
+    if isinstance(dtype, MapType):
+        return f"MAP<{_type_ddl(dtype.keyType)}, {_type_ddl(dtype.valueType)}>"
+    return dtype.simpleString().upper()
+
+
+def _quote(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) else f"`{name.replace('`', '``')}`"
