@@ -560,7 +560,8 @@ def _choice(allowed: Mapping[str, str], *, upper: bool = False) -> Callable[[str
         key = text.strip().upper() if upper else text.strip().lower()
         if key not in allowed:
             raise OptionError(
-                f"Option {name!r} has value {text!r}; allowed values: {', '.join(allowed)}."
+                f"Option {name!r} has value {text!r}; allowed values: "
+                f"{', '.join(dict.fromkeys(allowed.values()))}."
             )
         return allowed[key]
 
