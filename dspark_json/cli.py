@@ -88,13 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
     from dspark_json.errors import DSparkJsonError
     from dspark_json.inputs import PromptListing, infer_passthrough
     from dspark_json.options import Options
-    from dspark_json.preflight import check_server
-    from dspark_json.resolve import describe, fetch_served_schema, resolve_schema
+    from dspark_json.resolve import describe, prepare, resolve_schema
 
     given = {
         "endpoint": args.endpoint,
@@ -115,14 +112,10 @@ def _schema(args: argparse.Namespace) -> int:
             options = Options.parse(raw, unused=("prompts",))
         else:
             options = Options.parse(raw)
-        needs_server = options.responses is None and (
-            options.schema_endpoint is not None
-            or (options.response_format is None and options.infer_schema_samples > 0)
+        needs_server = options.schema_endpoint is not None or (
+            options.response_format is None and options.infer_schema_samples > 0
         )
-        if needs_server:
-            options = options.with_model(check_server(options))
-        if options.schema_endpoint is not None and options.response_format is None:
-            options = replace(options, served_schema=fetch_served_schema(options))
+        options = prepare(options, contact_server=needs_server)
         passthrough = infer_passthrough(PromptListing(options.prompts)) if args.prompts else []
         _say(describe(resolve_schema(options, passthrough)))
     except DSparkJsonError as exc:

@@ -23,10 +23,12 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+from pyspark.sql.types import StructField, StructType
 
 from dspark_json.client import Outcome
 from dspark_json.fs import resolve
 from dspark_json.inputs import Position, Segment
+from dspark_json.parse.convert import arrow_schema
 from dspark_json.schema import ERROR_TYPE
 
 __all__ = ["Journal"]
@@ -34,15 +36,8 @@ __all__ = ["Journal"]
 logger = logging.getLogger("dspark_json")
 
 _SUFFIX = ".arrow"
-_ERROR = pa.struct(
-    [
-        ("status", pa.int32()),
-        ("type", pa.string()),
-        ("message", pa.string()),
-        ("attempts", pa.int32()),
-    ]
-)
-assert len(_ERROR) == len(ERROR_TYPE.fields)
+#: The ``_error`` column's Arrow type, from its Spark type.
+_ERROR = arrow_schema(StructType([StructField("_error", ERROR_TYPE)])).field("_error").type
 _SCHEMA = pa.schema([("body", pa.string()), ("error", _ERROR)])
 
 

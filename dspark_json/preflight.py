@@ -16,7 +16,7 @@ from dspark_json.errors import ServerError
 from dspark_json.options import Options
 from dspark_json.secrets import Secret, redact
 
-__all__ = ["check_server"]
+__all__ = ["check_server", "http_get"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -71,7 +71,7 @@ def check_server(options: Options) -> str:
 def _served_models(endpoint: Endpoint, key: Secret | None, options: Options) -> list[str]:
     secrets = [key, endpoint.credentials]
     headers = auth_headers(key, endpoint)
-    health = _get(f"{endpoint.url}/health", headers, secrets)
+    health = http_get(f"{endpoint.url}/health", headers, secrets)
     if health.status_code >= 500:
         raise ServerError(
             f"The model server at {endpoint.url}/health answers HTTP {health.status_code}: its "
@@ -79,7 +79,7 @@ def _served_models(endpoint: Endpoint, key: Secret | None, options: Options) -> 
             "'endpoint' at a healthy one."
         )
     url = f"{endpoint.url}/v1/models"
-    response = _get(url, headers, secrets)
+    response = http_get(url, headers, secrets)
     if response.status_code in (401, 403):
         given = "the API key given was refused" if key is not None else "it needs an API key"
         raise ServerError(
@@ -101,12 +101,16 @@ def _served_models(endpoint: Endpoint, key: Secret | None, options: Options) -> 
         ) from exc
 
 
-def _get(url: str, headers: dict[str, str], secrets: list[Secret | None]) -> httpx.Response:
+def http_get(
+    url: str, headers: dict[str, str], secrets: list[Secret | None], *, option: str = "endpoint"
+) -> httpx.Response:
+    """GET on the driver; a server that cannot be reached is a :class:`ServerError` naming the
+    URL, the cause and the option that points there."""
     try:
         return httpx.get(url, headers=headers, timeout=_TIMEOUT_S)
     except httpx.HTTPError as exc:
         reason = redact(str(exc).split(" for url ", 1)[0], secrets)
         raise ServerError(
             f"Cannot reach the model server at {url} ({type(exc).__name__}: {reason}). Check "
-            "that it is running and that option 'endpoint' points to it."
+            f"that it is running and that option {option!r} points to it."
         ) from exc

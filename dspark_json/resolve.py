@@ -10,24 +10,31 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-import httpx
 from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.client import ClientConfig, auth_headers, complete_all
 from dspark_json.ddl import apply_hints, to_ddl
-from dspark_json.errors import ServerError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.inference import contents_of, infer_type
 from dspark_json.inputs import Position, PromptListing, read_segment
 from dspark_json.options import Options
+from dspark_json.preflight import check_server, http_get
 from dspark_json.prompting import RequestBuilder
 from dspark_json.replay import read_recorded
 from dspark_json.schema import json_schema_to_spark, output_schema
 from dspark_json.secrets import redact
 
-__all__ = ["Resolved", "describe", "fetch_served_schema", "resolve_parsed", "resolve_schema"]
+__all__ = [
+    "Resolved",
+    "describe",
+    "fetch_served_schema",
+    "prepare",
+    "resolve_parsed",
+    "resolve_schema",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -38,6 +45,27 @@ class Resolved:
 
     parsed: DataType | None
     source: str
+
+
+def prepare(options: Options, *, contact_server: bool = True) -> Options:
+    """The driver's work at ``.load()`` before any schema: check the server and learn the model
+    (unless replaying recorded answers), fetch the served JSON Schema, check that validation has
+    a schema to validate against."""
+    if options.responses is None and contact_server:
+        options = options.with_model(check_server(options))
+    if options.schema_endpoint is not None and options.response_format is None:
+        if not options.endpoints:
+            raise OptionError(
+                "Option 'schemaEndpoint' is a path on the server: give option 'endpoint' too, "
+                "or a full URL."
+            )
+        options = replace(options, served_schema=fetch_served_schema(options))
+    if options.validate_schema and options.json_schema is None:
+        raise OptionError(
+            "Option 'validateSchema' needs the JSON Schema to validate against: give option "
+            "'responseFormat' or 'schemaEndpoint'."
+        )
+    return options
 
 
 def resolve_schema(options: Options, passthrough: list[StructField]) -> StructType:
@@ -99,13 +127,7 @@ def fetch_served_schema(options: Options) -> Mapping[str, Any]:
     endpoint = options.endpoints[0]
     url = where if "://" in where else f"{endpoint.url}/{where.lstrip('/')}"
     key = options.key.resolve()
-    try:
-        response = httpx.get(url, headers=auth_headers(key, endpoint), timeout=10.0)
-    except httpx.HTTPError as exc:
-        raise ServerError(
-            f"Cannot fetch the JSON Schema at {url} ({type(exc).__name__}). Check option "
-            "'schemaEndpoint', or give the schema with option 'responseFormat'."
-        ) from exc
+    response = http_get(url, auth_headers(key, endpoint), [key], option="schemaEndpoint")
     try:
         body = response.json() if response.status_code == 200 else None
     except ValueError:

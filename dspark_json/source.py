@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, MutableMapping, Sequence
-from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -26,7 +25,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from dspark_json.errors import OptionError
 from dspark_json.inputs import (
     Position,
     PromptListing,
@@ -38,8 +36,7 @@ from dspark_json.journal import Journal
 from dspark_json.options import Options
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
-from dspark_json.preflight import check_server
-from dspark_json.resolve import fetch_served_schema, resolve_schema
+from dspark_json.resolve import prepare, resolve_schema
 
 __all__ = ["DSparkJsonDataSource"]
 
@@ -55,22 +52,7 @@ class DSparkJsonDataSource(DataSource):
 
     def __init__(self, options: MutableMapping[str, str]) -> None:
         super().__init__(options)
-        config = Options.parse(options)
-        if config.responses is None:  # replaying recorded answers needs no server
-            config = config.with_model(check_server(config))
-        if config.schema_endpoint is not None and config.response_format is None:
-            if not config.endpoints:
-                raise OptionError(
-                    "Option 'schemaEndpoint' is a path on the server: give option 'endpoint' "
-                    "too, or a full URL."
-                )
-            config = replace(config, served_schema=fetch_served_schema(config))
-        if config.validate_schema and config.json_schema is None:
-            raise OptionError(
-                "Option 'validateSchema' needs the JSON Schema to validate against: give option "
-                "'responseFormat' or 'schemaEndpoint'."
-            )
-        self.config = config
+        self.config = prepare(Options.parse(options))
 
     def schema(self) -> StructType:
         passthrough = []
