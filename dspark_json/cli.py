@@ -209,6 +209,8 @@ def _demo(args: argparse.Namespace) -> int:
                 .option("prompts", str(prompts))
                 .option("responseFormat", str(schema_file))
                 .option("parseMode", args.parse_mode)
+                .option("journal", str(work / "_journal"))
+                .option("metrics", str(work / "metrics"))
                 .load()
             )
             started = time.perf_counter()
@@ -221,7 +223,26 @@ def _demo(args: argparse.Namespace) -> int:
             spark.stop()
         requests = server.stats().get("chat_completions", 0)
     _report(table, elapsed, requests)
+    _report_metrics(work / "metrics")
     return 0
+
+
+def _report_metrics(directory: Path) -> None:
+    """A summary of the per-partition metrics records (the full ones are JSON lines there)."""
+    records = [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
+    if not records:
+        return
+    p95 = max((r["latency_ms"]["p95"] or 0) for r in records)
+    parse_s = sum(r["parse_seconds"] for r in records)
+    _say(
+        f"metrics ({len(records)} partitions, records in {directory}): "
+        f"{sum(r['requests'] for r in records)} requests, "
+        f"{sum(r['retries'] for r in records)} retries, latency p95 up to {p95:.0f} ms, "
+        f"{sum(r['completion_tokens'] for r in records)} completion tokens, parsed on "
+        f"{'/'.join(sorted({r['backend'] for r in records}))} in {parse_s:.2f}s, "
+        f"{sum(r['rescued_rows'] for r in records)} rows with rescued data, "
+        f"{sum(r['error_rows'] for r in records)} with errors"
+    )
 
 
 def _report(table_path: Path, elapsed: float, requests: int) -> None:

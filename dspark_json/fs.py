@@ -7,10 +7,19 @@ shared storage, and pyarrow knows how to reach it.
 from __future__ import annotations
 
 import os
+import uuid
 
 import pyarrow.fs as pafs
 
-__all__ = ["FileEntry", "is_remote_uri", "list_files", "read_bytes", "read_text", "resolve"]
+__all__ = [
+    "FileEntry",
+    "is_remote_uri",
+    "list_files",
+    "read_bytes",
+    "read_text",
+    "resolve",
+    "write_atomic",
+]
 
 
 def is_remote_uri(path: str) -> bool:
@@ -72,3 +81,15 @@ def read_bytes(uri: str) -> bytes:
 def read_text(uri: str) -> str:
     """The whole content of one UTF-8 text file."""
     return read_bytes(uri).decode("utf-8")
+
+
+def write_atomic(directory: str, name: str, data: bytes) -> None:
+    """Put ``data`` at ``directory/name`` at once: written under a hidden name, then renamed
+    (readers that skip names starting with ``.`` never see a partial file). Replaces a file of
+    the same name."""
+    fs, root = resolve(directory)
+    fs.create_dir(root, recursive=True)
+    temporary = f"{root}/.{name}.{uuid.uuid4().hex}.tmp"
+    with fs.open_output_stream(temporary) as sink:
+        sink.write(data)
+    fs.move(temporary, f"{root}/{name}")

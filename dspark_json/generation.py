@@ -13,8 +13,9 @@ from pyspark.sql.types import ArrayType, StringType, StructType
 
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.inputs import PromptRecord
+from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Options
-from dspark_json.pipeline import answer, apply_mode, assemble, log_partition
+from dspark_json.pipeline import answer, apply_mode, assemble
 from dspark_json.preflight import check_server
 from dspark_json.schema import output_schema
 
@@ -86,7 +87,10 @@ def generate(
                 [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
             )
             kept = apply_mode(whole, options=config, records=records, answers=answers)
-            log_partition(f"generate batch {number}", answers, dropped=len(records) - len(kept))
+            record = partition_metrics(
+                answers, table, batch=None, partition=number, dropped=len(records) - len(kept)
+            )
+            report(record, f"generate batch {number}", None)
             yield from kept.combine_chunks().to_batches()
 
     return df.mapInArrow(send, out)

@@ -74,6 +74,9 @@ class PromptPartition(InputPartition):
 
     index: int
     segments: tuple[Segment, ...]
+    #: The micro-batch it belongs to, named by its end offset (Spark gives sources no batch id);
+    #: ``None`` in a batch read.
+    batch: str | None = None
 
 
 @dataclass(frozen=True)

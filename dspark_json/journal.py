@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import uuid
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -26,7 +25,7 @@ import pyarrow.fs as pafs
 from pyspark.sql.types import StructField, StructType
 
 from dspark_json.client import Outcome
-from dspark_json.fs import resolve
+from dspark_json.fs import resolve, write_atomic
 from dspark_json.inputs import Position, Segment
 from dspark_json.parse.convert import arrow_schema
 from dspark_json.schema import ERROR_TYPE
@@ -68,8 +67,6 @@ class Journal:
 
     def save(self, key: str, end: Position, outcomes: Sequence[Outcome]) -> None:
         """Write an entry atomically: a hidden file, then a rename into place."""
-        fs, root = resolve(self.directory)
-        fs.create_dir(root, recursive=True)
         table = pa.table(
             {
                 "body": pa.array([o.body for o in outcomes], pa.string()),
@@ -77,10 +74,10 @@ class Journal:
             },
             schema=_SCHEMA.with_metadata({"end": json.dumps(end.to_offset())}),
         )
-        temporary = f"{root}/.{key}.{uuid.uuid4().hex}.tmp"
-        with fs.open_output_stream(temporary) as sink, pa.ipc.new_file(sink, table.schema) as out:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as out:
             out.write_table(table)
-        fs.move(temporary, f"{root}/{key}{_SUFFIX}")
+        write_atomic(self.directory, f"{key}{_SUFFIX}", sink.getvalue().to_pybytes())
 
     def prune(self, committed: Position) -> int:
         """Delete the entries whose rows all lie at or before ``committed``; how many went."""

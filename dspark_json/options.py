@@ -112,6 +112,15 @@ OPTION_SPECS: tuple[OptionSpec, ...] = (
         "/data/schema.json",
     ),
     OptionSpec(
+        "metrics",
+        "metrics",
+        "Directory where each partition writes one JSON record of what it did (requests, "
+        "retries, status codes, latency p50/p95/p99, in-flight limit, tokens, parse backend "
+        "and time, row statuses, rescued and error rows, new fields). Read it as a table: "
+        "spark.read.json(dir).",
+        "/data/_metrics/answers",
+    ),
+    OptionSpec(
         "schemaEndpoint",
         "schema_endpoint",
         "Where the server offers the JSON Schema its answers follow (a path on the endpoint, "
@@ -305,6 +314,7 @@ class Options:
     prompts: str = ""
     responses: str | None = None
     journal: str | None = None
+    metrics: str | None = None
     api_key: Secret | None = None
     api_key_env: str | None = None
     model: str | None = None
@@ -602,6 +612,7 @@ _CONVERTERS: dict[str, Callable[[str, str], Any]] = {
     "prompts": _directory,
     "responses": _directory,
     "journal": _directory,
+    "metrics": _directory,
     "model": _nonempty,
     "response_format": _response_format,
     "schema_endpoint": _nonempty,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from dspark_json.inputs import (
     read_segment,
 )
 from dspark_json.journal import Journal
+from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Options
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
@@ -42,7 +42,6 @@ __all__ = [
     "apply_mode",
     "assemble",
     "fetch",
-    "log_partition",
     "read_partition",
 ]
 
@@ -100,6 +99,7 @@ class Answers:
     parse_seconds: float
     reference_rows: int
     violations: list[list[str] | None] | None = None  # with option validateSchema
+    source: str = "server"  # where the answers came from: server, journal, recorded
 
 
 def fetch(records: Sequence[PromptRecord], options: Options) -> Fetched:
@@ -118,6 +118,7 @@ def answer(
     schema: StructType,
     *,
     fetched: Fetched | None = None,
+    source: str = "server",
 ) -> Answers:
     """Parse the answers to ``records`` (fetched now unless given: from the journal or a
     recording) into the response columns of ``schema``; rows out = prompts in, in order."""
@@ -146,6 +147,7 @@ def answer(
         time.perf_counter() - http_done,
         parser.reference_rows,
         violations,
+        source,
     )
 
 
@@ -153,8 +155,8 @@ def read_partition(
     partition: PromptPartition, options: Options, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
-    records, fetched = _records_and_answers(partition, options)
-    answers = answer(records, options, schema, fetched=fetched)
+    records, fetched, source = _records_and_answers(partition, options)
+    answers = answer(records, options, schema, fetched=fetched, source=source)
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
@@ -167,7 +169,14 @@ def read_partition(
     if options.schema_evolution_mode == "failOnNewColumns":
         check_no_new_fields(table, records)
     kept = apply_mode(table, options=options, records=records, answers=answers)
-    log_partition(f"partition {partition.index}", answers, dropped=table.num_rows - kept.num_rows)
+    record = partition_metrics(
+        answers,
+        table,
+        batch=partition.batch,
+        partition=partition.index,
+        dropped=table.num_rows - kept.num_rows,
+    )
+    report(record, f"partition {partition.index}", options.metrics)
     yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
@@ -175,15 +184,15 @@ def read_partition(
 
 def _records_and_answers(
     partition: PromptPartition, options: Options
-) -> tuple[list[PromptRecord], Fetched]:
+) -> tuple[list[PromptRecord], Fetched, str]:
     """The partition's rows and their answers: recorded ones (option responses), journaled
     ones (a replay or a retry), or fetched now and journaled before anything is yielded."""
     if options.responses is not None:
         pairs = [pair for segment in partition.segments for pair in read_recorded(segment)]
-        return [r for r, _ in pairs], Fetched([o for _, o in pairs], ClientStats())
+        return [r for r, _ in pairs], Fetched([o for _, o in pairs], ClientStats()), "recorded"
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if options.journal is None or not partition.segments:
-        return records, fetch(records, options)
+        return records, fetch(records, options), "server"
     journal = Journal(options.journal)
     key = journal.key(partition.segments)
     recorded = journal.load(key)
@@ -194,7 +203,7 @@ def _records_and_answers(
             len(recorded),
             key,
         )
-        return records, Fetched(recorded, ClientStats())
+        return records, Fetched(recorded, ClientStats()), "journal"
     fetched = fetch(records, options)
     complete = all(
         o.body is not None or o.error is not None
@@ -204,35 +213,7 @@ def _records_and_answers(
     if complete:  # FAILFAST stops sending at the first failure: such a partial fetch is not kept
         last = partition.segments[-1]
         journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
-    return records, fetched
-
-
-def log_partition(what: str, answers: Answers, *, dropped: int) -> None:
-    """One INFO line per partition: prompts, statuses, HTTP and parse figures."""
-    statuses = Counter(answers.statuses)
-    if dropped:
-        statuses["dropped"] = dropped
-    stats = answers.stats
-    p50, p95 = stats.latency(0.5), stats.latency(0.95)
-    logger.info(
-        "%s: %d prompts, statuses %s; http %.2fs: %d requests, %d retries, codes %s, latency "
-        "p50 %s p95 %s, in-flight limit %d-%d; parse %.3fs on %s (%d row(s) by the reference "
-        "parser)",
-        what,
-        len(answers.statuses),
-        dict(statuses),
-        answers.http_seconds,
-        stats.requests,
-        stats.retries,
-        dict(stats.statuses),
-        "-" if p50 is None else f"{p50 * 1000:.0f}ms",
-        "-" if p95 is None else f"{p95 * 1000:.0f}ms",
-        stats.limit_lowest,
-        stats.limit_peak,
-        answers.parse_seconds,
-        answers.backend,
-        answers.reference_rows,
-    )
+    return records, fetched, "server"
 
 
 def _statuses(

@@ -6,8 +6,10 @@ Thin on purpose: options live in :mod:`dspark_json.options`, the offset model in
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator, MutableMapping, Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -137,7 +139,10 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self, start: dict[str, object], end: dict[str, object]
     ) -> Sequence[InputPartition]:
         segments = self._listing.segments(Position.from_offset(start), Position.from_offset(end))
-        return plan_partitions(segments, self.config.partition_size)
+        batch = json.dumps(end, sort_keys=True)
+        return [
+            replace(p, batch=batch) for p in plan_partitions(segments, self.config.partition_size)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)

@@ -2,6 +2,7 @@
 
 import json
 import logging
+from collections import Counter
 
 import pytest
 from conftest import CANARY, REVIEW_SCHEMA, write_prompts
@@ -45,7 +46,13 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
     write_prompts(tmp_path / "in", "a.jsonl", prompts(0, 60))
     write_prompts(tmp_path / "in", "b.jsonl", prompts(60, 60))
     with SimulatorProcess(seed=11, faults=FAULTS) as server:
-        df = reader(spark, server.url, tmp_path / "in", apiKeyEnv="DSPARK_TEST_API_KEY")
+        df = reader(
+            spark,
+            server.url,
+            tmp_path / "in",
+            apiKeyEnv="DSPARK_TEST_API_KEY",
+            metrics=str(tmp_path / "metrics"),
+        )
         query = dspark_json.write_delta(
             df, str(tmp_path / "t"), checkpoint=str(tmp_path / "c"), trigger={"availableNow": True}
         )
@@ -73,6 +80,25 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
     assert all(r["parsed"] is not None for r in by_status["ok"])
     assert stats["status_200"] == len(rows) - len(failed)  # no prompt answered twice
     assert CANARY not in json.dumps(rows, default=str)
+    # The metrics records add up to what the server saw, one record per partition.
+    metrics = [
+        r.asDict(recursive=True) for r in spark.read.json(str(tmp_path / "metrics")).collect()
+    ]
+    assert len(metrics) == 4  # 120 prompts, 32 per partition
+    assert sum(m["prompts"] for m in metrics) == 120
+    assert sum(m["requests"] for m in metrics) == stats["chat_completions"]
+    assert sum(m["retries"] for m in metrics) == stats["chat_completions"] - 120
+    codes = Counter()
+    for m in metrics:
+        codes.update({k: v for k, v in m["http_status"].items() if v})
+    assert codes["503"] == stats["status_503"] and codes["RemoteProtocolError"] > 0
+    assert sum(m["error_rows"] for m in metrics) == len(failed)
+    assert sum(m["rows"].get("ok") or 0 for m in metrics) == len(by_status["ok"])
+    assert all(m["latency_ms"]["p95"] > 0 and m["backend"] == "cpu" for m in metrics)
+    assert all(m["source"] == "server" and m["batch"] for m in metrics)
+    assert sum(m["completion_tokens"] for m in metrics) == sum(
+        r["usage"]["completion_tokens"] for r in rows if r["usage"]
+    )
 
 
 def test_the_key_is_nowhere_it_must_not_be(spark, tmp_path, capsys, caplog):

@@ -28,3 +28,6 @@ def test_demo_runs_end_to_end_and_reports(tmp_path):
     assert "24 requests to the server" in out.stdout
     assert "row status: {'ok': 24}" in out.stdout
     assert "review-00000" in out.stdout
+    assert "metrics (1 partitions, records in" in out.stdout
+    assert "24 requests, 0 retries, latency p95 up to" in out.stdout
+    assert "parsed on cpu in" in out.stdout

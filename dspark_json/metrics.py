@@ -1,0 +1,132 @@
+"""What each partition did, where a Spark user looks: one INFO line from the ``dspark_json``
+logger, and (option ``metrics``) one JSON record per partition in a directory that reads as a
+table: ``spark.read.json(metrics_dir)``.
+
+Spark gives a Python data source no custom-metrics hook that reaches ``StreamingQueryProgress``
+(its ``sources[].metrics`` come from the JVM side only), so the records are files: one per
+(micro-batch, partition), named by both so that a retried task replaces its record instead of
+adding one, written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dspark_json.fs import write_atomic
+
+if TYPE_CHECKING:
+    from dspark_json.pipeline import Answers
+
+__all__ = ["partition_metrics", "report"]
+
+logger = logging.getLogger("dspark_json")
+
+
+def partition_metrics(
+    answers: Answers,
+    table: pa.Table,
+    *,
+    batch: str | None,
+    partition: int,
+    dropped: int,
+) -> dict[str, Any]:
+    """The metrics record of one partition (``table``: its rows before DROPMALFORMED)."""
+    stats = answers.stats
+    rows = len(answers.statuses)
+    rescued = _non_null(table, "_rescued_data")
+    return {
+        "batch": batch,
+        "partition": partition,
+        "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        "source": answers.source,
+        "prompts": rows,
+        "requests": stats.requests,
+        "retries": stats.retries,
+        "http_status": dict(stats.statuses),
+        "latency_ms": {
+            name: None if (v := stats.latency(q)) is None else round(v * 1000, 1)
+            for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+        },
+        "inflight_limit": {
+            "lowest": stats.limit_lowest,
+            "peak": stats.limit_peak,
+            "final": stats.limit_final,
+        },
+        "endpoint_rests": stats.endpoint_rests,
+        "prompt_tokens": _usage(table, "prompt_tokens"),
+        "completion_tokens": _usage(table, "completion_tokens"),
+        "backend": answers.backend,
+        "http_seconds": round(answers.http_seconds, 4),
+        "parse_seconds": round(answers.parse_seconds, 4),
+        "parse_records_per_s": round(rows / answers.parse_seconds)
+        if answers.parse_seconds
+        else None,
+        "reference_rows": answers.reference_rows,
+        "rows": dict(Counter(answers.statuses)),
+        "dropped": dropped,
+        "rescued_rows": len(rescued),
+        "error_rows": len(_non_null(table, "_error")),
+        "new_fields": sorted({key for text in rescued for key in json.loads(text)}),
+    }
+
+
+def report(record: dict[str, Any], what: str, directory: str | None) -> None:
+    """Log the record as one INFO line; write it under ``directory`` when given."""
+    latency = record["latency_ms"]
+    limit = record["inflight_limit"]
+    logger.info(
+        "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries, codes %s, latency "
+        "p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse %.3fs on "
+        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s",
+        what,
+        record["prompts"],
+        record["source"],
+        record["rows"] | ({"dropped": record["dropped"]} if record["dropped"] else {}),
+        record["http_seconds"],
+        record["requests"],
+        record["retries"],
+        record["http_status"],
+        latency["p50"],
+        latency["p95"],
+        latency["p99"],
+        limit["lowest"],
+        limit["peak"],
+        record["prompt_tokens"],
+        record["completion_tokens"],
+        record["parse_seconds"],
+        record["backend"],
+        record["reference_rows"],
+        record["rescued_rows"],
+        record["error_rows"],
+        f"; new fields {record['new_fields']}" if record["new_fields"] else "",
+    )
+    if directory is not None:
+        batch = hashlib.sha256(str(record["batch"]).encode()).hexdigest()[:16]
+        name = f"batch-{batch}-part-{record['partition']:05d}.json"
+        write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
+
+
+def _non_null(table: pa.Table, column: str) -> Sequence[Any]:
+    if column not in table.column_names:
+        return []
+    values = table.column(column).drop_null()
+    return values.to_pylist() if column == "_rescued_data" else [None] * len(values)
+
+
+def _usage(table: pa.Table, field: str) -> int:
+    if "usage" not in table.column_names:
+        return 0
+    usage = table.column("usage")
+    if field not in [f.name for f in usage.type]:
+        return 0
+    total = pc.sum(pc.struct_field(usage, field)).as_py()
+    return int(total or 0)
