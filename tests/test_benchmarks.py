@@ -68,3 +68,23 @@ def test_client_benchmark_smoke(tmp_path):
     fixed, adaptive = figures["capacity"]
     assert fixed["limit_range"] == [32, 32] and adaptive["limit_range"][0] == 8
     assert "| in-flight limit |" in (tmp_path / "client_throughput.md").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_report_smoke(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "benchmarks/report.py", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {f["rows"] for f in report["parser"]} == {200, 800}
+    assert len(report["stream"]) == 4 and all(f["rows_per_s"] > 0 for f in report["stream"])
+    assert report["machine"]["cpu_cores"] >= 1
+    for name in ("report.md", "report_parser.png", "report_stream.png"):
+        assert (tmp_path / name).stat().st_size > 0
