@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +41,11 @@ def partition_metrics(
     """The metrics record of one partition (``table``: its rows before DROPMALFORMED)."""
     stats = answers.stats
     rows = len(answers.statuses)
-    rescued = _non_null(table, "_rescued_data")
+    rescued = (
+        table.column("_rescued_data").drop_null().to_pylist()
+        if "_rescued_data" in table.column_names
+        else []
+    )
     return {
         "batch": batch,
         "partition": partition,
@@ -74,7 +77,7 @@ def partition_metrics(
         "rows": dict(Counter(answers.statuses)),
         "dropped": dropped,
         "rescued_rows": len(rescued),
-        "error_rows": len(_non_null(table, "_error")),
+        "error_rows": _non_null_count(table, "_error"),
         "new_fields": sorted({key for text in rescued for key in json.loads(text)}),
     }
 
@@ -115,11 +118,10 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
 
 
-def _non_null(table: pa.Table, column: str) -> Sequence[Any]:
+def _non_null_count(table: pa.Table, column: str) -> int:
     if column not in table.column_names:
-        return []
-    values = table.column(column).drop_null()
-    return values.to_pylist() if column == "_rescued_data" else [None] * len(values)
+        return 0
+    return int(table.num_rows - table.column(column).null_count)
 
 
 def _usage(table: pa.Table, field: str) -> int:
