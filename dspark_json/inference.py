@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from dspark_json.parse.content import extract_json
 
-__all__ = ["contents_of", "infer_type"]
+__all__ = ["contents_of", "infer_type", "merge_types"]
 
 
 def contents_of(bodies: Iterable[str | None]) -> list[Any]:
@@ -52,7 +52,7 @@ def infer_type(values: Iterable[Any]) -> DataType:
     """The widest type of ``values`` (nulls ignored; none at all -> string)."""
     merged: DataType = NullType()
     for value in values:
-        merged = _merge(merged, _type_of(value))
+        merged = merge_types(merged, _type_of(value))
     return _settle(merged)
 
 
@@ -70,12 +70,14 @@ def _type_of(value: Any) -> DataType:
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
-            element = _merge(element, _type_of(item))
+            element = merge_types(element, _type_of(item))
         return ArrayType(element)
     return StringType()
 
 
-def _merge(a: DataType, b: DataType) -> DataType:
+def merge_types(a: DataType, b: DataType) -> DataType:
+    """The narrowest type holding both: NullType gives way, int + double -> double, structs
+    merge field by field, arrays by element; any other mix -> string."""
     if isinstance(a, NullType):
         return b
     if isinstance(b, NullType) or a == b:
@@ -85,10 +87,12 @@ def _merge(a: DataType, b: DataType) -> DataType:
     if isinstance(a, StructType) and isinstance(b, StructType):
         fields = {f.name: f.dataType for f in a.fields}
         for f in b.fields:
-            fields[f.name] = _merge(fields[f.name], f.dataType) if f.name in fields else f.dataType
+            fields[f.name] = (
+                merge_types(fields[f.name], f.dataType) if f.name in fields else f.dataType
+            )
         return StructType([StructField(name, dtype) for name, dtype in fields.items()])
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
-        return ArrayType(_merge(a.elementType, b.elementType))
+        return ArrayType(merge_types(a.elementType, b.elementType))
     return StringType()
 
 

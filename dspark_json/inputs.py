@@ -16,9 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
-from pyspark.sql.types import BooleanType, DataType, DoubleType, LongType, StringType, StructField
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    NullType,
+    StringType,
+    StructField,
+)
 
 from dspark_json.fs import FileEntry, list_files, read_bytes
+from dspark_json.inference import merge_types
 from dspark_json.schema import ENVELOPE_COLUMNS, SYSTEM_COLUMNS
 
 __all__ = [
@@ -261,7 +270,7 @@ def infer_passthrough(listing: PromptListing, *, sample_rows: int = 1000) -> lis
             seen += 1
             for key, value in record.fields.items():
                 if value is not None:
-                    types[key] = _widen(types.get(key), _type_of(value))
+                    types[key] = merge_types(types.get(key, NullType()), _type_of(value))
         if seen >= sample_rows:
             break
     fields = []
@@ -285,13 +294,5 @@ def _type_of(value: Any) -> DataType:
     if isinstance(value, int):
         return LongType()
     if isinstance(value, float):
-        return DoubleType()
-    return StringType()
-
-
-def _widen(old: DataType | None, new: DataType) -> DataType:
-    if old is None or old == new:
-        return new
-    if {type(old), type(new)} == {LongType, DoubleType}:
         return DoubleType()
     return StringType()

@@ -10,11 +10,10 @@ import pytest
 ROOT = Path(__file__).parent.parent
 
 
-@pytest.mark.spark
-@pytest.mark.slow
-def test_parser_benchmark_smoke(tmp_path):
+def run_smoke(script, out):
+    """Run a benchmark script at its --smoke sizes, writing into ``out``."""
     done = subprocess.run(
-        [sys.executable, "benchmarks/parser_throughput.py", "--smoke", "--out", str(tmp_path)],
+        [sys.executable, f"benchmarks/{script}", "--smoke", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -22,6 +21,12 @@ def test_parser_benchmark_smoke(tmp_path):
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_parser_benchmark_smoke(tmp_path):
+    run_smoke("parser_throughput.py", tmp_path)
     figures = json.loads((tmp_path / "parser_throughput.json").read_text())
     names = [f["name"] for f in figures["figures"]]
     assert "dspark-json CPU (in process)" in names
@@ -50,15 +55,7 @@ def test_benchmark_corpus_is_seeded_and_has_every_kind_of_body():
 @pytest.mark.spark
 @pytest.mark.slow
 def test_client_benchmark_smoke(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "benchmarks/client_throughput.py", "--smoke", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_smoke("client_throughput.py", tmp_path)
     figures = json.loads((tmp_path / "client_throughput.json").read_text())["figures"]
     assert [f["name"] for f in figures["spark"]] == [
         "dspark-json source (requests + typed parse)",
@@ -73,15 +70,7 @@ def test_client_benchmark_smoke(tmp_path):
 @pytest.mark.spark
 @pytest.mark.slow
 def test_report_smoke(tmp_path):
-    done = subprocess.run(
-        [sys.executable, "benchmarks/report.py", "--smoke", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_smoke("report.py", tmp_path)
     report = json.loads((tmp_path / "report.json").read_text())
     assert {f["rows"] for f in report["parser"]} == {200, 800}
     assert len(report["stream"]) == 4 and all(f["rows_per_s"] > 0 for f in report["stream"])
