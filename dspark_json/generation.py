@@ -9,13 +9,13 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.types import ArrayType, StringType, StructType
 
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.inputs import PromptRecord
-from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Options
-from dspark_json.pipeline import answer, apply_mode, assemble
+from dspark_json.pipeline import answer, assemble, settle
 from dspark_json.preflight import check_server
 from dspark_json.schema import output_schema
 
@@ -86,11 +86,19 @@ def generate(
             whole = pa.Table.from_arrays(
                 [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
             )
-            kept = apply_mode(whole, options=config, records=records, answers=answers)
-            record = partition_metrics(
-                answers, table, batch=None, partition=number, dropped=len(records) - len(kept)
+            # Named by stage and task: stable across a task's retries, distinct across
+            # micro-batches (each runs its own stage) and across tasks.
+            task = TaskContext.get()
+            where = f"stage {task.stageId()} task {task.partitionId()}" if task else "driver"
+            kept = settle(
+                whole,
+                records,
+                answers,
+                config,
+                batch=f"generate {where}",
+                partition=number,
+                what=f"generate {where} batch {number}",
             )
-            report(record, f"generate batch {number}", None)
             yield from kept.combine_chunks().to_batches()
 
     return df.mapInArrow(send, out)

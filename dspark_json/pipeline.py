@@ -43,6 +43,7 @@ __all__ = [
     "assemble",
     "fetch",
     "read_partition",
+    "settle",
 ]
 
 logger = logging.getLogger("dspark_json")
@@ -166,20 +167,41 @@ def read_partition(
     ]
     prompts, prompt_rescued = Converter(prompt_schema).table(prompt_rows)
     table = assemble(schema, prompts, prompt_rescued, records, answers)
+    kept = settle(
+        table,
+        records,
+        answers,
+        options,
+        batch=partition.batch,
+        partition=partition.index,
+        what=f"partition {partition.index}",
+    )
+    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
+        pa.RecordBatch.from_pylist([], schema=kept.schema)
+    ]
+
+
+def settle(
+    table: pa.Table,
+    records: Sequence[PromptRecord],
+    answers: Answers,
+    options: Options,
+    *,
+    batch: str | None,
+    partition: int,
+    what: str,
+) -> pa.Table:
+    """The last steps of every partition, the source's and generate()'s alike: stop on new
+    fields where schemaEvolutionMode asks, apply the mode, report the metrics. Returns the rows
+    to hand to Spark."""
     if options.schema_evolution_mode == "failOnNewColumns":
         check_no_new_fields(table, records)
     kept = apply_mode(table, options=options, records=records, answers=answers)
     record = partition_metrics(
-        answers,
-        table,
-        batch=partition.batch,
-        partition=partition.index,
-        dropped=table.num_rows - kept.num_rows,
+        answers, table, batch=batch, partition=partition, dropped=table.num_rows - kept.num_rows
     )
-    report(record, f"partition {partition.index}", options.metrics)
-    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
-        pa.RecordBatch.from_pylist([], schema=kept.schema)
-    ]
+    report(record, what, options.metrics)
+    return kept
 
 
 def _records_and_answers(

@@ -15,14 +15,14 @@ from typing import Any
 
 from pyspark.sql.types import DataType, StructField, StructType
 
-from dspark_json.client import ClientConfig, auth_headers, complete_all
+from dspark_json.client import auth_headers
 from dspark_json.ddl import apply_hints, to_ddl
 from dspark_json.errors import OptionError, ServerError
 from dspark_json.inference import contents_of, infer_type
 from dspark_json.inputs import Position, PromptListing, read_segment
 from dspark_json.options import Options
+from dspark_json.pipeline import fetch
 from dspark_json.preflight import check_server, http_get
-from dspark_json.prompting import RequestBuilder
 from dspark_json.replay import read_recorded
 from dspark_json.schema import json_schema_to_spark, output_schema
 from dspark_json.secrets import redact
@@ -115,9 +115,7 @@ def _sample_bodies(options: Options) -> list[str | None]:
         "(set inferSchemaSamples=0 or give responseFormat to send none).",
         len(records),
     )
-    builder = RequestBuilder(options)
-    fetched = complete_all([builder.build(r) for r in records], ClientConfig.from_options(options))
-    return [o.body for o in fetched.outcomes]
+    return [o.body for o in fetch(records, options).outcomes]
 
 
 def fetch_served_schema(options: Options) -> Mapping[str, Any]:

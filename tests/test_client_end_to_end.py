@@ -162,7 +162,7 @@ def test_a_dead_endpoint_among_two_costs_no_row(spark, simulator, tmp_path):
     assert {r._status for r in got} == {"ok"}
 
 
-def test_generate_answers_a_dataframe_column(spark, simulator):
+def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
     df = spark.createDataFrame(
         [("a", "Review: great kettle", 1), ("b", None, 2), ("c", "Review: noisy", 3)],
         "custom_id string, question string, n int",
@@ -174,6 +174,7 @@ def test_generate_answers_a_dataframe_column(spark, simulator):
         responseFormat=REVIEW_SCHEMA,
         maxConcurrency=4,
         adaptiveConcurrency=False,
+        metrics=str(tmp_path / "metrics"),
     )
     assert out.columns[:4] == ["custom_id", "question", "n", "id"]
     got = {r.custom_id: r for r in out.collect()}
@@ -183,6 +184,9 @@ def test_generate_answers_a_dataframe_column(spark, simulator):
         "negative",
     )
     assert got["b"]._status == "invalid_prompt" and got["b"]._error.type == "invalid_prompt"
+    records = [json.loads(p.read_text()) for p in (tmp_path / "metrics").glob("*.json")]
+    assert sum(r["prompts"] for r in records) == 3 and sum(r["requests"] for r in records) == 2
+    assert all(r["batch"].startswith("generate stage ") for r in records)
     with pytest.raises(dspark_json.OptionError, match="prompt_col 'prompt' is not a column"):
         dspark_json.generate(df, endpoint=simulator.url)
     with pytest.raises(dspark_json.OptionError, match="Option 'prompts' does not apply here"):
