@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from dspark_json.client import ClientConfig, Fetched, complete_all
-from dspark_json.endpoints import Endpoint
-from dspark_json.local import SimulatorProcess, local_spark
-from dspark_json.prompting import response_format_body
-from dspark_json.simulator import Faults
+from dspark_json.dev.local import SimulatorProcess, local_spark
+from dspark_json.dev.simulator import Faults
+from dspark_json.http.client import complete_all
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.options import HttpOptions
+from dspark_json.http.request_body import response_format_body
+from dspark_json.records import Fetched
 
 RESULTS = Path(__file__).parent / "results"
 SCHEMA = json.loads(
@@ -103,7 +105,7 @@ def spark_naive_udf(spark: Any, url: str, prompts: Path) -> float:
 
 def in_process(url: str, n: int, **config: Any) -> tuple[float, Fetched]:
     requests = [request(i) for i in range(n)]
-    cfg = ClientConfig(endpoints=(Endpoint(url),), **config)
+    cfg = HttpOptions(endpoints=(Endpoint(url),), **config)
     complete_all(requests[:20], cfg)  # warm-up: imports, first sockets
     started = time.perf_counter()
     fetched = complete_all(requests, cfg)
@@ -182,7 +184,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "requests_per_s": args.prompts / seconds,
                 }
             )
-            seconds, _ = in_process(server.url, args.ceiling, max_concurrency=64, adaptive=False)
+            seconds, _ = in_process(
+                server.url, args.ceiling, max_concurrency=64, adaptive_concurrency=False
+            )
             figures["ceiling"].append(
                 {
                     "name": "dspark-json client, 1 process, 64 in flight",

@@ -145,7 +145,7 @@ def best_of(repeat: int, run: Callable[[], Any]) -> float:
 
 
 def spark_session() -> Any:
-    from dspark_json.local import local_spark
+    from dspark_json.dev.local import local_spark
 
     return local_spark("dspark-json parser benchmark")
 

@@ -59,8 +59,8 @@ def parser_figures(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
 
 def stream_figures(prompts: int, latencies: list[float], limits: list[int]) -> list[dict[str, Any]]:
     import dspark_json
-    from dspark_json.cli import write_sample_prompts
-    from dspark_json.local import SimulatorProcess, local_spark
+    from dspark_json.dev.local import SimulatorProcess, local_spark
+    from dspark_json.dev.samples import write_sample_prompts
 
     schema = (Path(dspark_json.__file__).parent / "examples" / "review_schema.json").read_text()
     spark = local_spark("dspark-json stream benchmark")

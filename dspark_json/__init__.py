@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dspark_json.bodies import parse_dataframe, parse_responses, response_schema
 from dspark_json.delta import write_delta
 from dspark_json.errors import (
     BackendUnavailable,
@@ -27,11 +28,9 @@ from dspark_json.errors import (
     SchemaError,
     ServerError,
 )
-from dspark_json.frames import parse_dataframe
 from dspark_json.generation import generate
 from dspark_json.options import OPTION_SPECS, Options
-from dspark_json.responses import parse_responses, response_schema
-from dspark_json.schema import json_schema_to_spark
+from dspark_json.schema.json_schema import json_schema_to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -70,7 +69,13 @@ _REDACTION_CONF = "spark.sql.redaction.options.regex"
 
 def register(spark: SparkSession) -> None:
     """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads), and make
-    Spark redact the API key options from plans (``explain``) and the UI."""
+    Spark redact the API key options from plans (``explain``) and the UI.
+
+    Parameters
+    ----------
+    spark:
+        The session to register the format with (classic or Spark Connect).
+    """
     from dspark_json.source import DSparkJsonDataSource
 
     spark.dataSource.register(DSparkJsonDataSource)

@@ -18,16 +18,6 @@ from pathlib import Path
 
 __all__ = ["main"]
 
-_PRODUCTS = ["kettle", "headphones", "desk lamp", "backpack", "coffee grinder", "keyboard"]
-_OPINIONS = [
-    "arrived broken",
-    "works as promised",
-    "is louder than expected",
-    "exceeded my hopes",
-    "stopped working after a week",
-    "is fine for the price",
-]
-
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dspark-json", description=__doc__)
@@ -89,9 +79,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _schema(args: argparse.Namespace) -> int:
     from dspark_json.errors import DSparkJsonError
-    from dspark_json.inputs import PromptListing, infer_passthrough
+    from dspark_json.inputs.listing import PromptListing
+    from dspark_json.inputs.prompts import infer_passthrough
+    from dspark_json.load import describe, prepare, resolve_schema
     from dspark_json.options import Options
-    from dspark_json.resolve import describe, prepare, resolve_schema
 
     given = {
         "endpoint": args.endpoint,
@@ -112,12 +103,12 @@ def _schema(args: argparse.Namespace) -> int:
             options = Options.parse(raw, unused=("prompts",))
         else:
             options = Options.parse(raw)
-        needs_server = options.schema_endpoint is not None or (
-            options.response_format is None and options.infer_schema_samples > 0
+        needs_server = options.schema.schema_endpoint is not None or (
+            options.request.response_format is None and options.schema.infer_schema_samples > 0
         )
-        options = prepare(options, contact_server=needs_server)
-        passthrough = infer_passthrough(PromptListing(options.prompts)) if args.prompts else []
-        _say(describe(resolve_schema(options, passthrough)))
+        query = prepare(options, contact_server=needs_server)
+        passthrough = infer_passthrough(PromptListing(args.prompts)) if args.prompts else []
+        _say(describe(resolve_schema(query, passthrough)))
     except DSparkJsonError as exc:
         sys.stderr.write(f"dspark-json schema: {exc}\n")
         return 2
@@ -125,7 +116,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 async def _simulate(args: argparse.Namespace) -> None:
-    from dspark_json.simulator import Faults, run
+    from dspark_json.dev.simulator import Faults, run
 
     rates = {}
     for item in args.fail:
@@ -157,34 +148,10 @@ def _say(text: str = "") -> None:
     sys.stdout.flush()
 
 
-def write_sample_prompts(directory: Path, rows: int, *, files: int = 3) -> None:
-    """``rows`` review-analysis prompts over ``files`` JSONL files, renamed into place."""
-    directory.mkdir(parents=True, exist_ok=True)
-    per_file = -(-rows // files)
-    for f in range(files):
-        lines = []
-        for i in range(f * per_file, min(rows, (f + 1) * per_file)):
-            product = _PRODUCTS[i % len(_PRODUCTS)]
-            opinion = _OPINIONS[(i * 7) % len(_OPINIONS)]
-            review = f"The {product} {opinion}."
-            lines.append(
-                json.dumps(
-                    {
-                        "custom_id": f"review-{i:05d}",
-                        "prompt": f"Analyse this product review and answer in JSON: {review}",
-                        "product": product,
-                        "shard": f,
-                    }
-                )
-            )
-        tmp = directory / f".part-{f:05d}.jsonl"
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        tmp.rename(directory / f"part-{f:05d}.jsonl")
-
-
 def _demo(args: argparse.Namespace) -> int:
     import dspark_json
-    from dspark_json.local import SimulatorProcess, local_spark
+    from dspark_json.dev.local import SimulatorProcess, local_spark
+    from dspark_json.dev.samples import write_sample_prompts
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     work = Path(args.workdir).resolve()

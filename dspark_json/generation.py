@@ -4,6 +4,7 @@ as the ``dspark-json`` source, into the same columns."""
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
@@ -13,11 +14,11 @@ from pyspark import TaskContext
 from pyspark.sql.types import ArrayType, StringType, StructType
 
 from dspark_json.errors import OptionError, SchemaError
-from dspark_json.inputs import PromptRecord
-from dspark_json.options import Options
+from dspark_json.load import prepare
+from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.pipeline import answer, assemble, settle
-from dspark_json.preflight import check_server
-from dspark_json.schema import output_schema
+from dspark_json.records import PromptRecord
+from dspark_json.schema.output import output_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -35,22 +36,64 @@ _NOT_FOR_GENERATE = (
 )
 
 
+#: The Python API's keyword (snake_case) -> the option; ``backend`` as in parse_responses.
+_KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS} | {"backend": "parseMode"}
+
+
 def generate(
-    df: DataFrame, *, prompt_col: str = "prompt", endpoint: str, **options: Any
+    df: DataFrame,
+    *,
+    prompt_col: str = "prompt",
+    endpoint: str,
+    response_format: Mapping[str, Any] | None = None,
+    backend: str = "auto",
+    mode: str = "PERMISSIVE",
+    **options: Any,
 ) -> DataFrame:
     """``df`` plus the model's answer to each row's prompt, typed as the source types it.
 
-    ``prompt_col`` holds the prompt text (string) or the chat messages (array of
-    ``struct<role, content>``). ``options`` are the source's options by name
-    (``responseFormat=schema_dict, maxConcurrency=16, apiKeyEnv="VLLM_API_KEY", ...``); a
-    ``custom_id`` column, where there is one, names rows in FAILFAST errors.
-
         answers = dspark_json.generate(prompts_df, prompt_col="question",
-                                       endpoint="http://vllm:8000", responseFormat=schema)
+                                       endpoint="http://vllm:8000", response_format=schema)
+
+    Parameters
+    ----------
+    df:
+        The prompts, batch or streaming; a ``custom_id`` column, where there is one, names rows
+        in FAILFAST errors.
+    prompt_col:
+        The column holding the prompt text (string) or the chat messages (array of
+        ``struct<role, content>``).
+    endpoint:
+        The model server(s), as option ``endpoint``.
+    response_format:
+        The JSON Schema the model must follow (types ``parsed``), as in ``parse_responses``.
+    backend:
+        The parser: ``auto``, ``cpu`` or ``gpu``, as in ``parse_responses``.
+    mode:
+        PERMISSIVE, DROPMALFORMED or FAILFAST, as in ``parse_responses``.
+    options:
+        Any other option of the source, by its snake_case name (``max_concurrency=16``,
+        ``api_key_env="VLLM_API_KEY"``, ``temperature=0``...).
     """
-    raw = {"endpoint": endpoint, **{k: _option_text(v) for k, v in options.items()}}
-    config = Options.parse(raw, unused=_NOT_FOR_GENERATE)
-    config = config.with_model(check_server(config))
+    given: dict[str, Any] = {
+        "response_format": response_format,
+        "backend": backend,
+        "mode": mode,
+        **options,
+    }
+    raw = {"endpoint": endpoint}
+    for keyword, value in given.items():
+        if value is None:
+            continue
+        if keyword not in _KEYWORDS:
+            close = difflib.get_close_matches(keyword, list(_KEYWORDS), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise OptionError(
+                f"generate: unknown keyword {keyword!r}.{hint} Options are given by their "
+                "snake_case names (response_format=, max_concurrency=, api_key_env=...)."
+            )
+        raw[_KEYWORDS[keyword]] = _option_text(value)
+    query = prepare(Options.parse(raw, unused=_NOT_FOR_GENERATE))
     if prompt_col not in df.columns:
         raise OptionError(
             f"generate: prompt_col {prompt_col!r} is not a column of the DataFrame (columns: "
@@ -62,7 +105,7 @@ def generate(
             f"generate: column {prompt_col!r} is {kind.simpleString()}; it must hold the prompt "
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
-    full = output_schema(response_format=config.response_format)
+    full = output_schema(response_format=query.json_schema)
     answers_schema = StructType([f for f in full.fields if f.name != "custom_id"])
     clash = sorted(set(df.columns) & set(answers_schema.names))
     if clash:
@@ -81,7 +124,7 @@ def generate(
                 _record(value, None if ids is None else ids[i], f"row {i} of batch {number}")
                 for i, value in enumerate(batch.column(prompt_index).to_pylist())
             ]
-            answers = answer(records, config, answers_schema)
+            answers = answer(records, query, answers_schema)
             table = assemble(answers_schema, pa.table({}), [{}] * len(records), records, answers)
             whole = pa.Table.from_arrays(
                 [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
@@ -94,7 +137,7 @@ def generate(
                 whole,
                 records,
                 answers,
-                config,
+                query,
                 batch=f"generate {where}",
                 partition=number,
                 what=f"generate {where} batch {number}",
@@ -115,8 +158,9 @@ def _option_text(value: Any) -> str:
 def _record(value: Any, custom_id: Any, where: str) -> PromptRecord:
     cid = None if custom_id is None else str(custom_id)
     raw = value if isinstance(value, str) else json.dumps(value, default=str)
+    row: dict[str, Any] = {"custom_id": cid, "fields": {}, "raw": raw, "where": where}
     if isinstance(value, str) and value:
-        return PromptRecord(cid, [{"role": "user", "content": value}], {}, raw, where)
+        return PromptRecord(**row, messages=[{"role": "user", "content": value}])
     if isinstance(value, list) and value:
-        return PromptRecord(cid, value, {}, raw, where)
-    return PromptRecord(cid, None, {}, raw, where, "the prompt is null or empty")
+        return PromptRecord(**row, messages=value)
+    return PromptRecord(**row, messages=None, problem="the prompt is null or empty")

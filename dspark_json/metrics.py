@@ -15,15 +15,13 @@ import json
 import logging
 from collections import Counter
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from dspark_json.fs import write_atomic
-
-if TYPE_CHECKING:
-    from dspark_json.pipeline import Answers
+from dspark_json.records import Answers
 
 __all__ = ["partition_metrics", "report"]
 

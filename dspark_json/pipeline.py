@@ -10,63 +10,32 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
 import pyarrow as pa
 from pyspark.sql.types import StringType, StructType
 
-from dspark_json.client import ClientConfig, ClientStats, Fetched, Outcome, complete_all
-from dspark_json.errors import RecordError, SchemaError
-from dspark_json.inference import contents_of
-from dspark_json.inputs import (
-    Position,
-    PromptPartition,
-    PromptRecord,
-    passthrough_column,
-    read_segment,
-)
-from dspark_json.journal import Journal
+from dspark_json.errors import SchemaError
+from dspark_json.http.client import complete_all
+from dspark_json.http.request_body import RequestBuilder
+from dspark_json.inputs.journal import Journal
+from dspark_json.inputs.listing import Position, PromptPartition
+from dspark_json.inputs.prompts import passthrough_column, read_segment
+from dspark_json.inputs.recorded import read_recorded
 from dspark_json.metrics import partition_metrics, report
-from dspark_json.options import Options
+from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.prompting import RequestBuilder
-from dspark_json.replay import read_recorded
-from dspark_json.schema import MALFORMED, RESPONSE_COLUMNS
+from dspark_json.records import Answers, Fetched, Outcome, PromptRecord
+from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
+from dspark_json.schema.validation import schema_violations
 
-__all__ = [
-    "Answers",
-    "answer",
-    "apply_mode",
-    "assemble",
-    "fetch",
-    "read_partition",
-    "settle",
-]
+__all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
 
 logger = logging.getLogger("dspark_json")
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
 _ADDED = frozenset({"_error", "_schema_violations"})
-
-
-def schema_violations(
-    json_schema: Mapping[str, Any], bodies: Sequence[str | None]
-) -> list[list[str] | None]:
-    """Per body: how its content's JSON breaks ``json_schema`` (``[]``: it conforms; ``None``:
-    no JSON content to check), as ``"path: message"``."""
-    validator = jsonschema.validators.validator_for(json_schema)(json_schema)
-    out: list[list[str] | None] = []
-    for body in bodies:
-        values = contents_of([body])
-        if not values:
-            out.append(None)
-            continue
-        errors = sorted(validator.iter_errors(values[0]), key=lambda e: list(map(str, e.path)))
-        out.append([f"{'/'.join(map(str, e.path)) or '$'}: {e.message}" for e in errors])
-    return out
 
 
 def check_no_new_fields(table: pa.Table, records: Sequence[PromptRecord]) -> None:
@@ -87,77 +56,77 @@ def check_no_new_fields(table: pa.Table, records: Sequence[PromptRecord]) -> Non
         )
 
 
-@dataclass(frozen=True)
-class Answers:
-    """The responses to a list of prompts, parsed, with what happened to each row."""
-
-    responses: pa.Table  # the response columns (and _status) of the target schema
-    outcomes: list[Outcome]
-    statuses: list[str]
-    stats: ClientStats
-    backend: str
-    http_seconds: float
-    parse_seconds: float
-    reference_rows: int
-    violations: list[list[str] | None] | None = None  # with option validateSchema
-    source: str = "server"  # where the answers came from: server, journal, recorded
-
-
-def fetch(records: Sequence[PromptRecord], options: Options) -> Fetched:
+def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
     """Send the prompts (rows with a problem are not sent); one outcome per row, in order."""
-    builder = RequestBuilder(options)
+    options = query.options
+    builder = RequestBuilder(options.request, query.model)
     return complete_all(
         [builder.build(r) if r.problem is None else None for r in records],
-        ClientConfig.from_options(options),
-        stop_on_failure=options.mode == "FAILFAST",
+        options.http,
+        stop_on_failure=options.rows.mode == "FAILFAST",
     )
 
 
 def answer(
     records: Sequence[PromptRecord],
-    options: Options,
+    query: Query,
     schema: StructType,
     *,
     fetched: Fetched | None = None,
     source: str = "server",
 ) -> Answers:
-    """Parse the answers to ``records`` (fetched now unless given: from the journal or a
-    recording) into the response columns of ``schema``; rows out = prompts in, in order."""
-    backend = select_backend(options.parse_mode)
+    """Parse the answers to ``records`` into the response columns of ``schema``; rows out =
+    prompts in, in order.
+
+    Parameters
+    ----------
+    records:
+        The rows, in order.
+    query:
+        The query the driver settled.
+    schema:
+        The output schema (only its response columns are parsed here).
+    fetched:
+        The answers when already in hand (from the journal or a recording); else sent now.
+    source:
+        Where the answers came from, for the metrics: server, journal, recorded.
+    """
+    rows = query.options.rows
+    backend = select_backend(rows.parse_mode)
     started = time.perf_counter()
     if fetched is None:
-        fetched = fetch(records, options)
+        fetched = fetch(records, query)
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column.
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
     if "_status" not in response_schema.names:
         response_schema = response_schema.add("_status", StringType())
-    parser = make_parser(response_schema, backend, gpu_memory_fraction=options.gpu_memory_fraction)
+    parser = make_parser(response_schema, backend, gpu_memory_fraction=rows.gpu_memory_fraction)
     responses = parser.parse([o.body for o in fetched.outcomes])
     statuses = _statuses(records, fetched.outcomes, responses.column("_status").to_pylist())
     violations = None
-    if options.validate_schema and options.json_schema is not None:
-        violations = schema_violations(options.json_schema, [o.body for o in fetched.outcomes])
+    if query.options.schema.validate_schema and query.json_schema is not None:
+        violations = schema_violations(query.json_schema, [o.body for o in fetched.outcomes])
     return Answers(
-        responses,
-        fetched.outcomes,
-        statuses,
-        fetched.stats,
-        backend,
-        http_done - started,
-        time.perf_counter() - http_done,
-        parser.reference_rows,
-        violations,
-        source,
+        responses=responses,
+        outcomes=fetched.outcomes,
+        statuses=statuses,
+        stats=fetched.stats,
+        backend=backend,
+        http_seconds=http_done - started,
+        parse_seconds=time.perf_counter() - http_done,
+        reference_rows=parser.reference_rows,
+        violations=violations,
+        source=source,
     )
 
 
 def read_partition(
-    partition: PromptPartition, options: Options, schema: StructType
+    partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
-    records, fetched, source = _records_and_answers(partition, options)
-    answers = answer(records, options, schema, fetched=fetched, source=source)
+    records, fetched, source = _records_and_answers(partition, query)
+    answers = answer(records, query, schema, fetched=fetched, source=source)
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
@@ -171,7 +140,7 @@ def read_partition(
         table,
         records,
         answers,
-        options,
+        query,
         batch=partition.batch,
         partition=partition.index,
         what=f"partition {partition.index}",
@@ -185,7 +154,7 @@ def settle(
     table: pa.Table,
     records: Sequence[PromptRecord],
     answers: Answers,
-    options: Options,
+    query: Query,
     *,
     batch: str | None,
     partition: int,
@@ -194,28 +163,37 @@ def settle(
     """The last steps of every partition, the source's and generate()'s alike: stop on new
     fields where schemaEvolutionMode asks, apply the mode, report the metrics. Returns the rows
     to hand to Spark."""
-    if options.schema_evolution_mode == "failOnNewColumns":
+    options = query.options
+    if options.schema.schema_evolution_mode == "failOnNewColumns":
         check_no_new_fields(table, records)
-    kept = apply_mode(table, options=options, records=records, answers=answers)
+    keep = apply_mode(
+        options.rows.mode,
+        answers.statuses,
+        describe=lambda i: records[i].describe(),
+        detail=lambda i: f": {records[i].problem}" if records[i].problem else "",
+        errors=[o.error for o in answers.outcomes],
+    )
+    kept = table if keep is None else table.filter(pa.array(keep, pa.bool_()))
     record = partition_metrics(
         answers, table, batch=batch, partition=partition, dropped=table.num_rows - kept.num_rows
     )
-    report(record, what, options.metrics)
+    report(record, what, options.rows.metrics)
     return kept
 
 
 def _records_and_answers(
-    partition: PromptPartition, options: Options
+    partition: PromptPartition, query: Query
 ) -> tuple[list[PromptRecord], Fetched, str]:
     """The partition's rows and their answers: recorded ones (option responses), journaled
     ones (a replay or a retry), or fetched now and journaled before anything is yielded."""
-    if options.responses is not None:
+    inputs = query.options.input
+    if inputs.responses is not None:
         pairs = [pair for segment in partition.segments for pair in read_recorded(segment)]
-        return [r for r, _ in pairs], Fetched([o for _, o in pairs], ClientStats()), "recorded"
+        return [r for r, _ in pairs], Fetched(outcomes=[o for _, o in pairs]), "recorded"
     records = [r for segment in partition.segments for r in read_segment(segment)]
-    if options.journal is None or not partition.segments:
-        return records, fetch(records, options), "server"
-    journal = Journal(options.journal)
+    if inputs.journal is None or not partition.segments:
+        return records, fetch(records, query), "server"
+    journal = Journal(inputs.journal)
     key = journal.key(partition.segments)
     recorded = journal.load(key)
     if recorded is not None and len(recorded) == len(records):
@@ -225,8 +203,8 @@ def _records_and_answers(
             len(recorded),
             key,
         )
-        return records, Fetched(recorded, ClientStats()), "journal"
-    fetched = fetch(records, options)
+        return records, Fetched(outcomes=recorded), "journal"
+    fetched = fetch(records, query)
     complete = all(
         o.body is not None or o.error is not None
         for r, o in zip(records, fetched.outcomes, strict=True)
@@ -286,14 +264,14 @@ def assemble(
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
 
 
-def _error_of(record: PromptRecord, outcome: Outcome) -> dict[str, Any] | None:
+def _error_of(record: PromptRecord, outcome: Outcome) -> RowError | None:
     if record.problem is not None:
-        return {
-            "status": None,
-            "type": "invalid_prompt",
-            "message": f"{record.where}: {record.problem}",
-            "attempts": 0,
-        }
+        return row_error(
+            status=None,
+            type="invalid_prompt",
+            message=f"{record.where}: {record.problem}",
+            attempts=0,
+        )
     return outcome.error
 
 
@@ -306,34 +284,3 @@ def _merge_rescued(parsed: list[str | None], extra: Sequence[dict[str, Any]]) ->
         combined: Mapping[str, Any] = {**more, **(json.loads(text) if text else {})}
         merged.append(dump_json(combined))
     return pa.array(merged, pa.string())
-
-
-def apply_mode(
-    table: pa.Table, *, options: Options, records: Sequence[PromptRecord], answers: Answers
-) -> pa.Table:
-    """PERMISSIVE keeps every row; DROPMALFORMED drops malformed ones; FAILFAST raises on the
-    first failed or malformed row, naming it."""
-    if options.mode == "PERMISSIVE":
-        return table
-    row_status = answers.statuses
-    if options.mode == "FAILFAST":
-        for record, outcome, status in zip(records, answers.outcomes, row_status, strict=True):
-            if status == "http_error" and outcome.error is not None:
-                err = outcome.error
-                raise RecordError(
-                    f"mode=FAILFAST: the request for {record.describe()} failed after "
-                    f"{err['attempts']} attempt(s): HTTP {err['status']}, {err['type']}: "
-                    f"{err['message']}. Use mode=PERMISSIVE to keep such rows with _error."
-                )
-            if status in MALFORMED:
-                raise RecordError(
-                    f"mode=FAILFAST: {record.describe()} is malformed ({status}"
-                    f"{': ' + record.problem if record.problem else ''}). Use mode=PERMISSIVE to "
-                    "keep such rows with _corrupt_record, or DROPMALFORMED to drop them."
-                )
-        return table
-    keep = [status not in MALFORMED for status in row_status]
-    dropped = len(keep) - sum(keep)
-    if dropped:
-        logger.info("mode=DROPMALFORMED dropped %d malformed row(s) of %d", dropped, len(keep))
-    return table.filter(pa.array(keep))

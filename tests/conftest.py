@@ -1,38 +1,12 @@
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from dspark_json.local import SimulatorProcess, local_spark
+import tests.helpers  # noqa: F401  (sets the canary key in the environment first)
+from dspark_json.dev.local import SimulatorProcess, local_spark
 from dspark_json.parse import gpu
-
-#: An API key no Spark redaction pattern matches by itself (Spark also redacts values that
-#: contain "secret", "token", "password", so such a canary would pass by accident).
-CANARY = "zq-canary-7f3a9c"
-#: For option apiKeyEnv: set before the Spark session starts, so its Python workers inherit it.
-os.environ["DSPARK_TEST_API_KEY"] = CANARY
-
-REVIEW_SCHEMA = {
-    "title": "review",
-    "type": "object",
-    "properties": {
-        "sentiment": {"type": "string", "enum": ["positive", "neutral", "negative"]},
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "stars": {"type": "integer", "minimum": 1, "maximum": 5},
-        "topics": {"type": "array", "items": {"type": "string"}},
-        "reviewed_at": {"type": "string", "format": "date-time"},
-        "product": {
-            "type": "object",
-            "properties": {"name": {"type": "string"}, "price": {"type": "number"}},
-            "required": ["name"],
-        },
-    },
-    "required": ["sentiment", "score", "stars", "topics", "reviewed_at", "product"],
-}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -59,13 +33,3 @@ def spark():
     dspark_json.register(session)
     yield session
     session.stop()
-
-
-def write_prompts(directory: Path, name: str, rows: list[dict]) -> Path:
-    """Write a JSONL prompt file atomically (hidden name, then rename), as a producer should."""
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{name}.tmp"
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    final = directory / name
-    tmp.rename(final)
-    return final

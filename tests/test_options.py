@@ -13,27 +13,27 @@ def parse(**extra):
 
 def test_defaults():
     opts = parse()
-    assert opts.endpoint == "http://127.0.0.1:8000"
-    assert opts.parse_mode == "auto"
-    assert opts.mode == "PERMISSIVE"
-    assert opts.model is None and opts.response_format is None
-    assert opts.max_concurrency == 32
+    assert opts.http.endpoint == "http://127.0.0.1:8000"
+    assert opts.rows.parse_mode == "auto"
+    assert opts.rows.mode == "PERMISSIVE"
+    assert opts.request.model is None and opts.request.response_format is None
+    assert opts.http.max_concurrency == 32
 
 
 def test_option_names_are_case_insensitive():
     opts = Options.parse({"ENDPOINT": "http://h:1", "Prompts": "/p", "PARSEMODE": "cpu"})
-    assert (opts.endpoint, opts.parse_mode) == ("http://h:1", "cpu")
+    assert (opts.http.endpoint, opts.rows.parse_mode) == ("http://h:1", "cpu")
 
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ({"vllm_endpoint": "http://h:9/"}, ("endpoint", "http://h:9")),
-        ({"endpoint": "http://h:9/v1"}, ("endpoint", "http://h:9")),
-        ({"dspark.json.parse_mode": "gpu-accelerated"}, ("parse_mode", "gpu")),
-        ({"parseMode": "GPU"}, ("parse_mode", "gpu")),
-        ({"mode": "dropmalformed"}, ("mode", "DROPMALFORMED")),
-        ({"path": "/elsewhere"}, ("prompts", "/elsewhere")),
+        ({"vllm_endpoint": "http://h:9/"}, ("http.endpoint", "http://h:9")),
+        ({"endpoint": "http://h:9/v1"}, ("http.endpoint", "http://h:9")),
+        ({"dspark.json.parse_mode": "gpu-accelerated"}, ("rows.parse_mode", "gpu")),
+        ({"parseMode": "GPU"}, ("rows.parse_mode", "gpu")),
+        ({"mode": "dropmalformed"}, ("rows.mode", "DROPMALFORMED")),
+        ({"path": "/elsewhere"}, ("input.prompts", "/elsewhere")),
     ],
     ids=["vllm_endpoint", "trailing-v1", "gpustack-parse-mode", "upper-case", "mode-lower", "path"],
 )
@@ -44,8 +44,9 @@ def test_aliases_and_spellings(raw, expected):
     if "path" in raw:
         del base["prompts"]
     opts = Options.parse({**base, **raw})
-    attr, value = expected
-    assert getattr(opts, attr) == value
+    path, value = expected
+    stage, attr = path.split(".")
+    assert getattr(getattr(opts, stage), attr) == value
 
 
 def test_unknown_option_suggests_the_close_name():
@@ -94,12 +95,12 @@ def test_two_spellings_with_different_values_are_refused():
 
 def test_response_format_inline_file_and_wrapper(tmp_path):
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    assert parse(responseFormat=json.dumps(schema)).response_format == schema
+    assert parse(responseFormat=json.dumps(schema)).request.response_format == schema
     path = tmp_path / "s.json"
     path.write_text(json.dumps(schema))
-    assert parse(responseFormat=str(path)).response_format == schema
+    assert parse(responseFormat=str(path)).request.response_format == schema
     wrapped = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
-    assert parse(responseFormat=json.dumps(wrapped)).response_format == schema
+    assert parse(responseFormat=json.dumps(wrapped)).request.response_format == schema
 
 
 @pytest.mark.parametrize(
@@ -117,14 +118,14 @@ def test_response_format_errors(value, message):
 
 def test_relative_prompt_path_becomes_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert Options.parse({"endpoint": "http://h:1", "prompts": "in"}).prompts == str(
+    assert Options.parse({"endpoint": "http://h:1", "prompts": "in"}).input.prompts == str(
         tmp_path / "in"
     )
 
 
 def test_gpu_memory_fraction_is_a_share_of_the_device():
-    assert parse(gpuMemoryFraction="0.25").gpu_memory_fraction == 0.25
-    assert parse().gpu_memory_fraction == 0.1
+    assert parse(gpuMemoryFraction="0.25").rows.gpu_memory_fraction == 0.25
+    assert parse().rows.gpu_memory_fraction == 0.1
     with pytest.raises(OptionError, match=r"'gpuMemoryFraction' must be a share .* got '25'"):
         parse(gpuMemoryFraction="25")
 
@@ -134,17 +135,17 @@ CANARY = "zq-canary-7f3a9c"
 
 def test_several_endpoints_and_credentials_taken_out_of_the_url():
     opts = parse(endpoint=f"http://ann:{CANARY}@h1:8000/v1, http://h2:8000")
-    assert [e.url for e in opts.endpoints] == ["http://h1:8000", "http://h2:8000"]
-    assert opts.endpoints[0].credentials.reveal() == f"ann:{CANARY}"
-    assert opts.endpoint == "http://h1:8000"
+    assert [e.url for e in opts.http.endpoints] == ["http://h1:8000", "http://h2:8000"]
+    assert opts.http.endpoints[0].credentials.reveal() == f"ann:{CANARY}"
+    assert opts.http.endpoint == "http://h1:8000"
     assert CANARY not in repr(opts) and CANARY not in str(opts)
 
 
 def test_the_api_key_never_prints_and_its_spellings_are_accepted():
     for spelling in ("apiKey", "api_key", "vllm_api_key"):
         opts = parse(**{spelling: CANARY})
-        assert opts.key.resolve().reveal() == CANARY
-        assert CANARY not in repr(opts) and CANARY not in f"{opts.api_key}"
+        assert opts.http.key.resolve().reveal() == CANARY
+        assert CANARY not in repr(opts) and CANARY not in f"{opts.http.api_key}"
 
 
 def test_a_bad_endpoint_with_credentials_does_not_echo_them():
@@ -169,18 +170,18 @@ def test_request_options_are_typed():
         extraBody='{"repetition_penalty": 1.05}',
         adaptiveConcurrency="FALSE",
     )
-    assert (opts.system_prompt, opts.max_tokens, opts.temperature, opts.top_p) == (
+    assert (opts.request.system_prompt, opts.request.max_tokens, opts.request.temperature, opts.request.top_p) == (
         "Be terse.",
         64,
         0.0,
         0.9,
     )
-    assert (opts.seed, opts.n, opts.extra_body) == (-3, 2, {"repetition_penalty": 1.05})
-    assert opts.adaptive_concurrency is False
+    assert (opts.request.seed, opts.request.n, opts.request.extra_body) == (-3, 2, {"repetition_penalty": 1.05})
+    assert opts.http.adaptive_concurrency is False
 
 
 def test_options_that_do_not_apply_are_refused_and_not_required():
     opts = Options.parse({"endpoint": "http://h:1"}, unused=("prompts",))
-    assert opts.prompts == ""
+    assert opts.input.prompts is None
     with pytest.raises(OptionError, match="'prompts' does not apply here"):
         Options.parse({"endpoint": "http://h:1", "prompts": "/p"}, unused=("prompts",))

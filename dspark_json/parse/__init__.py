@@ -1,57 +1,8 @@
-"""Parser backends behind one seam: ``select_backend`` then ``parser(schema).parse(bodies)``."""
+"""The parse stage: response bodies -> Arrow columns, on the CPU (numba + pyarrow) or the
+GPU (cuDF), behind one seam: :func:`select_backend`, then
+``make_parser(schema, backend).parse(bodies)``.
+"""
 
-from __future__ import annotations
+from dspark_json.parse.backend import make_parser, select_backend
 
-import logging
-from typing import Literal
-
-from pyspark.sql.types import StructType
-
-from dspark_json.errors import BackendUnavailable
-from dspark_json.parse import gpu
-from dspark_json.parse.cpu import CpuParser
-
-__all__ = ["Backend", "make_parser", "select_backend"]
-
-logger = logging.getLogger("dspark_json")
-
-Backend = Literal["cpu", "gpu"]
-_fallbacks_logged: set[str] = set()
-
-
-def select_backend(parse_mode: Literal["auto", "cpu", "gpu"]) -> Backend:
-    """The backend that will run: ``gpu`` fails loudly when it cannot; ``auto`` says when it
-    falls back to the CPU (once per process)."""
-    if parse_mode == "cpu":
-        return "cpu"
-    reason = gpu.unavailable_reason()
-    if reason is None and parse_mode == "gpu":
-        if not gpu.verified and "unverified" not in _fallbacks_logged:
-            _fallbacks_logged.add("unverified")
-            logger.warning(
-                "parseMode=gpu: the cuDF parser has not passed the conformance suite on a GPU "
-                "yet; check its output (or use parseMode=cpu)."
-            )
-        return "gpu"
-    if reason is None:
-        if gpu.verified:
-            return "gpu"
-        reason = "the cuDF parser has not passed the conformance suite on a GPU yet"
-    if parse_mode == "gpu":
-        raise BackendUnavailable(
-            f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
-            "Use parseMode=auto to fall back to the CPU, or parseMode=cpu."
-        )
-    if reason not in _fallbacks_logged:
-        _fallbacks_logged.add(reason)
-        logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)
-    return "cpu"
-
-
-def make_parser(
-    schema: StructType, backend: Backend, *, gpu_memory_fraction: float | None = None
-) -> CpuParser:
-    """A parser for the response columns of ``schema`` on ``backend``."""
-    if backend == "gpu":  # pragma: no cover - needs a GPU
-        return gpu.GpuParser(schema, memory_fraction=gpu_memory_fraction)
-    return CpuParser(schema)
+__all__ = ["make_parser", "select_backend"]

@@ -55,7 +55,7 @@ from dspark_json.parse.conform import (
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
-from dspark_json.schema import SYSTEM_COLUMNS
+from dspark_json.rows import SYSTEM_COLUMNS
 
 __all__ = ["CpuParser"]
 

@@ -22,7 +22,7 @@ from dspark_json.parse.conform import validate_row
 from dspark_json.parse.content import extract_json
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.parse.kernels import KIND_INVALID
-from dspark_json.schema import SYSTEM_COLUMNS
+from dspark_json.rows import SYSTEM_COLUMNS
 
 __all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
 

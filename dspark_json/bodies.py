@@ -1,0 +1,226 @@
+"""Response bodies you already have (a table, Kafka values, logs) -> the source's typed columns.
+
+``parse_responses`` parses bodies in hand into a pyarrow table; ``parse_dataframe`` does it on a
+Spark DataFrame's column, on the executors. Both run the same parser as the ``dspark-json``
+source, take the same keywords (``schema``, ``response_format``, ``backend``, ``mode``) and apply
+the record mode with :func:`dspark_json.rows.apply_mode`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+from dspark_json.errors import OptionError, SchemaError
+from dspark_json.parse import make_parser, select_backend
+from dspark_json.rows import (
+    PARSE_MODES,
+    RECORD_MODES,
+    RESPONSE_COLUMNS,
+    SYSTEM_COLUMNS,
+    ParseMode,
+    RecordMode,
+    apply_mode,
+)
+from dspark_json.schema.output import output_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+__all__ = ["parse_dataframe", "parse_responses", "response_schema"]
+
+logger = logging.getLogger("dspark_json")
+
+_SNIPPET = 200
+
+
+def response_schema(
+    schema: str | StructType | pa.Schema | None = None,
+    response_format: Mapping[str, Any] | None = None,
+) -> StructType:
+    """The columns ``parse_responses`` yields: ``schema`` (or the vLLM envelope, with ``parsed``
+    typed from ``response_format``) plus ``_status``, ``_rescued_data`` and ``_corrupt_record``.
+
+    Parameters
+    ----------
+    schema:
+        The columns wanted: Spark DDL (needs an active SparkSession), a StructType or a pyarrow
+        schema; ``None``: vLLM's envelope.
+    response_format:
+        The JSON Schema of the content, which types ``parsed`` (only without ``schema``).
+    """
+    if schema is None:
+        full = output_schema(response_format=response_format)
+        return StructType([f for f in full.fields if f.name in RESPONSE_COLUMNS])
+    if response_format is not None:
+        raise OptionError(
+            "parse_responses got both schema and response_format; the schema wins in the "
+            "source, so pass only one of them."
+        )
+    struct = _struct_of(schema)
+    system = [name for name in SYSTEM_COLUMNS if name in RESPONSE_COLUMNS]
+    missing = [StructField(name, StringType()) for name in system if name not in struct.names]
+    return StructType([*struct.fields, *missing])
+
+
+def parse_responses(
+    bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None],
+    *,
+    schema: str | StructType | pa.Schema | None = None,
+    response_format: Mapping[str, Any] | None = None,
+    backend: ParseMode = "auto",
+    mode: RecordMode = "PERMISSIVE",
+) -> pa.Table:
+    """Parse chat completion response bodies into one typed Arrow table, a row per body.
+
+    Parameters
+    ----------
+    bodies:
+        A string or binary Arrow array, or a list of str / bytes / None.
+    schema:
+        The columns wanted (see :func:`response_schema`); by default vLLM's envelope with
+        ``parsed`` typed from ``response_format``.
+    response_format:
+        The JSON Schema of the content.
+    backend:
+        ``auto`` (the GPU when cuDF and a device are there, else the CPU, with a warning),
+        ``cpu`` or ``gpu`` (an error where it cannot run).
+    mode:
+        As in Spark's JSON source: PERMISSIVE keeps malformed rows (``_corrupt_record``),
+        DROPMALFORMED drops them, FAILFAST raises :class:`~dspark_json.RecordError` naming the
+        first one.
+    """
+    check_keywords(backend, mode)
+    target = response_schema(schema, response_format)
+    chosen = select_backend(PARSE_MODES[backend])
+    parser = make_parser(target, chosen)
+    started = time.perf_counter()
+    table = parser.parse(bodies)
+    elapsed = time.perf_counter() - started
+    logger.info(
+        "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser)",
+        table.num_rows,
+        chosen,
+        elapsed,
+        parser.reference_rows,
+    )
+    keep = _apply_mode(table, mode)
+    return table if keep is None else table.filter(keep)
+
+
+def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:
+    """The rows to keep (``None``: all) of a parsed table; FAILFAST raises on the first
+    malformed body, quoting its start."""
+
+    def snippet(row: int) -> str:
+        text = table.column("_corrupt_record")[row].as_py() or ""
+        return f": {text if len(text) <= _SNIPPET else text[:_SNIPPET] + '...'!r}"
+
+    keep = apply_mode(
+        mode,
+        table.column("_status").to_pylist(),
+        describe=lambda row: f"response body {row}",
+        detail=snippet if "_corrupt_record" in table.column_names else None,
+    )
+    return None if keep is None else pa.array(keep, pa.bool_())
+
+
+def check_keywords(backend: str, mode: str) -> None:
+    """Raise :class:`OptionError` unless ``backend`` and ``mode`` are allowed values."""
+    if backend not in PARSE_MODES:
+        raise OptionError(
+            f"backend={backend!r} is not a backend; use one of {', '.join(PARSE_MODES)}."
+        )
+    if mode not in RECORD_MODES:
+        raise OptionError(f"mode={mode!r} is not a mode; use one of {', '.join(RECORD_MODES)}.")
+
+
+def _struct_of(schema: str | StructType | pa.Schema) -> StructType:
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, pa.Schema):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        return from_arrow_schema(schema)
+    if isinstance(schema, str):
+        from pyspark.sql import SparkSession
+
+        if SparkSession.getActiveSession() is None:
+            raise SchemaError(
+                f"schema={schema!r} is DDL, which Spark parses, and no SparkSession is active. "
+                "Start one first, or pass a StructType or a pyarrow schema."
+            )
+        parsed = StructType.fromDDL(schema)
+        if not isinstance(parsed, StructType):
+            raise SchemaError(f"schema={schema!r} is not a struct: list columns, e.g. 'id STRING'")
+        return parsed
+    raise SchemaError(
+        "schema must be a DDL string, a StructType or a pyarrow schema, "
+        f"not {type(schema).__name__}"
+    )
+
+
+def parse_dataframe(
+    df: DataFrame,
+    column: str = "value",
+    *,
+    schema: str | StructType | pa.Schema | None = None,
+    response_format: Mapping[str, Any] | None = None,
+    backend: ParseMode = "auto",
+    mode: RecordMode = "PERMISSIVE",
+) -> DataFrame:
+    """``df`` with the bodies in ``column`` (string or binary) parsed, on the executors, by
+    :func:`parse_responses`: its other columns, then the response columns.
+
+        answers = dspark_json.parse_dataframe(
+            spark.readStream.format("kafka")...load(), "value", response_format=schema
+        )
+
+    Parameters
+    ----------
+    df:
+        Batch or streaming.
+    column:
+        The string or binary column of response bodies.
+    schema, response_format, backend, mode:
+        As in :func:`parse_responses`; DROPMALFORMED drops the other columns of a dropped row
+        too.
+    """
+    check_keywords(backend, mode)
+    if column not in df.columns:
+        raise OptionError(
+            f"parse_dataframe: column {column!r} is not in the DataFrame (columns: "
+            f"{', '.join(df.columns)}). Pass the column that holds the response bodies."
+        )
+    if not isinstance(df.schema[column].dataType, StringType | BinaryType):
+        raise SchemaError(
+            f"parse_dataframe: column {column!r} is {df.schema[column].dataType.simpleString()}"
+            "; response bodies must be a string or binary column (cast it first)."
+        )
+    parsed = response_schema(schema, response_format)
+    kept = [f for f in df.schema.fields if f.name != column]
+    clash = sorted({f.name for f in kept} & set(parsed.names))
+    if clash:
+        raise SchemaError(
+            f"parse_dataframe: the DataFrame already has column(s) {', '.join(clash)}, which "
+            "the parsed response brings too. Rename or drop them first."
+        )
+    out = StructType([*kept, *parsed.fields])
+    index = df.columns.index(column)
+
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            table = parse_responses(batch.column(index), schema=parsed, backend=backend)
+            rest = batch.drop_columns([column])
+            keep = _apply_mode(table, mode)  # to the other columns too
+            if keep is not None:
+                table, rest = table.filter(keep), rest.filter(keep)
+            columns = [*rest.columns, *(c.combine_chunks() for c in table.columns)]
+            yield pa.RecordBatch.from_arrays(columns, names=out.names)
+
+    return df.mapInArrow(parse, out)

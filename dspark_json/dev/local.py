@@ -1,0 +1,117 @@
+"""The embedded default: a local Spark session and a simulator process on 127.0.0.1.
+
+Used by the demo, the tests and the benchmarks, so all three run the same real parts.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+import httpx
+
+from dspark_json.dev.simulator import Faults
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SimulatorProcess", "local_spark"]
+
+
+def local_spark(app_name: str = "dspark-json", *, cores: int = 2) -> SparkSession:
+    """A local-mode Spark session whose Python workers use this interpreter."""
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+class SimulatorProcess:
+    """``dspark-json simulate`` in a child process; ``url`` is where it listens.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        seed: int = 0,
+        model: str = "dspark-sim",
+        latency: float = 0.0,
+        faults: Faults | None = None,
+    ) -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "dspark_json",
+            "simulate",
+            "--port",
+            str(port),
+            "--seed",
+            str(seed),
+            "--model",
+            model,
+            "--latency",
+            str(latency),
+        ]
+        self.env = dict(os.environ)
+        if faults is not None:
+            self.args += faults.to_args()
+            if faults.api_key is not None:
+                # By environment, not argv: a process list shows arguments.
+                self.env["DSPARK_SIM_API_KEY"] = faults.api_key
+                self.args.append("--api-key-env=DSPARK_SIM_API_KEY")
+        self.model = model
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def start(self) -> SimulatorProcess:
+        self._process = subprocess.Popen(
+            self.args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=self.env
+        )
+        assert self._process.stdout is not None
+        line = self._process.stdout.readline()
+        if "http://" not in line:
+            self.stop()
+            raise RuntimeError(f"The simulator did not start: {line!r}")
+        self.url = line.strip().rsplit(" ", 1)[-1]
+        return self
+
+    def stats(self) -> dict[str, int]:
+        """The server's request counters (``GET /stats``)."""
+        counts: dict[str, int] = httpx.get(f"{self.url}/stats", timeout=5).json()
+        return counts
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
+        self._process = None
+
+    def __enter__(self) -> SimulatorProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,468 @@
+"""A vLLM-compatible server for tests, the demo and benchmarks: ``dspark-json simulate``.
+
+It answers ``GET /health``, ``GET /v1/models`` and ``POST /v1/chat/completions`` with bodies in
+vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the content is JSON
+that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
+``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice.
+
+Faults (:class:`Faults`) make it behave like a real deployment under stress: error statuses by
+rate (in either of vLLM's error shapes, with ``Retry-After``), slow answers, connection resets,
+bodies cut short, malformed content, an API key, and a capacity above which requests wait in an
+unbounded queue, so latency grows as vLLM's does. Each fault is drawn from the seed, the request's
+messages and how many times those messages were seen: the same run faults the same way whatever
+the order of arrival.
+
+HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
+own benchmarks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import random
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+__all__ = ["Faults", "Simulator", "generate_value"]
+
+logger = logging.getLogger("dspark_json.dev.simulator")
+
+_WORDS = (
+    "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lumen meadow nectar "
+    "onyx pollen quartz river saffron tundra umber violet willow xenon yarrow zephyr"
+).split()
+_REASONS = {
+    200: "OK",
+    401: "Unauthorized",
+    408: "Request Timeout",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Payload Too Large",
+}
+_MAX_BODY = 64 * 1024 * 1024
+
+
+def generate_value(
+    schema: Any, rng: random.Random, root: Mapping[str, Any] | None = None, depth: int = 0
+) -> Any:
+    """A value conforming to a JSON Schema (the subset structured-output schemas use)."""
+    root = root if root is not None else schema
+    if not isinstance(schema, Mapping) or depth > 12:
+        return None
+    if "$ref" in schema:
+        section, name = str(schema["$ref"])[2:].split("/", 1)
+        return generate_value(root.get(section, {}).get(name, {}), rng, root, depth + 1)
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            branches = [
+                b for b in schema[key] if not (isinstance(b, Mapping) and b.get("type") == "null")
+            ]
+            return generate_value(rng.choice(branches), rng, root, depth + 1) if branches else None
+    if "const" in schema:
+        return schema["const"]
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        kind = rng.choice(kinds) if kinds else "null"
+    if kind == "object" or (kind is None and "properties" in schema):
+        required = set(schema.get("required", ()))
+        return {
+            name: generate_value(sub, rng, root, depth + 1)
+            for name, sub in schema.get("properties", {}).items()
+            if name in required or rng.random() < 0.8
+        }
+    if kind == "array" or (kind is None and "items" in schema):
+        low = int(schema.get("minItems", 0))
+        high = int(schema.get("maxItems", low + 3))
+        count = rng.randint(low, max(low, min(high, low + 3)))
+        return [generate_value(schema.get("items", {}), rng, root, depth + 1) for _ in range(count)]
+    if kind == "integer":
+        return rng.randint(int(schema.get("minimum", 0)), int(schema.get("maximum", 1000)))
+    if kind == "number":
+        bottom, top = float(schema.get("minimum", 0.0)), float(schema.get("maximum", 100.0))
+        return round(rng.uniform(bottom, top), 4)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "string":
+        return _string(schema, rng)
+    return None
+
+
+def _string(schema: Mapping[str, Any], rng: random.Random) -> str:
+    fmt = schema.get("format")
+    moment = datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randint(0, 10**8))
+    if fmt == "date-time":
+        return moment.isoformat().replace("+00:00", "Z")
+    if fmt == "date":
+        return moment.date().isoformat()
+    text = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(1, 6)))
+    max_length = schema.get("maxLength")
+    return text[: int(max_length)] if max_length is not None else text
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and how often (rates are probabilities per completion request)."""
+
+    error_rates: Mapping[int, float] = field(default_factory=dict)  # HTTP status -> rate
+    error_shape: Literal["nested", "flat"] = "nested"
+    retry_after: str | None = None  # Retry-After sent with 429 and 503 (seconds or HTTP date)
+    retry_after_ms: int | None = None  # retry-after-ms sent with 429 and 503
+    slow_rate: float = 0.0
+    slow_seconds: float = 5.0
+    reset_rate: float = 0.0  # close the connection without an answer
+    truncate_rate: float = 0.0  # send part of the body, then close
+    malformed_rate: float = 0.0  # 200 whose content is cut off (finish_reason "length")
+    capacity: int | None = None  # completions worked on at once; the rest wait in a queue
+    api_key: str | None = None  # when set, /v1/* wants "Authorization: Bearer <key>"
+    vary: bool = False  # answer a repeated request differently, as a sampling model does
+    drift_after: int | None = None  # after this many answers, add fields nobody expected
+    served_schema: str | None = None  # JSON Schema text served at /health/json-schema and
+    # followed when a request has no response_format (as GPUStack's patched vLLM does)
+
+    def to_args(self) -> list[str]:
+        """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
+        args = [f"--fail={status}={rate}" for status, rate in self.error_rates.items()]
+        args.append(f"--error-shape={self.error_shape}")
+        if self.retry_after is not None:
+            args.append(f"--retry-after={self.retry_after}")
+        if self.retry_after_ms is not None:
+            args.append(f"--retry-after-ms={self.retry_after_ms}")
+        args += [
+            f"--slow-rate={self.slow_rate}",
+            f"--slow-seconds={self.slow_seconds}",
+            f"--reset-rate={self.reset_rate}",
+            f"--truncate-rate={self.truncate_rate}",
+            f"--malformed-rate={self.malformed_rate}",
+        ]
+        if self.capacity is not None:
+            args.append(f"--capacity={self.capacity}")
+        if self.vary:
+            args.append("--vary")
+        if self.drift_after is not None:
+            args.append(f"--drift-after={self.drift_after}")
+        if self.served_schema is not None:
+            args.append(f"--served-schema={self.served_schema}")
+        return args
+
+
+@dataclass(frozen=True)
+class Reply:
+    """An answer: status, JSON-able body, extra headers, and a transport fault to act out."""
+
+    status: int
+    payload: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    fault: Literal["reset", "truncate"] | None = None
+
+
+class Simulator:
+    """The server's state: served model, seed, faults, counters."""
+
+    def __init__(
+        self,
+        *,
+        model: str = "dspark-sim",
+        seed: int = 0,
+        latency: float = 0.0,
+        faults: Faults | None = None,
+    ) -> None:
+        self.model = model
+        self.seed = seed
+        self.latency = latency
+        self.faults = faults or Faults()
+        self.started = int(time.time())
+        self.counts: Counter[str] = Counter()
+        self._seen: Counter[str] = Counter()  # completion requests per messages digest
+        self._capacity = (
+            asyncio.Semaphore(self.faults.capacity) if self.faults.capacity is not None else None
+        )
+
+    async def serve(self, host: str, port: int) -> asyncio.Server:
+        return await asyncio.start_server(self._connection, host, port, backlog=1024)
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                request = await _read_request(reader)
+                if request is None:
+                    break
+                method, path, headers, body = request
+                reply = await self.route(method, path, body, headers)
+                keep_alive = headers.get("connection", "").lower() != "close"
+                data = _response(reply, keep_alive)
+                if reply.fault == "reset":
+                    break
+                if reply.fault == "truncate":
+                    writer.write(data[: len(data) - max(1, len(data) // 3)])
+                    await writer.drain()
+                    break
+                writer.write(data)
+                await writer.drain()
+                if not keep_alive:
+                    break
+        except (ConnectionError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    async def route(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str] | None = None
+    ) -> Reply:
+        """Answer one request."""
+        self.counts["requests"] += 1
+        path = path.split("?", 1)[0]
+        if path == "/health":
+            return Reply(200)
+        if path == "/stats":
+            return Reply(200, dict(self.counts))
+        if path == "/health/json-schema":
+            if self.faults.served_schema is None:
+                return Reply(404, self._error("No schema is served.", 404))
+            return Reply(200, json.loads(self.faults.served_schema))
+        key = self.faults.api_key
+        authorization = (headers or {}).get("authorization")
+        if key is not None and path.startswith("/v1/") and authorization != f"Bearer {key}":
+            self.counts["status_401"] += 1
+            return Reply(401, self._error("Unauthorized: missing or wrong API key.", 401))
+        if path == "/v1/models":
+            return Reply(200, self._models())
+        if path == "/v1/chat/completions":
+            if method != "POST":
+                return Reply(405, self._error("Only POST is allowed", 405))
+            self.counts["chat_completions"] += 1
+            reply = await self._complete(body)
+            self.counts[f"status_{reply.status}" if reply.fault is None else reply.fault] += 1
+            return reply
+        return Reply(404, self._error(f"Not Found: {path}", 404))
+
+    async def _complete(self, body: bytes) -> Reply:
+        digest = hashlib.sha256(body).hexdigest()
+        self._seen[digest] += 1
+        if self._seen[digest] > 1:
+            self.counts["repeated"] += 1  # the same request body again: a re-call
+        draw = random.Random(f"{self.seed}:{digest}:{self._seen[digest]}").random
+        faults = self.faults
+        if draw() < faults.reset_rate:
+            return Reply(200, fault="reset")
+        status = _pick_status(faults.error_rates, draw())
+        if status is not None:
+            headers = {}
+            if status in (429, 503) and faults.retry_after is not None:
+                headers["retry-after"] = faults.retry_after
+            if status in (429, 503) and faults.retry_after_ms is not None:
+                headers["retry-after-ms"] = str(faults.retry_after_ms)
+            return Reply(status, self._error(f"Injected fault: HTTP {status}", status), headers)
+        slow = draw() < faults.slow_rate
+        truncate = draw() < faults.truncate_rate
+        malformed = draw() < faults.malformed_rate
+        if self._capacity is not None:
+            async with self._capacity:
+                await self._work(slow)
+        else:
+            await self._work(slow)
+        status, payload = self._chat(body, self._seen[digest] if self.faults.vary else 1)
+        if malformed and status == 200:
+            for choice in payload["choices"]:
+                content = choice["message"]["content"]
+                choice["message"]["content"] = content[: max(1, len(content) // 2)]
+                choice["finish_reason"] = "length"
+        return Reply(status, payload, fault="truncate" if truncate else None)
+
+    async def _work(self, slow: bool) -> None:
+        seconds = self.latency + (self.faults.slow_seconds if slow else 0.0)
+        if seconds:
+            await asyncio.sleep(seconds)
+
+    def _error(self, message: str, code: int) -> dict[str, Any]:
+        kind = {
+            400: "BadRequestError",
+            401: "AuthenticationError",
+            404: "NotFoundError",
+            405: "BadRequestError",
+            429: "RateLimitError",
+        }.get(code, "InternalServerError" if code >= 500 else "BadRequestError")
+        if self.faults.error_shape == "flat":
+            return {
+                "object": "error",
+                "message": message,
+                "type": kind,
+                "param": None,
+                "code": code,
+            }
+        return _error(message, kind, code)
+
+    def _models(self) -> dict[str, Any]:
+        card = {
+            "id": self.model,
+            "object": "model",
+            "created": self.started,
+            "owned_by": "vllm",
+            "root": self.model,
+            "parent": None,
+            "max_model_len": 32768,
+        }
+        return {"object": "list", "data": [card]}
+
+    def _chat(self, body: bytes, call: int = 1) -> tuple[int, Any]:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            return 400, self._error("The request body is not valid JSON.", 400)
+        if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
+            return 400, self._error("Field 'messages' is required.", 400)
+        if request.get("model") != self.model:
+            message = f"The model `{request.get('model')}` does not exist."
+            return 404, self._error(message, 404)
+        if request.get("stream"):
+            return 400, self._error("stream=true is not supported here.", 400)
+        key = json.dumps(
+            [self.seed, request.get("seed"), request["messages"], call], sort_keys=True
+        )
+        digest = hashlib.sha256(key.encode()).hexdigest()
+        rng = random.Random(digest)
+        schema = _json_schema(request.get("response_format"))
+        if schema is None and self.faults.served_schema is not None:
+            schema = json.loads(self.faults.served_schema)
+        drifted = (
+            self.faults.drift_after is not None
+            and self.counts["completions_ok"] >= self.faults.drift_after
+        )
+        choices = []
+        for index in range(int(request.get("n") or 1)):
+            if schema is not None:
+                value = generate_value(schema, rng)
+                if drifted and isinstance(value, dict):
+                    value["confidence"] = round(rng.random(), 3)  # a field the schema lacks
+                content = json.dumps(value, ensure_ascii=False)
+            else:
+                content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
+            choices.append(_choice(index, content))
+        prompt_tokens = sum(
+            len(str(m.get("content", "")).split()) + 4
+            for m in request["messages"]
+            if isinstance(m, dict)
+        )
+        completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
+        self.counts["completions_ok"] += 1
+        extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
+        return 200, (extra if drifted else {}) | {
+            "id": f"chatcmpl-{digest[:32]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": choices,
+            "service_tier": None,
+            "system_fingerprint": None,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+                "completion_tokens": completion_tokens,
+                "prompt_tokens_details": None,
+            },
+            "prompt_logprobs": None,
+            "kv_transfer_params": None,
+        }
+
+
+def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        inner = response_format.get("json_schema")
+        schema = inner.get("schema") if isinstance(inner, dict) else None
+        if isinstance(schema, dict):
+            return schema
+    return None
+
+
+def _choice(index: int, content: str) -> dict[str, Any]:
+    return {
+        "index": index,
+        "message": {
+            "role": "assistant",
+            "content": content,
+            "refusal": None,
+            "annotations": None,
+            "audio": None,
+            "function_call": None,
+            "tool_calls": [],
+            "reasoning_content": None,
+        },
+        "logprobs": None,
+        "finish_reason": "stop",
+        "stop_reason": None,
+    }
+
+
+def _error(message: str, kind: str, code: int) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+async def _read_request(
+    reader: asyncio.StreamReader,
+) -> tuple[str, str, dict[str, str], bytes] | None:
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    if not head:
+        return None
+    lines = head.decode("latin-1").split("\r\n")
+    method, path, _ = lines[0].split(" ", 2)
+    headers = {}
+    for line in lines[1:]:
+        if ":" in line:
+            name, value = line.split(":", 1)
+            headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0"))
+    if length > _MAX_BODY:
+        raise ValueError("request body too large")
+    body = await reader.readexactly(length) if length else b""
+    return method, path, headers, body
+
+
+def _pick_status(rates: Mapping[int, float], draw: float) -> int | None:
+    total = 0.0
+    for status, rate in rates.items():
+        total += rate
+        if draw < total:
+            return status
+    return None
+
+
+def _response(reply: Reply, keep_alive: bool) -> bytes:
+    payload = reply.payload
+    body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items())
+    head = (
+        f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Error')}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{extra}"
+        f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+async def run(
+    host: str, port: int, *, model: str, seed: int, latency: float, faults: Faults | None = None
+) -> None:
+    """Serve until cancelled; announce the bound address on stdout (first line)."""
+    import sys
+
+    simulator = Simulator(model=model, seed=seed, latency=latency, faults=faults)
+    server = await simulator.serve(host, port)
+    bound = server.sockets[0].getsockname()
+    sys.stdout.write(f"dspark-json simulator listening on http://{bound[0]}:{bound[1]}\n")
+    sys.stdout.flush()
+    async with server:
+        await server.serve_forever()

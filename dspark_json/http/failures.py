@@ -1,0 +1,96 @@
+"""What a request that failed for good leaves in its row's ``_error``.
+
+Every record is a :class:`~dspark_json.rows.RowError` built by
+:func:`~dspark_json.rows.row_error`. Every message passes through
+:func:`~dspark_json.http.secrets.redact` before it is cut to length: a server may echo the key
+back, and a transport error's text may carry the URL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import httpx
+
+from dspark_json.http.secrets import Secret, redact
+from dspark_json.rows import RowError, row_error
+
+__all__ = ["MESSAGE_CHARS", "http_error", "no_endpoint_error", "transport_error"]
+
+#: The longest ``_error.message`` kept (after masking).
+MESSAGE_CHARS = 500
+
+
+def http_error(
+    status: int, content: bytes, attempts: int, secrets: Iterable[Secret | None] = ()
+) -> RowError:
+    """An error record from either of vLLM's error shapes: ``{"error": {...}}`` or the flat
+    ``{"object": "error", "message", "type", ...}``; the body's start where it is neither."""
+    text = content.decode("utf-8", errors="replace")
+    kind, message = f"http_{status}", text
+    try:
+        body = json.loads(text)
+    except (ValueError, RecursionError):
+        body = None
+    if isinstance(body, dict):
+        nested = body.get("error")
+        detail: dict[str, Any] = nested if isinstance(nested, dict) else body
+        if isinstance(nested, str):  # {"error": "text"}, as some gateways send
+            detail = {"message": nested}
+        kind = str(detail.get("type") or kind)
+        message = str(detail.get("message") or message)
+    return row_error(
+        status=status,
+        type=redact(kind, secrets)[:MESSAGE_CHARS],
+        message=_shown(message, secrets),
+        attempts=attempts,
+    )
+
+
+def transport_error(
+    exc: Exception, attempts: int, timeout: float, secrets: Iterable[Secret | None] = ()
+) -> RowError:
+    """An error record for a connection error, a body cut short or a timeout."""
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        kind = "connect_timeout" if isinstance(exc, httpx.ConnectTimeout) else "timeout"
+        message = (
+            f"no connection within connectTimeout ({exc})"
+            if kind == "connect_timeout"
+            else f"no complete response within requestTimeout={timeout:g}s / readTimeout"
+        )
+        return row_error(
+            status=None, type=kind, message=_shown(message, secrets), attempts=attempts
+        )
+    # Keep the reason, never the URL (it may hold credentials).
+    reason = str(exc).split(" for url ", 1)[0] or type(exc).__name__
+    return row_error(
+        status=None, type=type(exc).__name__, message=_shown(reason, secrets), attempts=attempts
+    )
+
+
+def no_endpoint_error(
+    urls: Iterable[str],
+    deadline: float,
+    last: RowError | None,
+    attempts: int,
+    secrets: Iterable[Secret | None] = (),
+) -> RowError:
+    """Every endpoint rested until the prompt's deadline (``last``: the error before that)."""
+    reason = f"; last error: {last['type']}: {last['message']}" if last else ""
+    return row_error(
+        status=last["status"] if last else None,
+        type="endpoint_unavailable",
+        message=_shown(
+            f"no endpoint ({', '.join(urls)}) was healthy within requestDeadline={deadline:g}s"
+            f"{reason}",
+            secrets,
+        ),
+        attempts=attempts,
+    )
+
+
+def _shown(message: str, secrets: Iterable[Secret | None]) -> str:
+    """Masked first, then cut: a cut never leaves part of a credential behind."""
+    return redact(message, secrets)[:MESSAGE_CHARS]

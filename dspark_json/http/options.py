@@ -1,0 +1,266 @@
+"""The options of the HTTP stage (how to reach the servers) and of the requests (what to ask).
+
+:class:`HttpOptions` is all the client needs, so it is usable without Spark's options:
+``complete_all(bodies, HttpOptions(endpoints=(Endpoint("http://vllm:8000"),)))``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dspark_json.errors import OptionError
+from dspark_json.fs import read_text
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.secrets import ApiKey, Secret, redact, split_credentials
+from dspark_json.option_spec import (
+    boolean,
+    directory,
+    json_object,
+    nonempty,
+    number,
+    option,
+    positive,
+)
+
+__all__ = ["CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
+
+#: Where chat completions are sent, on every endpoint.
+CHAT_COMPLETIONS = "/v1/chat/completions"
+
+
+def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
+    out = []
+    for item in re.split(r"[,\s]+", text.strip()):
+        if not item:
+            continue
+        url, credentials = split_credentials(item.rstrip("/"))
+        if not url.startswith(("http://", "https://")) or len(url.split("://", 1)[1]) == 0:
+            raise OptionError(
+                f"Option {name!r} must be http(s) URLs of the model server, comma-separated; "
+                f"got {redact(item)!r}. Example: 'http://127.0.0.1:8000'."
+            )
+        out.append(Endpoint(url.removesuffix("/v1"), credentials))
+    if not out:
+        raise OptionError(
+            f"Option {name!r} is empty; give the model server's URL, e.g. 'http://127.0.0.1:8000'."
+        )
+    return tuple(out)
+
+
+def _secret(name: str, text: str) -> Secret:
+    if not text.strip():
+        raise OptionError(f"Option {name!r} is empty; leave it out if the server needs no key.")
+    return Secret(text.strip())
+
+
+def _env_name(name: str, text: str) -> str:
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", text.strip()):
+        raise OptionError(
+            f"Option {name!r} must be the NAME of an environment variable (e.g. VLLM_API_KEY), "
+            f"got {text!r}. To give the key itself, use option 'apiKey'."
+        )
+    return text.strip()
+
+
+def _response_format(name: str, text: str) -> Mapping[str, Any]:
+    source = text.strip()
+    if not source.startswith(("{", "[")):
+        try:
+            source = read_text(directory(name, source))
+        except OSError as exc:
+            raise OptionError(
+                f"Option {name!r} is neither JSON text nor a readable file: {text!r} ({exc}). "
+                "Give the path of a JSON Schema file or the schema itself."
+            ) from exc
+    try:
+        schema = json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise OptionError(
+            f"Option {name!r} does not hold valid JSON ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}). It must be a JSON Schema object."
+        ) from exc
+    if not isinstance(schema, dict):
+        raise OptionError(
+            f"Option {name!r} must be a JSON Schema object, got a JSON {type(schema).__name__}."
+        )
+    # Accept a whole OpenAI response_format object as well as the bare schema.
+    if schema.get("type") == "json_schema" and isinstance(schema.get("json_schema"), dict):
+        inner = schema["json_schema"].get("schema")
+        if not isinstance(inner, dict):
+            raise OptionError(
+                f"Option {name!r} is a response_format object without json_schema.schema; "
+                "put the JSON Schema under json_schema.schema or pass the schema alone."
+            )
+        return inner
+    return schema
+
+
+@dataclass(frozen=True, kw_only=True)
+class HttpOptions:
+    """Where the servers are, how many requests at once, how long, how often."""
+
+    endpoints: tuple[Endpoint, ...] = option(
+        "endpoint",
+        "Base URL of the vLLM / OpenAI-compatible server (a trailing /v1 is accepted). Several, "
+        "comma-separated, share the load; one that keeps failing rests until its /health "
+        "answers again. Credentials in the URL (user:pass@) are sent as Basic auth and never "
+        "shown.",
+        "http://vllm-a:8000,http://vllm-b:8000",
+        convert=_endpoints,
+        aliases=("vllm_endpoint",),
+        required=True,  # unless option responses replays recorded answers
+        empty=(),
+    )
+    api_key: Secret | None = option(
+        "apiKey",
+        "API key sent as 'Authorization: Bearer <key>'. Never shown in logs, errors, explain() "
+        "or progress (call dspark_json.register(spark) so Spark redacts it from plans). "
+        "Prefer apiKeyEnv.",
+        "sk-...",
+        convert=_secret,
+        aliases=("api_key", "vllm_api_key"),
+    )
+    api_key_env: str | None = option(
+        "apiKeyEnv",
+        "Name of an environment variable that holds the API key, read where requests are sent "
+        "(the executors) and, for the checks at .load(), on the driver.",
+        "VLLM_API_KEY",
+        convert=_env_name,
+    )
+    max_concurrency: int = option(
+        "maxConcurrency",
+        "Most requests in flight per Spark task. The load on the server is up to this times "
+        "the number of tasks running at once.",
+        "64",
+        convert=positive(int),
+        default="32",
+    )
+    initial_concurrency: int = option(
+        "initialConcurrency",
+        "Requests in flight per task at the start; the limit then adapts between 1 and "
+        "maxConcurrency (up while latency holds, down on timeouts, 429, 5xx and growing "
+        "latency, as vLLM queues instead of refusing).",
+        "4",
+        convert=positive(int),
+        default="8",
+    )
+    adaptive_concurrency: bool = option(
+        "adaptiveConcurrency",
+        "Adapt the in-flight limit (true) or keep maxConcurrency requests in flight (false).",
+        "false",
+        convert=boolean,
+        default="true",
+    )
+    connect_timeout: float = option(
+        "connectTimeout",
+        "Seconds to open a connection to the server.",
+        "5",
+        convert=positive(float),
+        default="10",
+    )
+    read_timeout: float | None = option(
+        "readTimeout",
+        "Seconds the server may stay silent while answering (vLLM sends a non-streamed answer "
+        "at the end, so this is at least the generation time). Default: requestTimeout.",
+        "120",
+        convert=positive(float),
+    )
+    request_timeout: float = option(
+        "requestTimeout",
+        "Seconds one attempt may take, end to end, before it counts as a timeout.",
+        "120",
+        convert=positive(float),
+        default="300",
+    )
+    request_deadline: float = option(
+        "requestDeadline",
+        "Seconds a prompt may take over all its attempts and waits; then its row gets _error.",
+        "1800",
+        convert=positive(float),
+        default="900",
+    )
+    max_attempts: int = option(
+        "maxAttempts",
+        "Attempts per request (first try included) on connection errors, timeouts, bodies cut "
+        "short, 408, 429 and 5xx; Retry-After / retry-after-ms are honoured.",
+        "8",
+        convert=positive(int),
+        default="5",
+    )
+
+    @property
+    def key(self) -> ApiKey:
+        """Where the API key comes from (resolved where a request is sent)."""
+        return ApiKey(self.api_key, self.api_key_env)
+
+    @property
+    def endpoint(self) -> str:
+        """The first endpoint's URL (without credentials), for messages."""
+        return self.endpoints[0].url
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestOptions:
+    """What each chat completion request asks of the model, besides the prompt."""
+
+    model: str | None = option(
+        "model",
+        "Model name sent with each request. Default: the first model the server lists at "
+        "/v1/models.",
+        "Qwen/Qwen3-8B",
+        convert=nonempty,
+    )
+    response_format: Mapping[str, Any] | None = option(
+        "responseFormat",
+        "JSON Schema the model must follow (a path, or the JSON text itself; a full OpenAI "
+        "response_format object is accepted too). Sent as response_format and used to type "
+        "the `parsed` column.",
+        "/data/schema.json",
+        convert=_response_format,
+    )
+    system_prompt: str | None = option(
+        "systemPrompt",
+        "System message put before each prompt's messages (not where a prompt has its own).",
+        "Answer in JSON.",
+        convert=nonempty,
+        aliases=("system_prompt",),
+    )
+    max_tokens: int | None = option(
+        "maxTokens",
+        "max_tokens of each request.",
+        "512",
+        convert=positive(int),
+        aliases=("max_tokens",),
+    )
+    temperature: float | None = option(
+        "temperature",
+        "Sampling temperature of each request (0 or more).",
+        "0",
+        convert=number(float, low=0),
+    )
+    top_p: float | None = option(
+        "topP",
+        "top_p of each request (above 0, at most 1).",
+        "0.9",
+        convert=number(float, low=0, high=1),
+        aliases=("top_p",),
+    )
+    seed: int | None = option("seed", "Sampling seed of each request.", "42", convert=number(int))
+    n: int | None = option(
+        "n",
+        "Choices per prompt (the `choices` array holds them; `parsed` is the first).",
+        "2",
+        convert=positive(int),
+    )
+    extra_body: Mapping[str, Any] | None = option(
+        "extraBody",
+        "JSON object merged into every request body, for server-specific fields "
+        "(vLLM's guided_decoding_backend, repetition_penalty, chat_template_kwargs...).",
+        '{"repetition_penalty": 1.05}',
+        convert=json_object,
+        aliases=("extra_body",),
+    )

@@ -1,0 +1,142 @@
+"""The driver's requests at ``.load()``: is each endpoint up, does it serve the model, and the
+JSON Schema it serves (option ``schemaEndpoint``).
+
+A query that cannot work fails here, with the URL, the cause and the option to fix, instead of
+as thousands of ``_error`` rows later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from dspark_json.errors import ServerError
+from dspark_json.http.client import auth_headers
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.options import HttpOptions
+from dspark_json.http.secrets import Secret, redact
+
+__all__ = ["check_server", "fetch_served_schema", "http_get"]
+
+logger = logging.getLogger("dspark_json")
+
+_TIMEOUT_S = 10.0
+
+
+def check_server(options: HttpOptions, model: str | None) -> str:
+    """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
+    (``model``, else the first one the first reachable endpoint lists).
+
+    Raises :class:`ServerError` when no endpoint is usable; an endpoint that is down while
+    another works is logged and left to the executors' health probes.
+    """
+    key = options.key.resolve()
+    if options.api_key_env is not None and key is None:
+        logger.warning(
+            "Option 'apiKeyEnv': %s is not set on the driver; checking the server without a key "
+            "(the executors read it where they run).",
+            options.api_key_env,
+        )
+    problems: list[str] = []
+    for endpoint in options.endpoints:
+        try:
+            served = _served_models(endpoint, key)
+        except ServerError as exc:
+            if len(options.endpoints) == 1:
+                raise
+            problems.append(str(exc))
+            logger.warning("%s Continuing with the other endpoints.", exc)
+            continue
+        if model is None:
+            if not served:
+                raise ServerError(
+                    f"The model server at {endpoint.url}/v1/models lists no model; set option "
+                    "'model'."
+                )
+            model = served[0]
+            logger.info(
+                "Option 'model' not set; using %r, the first model %s serves.", model, endpoint.url
+            )
+        elif model not in served:
+            raise ServerError(
+                f"Model {model!r} is not served by {endpoint.url} (it serves: "
+                f"{', '.join(served) or 'nothing'}). Fix option 'model', or option 'endpoint'."
+            )
+    if model is None or len(problems) == len(options.endpoints):
+        raise ServerError("No endpoint is usable: " + " | ".join(problems))
+    return model
+
+
+def _served_models(endpoint: Endpoint, key: Secret | None) -> list[str]:
+    secrets = [key, endpoint.credentials]
+    headers = auth_headers(key, endpoint)
+    health = http_get(f"{endpoint.url}/health", headers, secrets)
+    if health.status_code >= 500:
+        raise ServerError(
+            f"The model server at {endpoint.url}/health answers HTTP {health.status_code}: its "
+            "engine is not running. Restart the server (see its log), or point option "
+            "'endpoint' at a healthy one."
+        )
+    url = f"{endpoint.url}/v1/models"
+    response = http_get(url, headers, secrets)
+    if response.status_code in (401, 403):
+        given = "the API key given was refused" if key is not None else "it needs an API key"
+        raise ServerError(
+            f"The model server at {url} answered HTTP {response.status_code}: {given}. Set "
+            "option 'apiKeyEnv' (the name of an environment variable holding the key) or "
+            "'apiKey'."
+        )
+    if response.status_code != 200:
+        raise ServerError(
+            f"The model server at {url} answered HTTP {response.status_code}: "
+            f"{redact(response.text, secrets)[:200]!r}. Check option 'endpoint', or set option "
+            "'model'."
+        )
+    try:
+        return [str(item["id"]) for item in response.json()["data"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ServerError(
+            f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
+        ) from exc
+
+
+def http_get(
+    url: str, headers: dict[str, str], secrets: list[Secret | None], *, option: str = "endpoint"
+) -> httpx.Response:
+    """GET on the driver; a server that cannot be reached is a :class:`ServerError` naming the
+    URL, the cause and the option that points there."""
+    try:
+        return httpx.get(url, headers=headers, timeout=_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        reason = redact(str(exc).split(" for url ", 1)[0], secrets)
+        raise ServerError(
+            f"Cannot reach the model server at {url} ({type(exc).__name__}: {reason}). Check "
+            f"that it is running and that option {option!r} points to it."
+        ) from exc
+
+
+def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
+    """The JSON Schema at ``where`` (option ``schemaEndpoint``: a path on the first endpoint, or
+    a URL)."""
+    endpoint = options.endpoints[0]
+    url = where if "://" in where else f"{endpoint.url}/{where.lstrip('/')}"
+    key = options.key.resolve()
+    response = http_get(url, auth_headers(key, endpoint), [key], option="schemaEndpoint")
+    try:
+        body = response.json() if response.status_code == 200 else None
+    except (ValueError, RecursionError):
+        body = None
+    if isinstance(body, dict):
+        for wrapper in ("json_schema", "schema"):  # {"schema": {...}} or a response_format
+            inner = body.get(wrapper)
+            if isinstance(inner, dict):
+                body = inner.get("schema", inner) if wrapper == "json_schema" else inner
+        return body
+    raise ServerError(
+        f"{url} (option 'schemaEndpoint') answered HTTP {response.status_code} without a JSON "
+        f"Schema object: {redact(response.text, [key])[:200]!r}. Give the schema with option "
+        "'responseFormat' instead."
+    )

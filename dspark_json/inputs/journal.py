@@ -1,0 +1,101 @@
+"""The journal: the raw answers of each partition, kept until the sink has committed them.
+
+A model does not answer the same prompt twice the same way, and every call costs. Spark replays a
+micro-batch after a crash by reading the same offsets again, and retries a failed task by reading
+its partition again; both would call the model again. With option ``journal`` (a directory), each
+partition's raw response bodies and per-row errors are written there, atomically, before the
+partition's rows are handed to Spark; a replay or a retry of the same rows reads them back
+instead of sending anything.
+
+An entry is named by the rows it covers (prompt file names and row ranges), so the same rows find
+the same entry whatever the batch or task. ``commit(end)`` of the stream reader prunes entries that
+end at or before ``end``; nothing depends on it being called (Spark calls it late, and never for
+the last batch before a shutdown): a left-over entry is only disk, pruned at a later commit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyspark.sql.types import StructField, StructType
+
+from dspark_json.fs import resolve, write_atomic
+from dspark_json.inputs.listing import Position, Segment
+from dspark_json.parse.convert import arrow_schema
+from dspark_json.records import Outcome
+from dspark_json.rows import ERROR_TYPE
+
+__all__ = ["Journal"]
+
+logger = logging.getLogger("dspark_json")
+
+_SUFFIX = ".arrow"
+#: The ``_error`` column's Arrow type, from its Spark type.
+_ERROR = arrow_schema(StructType([StructField("_error", ERROR_TYPE)])).field("_error").type
+_SCHEMA = pa.schema([("body", pa.string()), ("error", _ERROR)])
+
+
+class Journal:
+    """Entries in one directory (a path or a URI pyarrow's filesystems resolve)."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory.rstrip("/")
+
+    @staticmethod
+    def key(segments: Sequence[Segment]) -> str:
+        """The entry name for these rows: a digest of (file name, first row, end row)."""
+        spans = [[s.path.rsplit("/", 1)[-1], s.start, s.end] for s in segments]
+        return hashlib.sha256(json.dumps(spans).encode()).hexdigest()[:40]
+
+    def load(self, key: str) -> list[Outcome] | None:
+        """The recorded outcomes of an entry, or ``None`` when there is none."""
+        fs, root = resolve(self.directory)
+        path = f"{root}/{key}{_SUFFIX}"
+        try:
+            with fs.open_input_file(path) as source:
+                table = pa.ipc.open_file(source).read_all()
+        except FileNotFoundError:
+            return None
+        bodies = table.column("body").to_pylist()
+        errors = table.column("error").to_pylist()
+        return [Outcome(body=b, error=e) for b, e in zip(bodies, errors, strict=True)]
+
+    def save(self, key: str, end: Position, outcomes: Sequence[Outcome]) -> None:
+        """Write an entry atomically: a hidden file, then a rename into place."""
+        table = pa.table(
+            {
+                "body": pa.array([o.body for o in outcomes], pa.string()),
+                "error": pa.array([o.error for o in outcomes], _ERROR),
+            },
+            schema=_SCHEMA.with_metadata({"end": json.dumps(end.to_offset())}),
+        )
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+        write_atomic(self.directory, f"{key}{_SUFFIX}", sink.getvalue().to_pybytes())
+
+    def prune(self, committed: Position) -> int:
+        """Delete the entries whose rows all lie at or before ``committed``; how many went."""
+        fs, root = resolve(self.directory)
+        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        removed = 0
+        for info in infos:
+            if info.type != pafs.FileType.File or not info.base_name.endswith(_SUFFIX):
+                continue
+            try:
+                with fs.open_input_file(info.path) as source:
+                    metadata: dict[bytes, bytes] = pa.ipc.open_file(source).schema.metadata or {}
+                end = Position.from_offset(json.loads(metadata[b"end"]))
+            except (OSError, KeyError, ValueError, pa.ArrowInvalid):
+                continue  # not ours, or being written
+            if end <= committed:
+                fs.delete_file(info.path)
+                removed += 1
+        if removed:
+            logger.info("journal %s: pruned %d committed entries", self.directory, removed)
+        return removed

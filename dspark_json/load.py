@@ -1,0 +1,145 @@
+"""What the driver does at ``.load()``, once per query: check the server, settle the model and
+the JSON Schema answers follow (:func:`prepare`), then resolve the output schema
+(:func:`resolve_schema`).
+
+Schema resolution, in this order: a user schema (``.schema(...)``) always wins — Spark then never
+asks for ours; the JSON Schema the model is asked to follow (``responseFormat``) types
+``parsed``; else the one the server offers (``schemaEndpoint``); else ``parsed`` is inferred from
+sample answers. The envelope is typed from vLLM's documented shape. ``schemaHints`` pin chosen
+columns on top of any of these.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql.types import DataType, StructField, StructType
+
+from dspark_json.errors import OptionError
+from dspark_json.http.preflight import check_server, fetch_served_schema
+from dspark_json.inputs.listing import Position, PromptListing
+from dspark_json.inputs.prompts import read_segment
+from dspark_json.inputs.recorded import read_recorded
+from dspark_json.options import Options, Query
+from dspark_json.pipeline import fetch
+from dspark_json.schema.ddl import apply_hints, to_ddl
+from dspark_json.schema.inference import contents_of, infer_type
+from dspark_json.schema.json_schema import json_schema_to_spark
+from dspark_json.schema.output import output_schema
+
+__all__ = ["Resolved", "describe", "prepare", "resolve_parsed", "resolve_schema"]
+
+logger = logging.getLogger("dspark_json")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """The type of ``parsed`` (``None``: no such column) and where it came from."""
+
+    parsed: DataType | None
+    source: str
+
+
+def prepare(options: Options, *, contact_server: bool = True) -> Query:
+    """The driver's work at ``.load()`` before any schema.
+
+    Parameters
+    ----------
+    options:
+        The parsed options.
+    contact_server:
+        Check each endpoint's ``/health`` and ``/v1/models`` and settle the model (skipped when
+        replaying recorded answers, which need no server).
+    """
+    model = options.request.model
+    if options.input.responses is None and contact_server:
+        model = check_server(options.http, model)
+    json_schema = options.request.response_format
+    where = options.schema.schema_endpoint
+    if where is not None and json_schema is None:
+        if not options.http.endpoints:
+            raise OptionError(
+                "Option 'schemaEndpoint' is a path on the server: give option 'endpoint' too, "
+                "or a full URL."
+            )
+        json_schema = fetch_served_schema(options.http, where)
+    if options.schema.validate_schema and json_schema is None:
+        raise OptionError(
+            "Option 'validateSchema' needs the JSON Schema to validate against: give option "
+            "'responseFormat' or 'schemaEndpoint'."
+        )
+    return Query(options=options, model=model, json_schema=json_schema)
+
+
+def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
+    """The query's output schema (``schemaHints`` applied).
+
+    Parameters
+    ----------
+    query:
+        What :func:`prepare` settled.
+    passthrough:
+        The prompt fields passed through as columns (typed from a sample of the input).
+    """
+    resolved = resolve_parsed(query)
+    logger.info("Schema of `parsed`: %s.", resolved.source)
+    schema = output_schema(
+        passthrough=passthrough,
+        parsed=resolved.parsed,
+        violations=query.options.schema.validate_schema,
+    )
+    hints = query.options.schema.schema_hints
+    if hints:
+        schema = apply_hints(schema, list(hints))
+    return schema
+
+
+def resolve_parsed(query: Query) -> Resolved:
+    """The type of ``parsed`` and where it came from (see the module doc for the order)."""
+    options = query.options
+    if query.json_schema is not None:
+        source = (
+            "option responseFormat"
+            if options.request.response_format is not None
+            else f"served at schemaEndpoint {options.schema.schema_endpoint}"
+        )
+        return Resolved(parsed=json_schema_to_spark(query.json_schema), source=source)
+    if options.schema.infer_schema_samples == 0:
+        return Resolved(parsed=None, source="none (inferSchemaSamples=0): no `parsed` column")
+    bodies = _sample_bodies(query)
+    values = contents_of(bodies)
+    if not values:
+        return Resolved(
+            parsed=None,
+            source=f"none: no JSON in the content of {len(bodies)} sample answer(s); give "
+            "responseFormat or a schema to type it",
+        )
+    return Resolved(
+        parsed=infer_type(values), source=f"inferred from {len(values)} sample answer(s)"
+    )
+
+
+def _sample_bodies(query: Query) -> list[str | None]:
+    """The first ``inferSchemaSamples`` answers: recorded ones, or asked now."""
+    options = query.options
+    n = options.schema.infer_schema_samples
+    listing = PromptListing(options.input.location)
+    segments = listing.segments(Position(), listing.end())
+    if options.input.responses is not None:
+        pairs = [p for segment in segments for p in read_recorded(segment)][:n]
+        return [outcome.body for _, outcome in pairs]
+    records = [r for segment in segments for r in read_segment(segment) if r.problem is None][:n]
+    if not records:
+        return []
+    logger.info(
+        "Inferring the schema of `parsed` from the answers to the first %d prompt(s), sent now "
+        "(set inferSchemaSamples=0 or give responseFormat to send none).",
+        len(records),
+    )
+    return [o.body for o in fetch(records, query).outcomes]
+
+
+def describe(schema: StructType) -> str:
+    """The schema as a tree and as DDL, for ``dspark-json schema``."""
+    return f"{schema.treeString()}\nDDL (for .schema(...)):\n{to_ddl(schema)}\n"

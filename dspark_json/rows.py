@@ -1,0 +1,166 @@
+"""The row contract: the words every stage uses about a row, each defined once.
+
+Rows out = prompts in. Every row carries ``_status`` (one of :data:`STATUSES`); a row without a
+response says why in ``_error`` (a :class:`RowError`); the record mode (:data:`RECORD_MODES`)
+decides what happens to malformed rows, applied by :func:`apply_mode` for every entry point (the
+source, ``generate``, ``parse_responses``, ``parse_dataframe``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, TypedDict
+
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+from dspark_json.errors import RecordError
+
+__all__ = [
+    "BACKENDS",
+    "ENVELOPE_COLUMNS",
+    "ERROR_TYPE",
+    "ERROR_TYPES",
+    "MALFORMED",
+    "PARSE_MODES",
+    "RECORD_MODES",
+    "RESPONSE_COLUMNS",
+    "STATUSES",
+    "SYSTEM_COLUMNS",
+    "Backend",
+    "ParseMode",
+    "RecordMode",
+    "RowError",
+    "apply_mode",
+    "row_error",
+]
+
+logger = logging.getLogger("dspark_json")
+
+#: ``_status``: one word per row saying what happened to it.
+STATUSES: Mapping[str, str] = {
+    "ok": "the answer was fetched and parsed (its content typed where it held JSON)",
+    "http_error": "the request failed for good; _error says why",
+    "invalid_prompt": "the prompt line could not be sent; _error says why",
+    "corrupt_envelope": "the response body is not JSON, or not the chat completion shape",
+    "corrupt_content": "the content looked like JSON but did not parse or fit its type",
+    "not_json": "the content holds no JSON (prose)",
+    "truncated": "finish_reason is length and the content is incomplete",
+    "empty": "the answer has no choices",
+}
+#: Statuses of rows that DROPMALFORMED drops and FAILFAST fails on.
+MALFORMED = frozenset(
+    {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
+)
+
+#: Top-level columns of vLLM's chat completion envelope.
+ENVELOPE_COLUMNS = ("id", "object", "created", "model", "choices", "usage")
+#: The columns the source adds about each row, besides the response.
+SYSTEM_COLUMNS = ("_status", "_rescued_data", "_corrupt_record", "_error")
+#: The columns the parser fills from a response body.
+RESPONSE_COLUMNS = frozenset(
+    {*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data", "_corrupt_record"}
+)
+
+RecordMode = Literal["PERMISSIVE", "DROPMALFORMED", "FAILFAST"]
+#: The record modes, as in Spark's JSON source.
+RECORD_MODES: tuple[RecordMode, ...] = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+
+ParseMode = Literal["auto", "cpu", "gpu"]
+#: Spellings of option ``parseMode`` (GPUStack's 'gpu-accelerated' included) -> the mode.
+PARSE_MODES: Mapping[str, ParseMode] = {
+    "auto": "auto",
+    "cpu": "cpu",
+    "gpu": "gpu",
+    "gpu-accelerated": "gpu",
+}
+Backend = Literal["cpu", "gpu"]
+#: The parser backends that can run (``auto`` picks one of them).
+BACKENDS: tuple[Backend, ...] = ("cpu", "gpu")
+
+
+class RowError(TypedDict):
+    """The ``_error`` column: why a row has no response."""
+
+    status: int | None  # the HTTP status, or null (no answer at all, a bad prompt)
+    type: str  # see ERROR_TYPES
+    message: str  # the server's message or ours; never holds a credential
+    attempts: int | None  # requests sent for the row (0: none; null: unknown, recorded)
+
+
+#: ``_error.type``: ours, below; otherwise the server's own type (``NotFoundError``,
+#: ``BadRequestError``...), or ``http_<status>`` where the body names none.
+ERROR_TYPES: Mapping[str, str] = {
+    "invalid_prompt": "the prompt line is not JSON, not an object, or has no prompt/messages",
+    "timeout": "no complete answer within requestTimeout / readTimeout",
+    "connect_timeout": "no connection within connectTimeout",
+    "endpoint_unavailable": "every endpoint rested (failing /health) until requestDeadline",
+    "batch_error": "a recorded batch-output line holds an error without a type",
+    "<transport error>": "httpx's exception name: ConnectError, ReadError, RemoteProtocolError...",
+}
+
+#: The ``_error`` column's Spark type.
+ERROR_TYPE = StructType(
+    [
+        StructField("status", IntegerType()),
+        StructField("type", StringType()),
+        StructField("message", StringType()),
+        StructField("attempts", IntegerType()),
+    ]
+)
+
+
+def row_error(*, status: int | None, type: str, message: str, attempts: int | None) -> RowError:
+    """An ``_error`` value (every stage builds them with this)."""
+    return {"status": status, "type": type, "message": message, "attempts": attempts}
+
+
+def apply_mode(
+    mode: RecordMode,
+    statuses: Sequence[str],
+    *,
+    describe: Callable[[int], str],
+    detail: Callable[[int], str] | None = None,
+    errors: Sequence[RowError | None] | None = None,
+) -> list[bool] | None:
+    """Apply the record mode to rows with these statuses.
+
+    Parameters
+    ----------
+    mode:
+        PERMISSIVE keeps every row (returns ``None``); DROPMALFORMED returns which rows to keep
+        (malformed ones dropped, counted in the log); FAILFAST raises :class:`RecordError` at the
+        first failed or malformed row.
+    statuses:
+        Each row's ``_status``.
+    describe:
+        Row index -> how to point a user at the row (``custom_id 'a' (file row 3)``).
+    detail:
+        Row index -> what to add after a malformed row's status (its problem or its text).
+    errors:
+        Each row's ``_error``, to quote a failed request's status and message.
+    """
+    if mode == "PERMISSIVE":
+        return None
+    if mode == "FAILFAST":
+        for i, status in enumerate(statuses):
+            error = errors[i] if errors is not None else None
+            if status == "http_error" and error is not None:
+                raise RecordError(
+                    f"mode=FAILFAST: the request for {describe(i)} failed after "
+                    f"{error['attempts']} attempt(s): HTTP {error['status']}, {error['type']}: "
+                    f"{error['message']}. Use mode=PERMISSIVE to keep such rows with _error."
+                )
+            if status in MALFORMED:
+                more = detail(i) if detail is not None else ""
+                raise RecordError(
+                    f"mode=FAILFAST: {describe(i)} is malformed ({status}{more}). Use "
+                    "mode=PERMISSIVE to keep such rows with _corrupt_record, or DROPMALFORMED to "
+                    "drop them."
+                )
+        return None
+    keep = [status not in MALFORMED for status in statuses]
+    dropped = len(keep) - sum(keep)
+    if dropped:
+        logger.info("mode=DROPMALFORMED dropped %d malformed row(s) of %d", dropped, len(keep))
+    return keep

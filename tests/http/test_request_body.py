@@ -1,0 +1,74 @@
+import json
+
+from dspark_json.http.request_body import RequestBuilder
+from dspark_json.inputs.prompts import prompt_record
+from dspark_json.options import Options
+
+BASE = {"endpoint": "http://h:1", "prompts": "/p", "model": "m"}
+
+
+def body(record, **options):
+    return json.loads(RequestBuilder(Options.parse({**BASE, **options}).request).build(record))
+
+
+def test_prompt_and_request_options_make_the_body():
+    record = prompt_record({"custom_id": "a", "prompt": "Hi"}, "", "row 1")
+    out = body(
+        record,
+        systemPrompt="Be terse.",
+        maxTokens="64",
+        temperature="0",
+        topP="0.5",
+        seed="7",
+        n="2",
+        extraBody='{"repetition_penalty": 1.05, "messages": "ignored"}',
+        responseFormat='{"title": "my review!", "type": "object"}',
+    )
+    assert out == {
+        "messages": [
+            {"role": "system", "content": "Be terse."},
+            {"role": "user", "content": "Hi"},
+        ],
+        "model": "m",
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "my_review_",
+                "schema": {"title": "my review!", "type": "object"},
+                "strict": True,
+            },
+        },
+        "max_tokens": 64,
+        "temperature": 0.0,
+        "top_p": 0.5,
+        "seed": 7,
+        "n": 2,
+        "repetition_penalty": 1.05,
+    }
+
+
+def test_a_row_with_its_own_system_message_keeps_it():
+    messages = [{"role": "system", "content": "Mine."}, {"role": "user", "content": "Hi"}]
+    record = prompt_record({"messages": messages}, "", "row 1")
+    assert body(record, systemPrompt="Theirs.")["messages"] == messages
+
+
+def test_openai_batch_input_lines_bring_their_own_fields():
+    line = {
+        "custom_id": "req-1",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "other", "messages": [{"role": "user", "content": "Hi"}], "seed": 3},
+    }
+    record = prompt_record(line, json.dumps(line), "row 1")
+    assert record.problem is None and record.custom_id == "req-1" and record.fields == {}
+    out = body(record, seed="9", temperature="0.5")
+    assert out["model"] == "other" and out["seed"] == 3 and out["temperature"] == 0.5
+    assert out["messages"] == [{"role": "user", "content": "Hi"}]
+
+
+def test_batch_lines_for_other_endpoints_are_invalid_prompts():
+    line = {"custom_id": "e", "method": "POST", "url": "/v1/embeddings", "body": {"input": "x"}}
+    record = prompt_record(line, json.dumps(line), "row 4")
+    assert record.messages is None
+    assert "POST /v1/embeddings" in record.problem and "/v1/chat/completions" in record.problem

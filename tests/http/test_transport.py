@@ -1,0 +1,132 @@
+"""The lean HTTP/1.1 transport against real sockets: the simulator and raw asyncio servers."""
+
+import asyncio
+
+import httpx
+import pytest
+
+from dspark_json.http.transport import StreamTransport
+
+
+async def serve(answers):
+    """A server on 127.0.0.1 that reads one request per answer and writes the answer's bytes
+    (None: close the connection). Returns the server, its URL and the requests it read."""
+    seen = []
+
+    async def handle(reader, writer):
+        for answer in answers:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = next(
+                (
+                    int(v)
+                    for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
+                    if k.lower() == b"content-length"
+                ),
+                0,
+            )
+            seen.append(head + await reader.readexactly(length))
+            if answer is None:
+                break
+            writer.write(answer)
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"http://127.0.0.1:{port}", seen
+
+
+def send(transport, url, content=b"", method="POST", timeout=5.0):
+    request = httpx.Request(
+        method,
+        url,
+        content=content,
+        extensions={"timeout": dict.fromkeys(("connect", "read", "write", "pool"), timeout)},
+    )
+    return transport.handle_async_request(request)
+
+
+def test_keep_alive_content_length_and_chunked_bodies():
+    async def scenario():
+        answers = [
+            b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello",
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-a: 1\r\n\r\n"
+            b"3\r\nabc\r\n4;ext=1\r\ndefg\r\n0\r\ntrailer: x\r\n\r\n",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+        ]
+        server, url, seen = await serve(answers)
+        transport = StreamTransport()
+        first = await send(transport, f"{url}/a?q=1", b'{"x": 1}')
+        second = await send(transport, f"{url}/b")
+        third = await send(transport, f"{url}/c")
+        await transport.aclose()
+        server.close()
+        return first, second, third, seen
+
+    first, second, third, seen = asyncio.run(scenario())
+    assert (first.status_code, first.content) == (200, b"hello")
+    assert (second.content, second.headers["x-a"]) == (b"abcdefg", "1")
+    assert third.status_code == 204 and third.content == b""
+    assert len(seen) == 3  # one connection, kept alive for all three
+    assert seen[0].startswith(b"POST /a?q=1 HTTP/1.1\r\n") and seen[0].endswith(b'{"x": 1}')
+    assert b"content-length: 8" in seen[0].lower() and b"host: 127.0.0.1" in seen[0].lower()
+
+
+def test_a_body_delimited_by_close_and_connection_close():
+    async def scenario():
+        server, url, _ = await serve([b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\nall of it"])
+        transport = StreamTransport()
+        response = await send(transport, url)
+        idle = dict(transport._idle)
+        server.close()
+        return response, idle
+
+    response, idle = asyncio.run(scenario())
+    assert response.content == b"all of it" and idle == {}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [None, b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\ncut short"],
+    ids=["reset", "truncated"],
+)
+def test_a_connection_lost_mid_answer_is_a_protocol_error(answer):
+    async def scenario():
+        server, url, _ = await serve([answer])
+        try:
+            await send(StreamTransport(), url)
+        finally:
+            server.close()
+
+    with pytest.raises(httpx.RemoteProtocolError, match="complete message body"):
+        asyncio.run(scenario())
+
+
+def test_timeouts_and_refused_connections_are_httpx_errors():
+    async def silent():
+        async def handle(reader, writer):
+            await asyncio.sleep(5)
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        try:
+            await send(StreamTransport(), url, timeout=0.1)
+        finally:
+            server.close()
+
+    with pytest.raises(httpx.ReadTimeout):
+        asyncio.run(silent())
+    with pytest.raises(httpx.ConnectError):
+        asyncio.run(send(StreamTransport(), "http://127.0.0.1:9/"))
+
+
+def test_against_the_simulator(simulator):
+    async def scenario():
+        transport = StreamTransport()
+        health = await send(transport, f"{simulator.url}/health", method="GET")
+        models = await send(transport, f"{simulator.url}/v1/models", method="GET")
+        await transport.aclose()
+        return health, models
+
+    health, models = asyncio.run(scenario())
+    assert health.status_code == 200 and models.json()["data"][0]["id"] == "dspark-sim"

@@ -1,0 +1,133 @@
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.rows import RESPONSE_COLUMNS
+from dspark_json.schema.output import output_schema
+
+CONTENT = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string"},
+        "score": {"type": "number"},
+        "n": {"type": "integer"},
+    },
+}
+
+
+def body(*contents, finish="stop", **extra):
+    return json.dumps(
+        {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": "m",
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": c, "tool_calls": []},
+                    "finish_reason": finish,
+                    "stop_reason": None,
+                }
+                for i, c in enumerate(contents)
+            ],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+            "system_fingerprint": None,
+            **extra,
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def parser():
+    schema = output_schema(response_format=CONTENT)
+    return CpuParser(type(schema)([f for f in schema.fields if f.name in RESPONSE_COLUMNS]))
+
+
+def rows(parser, bodies):
+    return parser.parse(bodies).to_pylist()
+
+
+def test_valid_body_is_typed(parser):
+    (row,) = rows(parser, [body('{"label": "x", "score": 0.5, "n": 3}')])
+    assert row["_status"] == "ok"
+    assert row["parsed"] == {"label": "x", "score": 0.5, "n": 3}
+    assert row["created"] == datetime(2026, 1, 1, tzinfo=UTC)
+    assert row["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert row["choices"][0]["message"]["parsed"] == row["parsed"]
+    assert row["_rescued_data"] is None and row["_corrupt_record"] is None
+
+
+def test_output_matches_declared_arrow_schema(parser):
+    from dspark_json.parse.convert import arrow_schema
+
+    table = parser.parse([body('{"label": "x"}'), None, "not json"])
+    assert table.schema.equals(arrow_schema(parser.schema))
+    assert table.num_rows == 3
+
+
+def test_rows_out_equal_bodies_in_with_a_status_each(parser):
+    bodies = [
+        None,
+        "{broken",
+        "[1, 2]",
+        body(),
+        body('```json\n{"label": "fenced"}\n```'),
+        body('Sure, here it is: {"label": "prose"} Cheers'),
+        body("I cannot answer that."),
+        body('{"label": "cut', finish="length"),
+        body('{"label": 1,}'),
+        body("[1, 2]"),
+    ]
+    out = rows(parser, bodies)
+    assert [r["_status"] for r in out] == [
+        None,
+        "corrupt_envelope",
+        "corrupt_envelope",
+        "empty",
+        "ok",
+        "ok",
+        "not_json",
+        "truncated",
+        "corrupt_content",
+        "corrupt_content",
+    ]
+    assert out[1]["_corrupt_record"] == "{broken"
+    assert out[4]["parsed"]["label"] == "fenced"
+    assert out[5]["parsed"]["label"] == "prose"
+    assert out[7]["_corrupt_record"] == '{"label": "cut'
+    assert out[3]["choices"] == [] and out[3]["parsed"] is None
+    assert all(r["parsed"] is None for i, r in enumerate(out) if i not in (4, 5))
+
+
+def test_unknown_fields_and_misfits_are_rescued_not_lost(parser):
+    (row,) = rows(
+        parser,
+        [
+            body(
+                '{"label": "x", "n": "three", "confidence": 0.9}',
+                '{"label": "y", "extra": [1]}',
+                metadata={"trace": "abc"},
+            )
+        ],
+    )
+    rescued = json.loads(row["_rescued_data"])
+    assert rescued == {
+        "metadata": {"trace": "abc"},
+        "parsed.n": "three",
+        "parsed.confidence": 0.9,
+        "choices[1].message.parsed.extra": [1],
+    }
+    assert row["parsed"] == {"label": "x", "score": None, "n": None}
+
+
+def test_string_columns_take_any_json_value_as_text(parser):
+    (row,) = rows(parser, [body('{"label": {"nested": true}}')])
+    assert row["parsed"]["label"] == '{"nested":true}'
+
+
+def test_nan_and_infinity_are_not_json(parser):
+    (row,) = rows(parser, [body('{"score": NaN}')])
+    assert row["_status"] == "corrupt_content"

@@ -1,0 +1,79 @@
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import StructType
+
+from dspark_json.parse.columns import string_buffers, to_string_array
+from dspark_json.parse.conform import (
+    CODE_INVALID,
+    CODE_NULL,
+    compile_type,
+    scan_envelope_fit,
+    validate_row,
+)
+from dspark_json.parse.kernels import (
+    KIND_ARRAY,
+    KIND_INVALID,
+    KIND_OBJECT,
+    KIND_SCALAR,
+    MAX_DEPTH,
+)
+
+SUITE = Path(__file__).parents[1] / "data" / "jsontestsuite"
+
+
+def kind(raw: bytes) -> int:
+    return validate_row(np.frombuffer(raw, np.uint8), 0, len(raw))
+
+
+@pytest.mark.parametrize("path", sorted(SUITE.glob("[yn]_*.json")), ids=lambda p: p.name)
+def test_json_test_suite_verdicts(path):
+    verdict = kind(path.read_bytes())
+    if path.name.startswith("y_"):
+        assert verdict != KIND_INVALID
+    else:
+        assert verdict == KIND_INVALID
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b'{"a": [1, -2.5e3, true, null, "\\ud83d\\ude00"]}', KIND_OBJECT),
+        (b" [] ", KIND_ARRAY),
+        (b'"x"', KIND_SCALAR),
+        (b'"\\ud800"', KIND_INVALID),  # a lone surrogate cannot be UTF-8
+        (b'"\xed\xa0\x80"', KIND_INVALID),  # nor encoded
+        (b"\xef\xbb\xbf{}", KIND_INVALID),  # no byte-order mark
+        (b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, KIND_ARRAY),
+        (b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), KIND_INVALID),
+        (b"NaN", KIND_INVALID),
+        (b"", KIND_INVALID),
+    ],
+)
+def test_strictness(raw, expected):
+    assert kind(raw) == expected
+
+
+def kinds_of(array):
+    offsets, data, valid = string_buffers(array)
+    return [
+        validate_row(data, offsets[i], offsets[i + 1]) if valid[i] else None
+        for i in range(len(array))
+    ]
+
+
+def test_the_buffers_of_a_sliced_array_are_read_in_place():
+    array = to_string_array(['{"a": 1}', "nope", None, "[1]", "{}"]).slice(1)
+    assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
+    offsets, data, valid = string_buffers(array)
+    table = compile_type(StructType([])).arrays()
+    codes = scan_envelope_fit(offsets, data, valid, table, 0, len(array))[0]
+    assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
+
+
+def test_bytes_with_invalid_utf8_stay_bytes_for_the_scan():
+    array = to_string_array([b'{"a": "\xff"}', '{"a": "ok"}'])
+    assert pa.types.is_large_string(array.type)
+    assert kinds_of(array) == [KIND_INVALID, KIND_OBJECT]

@@ -1,0 +1,125 @@
+"""Exactly once, proven with kill -9: a streaming job (tests/stream_job.py) is killed at several
+points and restarted on the same checkpoint, against one simulator process that answers a
+repeated request differently (as a sampling model does) and counts repeats."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from deltalake import DeltaTable
+
+from dspark_json.dev.local import SimulatorProcess
+from dspark_json.dev.simulator import Faults
+from tests.helpers import write_prompts
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+JOB = Path(__file__).parent / "stream_job.py"
+SCHEMA = {
+    "type": "object",
+    "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["word", "n"],
+}
+
+
+def prompts(start, n):
+    return [{"custom_id": f"q{i:03d}", "prompt": f"Question {i}"} for i in range(start, start + n)]
+
+
+def job(url, work, *extra):
+    return subprocess.Popen(
+        [sys.executable, str(JOB), "--url", url, "--work", str(work), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(process, timeout=300):
+    _, err = process.communicate(timeout=timeout)
+    return process.returncode, err
+
+
+def first_answers(seed, count):
+    """What the server answers the first time it is asked each prompt (a fresh process)."""
+    with SimulatorProcess(seed=seed, faults=Faults(vary=True)) as fresh:
+        out = {}
+        for i in range(count):
+            body = {
+                "model": "dspark-sim",
+                "messages": [{"role": "user", "content": f"Question {i}"}],
+                "response_format": {"type": "json_schema", "json_schema": {"schema": SCHEMA}},
+            }
+            reply = httpx.post(f"{fresh.url}/v1/chat/completions", json=body, timeout=10).json()
+            out[f"q{i:03d}"] = json.loads(reply["choices"][0]["message"]["content"])
+        return out
+
+
+def rows(work):
+    table = DeltaTable(str(work / "table")).to_pyarrow_table()
+    return {r["custom_id"]: r for r in table.to_pylist()}, table.num_rows
+
+
+def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(0, 30))
+    write_prompts(tmp_path / "in", "b.jsonl", prompts(30, 30))  # 3 batches of 20
+    with SimulatorProcess(seed=5, latency=0.1, faults=Faults(vary=True)) as server:
+        # 1. Killed during the HTTP phase of batch 0 (2 in flight x 0.1 s: 20 prompts take 1 s).
+        running = job(server.url, tmp_path)
+        deadline = time.monotonic() + 120
+        while server.stats().get("chat_completions", 0) < 4:
+            assert running.poll() is None, running.stderr.read()[-3000:]
+            assert time.monotonic() < deadline, "the job sent nothing"
+            time.sleep(0.05)
+        running.kill()
+        running.wait()
+        time.sleep(3)  # Spark's JVM and Python workers die when the driver process does
+        sent_before_crash = server.stats()["chat_completions"]
+        # 2. Batch 0 is replayed (its answers were lost with the process: sent again), then
+        #    killed after batch 1 was read and journaled, before its Delta commit.
+        code, err = finish(
+            job(server.url, tmp_path, "--crash", "after-journal", "--crash-batch", "1")
+        )
+        assert code == -9, err[-3000:]
+        after_2 = server.stats()
+        assert after_2["chat_completions"] == sent_before_crash + 40
+        assert DeltaTable(str(tmp_path / "table")).version() == 0  # batch 0 only
+        # 3. Batch 1 is replayed from the journal (nothing sent), batch 2 is fetched and committed
+        #    to Delta, and the process is killed before Spark records batch 2 as done.
+        code, err = finish(
+            job(server.url, tmp_path, "--crash", "after-commit", "--crash-batch", "2")
+        )
+        assert code == -9, err[-3000:]
+        after_3 = server.stats()
+        assert after_3["chat_completions"] == after_2["chat_completions"] + 20  # batch 2 only
+        # 4. Batch 2 is replayed: Delta has its transaction, so it is skipped unread.
+        code, err = finish(job(server.url, tmp_path))
+        assert code == 0, err[-3000:]
+        after_4 = server.stats()
+        assert after_4["chat_completions"] == after_3["chat_completions"]
+        assert after_4["repeated"] == sent_before_crash  # only what the first crash lost
+    got, count = rows(tmp_path)
+    assert count == 60 and sorted(got) == [f"q{i:03d}" for i in range(60)]
+    assert DeltaTable(str(tmp_path / "table")).version() == 2  # one commit per batch
+    first = first_answers(seed=5, count=60)
+    journaled = [f"q{i:03d}" for i in range(20, 60)]  # batches 1 and 2
+    assert all(got[c]["parsed"] == first[c] for c in journaled)
+    assert all(got[c]["_status"] == "ok" for c in got)
+    # Entries the sink committed are pruned (commit comes late: at least batch 0's went).
+    assert len(list((tmp_path / "journal").glob("*.arrow"))) < 6
+
+
+def test_a_task_that_fails_once_is_retried_from_the_journal(tmp_path):
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(0, 20))
+    with SimulatorProcess(seed=6, faults=Faults(vary=True)) as server:
+        code, err = finish(job(server.url, tmp_path, "--fail-task-once"))
+        stats = server.stats()
+    assert code == 0, err[-3000:]
+    assert (tmp_path / "failed-once").exists()  # the failure did happen
+    got, count = rows(tmp_path)
+    assert count == 20 and sorted(got) == [f"q{i:03d}" for i in range(20)]
+    assert stats["chat_completions"] == 20 and stats.get("repeated", 0) == 0
