@@ -8,8 +8,15 @@ import tests.helpers  # noqa: F401  (sets the canary key in the environment firs
 from dspark_json.dev.local import SimulatorProcess, local_spark
 from dspark_json.parse import gpu
 
+#: Seconds a Spark test may take (a JVM start, streaming queries, kill -9 restarts) before it
+#: counts as hung; the others have pyproject's timeout.
+SPARK_TIMEOUT_S = 900
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if "spark" in item.keywords and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))
     reason = gpu.unavailable_reason()
     if reason is None:
         return

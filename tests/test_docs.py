@@ -13,3 +13,22 @@ def test_readme_options_table_is_the_generated_one():
     assert text[start:end].strip() == options_table(), (
         "README's options table is stale: paste dspark_json.options.options_table() into it"
     )
+
+
+ARCHITECTURE = README.parent / "docs" / "ARCHITECTURE.md"
+PACKAGE = README.parent / "dspark_json"
+
+
+def test_the_architecture_page_names_every_module():
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    missing = [
+        str(path.relative_to(PACKAGE))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.stem not in ("__init__", "__main__") and path.stem not in text
+    ]
+    assert not missing, f"docs/ARCHITECTURE.md does not say where these live: {missing}"
+
+
+def test_no_document_points_outside_the_repository():
+    for path in [README, ARCHITECTURE, *PACKAGE.rglob("*.py")]:
+        assert "../shared" not in path.read_text(encoding="utf-8"), path

@@ -170,13 +170,22 @@ def test_request_options_are_typed():
         extraBody='{"repetition_penalty": 1.05}',
         adaptiveConcurrency="FALSE",
     )
-    assert (opts.request.system_prompt, opts.request.max_tokens, opts.request.temperature, opts.request.top_p) == (
+    assert (
+        opts.request.system_prompt,
+        opts.request.max_tokens,
+        opts.request.temperature,
+        opts.request.top_p,
+    ) == (
         "Be terse.",
         64,
         0.0,
         0.9,
     )
-    assert (opts.request.seed, opts.request.n, opts.request.extra_body) == (-3, 2, {"repetition_penalty": 1.05})
+    assert (opts.request.seed, opts.request.n, opts.request.extra_body) == (
+        -3,
+        2,
+        {"repetition_penalty": 1.05},
+    )
     assert opts.http.adaptive_concurrency is False
 
 
@@ -185,3 +194,38 @@ def test_options_that_do_not_apply_are_refused_and_not_required():
     assert opts.input.prompts is None
     with pytest.raises(OptionError, match="'prompts' does not apply here"):
         Options.parse({"endpoint": "http://h:1", "prompts": "/p"}, unused=("prompts",))
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"temperature": "-0.5"}, r"'temperature' must be a number from 0, got '-0.5'"),
+        ({"temperature": "nan"}, r"'temperature' must be a number from 0"),
+        ({"topP": "1.5"}, r"'topP' must be a number from 0 to 1, got '1.5'"),
+        ({"gpuMemoryFraction": "0"}, r"'gpuMemoryFraction' must be a share .* got '0'"),
+        ({"gpuMemoryFraction": "1.01"}, r"'gpuMemoryFraction' must be a share"),
+        ({"maxConcurrency": "0"}, r"'maxConcurrency' must be a whole number above 0"),
+        ({"requestTimeout": "nan"}, r"'requestTimeout' must be a number above 0"),
+        ({"inferSchemaSamples": "-1"}, r"'inferSchemaSamples' must be a whole number from 0"),
+    ],
+)
+def test_out_of_range_values_are_refused(raw, message):
+    with pytest.raises(OptionError, match=message):
+        parse(**raw)
+
+
+def test_boundary_values_are_accepted():
+    opts = parse(temperature="0", topP="1", gpuMemoryFraction="1", inferSchemaSamples="0")
+    assert (opts.request.temperature, opts.request.top_p) == (0.0, 1.0)
+    assert (opts.rows.gpu_memory_fraction, opts.schema.infer_schema_samples) == (1.0, 0)
+
+
+def test_every_option_has_one_stage_one_field_and_a_snake_case_keyword():
+    from dspark_json.options import OPTION_SPECS
+
+    names = [spec.name for spec in OPTION_SPECS]
+    assert len(names) == len(set(names))
+    assert {spec.stage for spec in OPTION_SPECS} == {"http", "request", "input", "schema", "rows"}
+    keywords = {spec.name: spec.keyword for spec in OPTION_SPECS}
+    assert keywords["responseFormat"] == "response_format"
+    assert keywords["maxRecordsPerTrigger"] == "max_records_per_trigger"

@@ -9,11 +9,12 @@ the key back).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 __all__ = ["MASK", "ApiKey", "Secret", "redact", "split_credentials"]
 
@@ -75,8 +76,27 @@ def split_credentials(url: str) -> tuple[str, Secret | None]:
 
 
 def redact(text: str, secrets: Iterable[Secret | None] = ()) -> str:
-    """``text`` with every given secret and any ``scheme://user:pass@`` replaced by ``***``."""
+    """``text`` with every given secret, in every form it takes on the wire (as is, as the
+    base64 of Basic auth, percent-encoded), and any ``scheme://user:pass@`` replaced by ``***``.
+
+    Mask before cutting a text to length: a cut first can leave part of a secret behind.
+    """
     for secret in secrets:
-        if secret is not None and secret.reveal():
-            text = text.replace(secret.reveal(), MASK)
+        if secret is None or not secret.reveal():
+            continue
+        for form in _wire_forms(secret.reveal()):
+            text = text.replace(form, MASK)
     return _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
+
+
+def _wire_forms(value: str) -> list[str]:
+    """A secret as it may come back from a server: longest first, so none masks part of
+    another."""
+    raw = value.encode("utf-8", "surrogatepass")
+    forms = {
+        value,
+        base64.b64encode(raw).decode("ascii"),
+        base64.b64encode(raw).decode("ascii").rstrip("="),
+        quote(value, safe=""),
+    }
+    return sorted(forms, key=len, reverse=True)

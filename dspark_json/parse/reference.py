@@ -1,10 +1,10 @@
 """The reference parser: response bodies -> Arrow, one row at a time with Python's json module.
 
-It defines the row semantics in DESIGN.md. The vectorised CPU parser hands it the rows it cannot
-take whole (drift to rescue, values to convert, edge cases), and takes the whole batch only when
-the schema itself is beyond the vectorised reader (maps). What "valid JSON" means, and where the
-JSON inside a message is, come from the same byte scans the vectorised paths use
-(:mod:`dspark_json.parse.kernels`), so every path agrees on them.
+It defines the row semantics (docs/ARCHITECTURE.md, "The row contract"). The vectorised CPU
+parser hands it the rows it cannot take whole (drift to rescue, values to convert, edge cases),
+and takes the whole batch only when the schema itself is beyond the vectorised reader (maps).
+What "valid JSON" means, and where the JSON inside a message is, come from the same byte scans
+the vectorised paths use (:mod:`dspark_json.parse.kernels`), so every path agrees on them.
 """
 
 from __future__ import annotations

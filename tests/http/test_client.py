@@ -126,6 +126,10 @@ def test_backoff_is_full_jitter_and_capped():
     draws = [retry.backoff(attempt) for attempt in (1, 2, 10) for _ in range(200)]
     assert all(0 <= d <= 8.0 for d in draws)
     assert max(draws[:200]) <= 0.25 and max(draws[400:]) > 4.0
+    # Full jitter: spread over [0, cap], not a fixed delay per attempt (which would make the
+    # tasks of a stage retry in lockstep).
+    third = [retry.backoff(3) for _ in range(400)]
+    assert min(third) < 0.1 and max(third) > 0.9 and len(set(third)) > 300
 
 
 def test_retry_after_beyond_the_deadline_gives_up_at_once():

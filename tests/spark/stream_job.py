@@ -38,6 +38,9 @@ def main() -> None:
     from pyspark.sql.functions import col, udf
 
     master = "local[2,2]" if args.fail_task_once else "local[2]"
+    # Spark starts the Python workers that plan a data source with PYSPARK_PYTHON, not with
+    # spark.pyspark.python: point both at this interpreter (and its packages).
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     spark = (
         SparkSession.builder.master(master)
         .config("spark.ui.enabled", "false")

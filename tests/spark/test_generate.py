@@ -50,7 +50,7 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
             spark,
             server.url,
             tmp_path / "in",
-            apiKeyEnv="DSPARK_TEST_API_KEY",
+            api_key_env="DSPARK_TEST_API_KEY",
             metrics=str(tmp_path / "metrics"),
         )
         query = dspark_json.write_delta(
@@ -114,7 +114,7 @@ def test_the_key_is_nowhere_it_must_not_be(spark, tmp_path, capsys, caplog):
             tmp_path / "in",
             apiKey=CANARY,
             mode="FAILFAST",
-            maxConcurrency="1",
+            max_concurrency="1",
             journal=str(tmp_path / "journal"),
         )
         df.explain(True)
@@ -171,9 +171,9 @@ def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
         df,
         prompt_col="question",
         endpoint=simulator.url,
-        responseFormat=REVIEW_SCHEMA,
-        maxConcurrency=4,
-        adaptiveConcurrency=False,
+        response_format=REVIEW_SCHEMA,
+        max_concurrency=4,
+        adaptive_concurrency=False,
         metrics=str(tmp_path / "metrics"),
     )
     assert out.columns[:4] == ["custom_id", "question", "n", "id"]

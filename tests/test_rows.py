@@ -1,0 +1,86 @@
+"""The row contract: statuses, the record mode applied the same way for every entry point."""
+
+import json
+
+import pyarrow as pa
+import pytest
+
+import dspark_json
+from dspark_json.errors import RecordError
+from dspark_json.parse.reference import ReferenceParser
+from dspark_json.rows import MALFORMED, STATUSES, apply_mode, row_error
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def body(content, finish="stop"):
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1767225600,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+        }
+    )
+
+
+def test_malformed_statuses_are_statuses():
+    assert set(MALFORMED) < set(STATUSES) and "ok" not in MALFORMED
+
+
+def test_permissive_keeps_all_dropmalformed_drops_malformed_only():
+    statuses = ["ok", "not_json", "http_error", "truncated", "empty", "invalid_prompt"]
+    assert apply_mode("PERMISSIVE", statuses, describe=str) is None
+    keep = apply_mode("DROPMALFORMED", statuses, describe=str)
+    assert keep == [True, False, True, False, True, False]
+
+
+def test_failfast_names_the_first_bad_row_with_the_server_message():
+    error = row_error(status=404, type="NotFoundError", message="no model x", attempts=1)
+    with pytest.raises(
+        RecordError,
+        match=r"request for row 1 failed after 1 attempt\(s\): "
+        r"HTTP 404, NotFoundError: no model x",
+    ):
+        apply_mode(
+            "FAILFAST",
+            ["ok", "http_error", "not_json"],
+            describe=lambda i: f"row {i}",
+            errors=[None, error, None],
+        )
+    with pytest.raises(RecordError, match=r"row 2 is malformed \(not_json: prose\)"):
+        apply_mode(
+            "FAILFAST",
+            ["ok", "ok", "not_json"],
+            describe=lambda i: f"row {i}",
+            detail=lambda i: ": prose",
+        )
+
+
+def test_complete_json_cut_by_length_is_ok_and_incomplete_json_is_truncated():
+    bodies = [body('{"a": 1}', finish="length"), body('{"a": 1', finish="length")]
+    for backend in ("cpu",):
+        table = dspark_json.parse_responses(bodies, response_format=SCHEMA, backend=backend)
+        assert table.column("_status").to_pylist() == ["ok", "truncated"]
+        assert table.column("parsed").to_pylist()[0] == {"a": 1}
+    reference = ReferenceParser(dspark_json.response_schema(response_format=SCHEMA))
+    assert reference.parse(bodies).column("_status").to_pylist() == ["ok", "truncated"]
+
+
+def test_parse_responses_dropmalformed_and_failfast():
+    bodies = [body('{"a": 1}'), body("just prose"), "{not json", body('{"a": 2}')]
+    kept = dspark_json.parse_responses(bodies, response_format=SCHEMA, mode="DROPMALFORMED")
+    assert [p["a"] for p in kept.column("parsed").to_pylist()] == [1, 2]
+    with pytest.raises(RecordError, match=r"response body 1 is malformed \(not_json: "):
+        dspark_json.parse_responses(bodies, response_format=SCHEMA, mode="FAILFAST")
+    with pytest.raises(dspark_json.OptionError, match="mode='LAX' is not a mode"):
+        dspark_json.parse_responses(bodies, mode="LAX")  # type: ignore[arg-type]
+    assert isinstance(dspark_json.parse_responses(pa.array([], pa.string())), pa.Table)
