@@ -4,7 +4,16 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint unit clean
+# The oldest Spark supported (pyproject's pin starts at 4.0): `make test-oldest` runs the
+# end-to-end tests that touch what differs between Spark versions (dspark_json/compat.py) in a
+# second virtualenv, kept between runs like .venv.
+OLDEST_PYSPARK := 4.0.5
+VENV_OLDEST    := .venv-oldest
+STAMP_OLDEST   := $(VENV_OLDEST)/.installed-$(OLDEST_PYSPARK)
+OLDEST_TESTS   := tests/spark/test_compat.py tests/spark/test_source.py \
+                  tests/spark/test_exactly_once.py::test_kill_9_at_every_point_then_restart_lands_each_prompt_once
+
+.PHONY: demo test test-oldest test-vllm lint unit mutate clean
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,11 +24,34 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)  ## stream sample prompts through the local simulator into a local Delta table
 	$(BIN)/dspark-json demo
 
-test: lint $(STAMP)  ## lint, type-check and run the whole test suite
+test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest
 	$(BIN)/python -m pytest
+	$(MAKE) test-oldest
+
+$(STAMP_OLDEST): pyproject.toml setup.cfg
+	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/python -m pip install --quiet --upgrade pip
+	$(VENV_OLDEST)/bin/python -m pip install --quiet -e . 'pyspark==$(OLDEST_PYSPARK)' \
+		'pytest>=8' 'pytest-timeout>=2.3'
+	touch $(STAMP_OLDEST)
+
+test-oldest: $(STAMP_OLDEST)  ## the Spark end-to-end tests on the oldest supported pyspark
+	$(VENV_OLDEST)/bin/python -m pytest $(OLDEST_TESTS)
+
+# Real vLLM (CPU build, a tiny random-weight model built here): installed into a virtualenv
+# cached under ~/.cache/dspark-json (~2-3 min and 3.5 GB the first time), started and stopped by
+# the tests. DSPARK_VLLM_URL=http://... uses a server already running instead.
+test-vllm: $(STAMP)  ## the tests against real vLLM (and the simulator's shape against it)
+	tests/vllm/install.sh
+	$(BIN)/python -m pytest -m "vllm or not spark" tests/vllm tests/dev/test_simulator_shape.py
 
 unit: $(STAMP)  ## the fast tests only (no Spark)
 	$(BIN)/python -m pytest -m "not spark"
+
+# Not part of `make test` (about an hour on 2 cores). MUTATE_JOBS=n tests n mutants at once.
+mutate: $(STAMP)  ## mutation testing of the core modules: benchmarks/results/mutation.md
+	test -x $(BIN)/mutmut || $(BIN)/python -m pip install --quiet -e '.[mutate]'
+	$(BIN)/python benchmarks/mutation/run.py --jobs $(or $(MUTATE_JOBS),1)
 
 lint: $(STAMP)
 	$(BIN)/ruff check dspark_json tests benchmarks
@@ -27,4 +59,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) demo-output .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV_OLDEST) demo-output .pytest_cache .mypy_cache .ruff_cache *.egg-info

@@ -205,7 +205,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     faults = Faults(capacity=args.capacity)
     with SimulatorProcess(latency=args.latency, faults=faults) as server:
         for name, config in (
-            (f"fixed {args.fixed} in flight", {"max_concurrency": args.fixed, "adaptive": False}),
+            (
+                f"fixed {args.fixed} in flight",
+                {"max_concurrency": args.fixed, "adaptive_concurrency": False},
+            ),
             (
                 f"adaptive (starts at 8, at most {args.fixed})",
                 {"max_concurrency": args.fixed, "initial_concurrency": 8},

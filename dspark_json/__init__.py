@@ -68,17 +68,20 @@ _REDACTION_CONF = "spark.sql.redaction.options.regex"
 
 
 def register(spark: SparkSession) -> None:
-    """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads), and make
-    Spark redact the API key options from plans (``explain``) and the UI.
+    """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads) and the
+    ``dspark-delta`` sink (Delta tables whose data files the executors write), and make Spark
+    redact the API key options from plans (``explain``) and the UI.
 
     Parameters
     ----------
     spark:
         The session to register the format with (classic or Spark Connect).
     """
+    from dspark_json.delta.stream import register_sink
     from dspark_json.source import DSparkJsonDataSource
 
     spark.dataSource.register(DSparkJsonDataSource)
+    register_sink(spark)
     current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
     if REDACTION_PATTERN not in current:
         spark.conf.set(_REDACTION_CONF, f"{current}|{REDACTION_PATTERN}")

@@ -27,6 +27,7 @@ from dspark_json.rows import (
     RecordMode,
     apply_mode,
 )
+from dspark_json.schema.json_schema import as_json_schema
 from dspark_json.schema.output import output_schema
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ _SNIPPET = 200
 
 def response_schema(
     schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | None = None,
+    response_format: Mapping[str, Any] | type | None = None,
 ) -> StructType:
     """The columns ``parse_responses`` yields: ``schema`` (or the vLLM envelope, with ``parsed``
     typed from ``response_format``) plus ``_status``, ``_rescued_data`` and ``_corrupt_record``.
@@ -52,8 +53,10 @@ def response_schema(
         The columns wanted: Spark DDL (needs an active SparkSession), a StructType or a pyarrow
         schema; ``None``: vLLM's envelope.
     response_format:
-        The JSON Schema of the content, which types ``parsed`` (only without ``schema``).
+        The JSON Schema of the content, which types ``parsed`` (only without ``schema``), or a
+        Pydantic model class (its ``model_json_schema()``).
     """
+    response_format = as_json_schema(response_format)
     if schema is None:
         full = output_schema(response_format=response_format)
         return StructType([f for f in full.fields if f.name in RESPONSE_COLUMNS])
@@ -72,9 +75,10 @@ def parse_responses(
     bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None],
     *,
     schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | None = None,
+    response_format: Mapping[str, Any] | type | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
+    allow_unquoted_control_chars: bool = True,
 ) -> pa.Table:
     """Parse chat completion response bodies into one typed Arrow table, a row per body.
 
@@ -86,7 +90,7 @@ def parse_responses(
         The columns wanted (see :func:`response_schema`); by default vLLM's envelope with
         ``parsed`` typed from ``response_format``.
     response_format:
-        The JSON Schema of the content.
+        The JSON Schema of the content, or a Pydantic model class.
     backend:
         ``auto`` (the GPU when cuDF and a device are there, else the CPU, with a warning),
         ``cpu`` or ``gpu`` (an error where it cannot run).
@@ -94,11 +98,15 @@ def parse_responses(
         As in Spark's JSON source: PERMISSIVE keeps malformed rows (``_corrupt_record``),
         DROPMALFORMED drops them, FAILFAST raises :class:`~dspark_json.RecordError` naming the
         first one.
+    allow_unquoted_control_chars:
+        Accept raw control characters inside JSON strings in a message's content (models and
+        guided decoding write them), as Spark's JSON option of that name; the envelope is
+        always strict.
     """
     check_keywords(backend, mode)
     target = response_schema(schema, response_format)
     chosen = select_backend(PARSE_MODES[backend])
-    parser = make_parser(target, chosen)
+    parser = make_parser(target, chosen, lenient=allow_unquoted_control_chars)
     started = time.perf_counter()
     table = parser.parse(bodies)
     elapsed = time.perf_counter() - started
@@ -170,9 +178,10 @@ def parse_dataframe(
     column: str = "value",
     *,
     schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | None = None,
+    response_format: Mapping[str, Any] | type | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
+    allow_unquoted_control_chars: bool = True,
 ) -> DataFrame:
     """``df`` with the bodies in ``column`` (string or binary) parsed, on the executors, by
     :func:`parse_responses`: its other columns, then the response columns.
@@ -187,7 +196,7 @@ def parse_dataframe(
         Batch or streaming.
     column:
         The string or binary column of response bodies.
-    schema, response_format, backend, mode:
+    schema, response_format, backend, mode, allow_unquoted_control_chars:
         As in :func:`parse_responses`; DROPMALFORMED drops the other columns of a dropped row
         too.
     """
@@ -215,7 +224,12 @@ def parse_dataframe(
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            table = parse_responses(batch.column(index), schema=parsed, backend=backend)
+            table = parse_responses(
+                batch.column(index),
+                schema=parsed,
+                backend=backend,
+                allow_unquoted_control_chars=allow_unquoted_control_chars,
+            )
             rest = batch.drop_columns([column])
             keep = _apply_mode(table, mode)  # to the other columns too
             if keep is not None:

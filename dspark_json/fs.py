@@ -8,18 +8,25 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Literal
 
 import pyarrow.fs as pafs
 
 __all__ = [
     "FileEntry",
+    "check_writable",
     "is_remote_uri",
+    "kind_of",
     "list_files",
     "read_bytes",
     "read_text",
     "resolve",
     "write_atomic",
 ]
+
+#: Filesystems with real directories; on object stores (s3, gcs, abfs) a "directory" is only a
+#: name prefix, which exists once an object has it.
+_REAL_DIRECTORIES = frozenset({"local", "hdfs"})
 
 
 def is_remote_uri(path: str) -> bool:
@@ -70,10 +77,23 @@ def list_files(directory: str, *, suffixes: tuple[str, ...]) -> list[FileEntry]:
     return entries
 
 
-def read_bytes(uri: str) -> bytes:
-    """The whole content of one file."""
+def kind_of(uri: str) -> Literal["directory", "file", "missing"]:
+    """What is at ``uri``. On an object store a prefix no object has yet is a ``directory``:
+    files may land under it later, and there is no directory to create first."""
+    fs, root = resolve(uri)
+    found = fs.get_file_info(root).type
+    if found == pafs.FileType.File:
+        return "file"
+    if found == pafs.FileType.Directory or fs.type_name not in _REAL_DIRECTORIES:
+        return "directory"
+    return "missing"
+
+
+def read_bytes(uri: str, *, decompress: bool = True) -> bytes:
+    """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
+    ``.zst``..., unless ``decompress`` is false: then the bytes as stored)."""
     fs, path = resolve(uri)
-    with fs.open_input_stream(path) as stream:
+    with fs.open_input_stream(path, compression="detect" if decompress else None) as stream:
         data: bytes = stream.read()
     return data
 
@@ -93,3 +113,14 @@ def write_atomic(directory: str, name: str, data: bytes) -> None:
     with fs.open_output_stream(temporary) as sink:
         sink.write(data)
     fs.move(temporary, f"{root}/{name}")
+
+
+def check_writable(directory: str) -> None:
+    """Create ``directory`` where needed, then write and delete a hidden probe file in it:
+    ``OSError`` (pyarrow's, with the path) when either fails."""
+    fs, root = resolve(directory)
+    fs.create_dir(root, recursive=True)
+    probe = f"{root}/.dspark-json-probe-{uuid.uuid4().hex}"
+    with fs.open_output_stream(probe) as sink:
+        sink.write(b"")
+    fs.delete_file(probe)

@@ -18,6 +18,7 @@ from dspark_json.load import prepare
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.pipeline import answer, assemble, settle
 from dspark_json.records import PromptRecord
+from dspark_json.schema.json_schema import as_json_schema
 from dspark_json.schema.output import output_schema
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def generate(
     *,
     prompt_col: str = "prompt",
     endpoint: str,
-    response_format: Mapping[str, Any] | None = None,
+    response_format: Mapping[str, Any] | type | None = None,
     backend: str = "auto",
     mode: str = "PERMISSIVE",
     **options: Any,
@@ -66,7 +67,8 @@ def generate(
     endpoint:
         The model server(s), as option ``endpoint``.
     response_format:
-        The JSON Schema the model must follow (types ``parsed``), as in ``parse_responses``.
+        The JSON Schema the model must follow (types ``parsed``), or a Pydantic model class, as
+        in ``parse_responses``.
     backend:
         The parser: ``auto``, ``cpu`` or ``gpu``, as in ``parse_responses``.
     mode:
@@ -76,7 +78,7 @@ def generate(
         ``api_key_env="VLLM_API_KEY"``, ``temperature=0``...).
     """
     given: dict[str, Any] = {
-        "response_format": response_format,
+        "response_format": as_json_schema(response_format),
         "backend": backend,
         "mode": mode,
         **options,
@@ -105,7 +107,9 @@ def generate(
             f"generate: column {prompt_col!r} is {kind.simpleString()}; it must hold the prompt "
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
-    full = output_schema(response_format=query.json_schema)
+    full = output_schema(
+        response_format=query.json_schema, violations=query.options.schema.validate_schema
+    )
     answers_schema = StructType([f for f in full.fields if f.name != "custom_id"])
     clash = sorted(set(df.columns) & set(answers_schema.names))
     if clash:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import OptionError
+from dspark_json.fs import check_writable
 from dspark_json.http.preflight import check_server, fetch_served_schema
 from dspark_json.inputs.listing import Position, PromptListing
 from dspark_json.inputs.prompts import read_segment
@@ -28,7 +29,14 @@ from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
 from dspark_json.schema.output import output_schema
 
-__all__ = ["Resolved", "describe", "prepare", "resolve_parsed", "resolve_schema"]
+__all__ = [
+    "Resolved",
+    "check_output_directories",
+    "describe",
+    "prepare",
+    "resolve_parsed",
+    "resolve_schema",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -52,6 +60,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
         Check each endpoint's ``/health`` and ``/v1/models`` and settle the model (skipped when
         replaying recorded answers, which need no server).
     """
+    check_output_directories(options)
     model = options.request.model
     if options.input.responses is None and contact_server:
         model = check_server(options.http, model)
@@ -70,6 +79,23 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             "'responseFormat' or 'schemaEndpoint'."
         )
     return Query(options=options, model=model, json_schema=json_schema)
+
+
+def check_output_directories(options: Options) -> None:
+    """Fail before any request where the journal or the metrics directory cannot be written
+    (each is created where missing): found only after the answers are in, such a failure would
+    throw away answers already paid for."""
+    for name, directory in (("journal", options.input.journal), ("metrics", options.rows.metrics)):
+        if directory is None:
+            continue
+        try:
+            check_writable(directory)
+        except OSError as exc:
+            raise OptionError(
+                f"Option {name!r} names {directory}, which cannot be written ({exc}). Point it "
+                "at a directory this query may create and write (on a cluster: from the driver "
+                "and from every executor)."
+            ) from exc
 
 
 def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
@@ -124,7 +150,8 @@ def _sample_bodies(query: Query) -> list[str | None]:
     """The first ``inferSchemaSamples`` answers: recorded ones, or asked now."""
     options = query.options
     n = options.schema.infer_schema_samples
-    listing = PromptListing(options.input.location)
+    option = "responses" if options.input.responses is not None else "prompts"
+    listing = PromptListing(options.input.location, option=option)
     segments = listing.segments(Position(), listing.end())
     if options.input.responses is not None:
         pairs = [p for segment in segments for p in read_recorded(segment)][:n]

@@ -5,7 +5,8 @@ table: ``spark.read.json(metrics_dir)``.
 Spark gives a Python data source no custom-metrics hook that reaches ``StreamingQueryProgress``
 (its ``sources[].metrics`` come from the JVM side only), so the records are files: one per
 (micro-batch, partition), named by both so that a retried task replaces its record instead of
-adding one, written atomically.
+adding one, written atomically. The directory is checked writable at ``.load()``; a record that
+cannot be written later is logged, never a failed task (its answers are paid for).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 
 from dspark_json.fs import write_atomic
 from dspark_json.records import Answers
+from dspark_json.schema.output import is_documented_extra
 
 __all__ = ["partition_metrics", "report"]
 
@@ -76,7 +78,9 @@ def partition_metrics(
         "dropped": dropped,
         "rescued_rows": len(rescued),
         "error_rows": _non_null_count(table, "_error"),
-        "new_fields": sorted({key for text in rescued for key in json.loads(text)}),
+        "new_fields": sorted(
+            {key for text in rescued for key in json.loads(text) if not is_documented_extra(key)}
+        ),
     }
 
 
@@ -113,7 +117,16 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     if directory is not None:
         batch = hashlib.sha256(str(record["batch"]).encode()).hexdigest()[:16]
         name = f"batch-{batch}-part-{record['partition']:05d}.json"
-        write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
+        try:
+            write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
+        except OSError as exc:
+            logger.warning(
+                "%s: the metrics record could not be written to %s (%s); the rows are not "
+                "affected. Check option 'metrics'.",
+                what,
+                directory,
+                exc,
+            )
 
 
 def _non_null_count(table: pa.Table, column: str) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
 from dspark_json.inputs.options import InputOptions
-from dspark_json.option_spec import OptionSpec, choice, directory, option, specs_of
+from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
 
@@ -59,6 +59,16 @@ class RowOptions:
         "0.2",
         convert=_fraction,
         default="0.1",
+    )
+    allow_unquoted_control_chars: bool = option(
+        "allowUnquotedControlChars",
+        "Accept raw control characters (tabs, newlines, U+0000-U+001F) inside JSON strings in a "
+        "message's content, as Spark's JSON reader option of that name and json.loads("
+        "strict=False) do: models and guided decoding write them. false: such content is "
+        "corrupt_content. The envelope is always strict.",
+        "false",
+        convert=boolean,
+        default="true",
     )
     mode: RecordMode = option(
         "mode",

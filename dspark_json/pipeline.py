@@ -28,6 +28,7 @@ from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcome, PromptRecord
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
+from dspark_json.schema.output import is_documented_extra
 from dspark_json.schema.validation import schema_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
@@ -45,7 +46,8 @@ def check_no_new_fields(table: pa.Table, records: Sequence[PromptRecord]) -> Non
     new: dict[str, str] = {}
     for record, text in zip(records, table.column("_rescued_data").to_pylist(), strict=True):
         for key in json.loads(text) if text else {}:
-            new.setdefault(key, record.describe())
+            if not is_documented_extra(key):
+                new.setdefault(key, record.describe())
     if new:
         listed = ", ".join(f"{k} (first in {where})" for k, where in sorted(new.items()))
         raise SchemaError(
@@ -101,7 +103,12 @@ def answer(
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
     if "_status" not in response_schema.names:
         response_schema = response_schema.add("_status", StringType())
-    parser = make_parser(response_schema, backend, gpu_memory_fraction=rows.gpu_memory_fraction)
+    parser = make_parser(
+        response_schema,
+        backend,
+        gpu_memory_fraction=rows.gpu_memory_fraction,
+        lenient=rows.allow_unquoted_control_chars,
+    )
     responses = parser.parse([o.body for o in fetched.outcomes])
     statuses = _statuses(records, fetched.outcomes, responses.column("_status").to_pylist())
     violations = None

@@ -3,15 +3,19 @@
 Rows out = prompts in. Every row carries ``_status`` (one of :data:`STATUSES`); a row without a
 response says why in ``_error`` (a :class:`RowError`); the record mode (:data:`RECORD_MODES`)
 decides what happens to malformed rows, applied by :func:`apply_mode` for every entry point (the
-source, ``generate``, ``parse_responses``, ``parse_dataframe``).
+source, ``generate``, ``parse_responses``, ``parse_dataframe``). No JSON document deeper than
+:data:`MAX_NESTING` is read by any stage: it is a row with a status, never a crash.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
+import numpy as np
 from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from dspark_json.errors import RecordError
@@ -22,6 +26,7 @@ __all__ = [
     "ERROR_TYPE",
     "ERROR_TYPES",
     "MALFORMED",
+    "MAX_NESTING",
     "PARSE_MODES",
     "RECORD_MODES",
     "RESPONSE_COLUMNS",
@@ -32,10 +37,24 @@ __all__ = [
     "RecordMode",
     "RowError",
     "apply_mode",
+    "exceeds_nesting",
+    "load_json",
     "row_error",
 ]
 
 logger = logging.getLogger("dspark_json")
+
+#: The deepest JSON any stage reads (arrays and objects inside each other): prompt lines,
+#: recorded lines, response bodies, the JSON in their content, the JSON Schema. A deeper
+#: document is an ``invalid_prompt`` / ``corrupt_*`` row, never a crash: Python's json module
+#: recurses and gives up near 1000 levels. The parse kernels use the same number.
+MAX_NESTING = 512
+
+# A JSON string, escapes included (possessive: no backtracking on long strings).
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+# Byte -> change of nesting depth: +1 for [ and {, -1 for ] and }.
+_BRACKET_STEP = np.zeros(256, np.int8)
+_BRACKET_STEP[[91, 123]], _BRACKET_STEP[[93, 125]] = 1, -1
 
 #: ``_status``: one word per row saying what happened to it.
 STATUSES: Mapping[str, str] = {
@@ -53,8 +72,17 @@ MALFORMED = frozenset(
     {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
 )
 
-#: Top-level columns of vLLM's chat completion envelope.
-ENVELOPE_COLUMNS = ("id", "object", "created", "model", "choices", "usage")
+#: Top-level columns of the chat completion envelope.
+ENVELOPE_COLUMNS = (
+    "id",
+    "object",
+    "created",
+    "model",
+    "choices",
+    "usage",
+    "system_fingerprint",
+    "service_tier",
+)
 #: The columns the source adds about each row, besides the response.
 SYSTEM_COLUMNS = ("_status", "_rescued_data", "_corrupt_record", "_error")
 #: The columns the parser fills from a response body.
@@ -164,3 +192,22 @@ def apply_mode(
     if dropped:
         logger.info("mode=DROPMALFORMED dropped %d malformed row(s) of %d", dropped, len(keep))
     return keep
+
+
+def exceeds_nesting(raw: str | bytes, limit: int = MAX_NESTING) -> bool:
+    """Whether the JSON text ``raw`` opens more than ``limit`` arrays/objects inside each other
+    (brackets inside strings do not count). No recursion, and no Python loop over the text:
+    a count when there are few brackets, else string removal and a cumulative sum."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return False
+    steps = _BRACKET_STEP[np.frombuffer(_JSON_STRING.sub(b"", data), np.uint8)]
+    return bool(np.cumsum(steps, dtype=np.int32).max(initial=0) > limit)
+
+
+def load_json(raw: str | bytes, **kwargs: Any) -> Any:
+    """``json.loads`` for text from elsewhere: a document nested more than
+    :data:`MAX_NESTING` levels is a ``ValueError`` (checked first, without recursing)."""
+    if exceeds_nesting(raw):
+        raise ValueError(f"nested more than {MAX_NESTING} levels deep")
+    return json.loads(raw, **kwargs)

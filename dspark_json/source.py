@@ -1,7 +1,8 @@
 """The ``dspark-json`` Spark data source: options and schema on the driver, work on executors.
 
 Thin on purpose: options live in :mod:`dspark_json.options`, the offset model in
-:mod:`dspark_json.inputs.listing`, the per-partition work in :mod:`dspark_json.pipeline`.
+:mod:`dspark_json.inputs.listing`, the per-partition work in :mod:`dspark_json.pipeline`, and what
+differs between Spark versions in :mod:`dspark_json.compat`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -20,15 +22,10 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     InputPartition,
 )
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxFiles,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
 from pyspark.sql.types import StructType
 
+from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
+from dspark_json.fs import FileEntry
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptListing, PromptPartition, plan_partitions
 from dspark_json.inputs.prompts import infer_passthrough
@@ -36,6 +33,9 @@ from dspark_json.load import prepare, resolve_schema
 from dspark_json.options import Options, Query
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.datasource import ReadLimit
 
 __all__ = ["DSparkJsonDataSource"]
 
@@ -84,14 +84,21 @@ class DSparkJsonDataSource(DataSource):
 
     @property
     def query(self) -> Query:
-        """The query as the driver settles it (server checks, model, JSON Schema), once."""
-        return _prepared(self.options, self.parsed_options)
+        """The query as the driver settles it (server checks, model, JSON Schema), once.
+
+        Kept on the instance: Spark pickles the source after ``schema()`` and builds the stream
+        reader from that copy in another process, which then does not check the server again.
+        """
+        cached: Query | None = self.__dict__.get("_query")
+        if cached is None:
+            cached = self.__dict__["_query"] = _prepared(self.options, self.parsed_options)
+        return cached
 
     def schema(self) -> StructType:
         query = self.query
         passthrough = []
         if query.options.input.responses is None:
-            passthrough = infer_passthrough(PromptListing(query.options.input.location))
+            passthrough = infer_passthrough(_listing(query.options))
         return resolve_schema(query, passthrough)
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -112,7 +119,7 @@ class PromptBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         inputs = self.query.options.input
-        listing = PromptListing(inputs.location)
+        listing = _listing(self.query.options)
         segments = listing.segments(Position(), listing.end())
         # Spark reads one partition of its own when given none; make that one ours (empty).
         return plan_partitions(segments, inputs.partition_size) or [PromptPartition(0, ())]
@@ -122,15 +129,23 @@ class PromptBatchReader(DataSourceReader):
         return read_partition(partition, self.query, self.schema)
 
 
-class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """``spark.readStream``: offsets are (file, row) positions in the prompt directory."""
+class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
+    """``spark.readStream``: offsets are (file, row) positions in the prompt directory.
+
+    The directory is listed once per micro-batch: by ``latestOffset``, whose listing serves the
+    ``reportLatestOffset`` and ``partitions`` calls of the same batch.
+    """
 
     def __init__(self, query: Query, schema: StructType) -> None:
         self.query = query
         self.inputs = query.options.input
         self.schema = schema
-        self._listing = PromptListing(self.inputs.location)
+        self._listing = _BatchListing(self.inputs.location, option=_option(query.options))
         self._cap: Position | None = None
+        #: Where the next micro-batch starts: the end of the last one planned (Spark 4.0 and 4.1
+        #: pass no start to ``latestOffset``; after a restart they plan an empty range at it).
+        self._next = Position()
+        self._listed_for_next = False  # prepareForTriggerAvailableNow's listing is the first one
         journal = self.inputs.journal
         self._journal = Journal(journal) if journal is not None else None
         if self._journal is None and self.inputs.responses is None:
@@ -144,28 +159,34 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return Position().to_offset()
 
     def getDefaultReadLimit(self) -> ReadLimit:
-        if self.inputs.max_records_per_trigger is not None:
-            return ReadMaxRows(self.inputs.max_records_per_trigger)
-        if self.inputs.max_files_per_trigger is not None:
-            return ReadMaxFiles(self.inputs.max_files_per_trigger)
-        return ReadAllAvailable()
-
-    def latestOffset(self, start: dict[str, object], limit: ReadLimit) -> dict[str, object]:
-        max_rows = max_files = None
-        if not isinstance(limit, ReadAllAvailable):
-            max_rows = self.inputs.max_records_per_trigger
-            max_files = self.inputs.max_files_per_trigger
-            if isinstance(limit, ReadMaxRows):
-                max_rows = min(limit.max_rows, max_rows or limit.max_rows)
-            if isinstance(limit, ReadMaxFiles):
-                max_files = min(limit.max_files, max_files or limit.max_files)
-        end = self._listing.advance(
-            Position.from_offset(start), max_rows=max_rows, max_files=max_files, cap=self._cap
+        return default_read_limit(
+            self.inputs.max_records_per_trigger, self.inputs.max_files_per_trigger
         )
+
+    def latestOffset(
+        self, start: dict[str, object] | None = None, limit: ReadLimit | None = None
+    ) -> dict[str, object]:
+        """The end of the next micro-batch. Spark 4.2 and later pass ``start`` and ``limit``;
+        4.0 and 4.1 pass neither: the batch starts where the last one ended, capped by options
+        ``maxRecordsPerTrigger`` / ``maxFilesPerTrigger`` (:func:`~dspark_json.compat.read_caps`).
+        """
+        begin = Position.from_offset(start) if start is not None else self._next
+        max_rows, max_files = read_caps(
+            limit,
+            max_rows=self.inputs.max_records_per_trigger,
+            max_files=self.inputs.max_files_per_trigger,
+        )
+        if not self._listed_for_next:
+            self._listing.refresh()
+        self._listed_for_next = False
+        end = self._listing.advance(begin, max_rows=max_rows, max_files=max_files, cap=self._cap)
         return end.to_offset()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow (Spark 4.2 and later): read up to what is there now."""
+        self._listing.refresh()
         self._cap = self._listing.end()
+        self._listed_for_next = True
 
     def reportLatestOffset(self) -> dict[str, object] | None:
         return self._listing.end().to_offset()
@@ -173,7 +194,13 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(
         self, start: dict[str, object], end: dict[str, object]
     ) -> Sequence[InputPartition]:
-        segments = self._listing.segments(Position.from_offset(start), Position.from_offset(end))
+        first, last = Position.from_offset(start), Position.from_offset(end)
+        self._next = max(self._next, last)
+        if last <= first:
+            return []
+        if not self._listing.covers(last):  # a batch run again after a restart
+            self._listing.refresh()
+        segments = self._listing.segments(first, last)
         batch = json.dumps(end, sort_keys=True)
         return [
             replace(p, batch=batch) for p in plan_partitions(segments, self.inputs.partition_size)
@@ -188,3 +215,39 @@ class PromptStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         calls this late (and not for the last batch before a shutdown); nothing relies on it."""
         if self._journal is not None:
             self._journal.prune(Position.from_offset(end))
+
+
+def _option(options: Options) -> str:
+    """The option that names the input directory, for messages."""
+    return "responses" if options.input.responses is not None else "prompts"
+
+
+def _listing(options: Options) -> PromptListing:
+    return PromptListing(options.input.location, option=_option(options))
+
+
+class _BatchListing(PromptListing):
+    """The input directory as one micro-batch sees it: listed again only after :meth:`refresh`.
+
+    Spark asks for a batch's latest offset, its reported latest offset and its partitions in
+    turn (files are immutable once visible), so one listing serves all three.
+    """
+
+    def __init__(self, directory: str, *, option: str) -> None:
+        super().__init__(directory, option=option)
+        self._snapshot: list[tuple[FileEntry, int]] | None = None
+
+    def refresh(self) -> None:
+        """List the directory again at the next use."""
+        self._snapshot = None
+
+    def files(self) -> list[tuple[FileEntry, int]]:
+        if self._snapshot is None:
+            self._snapshot = super().files()
+        return self._snapshot
+
+    def covers(self, end: Position) -> bool:
+        """Whether the listing at hand reaches ``end``, so a batch up to it can be planned."""
+        if self._snapshot is None:
+            return False
+        return any(entry.name == end.file and rows >= end.row for entry, rows in self._snapshot)

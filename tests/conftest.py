@@ -14,6 +14,11 @@ SPARK_TIMEOUT_S = 900
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "vllm" not in config.getoption("markexpr"):  # the real-vLLM tier: make test-vllm
+        deselected = [item for item in items if "vllm" in item.keywords]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if "vllm" not in item.keywords]
     for item in items:
         if "spark" in item.keywords and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dspark_json"
 #: Lowest first. Components in one layer must not import each other.
 LAYERS: list[set[str]] = [
     {"errors"},
+    {"compat"},  # what differs between Spark versions
     {"fs"},
     {"rows"},
     {"records"},

@@ -53,6 +53,8 @@ _REASONS = {
     413: "Payload Too Large",
 }
 _MAX_BODY = 64 * 1024 * 1024
+#: The context length the simulator's model has (vLLM's max_model_len); longer prompts are 400.
+_MAX_MODEL_LEN = 2048
 
 
 def generate_value(
@@ -187,6 +189,10 @@ class Simulator:
         self.latency = latency
         self.faults = faults or Faults()
         self.started = int(time.time())
+        #: As vLLM's: its version and a hash of the server configuration.
+        self.fingerprint = (
+            f"vllm-0.32.0-{hashlib.sha256(f'{model}:{seed}'.encode()).hexdigest()[:8]}"
+        )
         self.counts: Counter[str] = Counter()
         self._seen: Counter[str] = Counter()  # completion requests per messages digest
         self._capacity = (
@@ -289,7 +295,7 @@ class Simulator:
         if seconds:
             await asyncio.sleep(seconds)
 
-    def _error(self, message: str, code: int) -> dict[str, Any]:
+    def _error(self, message: str, code: int, *, param: str | None = None) -> dict[str, Any]:
         kind = {
             400: "BadRequestError",
             401: "AuthenticationError",
@@ -305,7 +311,7 @@ class Simulator:
                 "param": None,
                 "code": code,
             }
-        return _error(message, kind, code)
+        return _error(message, kind, code, param)
 
     def _models(self) -> dict[str, Any]:
         card = {
@@ -315,7 +321,7 @@ class Simulator:
             "owned_by": "vllm",
             "root": self.model,
             "parent": None,
-            "max_model_len": 32768,
+            "max_model_len": _MAX_MODEL_LEN,
         }
         return {"object": "list", "data": [card]}
 
@@ -325,10 +331,20 @@ class Simulator:
         except ValueError:
             return 400, self._error("The request body is not valid JSON.", 400)
         if not isinstance(request, dict) or not isinstance(request.get("messages"), list):
-            return 400, self._error("Field 'messages' is required.", 400)
+            # As vLLM's request validation (pydantic) says it.
+            given = request.get("messages") if isinstance(request, dict) else request
+            kind = "missing" if given is None else "list_type"
+            message = (
+                f"1 validation error:\n  {{'type': '{kind}', 'loc': 'body.messages', 'msg': "
+                f"'{'Field required' if given is None else 'Input should be a valid list'}', "
+                f"'input': {given!r}}}"
+            )
+            return 400, _error(message, "Bad Request", 400, "body.messages")
         if request.get("model") != self.model:
-            message = f"The model `{request.get('model')}` does not exist."
-            return 404, self._error(message, 404)
+            message = (
+                f"The model `{request.get('model')}` does not exist. Valid aliases: {self.model}."
+            )
+            return 404, self._error(message, 404, param="model")
         if request.get("stream"):
             return 400, self._error("stream=true is not supported here.", 400)
         key = json.dumps(
@@ -343,6 +359,20 @@ class Simulator:
             self.faults.drift_after is not None
             and self.counts["completions_ok"] >= self.faults.drift_after
         )
+        prompt_tokens = sum(
+            len(str(m.get("content", "")).split()) + 4
+            for m in request["messages"]
+            if isinstance(m, dict)
+        )
+        if prompt_tokens > _MAX_MODEL_LEN:
+            message = (
+                f"This model's maximum context length is {_MAX_MODEL_LEN} tokens. However, your "
+                f"prompt contains at least {prompt_tokens} input tokens, which exceeds this "
+                "limit even without any output tokens. Please reduce the length of the input "
+                f"prompt. (parameter=input_tokens, value={prompt_tokens})"
+            )
+            return 400, self._error(message, 400, param="input_tokens")
+        max_tokens = request.get("max_tokens")
         choices = []
         for index in range(int(request.get("n") or 1)):
             if schema is not None:
@@ -352,12 +382,10 @@ class Simulator:
                 content = json.dumps(value, ensure_ascii=False)
             else:
                 content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
-            choices.append(_choice(index, content))
-        prompt_tokens = sum(
-            len(str(m.get("content", "")).split()) + 4
-            for m in request["messages"]
-            if isinstance(m, dict)
-        )
+            finish = "stop"
+            if isinstance(max_tokens, int) and len(content) // 4 + 1 > max_tokens:
+                content, finish = content[: 4 * max_tokens], "length"  # ~4 characters a token
+            choices.append(_choice(index, content, finish))
         completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
         self.counts["completions_ok"] += 1
         extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
@@ -368,15 +396,20 @@ class Simulator:
             "model": self.model,
             "choices": choices,
             "service_tier": None,
-            "system_fingerprint": None,
+            "system_fingerprint": self.fingerprint,
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
                 "completion_tokens": completion_tokens,
                 "prompt_tokens_details": None,
+                "completion_tokens_details": None,
             },
             "prompt_logprobs": None,
+            "prompt_token_ids": None,
+            "prompt_text": None,
             "kv_transfer_params": None,
+            "ec_transfer_params": None,
+            "metrics": None,
         }
 
 
@@ -389,7 +422,8 @@ def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def _choice(index: int, content: str) -> dict[str, Any]:
+def _choice(index: int, content: str, finish: str) -> dict[str, Any]:
+    """One choice as vLLM 0.32 writes it (no ``tool_calls`` key without tools)."""
     return {
         "index": index,
         "message": {
@@ -399,17 +433,18 @@ def _choice(index: int, content: str) -> dict[str, Any]:
             "annotations": None,
             "audio": None,
             "function_call": None,
-            "tool_calls": [],
-            "reasoning_content": None,
+            "reasoning": None,
         },
         "logprobs": None,
-        "finish_reason": "stop",
+        "finish_reason": finish,
         "stop_reason": None,
+        "token_ids": None,
+        "routed_experts": None,
     }
 
 
-def _error(message: str, kind: str, code: int) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def _error(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 async def _read_request(

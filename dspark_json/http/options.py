@@ -15,7 +15,13 @@ from typing import Any
 from dspark_json.errors import OptionError
 from dspark_json.fs import read_text
 from dspark_json.http.endpoints import Endpoint
-from dspark_json.http.secrets import ApiKey, Secret, redact, split_credentials
+from dspark_json.http.secrets import (
+    ApiKey,
+    Secret,
+    check_header_value,
+    redact,
+    split_credentials,
+)
 from dspark_json.option_spec import (
     boolean,
     directory,
@@ -25,6 +31,7 @@ from dspark_json.option_spec import (
     option,
     positive,
 )
+from dspark_json.rows import load_json
 
 __all__ = ["CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
 
@@ -54,7 +61,9 @@ def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
 def _secret(name: str, text: str) -> Secret:
     if not text.strip():
         raise OptionError(f"Option {name!r} is empty; leave it out if the server needs no key.")
-    return Secret(text.strip())
+    secret = Secret(text.strip())
+    check_header_value(secret, f"Option {name!r}")
+    return secret
 
 
 def _env_name(name: str, text: str) -> str:
@@ -77,11 +86,15 @@ def _response_format(name: str, text: str) -> Mapping[str, Any]:
                 "Give the path of a JSON Schema file or the schema itself."
             ) from exc
     try:
-        schema = json.loads(source)
+        schema = load_json(source)
     except json.JSONDecodeError as exc:
         raise OptionError(
             f"Option {name!r} does not hold valid JSON ({exc.msg} at line {exc.lineno}, "
             f"column {exc.colno}). It must be a JSON Schema object."
+        ) from exc
+    except ValueError as exc:  # nested too deep, or an integer beyond Python's digit limit
+        raise OptionError(
+            f"Option {name!r} is not a usable JSON Schema ({exc}). It must be a JSON Schema object."
         ) from exc
     if not isinstance(schema, dict):
         raise OptionError(

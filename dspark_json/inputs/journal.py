@@ -11,6 +11,11 @@ An entry is named by the rows it covers (prompt file names and row ranges), so t
 the same entry whatever the batch or task. ``commit(end)`` of the stream reader prunes entries that
 end at or before ``end``; nothing depends on it being called (Spark calls it late, and never for
 the last batch before a shutdown): a left-over entry is only disk, pruned at a later commit.
+
+The journal never costs answers: its directory is checked writable at ``.load()``, and an entry
+that cannot be written later (disk full, permissions changed) is logged as an error while the
+rows go on to Spark (only a replay of that batch would ask the model again); an entry that cannot
+be read is logged and asked again; pruning that fails is logged.
 """
 
 from __future__ import annotations
@@ -59,14 +64,24 @@ class Journal:
         try:
             with fs.open_input_file(path) as source:
                 table = pa.ipc.open_file(source).read_all()
+            bodies = table.column("body").to_pylist()
+            errors = table.column("error").to_pylist()
         except FileNotFoundError:
             return None
-        bodies = table.column("body").to_pylist()
-        errors = table.column("error").to_pylist()
+        except (OSError, KeyError, pa.ArrowInvalid) as exc:
+            logger.error(
+                "journal %s: entry %s cannot be read (%s); its prompts are sent again.",
+                self.directory,
+                key,
+                exc,
+            )
+            return None
         return [Outcome(body=b, error=e) for b, e in zip(bodies, errors, strict=True)]
 
-    def save(self, key: str, end: Position, outcomes: Sequence[Outcome]) -> None:
-        """Write an entry atomically: a hidden file, then a rename into place."""
+    def save(self, key: str, end: Position, outcomes: Sequence[Outcome]) -> bool:
+        """Write an entry atomically: a hidden file, then a rename into place. Where that fails,
+        log it and return false: the answers are in hand, and failing the task would lose
+        them."""
         table = pa.table(
             {
                 "body": pa.array([o.body for o in outcomes], pa.string()),
@@ -77,12 +92,28 @@ class Journal:
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as out:
             out.write_table(table)
-        write_atomic(self.directory, f"{key}{_SUFFIX}", sink.getvalue().to_pybytes())
+        try:
+            write_atomic(self.directory, f"{key}{_SUFFIX}", sink.getvalue().to_pybytes())
+        except OSError as exc:
+            logger.error(
+                "journal %s: the answers of entry %s could not be written (%s). The rows go on "
+                "to Spark; a replay of this micro-batch would ask the model again. Check the "
+                "option 'journal' directory.",
+                self.directory,
+                key,
+                exc,
+            )
+            return False
+        return True
 
     def prune(self, committed: Position) -> int:
         """Delete the entries whose rows all lie at or before ``committed``; how many went."""
         fs, root = resolve(self.directory)
-        infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        try:
+            infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
+        except OSError as exc:
+            logger.warning("journal %s: cannot list it to prune (%s).", self.directory, exc)
+            return 0
         removed = 0
         for info in infos:
             if info.type != pafs.FileType.File or not info.base_name.endswith(_SUFFIX):
@@ -94,7 +125,11 @@ class Journal:
             except (OSError, KeyError, ValueError, pa.ArrowInvalid):
                 continue  # not ours, or being written
             if end <= committed:
-                fs.delete_file(info.path)
+                try:
+                    fs.delete_file(info.path)
+                except OSError as exc:
+                    logger.warning("journal %s: cannot prune %s (%s).", self.directory, info, exc)
+                    continue
                 removed += 1
         if removed:
             logger.info("journal %s: pruned %d committed entries", self.directory, removed)

@@ -1,10 +1,16 @@
-"""Input listing and offsets: JSONL files in a directory, addressed by (file name, row).
+"""Input listing and offsets: input files in a directory, addressed by (file name, row).
 
 The offset model: files are taken in name order and rows within a file in line order (blank lines
-do not count). An offset ``{"file": name, "row": n}`` means "every file whose name sorts before
-``name``, and the first ``n`` rows of ``name``". Files are immutable once visible: a writer puts a
-file in place by renaming it from a name starting with ``.`` or ``_``. A file that appears with a
-name sorting before the current offset is never read; the reader says so in the log.
+do not count; what a file holds is :mod:`dspark_json.inputs.files`). An offset ``{"file": name,
+"row": n}`` means "every file whose name sorts before ``name``, and the first ``n`` rows of
+``name``". Files are immutable once visible: a writer puts a file in place by renaming it from a
+name starting with ``.`` or ``_``. A file that appears with a name sorting before the current
+offset is never read; the reader says so in the log.
+
+Nothing is lost in silence: the input directory must exist (on an object store, a prefix with no
+object yet counts as an empty directory); a directory, or a listed file whose rows are not all
+read yet, that disappears fails the query with its path; so does a file that holds fewer rows
+when a task reads it than when it was listed. Files already read may be deleted.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from dspark_json.fs import FileEntry, list_files, read_bytes
+from dspark_json.errors import DSparkJsonError, OptionError
+from dspark_json.fs import FileEntry, kind_of, list_files
+from dspark_json.inputs.files import INPUT_SUFFIXES, count_rows, file_rows, rows_of
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -30,9 +38,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dspark_json")
-
-#: The file names read as input (JSON lines).
-INPUT_SUFFIXES = (".jsonl", ".json", ".ndjson")
 
 
 @dataclass(frozen=True, order=True)
@@ -70,14 +75,24 @@ class PromptPartition(InputPartition):
     batch: str | None = None
 
 
-def rows_of(data: bytes) -> list[bytes]:
-    """The non-blank lines of a JSONL file: its rows."""
-    return [line for line in data.splitlines() if line.strip()]
-
-
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
     """The rows of ``segment`` with where each is (``<file> row <n>``), executor side."""
-    lines = rows_of(read_bytes(segment.path))[segment.start : segment.end]
+    try:
+        lines = file_rows(segment.path, segment.start, segment.end)
+    except FileNotFoundError as exc:
+        raise DSparkJsonError(
+            f"Input file {segment.path} is gone: its rows {segment.start + 1}-{segment.end} "
+            "were listed for this micro-batch but cannot be read. Leave input files in place "
+            "until the query has read them; put it back, or start the query again with a new "
+            "checkpoint."
+        ) from exc
+    if len(lines) < segment.end - segment.start:
+        raise DSparkJsonError(
+            f"Input file {segment.path} holds {segment.start + len(lines)} rows now, but "
+            f"{segment.end} or more were counted when it was listed: input files must not "
+            "change once visible (write a new file under a hidden name, then rename it into "
+            "place). Put the original back."
+        )
     return [
         (line, f"{segment.path} row {number}")
         for number, line in enumerate(lines, start=segment.start + 1)
@@ -85,20 +100,85 @@ def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
 
 
 class PromptListing:
-    """Driver-side view of the prompt directory; remembers each file's row count."""
+    """Driver-side view of the input directory; remembers each file's row count.
 
-    def __init__(self, directory: str) -> None:
+    ``option`` names the option the directory comes from, for messages.
+    """
+
+    def __init__(self, directory: str, *, option: str = "prompts") -> None:
         self.directory = directory
-        self._rows: dict[str, int] = {}
+        self.option = option
+        self._rows: dict[str, int] = {}  # every file ever listed -> its row count
+        self._sizes: dict[str, int] = {}
         self._seen: set[str] | None = None  # names listed by an earlier advance()
+        self._listed = False  # the directory has been seen
 
     def files(self) -> list[tuple[FileEntry, int]]:
-        """Every visible prompt file with its row count, in name order."""
-        listed = list_files(self.directory, suffixes=INPUT_SUFFIXES)
+        """Every visible input file with its row count, in name order."""
+        listed = self._list()
         for entry in listed:
             if entry.name not in self._rows:
-                self._rows[entry.name] = len(rows_of(read_bytes(entry.path)))
+                try:
+                    self._rows[entry.name] = count_rows(entry.path)
+                except FileNotFoundError as exc:
+                    raise DSparkJsonError(
+                        f"Input file {entry.path} disappeared while it was being listed. Leave "
+                        "input files in place until the query has read them."
+                    ) from exc
+                self._sizes[entry.name] = entry.size
+            elif self._sizes.get(entry.name, entry.size) != entry.size:
+                logger.warning(
+                    "Input file %s changed size after it was counted (%d -> %d bytes): input "
+                    "files must not change once visible. Rows added to it are not read; rows "
+                    "taken out of it fail the query when it is read.",
+                    entry.path,
+                    self._sizes[entry.name],
+                    entry.size,
+                )
+                self._sizes[entry.name] = entry.size
         return [(entry, self._rows[entry.name]) for entry in listed]
+
+    def _list(self) -> list[FileEntry]:
+        """The directory's input files; an error naming the directory where it is missing."""
+        kind = kind_of(self.directory)
+        if kind == "file":
+            raise OptionError(
+                f"Option {self.option!r} names {self.directory}, which is a file; give the "
+                "directory that holds the input files (new files are picked up as they land)."
+            )
+        if kind == "missing":
+            if self._listed:
+                raise DSparkJsonError(
+                    f"The input directory {self.directory} (option {self.option!r}) "
+                    "disappeared while the query was reading it. Put it back, or start the "
+                    "query again with a new checkpoint."
+                )
+            raise OptionError(
+                f"Option {self.option!r} names {self.directory}, which does not exist. Create "
+                "the directory (a streaming query then picks up files as they land in it), or "
+                "fix the path."
+            )
+        self._listed = True
+        return list_files(self.directory, suffixes=INPUT_SUFFIXES)
+
+    def _check_gone(
+        self, listed: list[tuple[FileEntry, int]], start: Position, end: Position | None = None
+    ) -> None:
+        """Fail where a file listed before, with rows after ``start`` (up to ``end``) not read
+        yet, is no longer there."""
+        present = {entry.name for entry, _ in listed}
+        for name, rows in sorted(self._rows.items()):
+            if name in present or name < start.file or (end is not None and name > end.file):
+                continue
+            if name == start.file and start.row >= rows:
+                continue  # read to its end: deleting it is fine
+            first = start.row + 1 if name == start.file else 1
+            unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
+            raise DSparkJsonError(
+                f"Input file {self.directory.rstrip('/')}/{name} disappeared before the query "
+                f"read its {unread}. Leave input files in place until the query has read them; "
+                "put it back, or start the query again with a new checkpoint."
+            )
 
     def end(self) -> Position:
         """The position after every row visible now."""
@@ -116,6 +196,7 @@ class PromptListing:
         """The furthest position after ``start`` within the limits; ``start`` if nothing is new."""
         end, rows_taken, files_taken = start, 0, 0
         listed = self.files()
+        self._check_gone(listed, start)
         self._warn_late([e.name for e, _ in listed], start)
         for entry, rows in listed:
             if entry.name < start.file:
@@ -141,7 +222,16 @@ class PromptListing:
     def segments(self, start: Position, end: Position) -> list[Segment]:
         """The rows between two positions, as per-file segments."""
         out = []
-        for entry, rows in self.files():
+        listed = self.files()
+        self._check_gone(listed, start, end)
+        if end.row > 0 and end.file not in {entry.name for entry, _ in listed}:
+            raise DSparkJsonError(
+                f"Input file {self.directory.rstrip('/')}/{end.file} is gone, but the query's "
+                f"offsets include its first {end.row} rows (a micro-batch being run again "
+                "after a restart). Put the file back, or start the query again with a new "
+                "checkpoint."
+            )
+        for entry, rows in listed:
             if entry.name < start.file or entry.name > end.file:
                 continue
             first = start.row if entry.name == start.file else 0

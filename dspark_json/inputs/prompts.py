@@ -1,12 +1,19 @@
 """Prompt rows: a JSON line -> a :class:`~dspark_json.records.PromptRecord` (the messages to send,
 the fields passed through as columns, or why the row cannot be sent), and the pass-through
 columns typed from a sample.
+
+A line is sent only if it is JSON that can be sent as it was written: valid UTF-8 (a wrong byte
+is never replaced by U+FFFD in silence), nested at most :data:`~dspark_json.rows.MAX_NESTING`
+levels (checked before parsing, which recurses), without a lone surrogate escape (``"\ud800"``,
+which UTF-8 cannot carry) and without an integer beyond Python's digit limit. Any other line is
+an ``invalid_prompt`` row that says why.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +21,7 @@ from pyspark.sql.types import DataType, NullType, StructField
 
 from dspark_json.inputs.listing import PromptListing, Segment, read_rows
 from dspark_json.records import PromptRecord
-from dspark_json.rows import ENVELOPE_COLUMNS, SYSTEM_COLUMNS
+from dspark_json.rows import ENVELOPE_COLUMNS, SYSTEM_COLUMNS, load_json
 from dspark_json.schema.inference import merge_types, scalar_type
 
 __all__ = ["infer_passthrough", "passthrough_column", "prompt_record", "read_segment"]
@@ -24,36 +31,47 @@ logger = logging.getLogger("dspark_json")
 _NOT_PASSED_THROUGH = ("messages", "custom_id", "method", "url", "body")
 _BATCH_URLS = ("/v1/chat/completions", "/chat/completions")
 _RESERVED = frozenset({*ENVELOPE_COLUMNS, *SYSTEM_COLUMNS, "parsed", "custom_id"})
+# A \u escape of a surrogate (paired ones are fine; json.loads turns a lone one into text that
+# UTF-8 cannot encode).
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def read_segment(segment: Segment) -> Iterator[PromptRecord]:
     """The prompt records of one segment (executor side)."""
     for line, where in read_rows(segment):
-        yield _record(line.decode("utf-8", errors="replace"), where)
+        yield _record(line, where)
 
 
-def _record(raw: str, where: str) -> PromptRecord:
+def _record(line: bytes, where: str) -> PromptRecord:
     try:
-        obj = json.loads(raw)
+        raw = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = line.decode("utf-8", errors="replace")
+        return _invalid(
+            shown, where, f"not valid UTF-8 (byte 0x{line[exc.start]:02x} at byte {exc.start + 1})"
+        )
+    try:
+        obj = load_json(raw)
     except json.JSONDecodeError as exc:
-        return PromptRecord(
-            custom_id=None,
-            messages=None,
-            fields={},
-            raw=raw,
-            where=where,
-            problem=f"not valid JSON ({exc.msg})",
-        )
+        return _invalid(raw, where, f"not valid JSON ({exc.msg})")
+    except ValueError as exc:  # nested too deep, or an integer beyond Python's digit limit
+        return _invalid(raw, where, f"not usable JSON ({str(exc).split(';')[0]})")
     if not isinstance(obj, dict):
-        return PromptRecord(
-            custom_id=None,
-            messages=None,
-            fields={},
-            raw=raw,
-            where=where,
-            problem="not a JSON object",
-        )
+        return _invalid(raw, where, "not a JSON object")
+    if _SURROGATE_ESCAPE.search(line):
+        try:
+            json.dumps(obj, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            return _invalid(
+                raw, where, "a \\u escape makes a lone surrogate, which UTF-8 cannot send"
+            )
     return prompt_record(obj, raw, where)
+
+
+def _invalid(raw: str, where: str, problem: str) -> PromptRecord:
+    return PromptRecord(
+        custom_id=None, messages=None, fields={}, raw=raw, where=where, problem=problem
+    )
 
 
 def prompt_record(obj: dict[str, Any], raw: str, where: str) -> PromptRecord:
@@ -93,8 +111,8 @@ def infer_passthrough(listing: PromptListing, *, sample_rows: int = 1000) -> lis
     """
     types: dict[str, DataType] = {}
     seen = 0
-    for entry, _ in listing.files():
-        for record in read_segment(Segment(entry.path, 0, sample_rows - seen)):
+    for entry, rows in listing.files():
+        for record in read_segment(Segment(entry.path, 0, min(rows, sample_rows - seen))):
             seen += 1
             for key, value in record.fields.items():
                 if value is not None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from dspark_json.inputs.listing import Segment, read_rows
 from dspark_json.records import Outcome, PromptRecord
-from dspark_json.rows import RowError, row_error
+from dspark_json.rows import RowError, load_json, row_error
 
 __all__ = ["read_recorded"]
 
@@ -34,8 +34,8 @@ def read_recorded(segment: Segment) -> Iterator[tuple[PromptRecord, Outcome]]:
 
 def _recorded(text: str) -> tuple[str | None, Outcome]:
     try:
-        obj = json.loads(text)
-    except ValueError:
+        obj = load_json(text)
+    except ValueError:  # not JSON, nested too deep, an integer beyond the digit limit
         return None, Outcome(body=text)  # the parser calls it corrupt and keeps the text
     if not (isinstance(obj, dict) and "custom_id" in obj and ("response" in obj or "error" in obj)):
         return None, Outcome(body=text)  # a raw body

@@ -49,9 +49,26 @@ def select_backend(parse_mode: ParseMode) -> Backend:
 
 
 def make_parser(
-    schema: StructType, backend: Backend, *, gpu_memory_fraction: float | None = None
+    schema: StructType,
+    backend: Backend,
+    *,
+    gpu_memory_fraction: float | None = None,
+    lenient: bool = True,
 ) -> CpuParser:
-    """A parser for the response columns of ``schema`` on ``backend``."""
+    """A parser for the response columns of ``schema`` on ``backend``.
+
+    Parameters
+    ----------
+    schema:
+        The response columns wanted (envelope, ``parsed``, system columns).
+    backend:
+        ``cpu`` or ``gpu``, as :func:`select_backend` chose.
+    gpu_memory_fraction:
+        The GPU parser's share of device memory (option ``gpuMemoryFraction``).
+    lenient:
+        Accept raw control characters inside JSON strings in a message's content (option
+        ``allowUnquotedControlChars``); the envelope is always strict.
+    """
     if backend == "gpu":  # pragma: no cover - needs a GPU
-        return gpu.GpuParser(schema, memory_fraction=gpu_memory_fraction)
-    return CpuParser(schema)
+        return gpu.GpuParser(schema, memory_fraction=gpu_memory_fraction, lenient=lenient)
+    return CpuParser(schema, lenient=lenient)

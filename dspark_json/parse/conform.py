@@ -266,6 +266,7 @@ def check_row(
     clock: Any,
     found: Any,
     found_n: Any,
+    lenient: bool,
 ) -> tuple[int, int]:
     """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
     :func:`validate_row` says (``KIND_INVALID`` for invalid JSON);
@@ -279,7 +280,8 @@ def check_row(
     ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
     (key start, key end, value start, value end: four entries each; ``found_n[0]`` keys);
     deeper ones, or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in
-    Python).
+    Python). ``lenient``: raw control characters are allowed inside strings
+    (:func:`~dspark_json.parse.kernels.scan_string`).
     """
     pos = skip_ws(data, start, end)
     if pos >= end:
@@ -329,7 +331,7 @@ def check_row(
             if pos >= end or data[pos] != 34:
                 return KIND_INVALID, CODE_MISFIT
             key_begin = pos + 1
-            pos = scan_string(data, pos, end)
+            pos = scan_string(data, pos, end, lenient)
             if pos < 0:
                 return KIND_INVALID, CODE_MISFIT
             key_stop = pos - 1
@@ -406,7 +408,7 @@ def check_row(
             if c == 34:
                 if node >= 0 and t != T_STRING:
                     misfit = True
-                pos = scan_string(data, pos, end)
+                pos = scan_string(data, pos, end, lenient)
             elif c == 45 or 48 <= c <= 57:
                 begin = pos
                 pos = scan_number(data, pos, end)
@@ -483,7 +485,7 @@ def scan_envelope_fit(
         start, end = offsets[i], offsets[i + 1]
         json_kind, code = check_row(
             data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
+            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, False,
         )  # fmt: skip
         codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
         if codes[i - lo] == CODE_EXTRA:
@@ -496,12 +498,17 @@ def scan_envelope_fit(
 
 @_jit
 def scan_content_fit(
-    offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int
+    offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
 ) -> tuple[Any, Any, Any, Any, Any, Any]:
     """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
     :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
     ``null`` is left to the reference parser: it decides whether null fits the content type);
-    then ``deep``, rows and spans of unknown keys as :func:`scan_envelope_fit` gives them."""
+    then ``deep``, rows and spans of unknown keys as :func:`scan_envelope_fit` gives them.
+
+    The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
+    but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
+    it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
+    """
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
@@ -520,6 +527,7 @@ def scan_content_fit(
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start,
                 key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
+                False,
             )  # fmt: skip
             if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
                 located, start, end = fallback_candidate(data, start, end)
@@ -527,10 +535,17 @@ def scan_content_fit(
                     json_kind, code = check_row(
                         data, start, end, kind, first, count, low, high, field_node, key_start,
                         key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n,
+                        found_n, False,
                     )  # fmt: skip
                 else:
                     json_kind = KIND_NONE
+            if json_kind == KIND_INVALID and lenient:
+                json_kind, code = check_row(
+                    data, start, end, kind, first, count, low, high, field_node, key_start,
+                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
+                    found_n, True,
+                )  # fmt: skip
+                code = CODE_MISFIT
         starts[i - lo], ends[i - lo] = start, end
         if json_kind == KIND_NONE:
             codes[i - lo] = CODE_NONE
@@ -552,14 +567,15 @@ def scan_content_fit(
 _ANY = compile_type(StringType())
 
 
-def validate_row(data: np.ndarray, start: int, end: int) -> int:
+def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = False) -> int:
     """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID`` (one
-    document, from Python; the scans run :func:`check_row` themselves)."""
+    document, from Python; the scans run :func:`check_row` themselves). ``lenient``: raw
+    control characters allowed inside strings."""
     kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY.arrays()
     stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
     json_kind, _ = check_row(
         data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        stack, stack_node, stack_stamp, stamps, clock, found, found_n,
+        stack, stack_node, stack_stamp, stamps, clock, found, found_n, lenient,
     )  # fmt: skip
     return int(json_kind)
 

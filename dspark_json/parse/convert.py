@@ -19,7 +19,6 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -35,6 +34,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import SchemaError
 
 __all__ = [
@@ -62,7 +62,7 @@ def dump_json(value: Any) -> str:
 
 def arrow_schema(schema: StructType) -> pa.Schema:
     """The Arrow schema Spark expects a reader to yield for ``schema``."""
-    return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
 
 
 def check_supported(dtype: DataType, where: str = "schema") -> None:

@@ -111,10 +111,13 @@ class CpuParser:
 
     backend = "cpu"
 
-    def __init__(self, schema: StructType, *, lines: JsonLines | None = None) -> None:
+    def __init__(
+        self, schema: StructType, *, lines: JsonLines | None = None, lenient: bool = True
+    ) -> None:
         self.schema = schema
+        self.lenient = lenient
         self.target = arrow_schema(schema)
-        self.reference = ReferenceParser(schema)
+        self.reference = ReferenceParser(schema, lenient=lenient)
         self.threads = _threads()
         self.lines = lines or JsonLines(threads=self.threads)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
@@ -218,7 +221,7 @@ class CpuParser:
         offsets, data, valid = string_buffers(content)
         starts, ends, codes, deep, found_rows, found_spans = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.arrays(),
+            plan.content_table.arrays(), self.lenient,
         )  # fmt: skip
         fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         values, read = self.lines.read(

@@ -105,10 +105,12 @@ class GpuParser(CpuParser):
 
     backend = "gpu"
 
-    def __init__(self, schema: StructType, *, memory_fraction: float | None = None) -> None:
+    def __init__(
+        self, schema: StructType, *, memory_fraction: float | None = None, lenient: bool = True
+    ) -> None:
         if memory_fraction is not None:
             use_memory_pool(memory_fraction)
-        super().__init__(schema, lines=CudfLines())
+        super().__init__(schema, lines=CudfLines(), lenient=lenient)
 
 
 def _cudf_dtype(arrow_type: pa.DataType) -> Any:

@@ -10,8 +10,9 @@ What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold):
 
 - the grammar exactly: no NaN/Infinity, no comments, no trailing commas, whitespace is only
   space, tab, CR and LF, no byte-order mark;
-- strings are valid UTF-8 without raw control characters, and ``\\u`` escapes form valid code
-  points (a lone surrogate is rejected: UTF-8 cannot hold it);
+- strings are valid UTF-8 without raw control characters (in a message's content they may be
+  allowed: see :func:`scan_string`), and ``\\u`` escapes form valid code points (a lone
+  surrogate is rejected: UTF-8 cannot hold it);
 - nesting at most :data:`MAX_DEPTH` deep.
 """
 
@@ -118,8 +119,10 @@ def _utf8_length(data: Any, pos: int, end: int) -> int:
 
 
 @_jit
-def scan_string(data: Any, pos: int, end: int) -> int:
-    """``pos`` is at an opening quote; the position after the closing quote, or -1."""
+def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
+    """``pos`` is at an opening quote; the position after the closing quote, or -1.
+    ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
+    Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow."""
     pos += 1
     while pos < end:
         c = data[pos]
@@ -149,7 +152,7 @@ def scan_string(data: Any, pos: int, end: int) -> int:
                 pos += 2
                 continue
             return -1
-        if c < 32:
+        if c < 32 and not lenient:
             return -1
         if c < 128:
             pos += 1

@@ -36,12 +36,14 @@ def decode_body(body: str | bytes) -> tuple[str, bytes]:
     return body, body.encode("utf-8", "surrogatepass")
 
 
-def loads(raw: bytes, *, checked: bool = False) -> Any:
+def loads(raw: bytes, *, checked: bool = False, lenient: bool = False) -> Any:
     """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels).
-    ``checked``: a scan has already validated it."""
-    if not checked and validate_row(np.frombuffer(raw, np.uint8), 0, len(raw)) == KIND_INVALID:
+    ``checked``: a scan has already validated it. ``lenient``: raw control characters are
+    allowed inside strings (a message's content, where models write them)."""
+    data = np.frombuffer(raw, np.uint8)
+    if not checked and validate_row(data, 0, len(raw), lenient=lenient) == KIND_INVALID:
         raise ValueError("not valid JSON")
-    return json.loads(raw, parse_float=_float)
+    return json.loads(raw, parse_float=_float, strict=not lenient)
 
 
 def _float(text: str) -> float | str:
@@ -52,10 +54,13 @@ def _float(text: str) -> float | str:
 
 class ReferenceParser:
     """Parses response bodies into the columns of ``schema`` that come from the response:
-    the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``."""
+    the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``.
+    ``lenient``: a message's content may hold raw control characters inside JSON strings
+    (the envelope, which the server writes, is always strict)."""
 
-    def __init__(self, schema: StructType) -> None:
+    def __init__(self, schema: StructType, *, lenient: bool = True) -> None:
         self.schema = schema
+        self.lenient = lenient
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         # The first choice's content is rescued once, under "parsed", when that column exists.
         skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
@@ -111,7 +116,7 @@ class ReferenceParser:
         if found is None:
             return None, "not_json", content
         try:
-            value = loads(found.encode("utf-8", "surrogatepass"))
+            value = loads(found.encode("utf-8", "surrogatepass"), lenient=self.lenient)
         except ValueError:
             truncated = choice.get("finish_reason") == "length"
             return None, "truncated" if truncated else "corrupt_content", content

@@ -4,11 +4,15 @@ The union of the fields of every sample, in first-seen order; numbers widen int 
 other mix of kinds (or a field only ever null) becomes string, which holds the JSON text as
 Spark's JSON reader does. Only the content is inferred: the envelope (``created``, ``usage``,
 ``choices``...) is typed from vLLM's documented shape, never guessed.
+
+Nothing here recurses on untrusted depth: a body or content nested more than
+:data:`~dspark_json.rows.MAX_NESTING` levels is skipped before it is parsed, and types stop at
+:data:`TYPED_NESTING` levels (deeper values are typed string, their JSON text): Spark's own
+schema code recurses per level, and no answer needs more.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,34 +29,61 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.parse.content import extract_json
+from dspark_json.rows import load_json
 
-__all__ = ["contents_of", "infer_type", "merge_types", "scalar_type"]
+__all__ = ["TYPED_NESTING", "contents_of", "infer_type", "merge_types", "nesting", "scalar_type"]
+
+#: The deepest type inference builds (and ``validateSchema`` checks): deeper values are typed
+#: string (their JSON text).
+TYPED_NESTING = 64
 
 
 def contents_of(bodies: Iterable[str | None]) -> list[Any]:
     """The JSON values the model wrote in the first choice's content of each body (by the
-    parser's content rule: whole, fenced, or the outer braces); bodies without one are skipped."""
+    parser's content rule: whole, fenced, or the outer braces); bodies without one, or nested
+    more than ``MAX_NESTING`` levels, are skipped."""
     values = []
     for body in bodies:
         try:
-            content = json.loads(body or "")["choices"][0]["message"]["content"]
+            content = load_json(body or "")["choices"][0]["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError):
             continue
         found = extract_json(content) if isinstance(content, str) else None
         if found is None:
             continue
         try:
-            values.append(json.loads(found))
+            # As the parser reads content (allowUnquotedControlChars): models and guided
+            # decoding write raw control characters inside strings.
+            values.append(load_json(found, strict=False))
         except ValueError:
             continue  # a candidate that is not valid JSON tells nothing about the type
     return values
 
 
+def nesting(value: Any, limit: int = TYPED_NESTING) -> int:
+    """How many arrays/objects ``value`` has inside each other, counted without recursion and
+    up to ``limit + 1`` (enough to say it is deeper than ``limit``)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            depth += 1
+            deepest = max(deepest, depth)
+            if depth > limit:
+                break
+            stack.extend(
+                (child, depth) for child in (item.values() if isinstance(item, dict) else item)
+            )
+    return deepest
+
+
 def infer_type(values: Iterable[Any]) -> DataType:
-    """The widest type of ``values`` (nulls ignored; none at all -> string)."""
+    """The widest type of ``values`` (nulls ignored; none at all -> string; values nested
+    deeper than :data:`TYPED_NESTING` -> string)."""
     merged: DataType = NullType()
     for value in values:
-        merged = merge_types(merged, _type_of(value))
+        merged = merge_types(merged, _type_of(value, TYPED_NESTING))
     return _settle(merged)
 
 
@@ -71,13 +102,17 @@ def scalar_type(value: Any) -> DataType:
     return StringType()
 
 
-def _type_of(value: Any) -> DataType:
+def _type_of(value: Any, levels: int) -> DataType:
+    """The type of ``value``, with at most ``levels`` levels of structs and arrays (the
+    recursion is bounded by it)."""
+    if isinstance(value, dict | list) and levels == 0:
+        return StringType()
     if isinstance(value, dict):
-        return StructType([StructField(str(k), _type_of(v)) for k, v in value.items()])
+        return StructType([StructField(str(k), _type_of(v, levels - 1)) for k, v in value.items()])
     if isinstance(value, list):
         element: DataType = NullType()
         for item in value:
-            element = merge_types(element, _type_of(item))
+            element = merge_types(element, _type_of(item, levels - 1))
         return ArrayType(element)
     return scalar_type(value)
 

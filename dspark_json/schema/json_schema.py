@@ -1,9 +1,15 @@
 """JSON Schema -> Spark types: the type of ``parsed`` from the schema the model is asked to
-follow."""
+follow (a Pydantic model's ``model_json_schema()`` included).
+
+Types are computed with three stand-ins that settle to string at the end: ``NullType`` (only
+null: a union drops it), string (any JSON value, held as its text: a union with it is string, an
+intersection ignores it) and ``None`` (``false``: no value at all, so the field cannot appear).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pyspark.sql.types import (
@@ -13,6 +19,7 @@ from pyspark.sql.types import (
     DateType,
     DoubleType,
     LongType,
+    MapType,
     NullType,
     StringType,
     StructField,
@@ -21,118 +28,343 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.errors import SchemaError
+from dspark_json.schema.ddl import to_ddl
 from dspark_json.schema.inference import merge_types, scalar_type
+from dspark_json.schema.refs import Document
 
-__all__ = ["json_schema_to_spark"]
+__all__ = ["as_json_schema", "json_schema_to_spark", "tuple_field"]
+
+logger = logging.getLogger("dspark_json")
+
+_SCALARS: dict[str, DataType] = {
+    "integer": LongType(),
+    "number": DoubleType(),
+    "boolean": BooleanType(),
+    "null": NullType(),
+}
+_KINDS = "object, array, string, integer, number, boolean, null"
+#: How a struct typed from an array (``prefixItems``) names its positions: ``_1``, ``_2``...
+_TUPLE_FIELD = "_{}"
+
+_Type = DataType | None  # None: `false`, no value at all
 
 
-def json_schema_to_spark(schema: Mapping[str, Any]) -> DataType:
-    """Map a JSON Schema to a Spark type.
+def tuple_field(position: int) -> str:
+    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``..."""
+    return _TUPLE_FIELD.format(position + 1)
 
-    object -> struct (property order kept), array -> array, integer -> bigint, number -> double,
-    string with ``format: date-time``/``date`` -> timestamp/date, enum/const -> their base type,
-    nullable forms -> the non-null type; unions of different types and free-form values -> string
-    (holding the JSON text, as Spark's own JSON reader does).
+
+def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "parsed") -> DataType:
+    """Map a JSON Schema to a Spark type (the README's Schema section has the table).
+
+    object -> struct (property order kept); ``additionalProperties`` with a schema and no
+    properties -> map<string, T>; array -> array; ``prefixItems`` tuples -> struct<_1, _2, ...>
+    (an array where the items' types agree); integer -> bigint, number -> double; string with
+    ``format: date-time``/``date`` -> timestamp/date; enum/const -> their base type; nullable
+    forms -> the type; ``anyOf``/``oneOf`` of objects -> one struct with the union of their
+    fields; ``allOf`` -> the fields of all; every local ``$ref`` is followed, and a recursive one
+    becomes string (the JSON text), logged once at INFO with how to read it. Other unions of
+    different types, free-form objects and ``true`` -> string (the JSON text, as Spark's own JSON
+    reader does). ``column`` names the column in messages.
     """
-    return _Mapper(schema).map(schema, "$")
+    try:
+        mapper = _Mapper(schema)
+        mapped = mapper.map(schema, column)
+    except RecursionError as exc:
+        raise SchemaError(
+            f"JSON Schema of {column} nests too deep to map; flatten it, or pin the column "
+            "with a user schema."
+        ) from exc
+    if mapped is None:
+        raise SchemaError(
+            f"JSON Schema of {column} allows no value at all (it is `false`, or its parts "
+            "exclude each other), so no answer could match it. Fix the schema."
+        )
+    settled = _settle(mapped)
+    if mapper.cycles:
+        mapper.typed.setdefault(id(schema), settled)
+        _log_cycles(mapper.cycles, mapper.typed)
+    return settled
+
+
+def _log_cycles(cycles: list[tuple[str, str, int]], typed: Mapping[int, _Type]) -> None:
+    """One INFO line: where a recursive schema was cut, and the ``from_json`` to read it."""
+    cuts = []
+    for path, ref, target in cycles:
+        dtype = typed.get(target)
+        if dtype is None:
+            cuts.append(f"{path} ({ref})")
+            continue
+        dtype = _settle(dtype)
+        ddl = to_ddl(dtype) if isinstance(dtype, StructType) else dtype.simpleString()
+        cuts.append(f"{path} ({ref}: from_json(<col>, '{ddl}'))")
+    logger.info(
+        "The JSON Schema is recursive and Spark types cannot nest without end, so these hold "
+        "the JSON text (string) of what they refer back to: %s. Read them with from_json as "
+        "shown, or variant_get(parse_json(<col>), '$.<field>', '<type>'); or pin them with a "
+        "user schema.",
+        "; ".join(cuts),
+    )
+
+
+def as_json_schema(response_format: Mapping[str, Any] | type | None) -> Mapping[str, Any] | None:
+    """``response_format`` as a JSON Schema: a Pydantic model class gives its
+    ``model_json_schema()`` (pydantic is imported only then); a mapping is returned as is."""
+    if response_format is None or isinstance(response_format, Mapping):
+        return response_format
+    if isinstance(response_format, type):
+        try:
+            from pydantic import BaseModel
+        except ImportError as exc:
+            raise SchemaError(
+                f"response_format={response_format.__name__} is a class, which needs pydantic "
+                "(pip install 'pydantic>=2'); or pass its JSON Schema as a dict."
+            ) from exc
+        if issubclass(response_format, BaseModel):
+            schema: dict[str, Any] = response_format.model_json_schema()
+            return schema
+    raise SchemaError(
+        f"response_format={response_format!r} is neither a JSON Schema (a dict) nor a Pydantic "
+        "model class; pass Model or Model.model_json_schema()."
+    )
 
 
 class _Mapper:
-    def __init__(self, root: Mapping[str, Any]) -> None:
-        self._root = root
-        self._stack: list[str] = []
+    def __init__(self, root: Mapping[str, Any] | bool) -> None:
+        self._doc = Document(root)
+        self._open: list[int] = [id(root)]  # the schemas being mapped, outermost first
+        #: (column path, $ref, target) where a reference points back to a schema being mapped.
+        self.cycles: list[tuple[str, str, int]] = []
+        #: The type of each schema a reference points to, where it was mapped outermost.
+        self.typed: dict[int, _Type] = {}
 
-    def map(self, node: Any, where: str) -> DataType:
-        if node is True or node == {}:
-            return StringType()
+    def map(self, node: Any, where: str) -> _Type:
+        if isinstance(node, bool):
+            return StringType() if node else None
         if not isinstance(node, Mapping):
-            raise SchemaError(f"JSON Schema at {where} must be an object, got {node!r}.")
-        if "$ref" in node:
-            return self._ref(node["$ref"], where)
+            raise SchemaError(
+                f"JSON Schema at {where} must be an object or a boolean, got {node!r}."
+            )
+        parts: list[_Type] = []
+        for key in ("$ref", "$dynamicRef", "$recursiveRef"):
+            if key in node:
+                parts.append(self._ref(node, key, where))
+                if self._doc.legacy and key == "$ref":  # draft-07: $ref ignores its siblings
+                    return parts[-1]
+        parts.append(self._declared(node, where))
+        if "allOf" in node:
+            parts += [self.map(b, f"{where}.allOf[{i}]") for i, b in _items(node, "allOf", where)]
         for key in ("anyOf", "oneOf"):
             if key in node:
-                return self._union(
-                    [self.map(b, f"{where}.{key}[{i}]") for i, b in enumerate(_non_null(node[key]))]
-                )
-        if "allOf" in node and len(node["allOf"]) == 1:
-            return self.map(node["allOf"][0], f"{where}.allOf[0]")
+                branches = [self.map(b, f"{where}.{key}[{i}]") for i, b in _items(node, key, where)]
+                parts.append(_either(branches))
         if "const" in node:
-            return _type_of_values([node["const"]])
-        if "enum" in node:
-            return _type_of_values([v for v in node["enum"] if v is not None])
+            parts.append(_type_of_values([node["const"]]))
+        elif "enum" in node:
+            parts.append(_type_of_values([v for _, v in _items(node, "enum", where)]))
+        return _all(parts)
+
+    def _declared(self, node: Mapping[str, Any], where: str) -> _Type:
         declared = node.get("type")
+        if declared is None:
+            if any(k in node for k in ("properties", "additionalProperties", "patternProperties")):
+                declared = "object"
+            elif "items" in node or "prefixItems" in node:
+                declared = "array"
+            else:
+                return StringType()  # unconstrained
         if isinstance(declared, list):
-            kinds = [t for t in declared if t != "null"]
-            return self._union([self.map({**node, "type": t}, where) for t in kinds])
+            return _either([self._typed(node, t, where) for t in declared])
         return self._typed(node, declared, where)
 
-    def _typed(self, node: Mapping[str, Any], declared: Any, where: str) -> DataType:
-        if declared == "object" or (declared is None and "properties" in node):
-            props = node.get("properties")
-            if not props:
-                return StringType()
-            return StructType(
-                [StructField(name, self.map(sub, f"{where}.{name}")) for name, sub in props.items()]
-            )
-        if declared == "array" or (declared is None and "items" in node):
-            items = node.get("items", {})
-            return ArrayType(self.map(items, f"{where}[]"))
+    def _typed(self, node: Mapping[str, Any], declared: Any, where: str) -> _Type:
+        if declared == "object":
+            return self._object(node, where)
+        if declared == "array":
+            return self._array(node, where)
         if declared == "string":
             fmt = node.get("format")
             if fmt == "date-time":
                 return TimestampType()
             return DateType() if fmt == "date" else StringType()
-        simple: dict[Any, DataType] = {
-            "integer": LongType(),
-            "number": DoubleType(),
-            "boolean": BooleanType(),
-            "null": StringType(),
-            None: StringType(),
-        }
-        if declared in simple:
-            return simple[declared]
+        if isinstance(declared, str) and declared in _SCALARS:
+            return _SCALARS[declared]
         raise SchemaError(
-            f"JSON Schema at {where} has unknown type {declared!r}; expected one of object, "
-            "array, string, integer, number, boolean, null."
+            f"JSON Schema at {where} has unknown type {declared!r}; expected one of {_KINDS}."
         )
 
-    def _ref(self, ref: Any, where: str) -> DataType:
-        prefixes = ("#/$defs/", "#/definitions/")
-        if not isinstance(ref, str) or not ref.startswith(prefixes):
+    def _object(self, node: Mapping[str, Any], where: str) -> _Type:
+        props = node.get("properties") or {}
+        if not isinstance(props, Mapping):
             raise SchemaError(
-                f"JSON Schema at {where} has $ref {ref!r}; only local references into $defs or "
-                "definitions are supported. Inline the referenced schema."
+                f"JSON Schema at {where}: properties must map names to schemas, got {props!r}."
             )
-        if ref in self._stack:
-            raise SchemaError(
-                f"JSON Schema at {where} refers to {ref!r} recursively; Spark types cannot be "
-                "recursive. Pin the column with a user schema (e.g. as STRING) instead."
-            )
-        section, name = ref[2:].split("/", 1)
-        target = self._root.get(section, {}).get(name)
-        if target is None:
-            raise SchemaError(f"JSON Schema at {where}: $ref {ref!r} points to nothing.")
-        self._stack.append(ref)
-        try:
-            return self.map(target, ref)
-        finally:
-            self._stack.pop()
-
-    @staticmethod
-    def _union(types: list[DataType]) -> DataType:
-        if not types:
+        if props:
+            fields = [(str(name), self.map(sub, f"{where}.{name}")) for name, sub in props.items()]
+            kept = [StructField(name, t) for name, t in fields if t is not None]
+            return StructType(kept) if kept else StringType()
+        # No properties: a map when the values are described, else free-form (the JSON text).
+        values = [s for _, s in sorted(_named(node, "patternProperties", where).items())]
+        extra = node.get("additionalProperties", True)
+        if extra is not True and extra != {}:
+            values.append(extra)
+        elif not values:
             return StringType()
-        first = types[0]
-        return first if all(t == first for t in types) else StringType()
+        else:
+            values.append(True)
+        types = [self.map(s, f"{where}{{}}") for s in values]
+        value = _either(types)
+        return StringType() if value is None else MapType(StringType(), value)
+
+    def _array(self, node: Mapping[str, Any], where: str) -> _Type:
+        prefix, rest = node.get("prefixItems"), node.get("items")
+        if isinstance(rest, list):  # draft-07 and earlier: items as a list is the tuple
+            prefix, rest = rest, node.get("additionalItems")
+        if isinstance(prefix, list) and prefix:
+            return self._tuple(node, prefix, rest, where)
+        element = self.map(True if rest is None else rest, f"{where}[]")
+        return ArrayType(StringType() if element is None else element)
+
+    def _tuple(self, node: Mapping[str, Any], prefix: list[Any], rest: Any, where: str) -> _Type:
+        """``prefixItems``: an array when the items' types agree, else a struct ``_1``, ``_2``...
+        (an open tail of another type: an array of the union)."""
+        types: list[DataType] = []
+        for i, sub in enumerate(prefix):
+            mapped = self.map(sub, f"{where}[{i}]")
+            if mapped is None:  # no item can be here, so none after it either
+                rest = False
+                break
+            types.append(mapped)
+        limit = node.get("maxItems")
+        closed = rest is False or (isinstance(limit, int) and limit <= len(types))
+        tail = None if closed or rest is None or rest is True else self.map(rest, f"{where}[]")
+        if not types:
+            return ArrayType(StringType() if tail is None else tail)
+        together = [*types, *([] if tail is None else [tail])]
+        if all(t == together[0] for t in together):
+            return ArrayType(together[0])
+        if tail is not None:
+            return ArrayType(_either(together) or StringType())
+        return StructType([StructField(tuple_field(i), t) for i, t in enumerate(types)])
+
+    def _ref(self, node: Mapping[str, Any], key: str, where: str) -> _Type:
+        ref = node[key]
+        if not isinstance(ref, str):
+            raise SchemaError(f"JSON Schema at {where}: {key} must be a URI string, got {ref!r}.")
+        target = self._doc.resolve(node, ref, where)
+        if id(target) in self._open:
+            self.cycles.append((where, ref, id(target)))
+            return StringType()
+        self._open.append(id(target))
+        try:
+            mapped = self.map(target, where)
+        finally:
+            self._open.pop()
+        self.typed.setdefault(id(target), mapped)
+        return mapped
 
 
-def _non_null(branches: Iterable[Any]) -> list[Any]:
-    return [b for b in branches if not (isinstance(b, Mapping) and b.get("type") == "null")]
+def _items(node: Mapping[str, Any], key: str, where: str) -> list[tuple[int, Any]]:
+    value = node[key]
+    if not isinstance(value, list):
+        raise SchemaError(f"JSON Schema at {where}: {key} must be a list, got {value!r}.")
+    return list(enumerate(value))
+
+
+def _named(node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
+    value = node.get(key, {})
+    if not isinstance(value, Mapping):
+        raise SchemaError(
+            f"JSON Schema at {where}: {key} must map names to schemas, got {value!r}."
+        )
+    return value
+
+
+def _either(types: Sequence[_Type]) -> _Type:
+    """anyOf / oneOf / a list of types: ``false`` and null branches drop out; the same type
+    stays; objects merge their fields; arrays and maps merge their elements; else string."""
+    kept = [t for t in types if t is not None and not isinstance(t, NullType)]
+    if not kept:
+        return NullType() if any(t is not None for t in types) else None
+    merged = kept[0]
+    for t in kept[1:]:
+        merged = _or(merged, t)
+    return merged
+
+
+def _or(a: DataType, b: DataType) -> DataType:
+    if a == b:
+        return a
+    if isinstance(a, NullType):
+        return b
+    if isinstance(b, NullType):
+        return a
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return _fields(a, b, _or)
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return ArrayType(_or(a.elementType, b.elementType))
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return MapType(StringType(), _or(a.valueType, b.valueType))
+    return StringType()
+
+
+def _all(types: Sequence[_Type]) -> _Type:
+    """allOf, and a schema's keywords together: what every part allows."""
+    merged: _Type = StringType()
+    for t in types:
+        if t is None or merged is None:
+            return None
+        merged = _and(merged, t)
+    return merged
+
+
+def _and(a: DataType, b: DataType) -> DataType:
+    if a == b or isinstance(b, StringType):
+        return a
+    if isinstance(a, StringType | NullType):  # null and a type: keep the type
+        return b
+    if isinstance(b, NullType):
+        return a
+    if isinstance(a, StructType) and isinstance(b, StructType):
+        return _fields(a, b, _and)
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return ArrayType(_and(a.elementType, b.elementType))
+    if isinstance(a, MapType) and isinstance(b, MapType):
+        return MapType(StringType(), _and(a.valueType, b.valueType))
+    if isinstance(a, StructType) and isinstance(b, MapType):
+        return a
+    if isinstance(b, StructType) and isinstance(a, MapType):
+        return b
+    if {type(a), type(b)} == {LongType, DoubleType}:
+        return LongType()
+    return StringType()  # parts that exclude each other: keep whatever comes, as text
+
+
+def _fields(a: StructType, b: StructType, merge: Any) -> StructType:
+    """The fields of ``a`` in order, then those only ``b`` has; shared ones merged."""
+    types = {f.name: f.dataType for f in a.fields}
+    for f in b.fields:
+        types[f.name] = merge(types[f.name], f.dataType) if f.name in types else f.dataType
+    return StructType([StructField(name, t) for name, t in types.items()])
+
+
+def _settle(dtype: DataType) -> DataType:
+    """Null-only values become string (a column that is always null)."""
+    if isinstance(dtype, NullType):
+        return StringType()
+    if isinstance(dtype, StructType):
+        return StructType([StructField(f.name, _settle(f.dataType)) for f in dtype.fields])
+    if isinstance(dtype, ArrayType):
+        return ArrayType(_settle(dtype.elementType))
+    if isinstance(dtype, MapType):
+        return MapType(StringType(), _settle(dtype.valueType))
+    return dtype
 
 
 def _type_of_values(values: list[Any]) -> DataType:
-    """enum / const: the type all values share (ints and doubles widen), else string."""
+    """enum / const: the type all values share (ints and doubles widen; null only: null),
+    else string."""
     merged: DataType = NullType()
     for value in values:
         merged = merge_types(merged, scalar_type(value))
-    return StringType() if isinstance(merged, NullType) else merged
+    return merged

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql.types import (
     ArrayType,
     DataType,
+    DoubleType,
     LongType,
     StringType,
     StructField,
@@ -20,11 +21,50 @@ from pyspark.sql.types import (
 from dspark_json.rows import ERROR_TYPE
 from dspark_json.schema.json_schema import json_schema_to_spark
 
-__all__ = ["envelope_fields", "output_schema"]
+__all__ = ["DOCUMENTED_EXTRAS", "envelope_fields", "is_documented_extra", "output_schema"]
+
+
+#: Fields vLLM (0.32) documents in its answers that are not columns: null unless a request asks
+#: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...). Null, they are
+#: dropped; with a value, they are kept in ``_rescued_data`` but are not schema drift (the
+#: metrics' ``new_fields`` and ``schemaEvolutionMode=failOnNewColumns`` ignore them).
+DOCUMENTED_EXTRAS = frozenset(
+    {
+        "prompt_logprobs",
+        "prompt_token_ids",
+        "prompt_text",
+        "kv_transfer_params",
+        "ec_transfer_params",
+        "metrics",
+    }
+    | {f"choices[0].{name}" for name in ("token_ids", "routed_experts")}
+    | {f"choices[0].message.{name}" for name in ("annotations", "audio", "function_call")}
+)
+
+
+def is_documented_extra(path: str) -> bool:
+    """Whether a ``_rescued_data`` key is a documented field rather than drift (any choice)."""
+    if path in DOCUMENTED_EXTRAS:
+        return True
+    head, _, rest = path.partition("].")
+    return head.startswith("choices[") and f"choices[0].{rest}" in DOCUMENTED_EXTRAS
+
+
+def _logprob_entry(top: bool) -> StructType:
+    fields = [
+        StructField("token", StringType()),
+        StructField("logprob", DoubleType()),
+        StructField("bytes", ArrayType(LongType())),
+    ]
+    if top:
+        nested = ArrayType(_logprob_entry(top=False))
+        fields.append(StructField("top_logprobs", nested))
+    return StructType(fields)
 
 
 def envelope_fields(parsed: DataType | None) -> list[StructField]:
-    """vLLM's chat completion envelope, typed from its documented shape, not guessed."""
+    """The chat completion envelope, typed from what vLLM and OpenAI document, not guessed:
+    every field a user may want as a column; vLLM's own extras are :data:`DOCUMENTED_EXTRAS`."""
     tool_call = StructType(
         [
             StructField("id", StringType()),
@@ -40,15 +80,24 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
     message = [
         StructField("role", StringType()),
         StructField("content", StringType()),
-        StructField("reasoning_content", StringType()),
+        StructField("refusal", StringType()),
+        StructField("reasoning", StringType()),  # vLLM >= 0.10
+        StructField("reasoning_content", StringType()),  # older vLLM, DeepSeek
         StructField("tool_calls", ArrayType(tool_call)),
     ]
     if parsed is not None:
         message.append(StructField("parsed", parsed))
+    logprobs = StructType(
+        [
+            StructField("content", ArrayType(_logprob_entry(top=True))),
+            StructField("refusal", ArrayType(_logprob_entry(top=True))),
+        ]
+    )
     choice = StructType(
         [
             StructField("index", LongType()),
             StructField("message", StructType(message)),
+            StructField("logprobs", logprobs),
             StructField("finish_reason", StringType()),
             StructField("stop_reason", StringType()),
         ]
@@ -58,6 +107,26 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
             StructField("prompt_tokens", LongType()),
             StructField("completion_tokens", LongType()),
             StructField("total_tokens", LongType()),
+            StructField(
+                "prompt_tokens_details",
+                StructType(
+                    [
+                        StructField("cached_tokens", LongType()),
+                        StructField("audio_tokens", LongType()),
+                    ]
+                ),
+            ),
+            StructField(
+                "completion_tokens_details",
+                StructType(
+                    [
+                        StructField("reasoning_tokens", LongType()),
+                        StructField("audio_tokens", LongType()),
+                        StructField("accepted_prediction_tokens", LongType()),
+                        StructField("rejected_prediction_tokens", LongType()),
+                    ]
+                ),
+            ),
         ]
     )
     return [
@@ -67,6 +136,8 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
         StructField("model", StringType()),
         StructField("choices", ArrayType(StructType(choice.fields))),
         StructField("usage", usage),
+        StructField("system_fingerprint", StringType()),
+        StructField("service_tier", StringType()),
     ]
 
 

@@ -44,8 +44,17 @@ def test_n_choices_and_prose_without_schema(simulator):
 @pytest.mark.parametrize(
     ("payload", "status", "message"),
     [
-        ({"model": "other", "messages": []}, 404, "The model `other` does not exist."),
-        ({"model": "dspark-sim"}, 400, "Field 'messages' is required."),
+        (
+            {"model": "other", "messages": []},
+            404,
+            "The model `other` does not exist. Valid aliases: dspark-sim.",
+        ),
+        (
+            {"model": "dspark-sim"},
+            400,
+            "1 validation error:\n  {'type': 'missing', 'loc': 'body.messages', 'msg': "
+            "'Field required', 'input': None}",
+        ),
     ],
 )
 def test_errors_use_vllm_error_shape(simulator, payload, status, message):

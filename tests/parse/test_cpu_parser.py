@@ -55,7 +55,13 @@ def test_valid_body_is_typed(parser):
     assert row["_status"] == "ok"
     assert row["parsed"] == {"label": "x", "score": 0.5, "n": 3}
     assert row["created"] == datetime(2026, 1, 1, tzinfo=UTC)
-    assert row["usage"] == {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+    assert row["usage"] == {
+        "prompt_tokens": 3,
+        "completion_tokens": 4,
+        "total_tokens": 7,
+        "prompt_tokens_details": None,
+        "completion_tokens_details": None,
+    }
     assert row["choices"][0]["message"]["parsed"] == row["parsed"]
     assert row["_rescued_data"] is None and row["_corrupt_record"] is None
 

@@ -1,14 +1,15 @@
 """A streaming job for the exactly-once tests, run as its own process so that it can be killed.
 
-    python tests/stream_job.py --url URL --work DIR [--crash after-journal|after-commit
-                               --crash-batch N] [--fail-task-once]
+    python tests/spark/stream_job.py --url URL --work DIR [--crash after-journal|after-commit
+                                     --crash-batch N] [--fail-task-once]
 
-Prompts in DIR/in -> dspark-json (journal DIR/journal, 20 prompts per batch) -> Delta DIR/table,
-checkpoint DIR/checkpoint, trigger availableNow. ``--crash`` kills this process (SIGKILL, as an
-OOM killer or a lost node would) at that point of batch N: after the batch was read (so its
-answers are journaled) but before the Delta commit, or after the Delta commit but before Spark
-records the batch as done. ``--fail-task-once`` makes the first task fail once after its rows
-were read, and lets Spark retry it (local[2,2]).
+Prompts in DIR/in -> dspark-json (journal DIR/journal, 20 prompts per batch) -> the dspark-delta
+sink into DIR/table (the tasks write the data files, the driver commits), checkpoint
+DIR/checkpoint, trigger availableNow. ``--crash`` kills this process (SIGKILL, as an OOM killer or
+a lost node would) at that point of batch N, from the sink's commit on the driver: after the
+tasks read the batch (its answers are journaled) and wrote its data files, but before the Delta
+commit; or after the Delta commit, before Spark records the batch as done. ``--fail-task-once``
+makes the first task fail once after its rows were read, and lets Spark retry it (local[2,2]).
 """
 
 from __future__ import annotations
@@ -17,12 +18,40 @@ import argparse
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import dspark_json
-from dspark_json.delta import _DeltaBatchWriter
+from dspark_json.delta.sink import DeltaSink, DeltaStreamWriter
+
+
+class CrashingWriter(DeltaStreamWriter):
+    """The sink's writer, with a kill -9 of the driver process around the commit of one batch.
+
+    The commit runs in a Python worker of the driver; the point and the driver's pid reach it
+    through the environment, which the JVM and its Python workers inherit."""
+
+    def commit(self, messages, batchId):
+        point, _, batch = os.environ.get("STREAM_JOB_CRASH", "").partition(":")
+        crash = bool(batch) and int(batch) == batchId
+        if crash and point == "after-journal":
+            _kill_driver()
+        super().commit(messages, batchId)
+        if crash and point == "after-commit":
+            _kill_driver()
+
+
+class CrashingSink(DeltaSink):
+    def streamWriter(self, schema, overwrite):
+        return CrashingWriter(super().streamWriter(schema, overwrite).target)
+
+
+def _kill_driver() -> None:
+    os.kill(int(os.environ["STREAM_JOB_PID"]), signal.SIGKILL)
+    time.sleep(60)  # never answer the JVM, which exits when its driver process is gone
+    os._exit(1)
 
 
 def main() -> None:
@@ -37,6 +66,9 @@ def main() -> None:
     from pyspark.sql import SparkSession
     from pyspark.sql.functions import col, udf
 
+    os.environ["STREAM_JOB_PID"] = str(os.getpid())
+    if args.crash:
+        os.environ["STREAM_JOB_CRASH"] = f"{args.crash}:{args.crash_batch}"
     master = "local[2,2]" if args.fail_task_once else "local[2]"
     # Spark starts the Python workers that plan a data source with PYSPARK_PYTHON, not with
     # spark.pyspark.python: point both at this interpreter (and its packages).
@@ -51,6 +83,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     dspark_json.register(spark)
+    spark.dataSource.register(CrashingSink)  # same name: replaces the plain dspark-delta
     df = (
         spark.readStream.format("dspark-json")
         .option("endpoint", args.url)
@@ -79,21 +112,11 @@ def main() -> None:
 
         df = df.filter(fail_once(col("custom_id")))
 
-    delta = _DeltaBatchWriter(str(args.work / "table"), str(args.work / "checkpoint"))
-
-    def sink(batch, batch_id: int) -> None:
-        if args.crash == "after-journal" and batch_id == args.crash_batch:
-            batch.toArrow()  # the source reads the batch, and journals its answers
-            os.kill(os.getpid(), signal.SIGKILL)
-        delta(batch, batch_id)
-        if args.crash == "after-commit" and batch_id == args.crash_batch:
-            os.kill(os.getpid(), signal.SIGKILL)
-
     query = (
-        df.writeStream.foreachBatch(sink)
+        df.writeStream.format("dspark-delta")
         .option("checkpointLocation", str(args.work / "checkpoint"))
         .trigger(availableNow=True)
-        .start()
+        .start(str(args.work / "table"))
     )
     query.awaitTermination()
     spark.stop()

@@ -1,4 +1,5 @@
-"""Exactly once, proven with kill -9: a streaming job (tests/stream_job.py) is killed at several
+"""Exactly once, proven with kill -9: a streaming job (tests/spark/stream_job.py) writing through
+the dspark-delta sink (the tasks write the data files, the driver commits) is killed at several
 points and restarted on the same checkpoint, against one simulator process that answers a
 repeated request differently (as a sampling model does) and counts repeats."""
 
@@ -64,6 +65,15 @@ def rows(work):
     return {r["custom_id"]: r for r in table.to_pylist()}, table.num_rows
 
 
+def on_disk(work):
+    return {p.relative_to(work / "table").as_posix() for p in (work / "table").glob("*.parquet")}
+
+
+def in_log(work):
+    prefix = f"{work / 'table'}/"
+    return {u.removeprefix(prefix) for u in DeltaTable(str(work / "table")).file_uris()}
+
+
 def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
     write_prompts(tmp_path / "in", "a.jsonl", prompts(0, 30))
     write_prompts(tmp_path / "in", "b.jsonl", prompts(30, 30))  # 3 batches of 20
@@ -80,7 +90,8 @@ def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
         time.sleep(3)  # Spark's JVM and Python workers die when the driver process does
         sent_before_crash = server.stats()["chat_completions"]
         # 2. Batch 0 is replayed (its answers were lost with the process: sent again), then
-        #    killed after batch 1 was read and journaled, before its Delta commit.
+        #    killed after batch 1 was read, journaled and written by the tasks, before its
+        #    Delta commit: its data files are on disk, not in the table.
         code, err = finish(
             job(server.url, tmp_path, "--crash", "after-journal", "--crash-batch", "1")
         )
@@ -88,6 +99,8 @@ def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
         after_2 = server.stats()
         assert after_2["chat_completions"] == sent_before_crash + 40
         assert DeltaTable(str(tmp_path / "table")).version() == 0  # batch 0 only
+        uncommitted = on_disk(tmp_path) - in_log(tmp_path)
+        assert uncommitted  # batch 1's files, written by its tasks
         # 3. Batch 1 is replayed from the journal (nothing sent), batch 2 is fetched and committed
         #    to Delta, and the process is killed before Spark records batch 2 as done.
         code, err = finish(
@@ -96,7 +109,8 @@ def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
         assert code == -9, err[-3000:]
         after_3 = server.stats()
         assert after_3["chat_completions"] == after_2["chat_completions"] + 20  # batch 2 only
-        # 4. Batch 2 is replayed: Delta has its transaction, so it is skipped unread.
+        # 4. Batch 2 is replayed from the journal; Delta has its transaction, so the commit
+        #    is skipped and the files of the replay are deleted.
         code, err = finish(job(server.url, tmp_path))
         assert code == 0, err[-3000:]
         after_4 = server.stats()
@@ -111,6 +125,14 @@ def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
     assert all(got[c]["_status"] == "ok" for c in got)
     # Entries the sink committed are pruned (commit comes late: at least batch 0's went).
     assert len(list((tmp_path / "journal").glob("*.arrow"))) < 6
+    # On disk beyond the table: only the files of the batch that died before its commit, which
+    # a full vacuum removes.
+    assert on_disk(tmp_path) - in_log(tmp_path) == uncommitted
+    DeltaTable(str(tmp_path / "table")).vacuum(
+        retention_hours=0, enforce_retention_duration=False, dry_run=False, full=True
+    )
+    assert on_disk(tmp_path) == in_log(tmp_path)
+    assert rows(tmp_path)[1] == 60
 
 
 def test_a_task_that_fails_once_is_retried_from_the_journal(tmp_path):
@@ -123,3 +145,4 @@ def test_a_task_that_fails_once_is_retried_from_the_journal(tmp_path):
     got, count = rows(tmp_path)
     assert count == 20 and sorted(got) == [f"q{i:03d}" for i in range(20)]
     assert stats["chat_completions"] == 20 and stats.get("repeated", 0) == 0
+    assert in_log(tmp_path) <= on_disk(tmp_path)

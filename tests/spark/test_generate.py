@@ -50,7 +50,7 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
             spark,
             server.url,
             tmp_path / "in",
-            api_key_env="DSPARK_TEST_API_KEY",
+            apiKeyEnv="DSPARK_TEST_API_KEY",
             metrics=str(tmp_path / "metrics"),
         )
         query = dspark_json.write_delta(
@@ -114,7 +114,7 @@ def test_the_key_is_nowhere_it_must_not_be(spark, tmp_path, capsys, caplog):
             tmp_path / "in",
             apiKey=CANARY,
             mode="FAILFAST",
-            max_concurrency="1",
+            maxConcurrency="1",
             journal=str(tmp_path / "journal"),
         )
         df.explain(True)

@@ -1,0 +1,58 @@
+"""``write_delta``: stream a DataFrame into a Delta table through the ``dspark-delta`` sink."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from dspark_json.errors import OptionError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["register_sink", "write_delta"]
+
+
+def register_sink(spark: SparkSession) -> None:
+    """Register the ``dspark-delta`` format with ``spark`` (classic or Spark Connect)."""
+    from dspark_json.delta.sink import DeltaSink
+
+    spark.dataSource.register(DeltaSink)
+
+
+def write_delta(
+    df: DataFrame,
+    path: str,
+    *,
+    checkpoint: str,
+    trigger: Mapping[str, Any] | None = None,
+    query_name: str | None = None,
+    partition_by: Sequence[str] | None = None,
+) -> StreamingQuery:
+    """Start streaming ``df`` into the Delta table at ``path``; return the running query.
+
+    The short form of ``df.writeStream.format("dspark-delta")``: the executors write the data
+    files, the driver commits each micro-batch once. ``checkpoint`` is the query's checkpoint
+    location (keep it to resume exactly where the query stopped). ``trigger`` holds
+    ``DataStreamWriter.trigger`` keywords, e.g. ``{"availableNow": True}`` or
+    ``{"processingTime": "10 seconds"}``. ``partition_by`` names the table's partition columns
+    (used when the table is created).
+    """
+    missing = sorted(set(partition_by or ()) - set(df.columns))
+    if missing:
+        raise OptionError(
+            f"write_delta: partition_by names column(s) {', '.join(missing)} that the DataFrame "
+            f"does not have (columns: {', '.join(df.columns)})."
+        )
+    from dspark_json.delta.sink import SINK_FORMAT
+
+    register_sink(df.sparkSession)
+    writer = df.writeStream.format(SINK_FORMAT).option("checkpointLocation", checkpoint)
+    if partition_by:
+        writer = writer.option("partitionBy", ",".join(partition_by))
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if query_name:
+        writer = writer.queryName(query_name)
+    return writer.start(path)

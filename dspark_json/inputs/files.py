@@ -1,0 +1,163 @@
+"""What one input file holds, as rows: the bytes of each JSON line, whatever the file's form.
+
+- JSON lines (``.jsonl``, ``.ndjson``, ``.json``), plain or compressed with gzip, zstd or bzip2
+  (``.gz``, ``.zst``, ``.bz2`` after the name): the content decides, not the name (a compressed
+  stream is recognised by its magic bytes, which no JSON text starts with);
+- a byte-order mark is dropped (UTF-8's at the start of any line; a UTF-16 or UTF-32 file with a
+  BOM is re-encoded as UTF-8); blank lines are not rows;
+- Parquet (``.parquet``): each row is one JSON object of its columns (timestamps as ISO text,
+  binary as its bytes).
+
+A file that cannot be read as what it claims to be (a truncated gzip stream, a ``.parquet`` that
+is not Parquet) is an error naming the file, never rows that silently go missing: the stream must
+not move past rows it could not read.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pyarrow as pa
+
+from dspark_json.errors import DSparkJsonError
+from dspark_json.fs import read_bytes, resolve
+
+__all__ = ["INPUT_SUFFIXES", "count_rows", "file_rows", "rows_of"]
+
+_TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json")
+_COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2")
+_PARQUET_SUFFIX = ".parquet"
+#: The file names read as input.
+INPUT_SUFFIXES = (
+    *_TEXT_SUFFIXES,
+    *(text + packed for text in _TEXT_SUFFIXES for packed in _COMPRESSED_SUFFIXES),
+    _PARQUET_SUFFIX,
+)
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+#: Longest first: UTF-32-LE's BOM starts with UTF-16-LE's.
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\xfe\xff", "utf-16-be"),
+)
+_FIX = (
+    "Replace it with a complete file, or move it out of the directory (or rename it with a "
+    "leading '_') so the stream can go on without it."
+)
+
+
+def rows_of(data: bytes) -> list[bytes]:
+    """The non-blank lines of JSON lines text: its rows (a UTF-8 BOM opening a line dropped)."""
+    if _UTF8_BOM in data:
+        lines = [line.removeprefix(_UTF8_BOM) for line in data.splitlines()]
+        return [line for line in lines if line.strip()]
+    return [line for line in data.splitlines() if line.strip()]
+
+
+def count_rows(path: str) -> int:
+    """How many rows the file at ``path`` holds (driver side, when it is first listed)."""
+    if path.endswith(_PARQUET_SUFFIX):
+        with _parquet(path) as parquet:
+            return int(parquet.metadata.num_rows)
+    return len(rows_of(_text(path)))
+
+
+def file_rows(path: str, start: int, end: int) -> list[bytes]:
+    """Rows ``[start, end)`` of the file at ``path`` (fewer where it holds fewer)."""
+    if path.endswith(_PARQUET_SUFFIX):
+        return _parquet_rows(path, start, end)
+    return rows_of(_text(path))[start:end]
+
+
+def _text(path: str) -> bytes:
+    """The file's JSON lines as UTF-8 bytes: decompressed, wide encodings re-encoded."""
+    data = read_bytes(path, decompress=False)
+    codec = _codec_of(data)
+    if codec is not None:
+        try:
+            with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
+                data = stream.read()
+        except OSError as exc:
+            raise DSparkJsonError(
+                f"Input file {path} starts as a {codec} stream but cannot be decompressed "
+                f"({exc}). {_FIX}"
+            ) from exc
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom) :].decode(encoding).encode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DSparkJsonError(
+                    f"Input file {path} starts with a {encoding} byte-order mark but is not "
+                    f"{encoding} text ({exc.reason} at byte {exc.start}). {_FIX}"
+                ) from exc
+    return data
+
+
+def _codec_of(data: bytes) -> str | None:
+    """The compression of ``data`` by its magic bytes (no JSON text starts with them)."""
+    if data.startswith(b"\x1f\x8b"):
+        return "gzip"
+    if data.startswith(b"\x28\xb5\x2f\xfd"):
+        return "zstd"
+    if data.startswith(b"BZh") and data[3:4].isdigit() and data[4:10] == b"1AY&SY":
+        return "bz2"
+    return None
+
+
+@contextmanager
+def _parquet(path: str) -> Iterator[Any]:
+    """The Parquet file at ``path``, open for reading; an error naming it where it is not one."""
+    import pyarrow.parquet as pq
+
+    fs, inner = resolve(path)
+    with fs.open_input_file(inner) as source:
+        try:
+            parquet = pq.ParquetFile(source)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise DSparkJsonError(
+                f"Input file {path} is named .parquet but is not a Parquet file ({exc}). {_FIX}"
+            ) from exc
+        yield parquet
+
+
+def _parquet_rows(path: str, start: int, end: int) -> list[bytes]:
+    """Rows ``[start, end)`` of a Parquet file as JSON objects, reading only the row groups
+    that hold them."""
+    with _parquet(path) as parquet:
+        groups, first, offset = [], None, 0
+        for index in range(parquet.metadata.num_row_groups):
+            size = parquet.metadata.row_group(index).num_rows
+            if offset < end and offset + size > start:
+                groups.append(index)
+                first = offset if first is None else first
+            offset += size
+        if not groups or first is None:
+            return []
+        table = parquet.read_row_groups(groups).slice(start - first, end - start)
+    return [
+        json.dumps(row, ensure_ascii=False, default=_plain).encode("utf-8", "surrogateescape")
+        for row in table.to_pylist()
+    ]
+
+
+def _plain(value: Any) -> Any:
+    """A Parquet value JSON cannot hold, as JSON: times as ISO text, decimals as numbers' text,
+    binary as its text (bytes that are not UTF-8 stay as they are: the row is then not valid
+    UTF-8, as a JSON line with such bytes would be)."""
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, datetime.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return str(value)  # a UUID, an extension type's value

