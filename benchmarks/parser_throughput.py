@@ -68,8 +68,16 @@ CONTENT_DDL = (
 WORDS = "the product works well but shipping was slow and the price is fair enough overall".split()
 
 
-def corpus(rows: int, seed: int = 42) -> list[str]:
-    """Seeded vLLM bodies: mostly clean, with the faults a real run sees, at realistic rates."""
+#: The corpora: ``review`` (the faults a real run sees, at realistic rates, in the envelope the
+#: simulator wrote before vLLM 0.32), ``vllm`` (the same contents in vLLM 0.32's exact envelope:
+#: every row carries ``system_fingerprint`` and vLLM's null extras), ``drift`` (vLLM 0.32's
+#: envelope, 4 rows in 10 with a field nobody expected: a ``metadata`` block in the envelope or
+#: extra keys in the content, all to rescue).
+CORPORA = ("review", "vllm", "drift")
+
+
+def corpus(rows: int, seed: int = 42, kind: str = "review") -> list[str]:
+    """Seeded bodies of one of :data:`CORPORA`."""
     rng = random.Random(seed)
     out = []
     for i in range(rows):
@@ -91,8 +99,11 @@ def corpus(rows: int, seed: int = 42) -> list[str]:
             "topics": topics,
         }
         roll = rng.random()
-        if roll < 0.02:  # drift: a field the schema does not know
+        drift = kind == "drift" and rng.random() < 0.4
+        if roll < 0.02 or (drift and roll < 0.6):  # drift: fields the schema does not know
             content_obj["confidence"] = rng.random()
+            if kind == "drift":
+                content_obj["notes"] = {"lang": rng.choice(["en", "fr"]), "tokens": [1, 2, 3]}
         content = json.dumps(content_obj, ensure_ascii=False)
         finish = "stop"
         if 0.02 <= roll < 0.12:
@@ -125,13 +136,59 @@ def corpus(rows: int, seed: int = 42) -> list[str]:
             "usage": {"prompt_tokens": 120, "completion_tokens": 300, "total_tokens": 420},
             "prompt_logprobs": None,
         }
-        if 0.19 <= roll < 0.20:
-            envelope["metadata"] = {"trace_id": f"t{i}"}  # an envelope field nobody expected
+        if kind != "review":
+            envelope = vllm_envelope(envelope, rng)
+        if 0.19 <= roll < 0.20 or (drift and roll >= 0.6):
+            envelope["metadata"] = {"trace_id": f"t{i}", "queue_ms": rng.randint(0, 99)}
         body = json.dumps(envelope, ensure_ascii=rng.random() < 0.5)
         if 0.20 <= roll < 0.205:
             body = body[: rng.randint(1, len(body) - 1)]  # a body cut short
         out.append(body)
     return out
+
+
+def vllm_envelope(review: dict[str, Any], rng: random.Random) -> dict[str, Any]:
+    """The body as vLLM 0.32 writes it: its keys, in its order, its null extras."""
+    choice = review["choices"][0]
+    message = choice["message"]
+    return {
+        "id": review["id"],
+        "object": "chat.completion",
+        "created": review["created"],
+        "model": review["model"],
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": message["content"],
+                    "refusal": None,
+                    "annotations": None,
+                    "audio": None,
+                    "function_call": None,
+                    "reasoning": None,
+                },
+                "logprobs": None,
+                "finish_reason": choice["finish_reason"],
+                "stop_reason": None,
+                "token_ids": None,
+                "routed_experts": None,
+            }
+        ],
+        "service_tier": None,
+        "system_fingerprint": f"vllm-0.32.0-{rng.getrandbits(32):08x}",
+        "usage": {
+            **review["usage"],
+            "prompt_tokens_details": None,
+            "completion_tokens_details": None,
+        },
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "prompt_text": None,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
+    }
 
 
 def best_of(repeat: int, run: Callable[[], Any]) -> float:

@@ -107,7 +107,9 @@ def _schema(args: argparse.Namespace) -> int:
             options.request.response_format is None and options.schema.infer_schema_samples > 0
         )
         query = prepare(options, contact_server=needs_server)
-        passthrough = infer_passthrough(PromptListing(args.prompts)) if args.prompts else []
+        passthrough = (
+            infer_passthrough(PromptListing(args.prompts, option="prompts")) if args.prompts else []
+        )
         _say(describe(resolve_schema(query, passthrough)))
     except DSparkJsonError as exc:
         sys.stderr.write(f"dspark-json schema: {exc}\n")

@@ -21,6 +21,7 @@ from typing import Any
 
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri
+from dspark_json.rows import load_json
 
 __all__ = [
     "Converter",
@@ -180,12 +181,14 @@ def nonempty(name: str, text: str) -> str:
 
 def json_object(name: str, text: str) -> Mapping[str, Any]:
     try:
-        value = json.loads(text)
+        value = load_json(text)
     except json.JSONDecodeError as exc:
         raise OptionError(
             f"Option {name!r} must be a JSON object, e.g. '{{\"repetition_penalty\": 1.05}}'; "
             f"{exc.msg} at column {exc.colno} of {text!r}."
         ) from exc
+    except ValueError as exc:  # nested too deep, or an integer beyond Python's digit limit
+        raise OptionError(f"Option {name!r} must be a usable JSON object: {exc}.") from exc
     if not isinstance(value, dict):
         raise OptionError(
             f"Option {name!r} must be a JSON object, got a JSON {type(value).__name__}: {text!r}."

@@ -6,7 +6,8 @@ import pytest
 
 import tests.helpers  # noqa: F401  (sets the canary key in the environment first)
 from dspark_json.dev.local import SimulatorProcess, local_spark
-from dspark_json.parse import gpu
+from dspark_json.parse import gpu, warmup
+from dspark_json.parse.cpu import warm_kernels
 
 #: Seconds a Spark test may take (a JVM start, streaming queries, kill -9 restarts) before it
 #: counts as hung; the others have pyproject's timeout.
@@ -29,6 +30,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_parser() -> None:
+    """The vectorised parser's kernels compiled before any test: small test batches must take
+    the vectorised path, not the reference parser that stands in while they compile
+    (tests/parse/test_warmup.py checks that path on its own, in a fresh process)."""
+    warmup.wait(warm_kernels)
 
 
 @pytest.fixture(scope="session")

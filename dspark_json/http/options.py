@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import read_text
+from dspark_json.fs import kind_of, read_text
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.secrets import (
     ApiKey,
@@ -78,8 +78,11 @@ def _env_name(name: str, text: str) -> str:
 def _response_format(name: str, text: str) -> Mapping[str, Any]:
     source = text.strip()
     if not source.startswith(("{", "[")):
+        path = directory(name, source)
         try:
-            source = read_text(directory(name, source))
+            if kind_of(path) != "file":  # a device or a FIFO would be read forever
+                raise FileNotFoundError(f"{path} is not a regular file")
+            source = read_text(path)
         except OSError as exc:
             raise OptionError(
                 f"Option {name!r} is neither JSON text nor a readable file: {text!r} ({exc}). "

@@ -18,6 +18,7 @@ from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import Secret, redact
+from dspark_json.rows import load_json
 
 __all__ = ["check_server", "fetch_served_schema", "http_get"]
 
@@ -96,7 +97,7 @@ def _served_models(endpoint: Endpoint, key: Secret | None) -> list[str]:
             "'model'."
         )
     try:
-        return [str(item["id"]) for item in response.json()["data"]]
+        return [str(item["id"]) for item in load_json(response.content)["data"]]
     except (ValueError, KeyError, TypeError) as exc:
         raise ServerError(
             f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
@@ -124,7 +125,8 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
     endpoint = options.endpoints[0]
     url = where if "://" in where else f"{endpoint.url}/{where.lstrip('/')}"
     key = options.key.resolve()
-    response = http_get(url, auth_headers(key, endpoint), [key], option="schemaEndpoint")
+    secrets = [key, endpoint.credentials]
+    response = http_get(url, auth_headers(key, endpoint), secrets, option="schemaEndpoint")
     try:
         body = response.json() if response.status_code == 200 else None
     except (ValueError, RecursionError):
@@ -137,6 +139,6 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
         return body
     raise ServerError(
         f"{url} (option 'schemaEndpoint') answered HTTP {response.status_code} without a JSON "
-        f"Schema object: {redact(response.text, [key])[:200]!r}. Give the schema with option "
+        f"Schema object: {redact(response.text, secrets)[:200]!r}. Give the schema with option "
         "'responseFormat' instead."
     )

@@ -102,12 +102,13 @@ def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
 class PromptListing:
     """Driver-side view of the input directory; remembers each file's row count.
 
-    ``option`` names the option the directory comes from, for messages.
+    ``option`` names the option the directory comes from (``prompts`` or ``responses``), for
+    messages; without it, messages name both.
     """
 
-    def __init__(self, directory: str, *, option: str = "prompts") -> None:
+    def __init__(self, directory: str, *, option: str | None = None) -> None:
         self.directory = directory
-        self.option = option
+        self.option = f"option {option!r}" if option else "option 'prompts' / 'responses'"
         self._rows: dict[str, int] = {}  # every file ever listed -> its row count
         self._sizes: dict[str, int] = {}
         self._seen: set[str] | None = None  # names listed by an earlier advance()
@@ -143,18 +144,18 @@ class PromptListing:
         kind = kind_of(self.directory)
         if kind == "file":
             raise OptionError(
-                f"Option {self.option!r} names {self.directory}, which is a file; give the "
+                f"{self.option.capitalize()} names {self.directory}, which is a file; give the "
                 "directory that holds the input files (new files are picked up as they land)."
             )
         if kind == "missing":
             if self._listed:
                 raise DSparkJsonError(
-                    f"The input directory {self.directory} (option {self.option!r}) "
+                    f"The input directory {self.directory} ({self.option}) "
                     "disappeared while the query was reading it. Put it back, or start the "
                     "query again with a new checkpoint."
                 )
             raise OptionError(
-                f"Option {self.option!r} names {self.directory}, which does not exist. Create "
+                f"{self.option.capitalize()} names {self.directory}, which does not exist. Create "
                 "the directory (a streaming query then picks up files as they land in it), or "
                 "fix the path."
             )
@@ -170,8 +171,8 @@ class PromptListing:
         for name, rows in sorted(self._rows.items()):
             if name in present or name < start.file or (end is not None and name > end.file):
                 continue
-            if name == start.file and start.row >= rows:
-                continue  # read to its end: deleting it is fine
+            if rows == 0 or (name == start.file and start.row >= rows):
+                continue  # nothing left to read in it: deleting it is fine
             first = start.row + 1 if name == start.file else 1
             unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
             raise DSparkJsonError(

@@ -16,9 +16,9 @@ class InputOptions:
 
     prompts: str | None = option(
         "prompts",
-        "Directory (path or URI) of prompt files: JSON lines (.jsonl, .ndjson, .json). "
-        "Streaming reads pick up new files in name order; names starting with '.' or '_' are "
-        "ignored.",
+        "Directory (path or URI) of prompt files: JSON lines (.jsonl, .ndjson, .json; also "
+        "compressed .gz, .zst, .bz2) or Parquet. Streaming reads pick up new files in name "
+        "order; names starting with '.' or '_' are ignored.",
         "/data/prompts",
         convert=directory,
         aliases=("path",),

@@ -466,9 +466,11 @@ def _keep(
 
 @_jit
 def scan_envelope_fit(
-    offsets: Any, data: Any, valid: Any, table: Any, lo: int, hi: int
+    offsets: Any, data: Any, valid: Any, table: Any, strict: bool, lo: int, hi: int
 ) -> tuple[Any, Any, Any, Any]:
-    """For bodies ``lo..hi``: codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
+    """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
+    parameter, not a constant, so that :func:`check_row` compiles once for every caller):
+    codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
     object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
     each row's unknown keys need a walk in Python (``deep``), and the top-level unknown keys
     found: their rows and ``(key start, key end, value start, value end)`` spans."""
@@ -485,7 +487,7 @@ def scan_envelope_fit(
         start, end = offsets[i], offsets[i + 1]
         json_kind, code = check_row(
             data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, False,
+            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
         )  # fmt: skip
         codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
         if codes[i - lo] == CODE_EXTRA:
@@ -510,6 +512,7 @@ def scan_content_fit(
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
     """
     kind, first, count, low, high, field_node, key_start, key_end, keys = table
+    strict = lenient and not lenient  # noqa: SIM220  (False typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
@@ -527,7 +530,7 @@ def scan_content_fit(
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start,
                 key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                False,
+                strict,
             )  # fmt: skip
             if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
                 located, start, end = fallback_candidate(data, start, end)
@@ -535,7 +538,7 @@ def scan_content_fit(
                     json_kind, code = check_row(
                         data, start, end, kind, first, count, low, high, field_node, key_start,
                         key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n, False,
+                        found_n, strict,
                     )  # fmt: skip
                 else:
                     json_kind = KIND_NONE
@@ -543,7 +546,7 @@ def scan_content_fit(
                 json_kind, code = check_row(
                     data, start, end, kind, first, count, low, high, field_node, key_start,
                     key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                    found_n, True,
+                    found_n, lenient,
                 )  # fmt: skip
                 code = CODE_MISFIT
         starts[i - lo], ends[i - lo] = start, end

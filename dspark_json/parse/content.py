@@ -18,8 +18,12 @@ import numpy as np
 
 from dspark_json.parse.conform import extract_row
 from dspark_json.parse.kernels import KIND_NONE
+from dspark_json.parse.rules import loads_python
 
-__all__ = ["extract_json"]
+__all__ = ["extract_json", "extract_json_python"]
+
+#: What the rule strips from both ends: JSON's whitespace and byte-order marks.
+_STRIPPED = " \t\n\r\ufeff"
 
 
 def extract_json(text: str) -> str | None:
@@ -29,3 +33,30 @@ def extract_json(text: str) -> str | None:
     if kind == KIND_NONE:
         return None
     return raw[start:end].decode("utf-8", "surrogatepass")
+
+
+def extract_json_python(text: str) -> str | None:
+    """:func:`extract_json` without numba (the same rule in plain Python, for a process whose
+    kernels are still compiling; the conformance suite holds the two equal)."""
+    s = text.strip(_STRIPPED)
+    if not s:
+        return None
+    if s[0] in "{[":
+        return s
+    try:
+        loads_python(s.encode("utf-8", "surrogatepass"))
+        return s
+    except (ValueError, RecursionError):
+        pass
+    fence = s.find("```")
+    if fence >= 0:
+        newline = s.find("\n", fence)
+        if newline >= 0:
+            close = s.find("```", newline + 1)
+            body = s[newline + 1 : close if close >= 0 else len(s)].strip(_STRIPPED)
+            if body[:1] in ("{", "["):
+                return body
+    first, last = s.find("{"), s.rfind("}")
+    if 0 <= first < last:
+        return s[first : last + 1]
+    return None

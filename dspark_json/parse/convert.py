@@ -43,8 +43,10 @@ __all__ = [
     "arrow_schema",
     "check_supported",
     "dump_json",
+    "is_tuple",
     "parse_date",
     "parse_timestamp",
+    "tuple_field",
 ]
 
 #: What a scalar conversion returns for a value that does not fit (``None`` is a valid value).
@@ -122,6 +124,8 @@ class Converter:
         if isinstance(dtype, StructType):
             if isinstance(value, dict):
                 return self._struct(value, dtype, path + ".", sink)
+            if isinstance(value, list) and is_tuple(dtype):
+                return self._tuple(value, dtype, path, sink)
         elif isinstance(dtype, ArrayType):
             if isinstance(value, list):
                 elem = dtype.elementType
@@ -147,6 +151,31 @@ class Converter:
             if value is not None and key not in dtype.names:
                 sink[prefix + key] = value
         return out
+
+    def _tuple(
+        self, items: list[Any], dtype: StructType, path: str, sink: dict[str, Any]
+    ) -> dict[str, Any]:
+        # A JSON array in a tuple struct: items by position, those past the fields rescued.
+        out = {}
+        for i, f in enumerate(dtype.fields):
+            item = items[i] if i < len(items) else None
+            out[f.name] = self.value(item, f.dataType, f"{path}[{i}]", sink)
+        for i in range(len(dtype.fields), len(items)):
+            if items[i] is not None:
+                sink[f"{path}[{i}]"] = items[i]
+        return out
+
+
+def tuple_field(position: int) -> str:
+    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
+    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
+    return f"_{position + 1}"
+
+
+def is_tuple(dtype: StructType) -> bool:
+    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
+    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
+    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
 
 
 def _extras(obj: Mapping[str, Any], dtype: StructType, prefix: str, sink: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ the output equals the reference's for every row and rows out always equal bodies
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,12 +28,16 @@ import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     DataType,
+    DateType,
+    LongType,
     MapType,
     StringType,
     StructField,
     StructType,
+    TimestampType,
 )
 
+from dspark_json.parse import warmup
 from dspark_json.parse.columns import (
     JsonLines,
     by_row_ranges,
@@ -55,6 +60,7 @@ from dspark_json.parse.conform import (
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
+from dspark_json.parse.rescue import rescue_rows
 from dspark_json.rows import SYSTEM_COLUMNS
 
 __all__ = ["CpuParser"]
@@ -118,6 +124,8 @@ class CpuParser:
         self.lenient = lenient
         self.target = arrow_schema(schema)
         self.reference = ReferenceParser(schema, lenient=lenient)
+        #: For small batches while the kernels compile: the same rules without numba.
+        self.cold = ReferenceParser(schema, lenient=lenient, kernels=False)
         self.threads = _threads()
         self.lines = lines or JsonLines(threads=self.threads)
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
@@ -130,6 +138,19 @@ class CpuParser:
         self.reference_rows = 0
 
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
+        """One row per body, in order. A small batch in a process whose kernels are still
+        compiling is parsed by the reference parser (same output; :mod:`.warmup`)."""
+        texts = to_string_array(bodies)
+        if self.backend == "cpu" and len(texts) < warmup.SMALL_BATCH and not warmup.ready():
+            warmup.start(warm_kernels)
+            self.reference_rows = len(texts)
+            return self.cold.parse(_as_python(texts))
+        return self.parse_vectorised(texts)
+
+    def parse_vectorised(
+        self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]
+    ) -> pa.Table:
+        """:meth:`parse` on the vectorised path, whatever the batch (compiling as needed)."""
         texts = to_string_array(bodies)
         if self._plan is None:
             self.reference_rows = len(texts)
@@ -138,8 +159,9 @@ class CpuParser:
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
         codes, deep, found_rows, found_spans = by_row_ranges(
-            scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays()
-        )
+            scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays(),
+            False,
+        )  # fmt: skip
         found = _Found(data, deep, found_rows, found_spans)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self.lines.read(data, offsets[:-1], offsets[1:], fits, plan.envelope_read)
@@ -269,43 +291,95 @@ class CpuParser:
         bad: set[int],
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
-        choice's content), as the reference parser would rescue them: from the keys the scans
-        found at the top level, or, for keys deeper down, by walking the row in Python."""
+        choice's content), as the reference parser would rescue them: built in compiled code
+        from the spans the scans found (:mod:`dspark_json.parse.rescue`); rows with keys deeper
+        down, or values whose canonical form needs Python, in Python."""
         n = len(codes)
-        needs = set(np.flatnonzero(codes == CODE_EXTRA).tolist())
-        walk = set(np.flatnonzero(found.deep).tolist())
-        envelope_keys = found.by_row()
-        content_keys: dict[int, list[tuple[str, bytes]]] = {}
+        needs = codes == CODE_EXTRA
+        walk = found.deep.copy()
+        empty = np.zeros(0, np.int64)
+        content_data, content_spans = np.zeros(0, np.uint8), empty
+        key_start = key_end = empty
+        first = lengths = np.zeros(n, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
-            needs.update(row_of_choice[contents.codes == CODE_EXTRA].tolist())
-            walk.update(row_of_choice[contents.found.deep].tolist())
-            content_keys = contents.found.by_row()
-        needs -= bad
-        if not needs:
+            needs[row_of_choice[contents.codes == CODE_EXTRA]] = True
+            walk[row_of_choice[contents.found.deep]] = True
+            choices = np.arange(len(contents.codes))
+            key_start = np.searchsorted(contents.found.rows, choices, "left")
+            key_end = np.searchsorted(contents.found.rows, choices, "right")
+            content_data, content_spans = contents.data, contents.found.spans
+            first, lengths = contents.first, contents.lengths
+        if bad:
+            needs[list(bad)] = False
+        if not needs.any():
             return pa.nulls(n, pa.string())
-        rescued: list[str | None] = [None] * n
+        rows = np.arange(n)
         order = self._rescue_order
-        for row in sorted(needs):
-            if row in walk:
-                sink = self._walk(texts, row, contents)
-            else:
-                entries = []
-                for seq, (key, value) in enumerate(envelope_keys.get(row, ())):
-                    entries.append(((order["*"], 0, seq), key, value))
-                if contents is not None:
-                    first = int(contents.first[row])
-                    for k in range(int(contents.lengths[row])):
-                        for seq, (key, value) in enumerate(content_keys.get(first + k, ())):
-                            if k == 0 and "parsed" in order:
-                                entries.append(((order["parsed"], 0, seq), f"parsed.{key}", value))
-                            else:
-                                path = f"choices[{k}].message.parsed.{key}"
-                                entries.append(((order["choices"], k, seq), path, value))
-                entries.sort(key=lambda e: e[0])
-                sink = {path: loads(value, checked=True) for _, path, value in entries}
-            rescued[row] = dump_json(sink) if sink else None
-        return pa.array(rescued, pa.string())
+        offsets, data, valid, fallback, checks = rescue_rows(
+            needs & ~walk,
+            found.data,
+            np.searchsorted(found.rows, rows, "left"),
+            np.searchsorted(found.rows, rows, "right"),
+            found.spans,
+            content_data,
+            key_start,
+            key_end,
+            content_spans,
+            first.astype(np.int64),
+            lengths.astype(np.int64),
+            "parsed" in order,
+            order.get("choices", 0) < order.get("parsed", 0),
+        )
+        if len(checks):
+            fallback[_unlike_repr(data, checks)] = True
+            valid &= ~fallback
+        rescued = pa.LargeStringArray.from_buffers(
+            n,
+            pa.py_buffer(offsets),
+            pa.py_buffer(data),
+            pa.py_buffer(np.packbits(valid, bitorder="little")),
+        )
+        slow = np.flatnonzero((needs & walk) | fallback)
+        if len(slow):
+            in_python = pa.array(
+                [self._rescued_in_python(texts, int(row), found, contents) for row in slow],
+                pa.large_string(),
+            )
+            index = np.arange(n)
+            index[slow] = n + np.arange(len(slow))
+            rescued = pa.concat_arrays([rescued, in_python]).take(pa.array(index))
+        return rescued.cast(pa.string())
+
+    def _rescued_in_python(
+        self, texts: pa.Array, row: int, found: _Found, contents: _Contents | None
+    ) -> str | None:
+        """One row's ``_rescued_data`` the slow way: by walking it (keys deeper down), or from
+        the keys the scans found, each value through Python's json."""
+        if found.deep[row] or (
+            contents is not None
+            and contents.found.deep[
+                int(contents.first[row]) : int(contents.first[row] + contents.lengths[row])
+            ].any()
+        ):
+            sink = self._walk(texts, row, contents)
+            return dump_json(sink) if sink else None
+        order = self._rescue_order
+        entries = []
+        for seq, (key, value) in enumerate(found.keys_of(row)):
+            entries.append(((order["*"], 0, seq), key, value))
+        if contents is not None:
+            first = int(contents.first[row])
+            for k in range(int(contents.lengths[row])):
+                for seq, (key, value) in enumerate(contents.found.keys_of(first + k)):
+                    if k == 0 and "parsed" in order:
+                        entries.append(((order["parsed"], 0, seq), f"parsed.{key}", value))
+                    else:
+                        path = f"choices[{k}].message.parsed.{key}"
+                        entries.append(((order["choices"], k, seq), path, value))
+        entries.sort(key=lambda e: e[0])
+        sink = {path: loads(value, checked=True, lenient=True) for _, path, value in entries}
+        return dump_json(sink) if sink else None
 
     def _walk(self, texts: pa.Array, row: int, contents: _Contents | None) -> dict[str, Any]:
         """What the reference parser rescues from a row that fits but for unknown keys."""
@@ -323,6 +397,54 @@ class CpuParser:
                 values.append(value)
             envelope["parsed"] = values[0]
         return self.reference.converter.extras(envelope)
+
+
+def _unlike_repr(data: np.ndarray, checks: np.ndarray) -> np.ndarray:
+    """The rows of the numbers noted in ``checks`` (row, start, end) that Python's ``repr``
+    would write otherwise (one float() and repr() per number)."""
+    triples = checks.reshape(-1, 3)
+    texts = [data[s:e].tobytes().decode("ascii") for s, e in triples[:, 1:].tolist()]
+    differs = np.fromiter((repr(float(x)) != x for x in texts), np.bool_, len(texts))
+    return np.unique(triples[differs, 0])
+
+
+def warm_kernels() -> None:
+    """One vectorised parse that touches every kernel, with each kind of argument the real
+    schemas give (the same compiled code then serves them): :mod:`.warmup`'s job."""
+    content = StructType(
+        [
+            StructField("s", StringType()),
+            StructField("t", TimestampType()),
+            StructField("d", DateType()),
+        ]
+    )
+    message = StructType([StructField("content", StringType()), StructField("parsed", content)])
+    choice = StructType(
+        [
+            StructField("index", LongType()),
+            StructField("message", message),
+            StructField("finish_reason", StringType()),
+        ]
+    )
+    schema = StructType(
+        [
+            StructField("id", StringType()),
+            StructField("created", TimestampType()),
+            StructField("choices", ArrayType(choice)),
+            StructField("parsed", content),
+            StructField("_status", StringType()),
+            StructField("_rescued_data", StringType()),
+            StructField("_corrupt_record", StringType()),
+        ]
+    )
+    value = {"s": "x", "t": "2026-01-01T00:00:00Z", "d": "2026-01-01", "extra": 0.5}
+    body = {
+        "id": "w",
+        "created": 1,
+        "choices": [{"index": 0, "message": {"content": json.dumps(value)}}],
+        "unexpected": [1],
+    }
+    CpuParser(schema).parse_vectorised([json.dumps(body)])
 
 
 def _repaired(raw: pa.Array) -> pa.Array:
@@ -365,13 +487,15 @@ class _Found:
     rows: np.ndarray
     spans: np.ndarray
 
-    def by_row(self) -> dict[int, list[tuple[str, bytes]]]:
-        out: dict[int, list[tuple[str, bytes]]] = {}
-        spans = self.spans.reshape(-1, 4).tolist()
-        for row, (k0, k1, v0, v1) in zip(self.rows.tolist(), spans, strict=True):
-            key = self.data[k0:k1].tobytes().decode("utf-8")
-            out.setdefault(row, []).append((key, self.data[v0:v1].tobytes()))
-        return out
+    def keys_of(self, row: int) -> list[tuple[str, bytes]]:
+        """The unknown keys recorded for ``row``, with their values' raw JSON."""
+        lo = int(np.searchsorted(self.rows, row, "left"))
+        hi = int(np.searchsorted(self.rows, row, "right"))
+        spans = self.spans[4 * lo : 4 * hi].reshape(-1, 4).tolist()
+        return [
+            (self.data[k0:k1].tobytes().decode("utf-8"), self.data[v0:v1].tobytes())
+            for k0, k1, v0, v1 in spans
+        ]
 
 
 def _threads() -> int:

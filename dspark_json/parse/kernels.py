@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from dspark_json.rows import MAX_NESTING
+
 __all__ = [
     "KIND_ARRAY",
     "KIND_INVALID",
@@ -39,8 +41,9 @@ __all__ = [
     "strip",
 ]
 
-#: Deeper documents are rejected (Python's json module gives up near 1000).
-MAX_DEPTH = 512
+#: Deeper documents are rejected (Python's json module gives up near 1000): the row contract's
+#: nesting limit.
+MAX_DEPTH = MAX_NESTING
 
 KIND_NONE = -1  # no JSON candidate was found in the text
 KIND_INVALID = 0

@@ -5,12 +5,16 @@ parser hands it the rows it cannot take whole (drift to rescue, values to conver
 and takes the whole batch only when the schema itself is beyond the vectorised reader (maps).
 What "valid JSON" means, and where the JSON inside a message is, come from the same byte scans
 the vectorised paths use (:mod:`dspark_json.parse.kernels`), so every path agrees on them.
+
+``kernels=False`` gives the same answers without numba: the same rules in plain Python
+(:func:`loads`' ``kernels`` flag, :func:`~dspark_json.parse.content.extract_json_python`), for the
+first batches of a process whose kernels are still compiling (:mod:`.warmup`); the conformance
+suite holds the two to the same output.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,9 +23,10 @@ import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, StructType
 
 from dspark_json.parse.conform import validate_row
-from dspark_json.parse.content import extract_json
-from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.parse.content import extract_json, extract_json_python
+from dspark_json.parse.convert import Converter, arrow_schema, dump_json, is_tuple
 from dspark_json.parse.kernels import KIND_INVALID
+from dspark_json.parse.rules import json_float, loads_python
 from dspark_json.rows import SYSTEM_COLUMNS
 
 __all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
@@ -36,20 +41,19 @@ def decode_body(body: str | bytes) -> tuple[str, bytes]:
     return body, body.encode("utf-8", "surrogatepass")
 
 
-def loads(raw: bytes, *, checked: bool = False, lenient: bool = False) -> Any:
+def loads(raw: bytes, *, checked: bool = False, lenient: bool = False, kernels: bool = True) -> Any:
     """The JSON value of ``raw``; ValueError when it is not valid JSON (see kernels).
     ``checked``: a scan has already validated it. ``lenient``: raw control characters are
-    allowed inside strings (a message's content, where models write them)."""
+    allowed inside strings (a message's content, where models write them). ``kernels=False``:
+    validated in plain Python, by the same rules."""
+    if checked:
+        return json.loads(raw, parse_float=json_float, strict=not lenient)
+    if not kernels:
+        return loads_python(raw, lenient=lenient)
     data = np.frombuffer(raw, np.uint8)
-    if not checked and validate_row(data, 0, len(raw), lenient=lenient) == KIND_INVALID:
+    if validate_row(data, 0, len(raw), lenient=lenient) == KIND_INVALID:
         raise ValueError("not valid JSON")
-    return json.loads(raw, parse_float=_float, strict=not lenient)
-
-
-def _float(text: str) -> float | str:
-    """A JSON number as a double; beyond a double's range, its text (kept, rescued, not inf)."""
-    value = float(text)
-    return value if math.isfinite(value) else text
+    return json.loads(raw, parse_float=json_float, strict=not lenient)
 
 
 class ReferenceParser:
@@ -58,9 +62,10 @@ class ReferenceParser:
     ``lenient``: a message's content may hold raw control characters inside JSON strings
     (the envelope, which the server writes, is always strict)."""
 
-    def __init__(self, schema: StructType, *, lenient: bool = True) -> None:
+    def __init__(self, schema: StructType, *, lenient: bool = True, kernels: bool = True) -> None:
         self.schema = schema
         self.lenient = lenient
+        self.kernels = kernels
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         # The first choice's content is rescued once, under "parsed", when that column exists.
         skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
@@ -91,7 +96,7 @@ class ReferenceParser:
             return {}, None, None
         text, raw = decode_body(body)
         try:
-            envelope = loads(raw)
+            envelope = loads(raw, kernels=self.kernels)
         except ValueError:  # also Python's limit on the digits of an integer
             return {}, "corrupt_envelope", text
         if not isinstance(envelope, dict):
@@ -112,11 +117,13 @@ class ReferenceParser:
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
             return None, "not_json", None
-        found = extract_json(content)
+        found = extract_json(content) if self.kernels else extract_json_python(content)
         if found is None:
             return None, "not_json", content
         try:
-            value = loads(found.encode("utf-8", "surrogatepass"), lenient=self.lenient)
+            value = loads(
+                found.encode("utf-8", "surrogatepass"), lenient=self.lenient, kernels=self.kernels
+            )
         except ValueError:
             truncated = choice.get("finish_reason") == "length"
             return None, "truncated" if truncated else "corrupt_content", content
@@ -129,7 +136,7 @@ class ReferenceParser:
 
 def _fits(value: Any, dtype: DataType | None) -> bool:
     if isinstance(dtype, StructType):
-        return isinstance(value, dict)
+        return isinstance(value, dict) or (isinstance(value, list) and is_tuple(dtype))
     if isinstance(dtype, ArrayType):
         return isinstance(value, list)
     return True

@@ -28,11 +28,12 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.errors import SchemaError
+from dspark_json.parse.convert import tuple_field
 from dspark_json.schema.ddl import to_ddl
 from dspark_json.schema.inference import merge_types, scalar_type
 from dspark_json.schema.refs import Document
 
-__all__ = ["as_json_schema", "json_schema_to_spark", "tuple_field"]
+__all__ = ["as_json_schema", "json_schema_to_spark"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -43,15 +44,10 @@ _SCALARS: dict[str, DataType] = {
     "null": NullType(),
 }
 _KINDS = "object, array, string, integer, number, boolean, null"
-#: How a struct typed from an array (``prefixItems``) names its positions: ``_1``, ``_2``...
-_TUPLE_FIELD = "_{}"
+#: A bound on the unfolded size of a type: shared definitions can nest exponentially.
+_MAX_FIELDS = 100_000
 
 _Type = DataType | None  # None: `false`, no value at all
-
-
-def tuple_field(position: int) -> str:
-    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``..."""
-    return _TUPLE_FIELD.format(position + 1)
 
 
 def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "parsed") -> DataType:
@@ -79,6 +75,13 @@ def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "par
         raise SchemaError(
             f"JSON Schema of {column} allows no value at all (it is `false`, or its parts "
             "exclude each other), so no answer could match it. Fix the schema."
+        )
+    fields = _count(mapped, {})
+    if fields > _MAX_FIELDS:
+        raise SchemaError(
+            f"JSON Schema of {column} would make a Spark type of {fields} fields (its shared "
+            f"parts nest into each other); at most {_MAX_FIELDS} are mapped. Pin the column "
+            "with a user schema (e.g. as STRING, the JSON text)."
         )
     settled = _settle(mapped)
     if mapper.cycles:
@@ -137,6 +140,7 @@ class _Mapper:
         self.cycles: list[tuple[str, str, int]] = []
         #: The type of each schema a reference points to, where it was mapped outermost.
         self.typed: dict[int, _Type] = {}
+        self._done: dict[int, _Type] = {}  # the same, for those mapped without a cycle cut
 
     def map(self, node: Any, where: str) -> _Type:
         if isinstance(node, bool):
@@ -237,7 +241,8 @@ class _Mapper:
             types.append(mapped)
         limit = node.get("maxItems")
         closed = rest is False or (isinstance(limit, int) and limit <= len(types))
-        tail = None if closed or rest is None or rest is True else self.map(rest, f"{where}[]")
+        untyped = rest is None or rest is True or rest == {}
+        tail = None if closed or untyped else self.map(rest, f"{where}[]")
         if not types:
             return ArrayType(StringType() if tail is None else tail)
         together = [*types, *([] if tail is None else [tail])]
@@ -252,15 +257,21 @@ class _Mapper:
         if not isinstance(ref, str):
             raise SchemaError(f"JSON Schema at {where}: {key} must be a URI string, got {ref!r}.")
         target = self._doc.resolve(node, ref, where)
-        if id(target) in self._open:
-            self.cycles.append((where, ref, id(target)))
+        target_id = id(target)
+        if target_id in self._done:  # mapped once, whatever the path: a schema of shared parts
+            return self._done[target_id]  # stays linear, not exponential
+        if target_id in self._open:
+            self.cycles.append((where, ref, target_id))
             return StringType()
-        self._open.append(id(target))
+        cuts = len(self.cycles)
+        self._open.append(target_id)
         try:
             mapped = self.map(target, where)
         finally:
             self._open.pop()
-        self.typed.setdefault(id(target), mapped)
+        self.typed.setdefault(target_id, mapped)
+        if len(self.cycles) == cuts:  # no cut inside: the type does not depend on the path
+            self._done[target_id] = mapped
         return mapped
 
 
@@ -346,6 +357,24 @@ def _fields(a: StructType, b: StructType, merge: Any) -> StructType:
     for f in b.fields:
         types[f.name] = merge(types[f.name], f.dataType) if f.name in types else f.dataType
     return StructType([StructField(name, t) for name, t in types.items()])
+
+
+def _count(dtype: DataType, seen: dict[int, int]) -> int:
+    """How many fields, elements and values ``dtype`` holds, all nesting unfolded (its parts
+    may be shared, so each is counted once and reused)."""
+    known = seen.get(id(dtype))
+    if known is not None:
+        return known
+    if isinstance(dtype, StructType):
+        count = 1 + sum(_count(f.dataType, seen) for f in dtype.fields)
+    elif isinstance(dtype, ArrayType):
+        count = 1 + _count(dtype.elementType, seen)
+    elif isinstance(dtype, MapType):
+        count = 1 + _count(dtype.valueType, seen)
+    else:
+        count = 1
+    seen[id(dtype)] = count
+    return count
 
 
 def _settle(dtype: DataType) -> DataType:

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.inputs.listing import PromptListing, Segment
 from dspark_json.inputs.prompts import infer_passthrough, read_segment
 from dspark_json.inputs.recorded import read_recorded
@@ -156,3 +156,34 @@ def test_validate_schema_and_the_parser_keep_deep_answers_as_rows(tmp_path):
     assert answers.statuses == ["corrupt_content", "ok"]
     assert answers.violations == [None, []]
     assert answers.responses.column("parsed").to_pylist() == [None, {"score": 1}]
+
+
+def test_a_deep_extra_body_option_is_an_option_error():
+    with pytest.raises(OptionError, match="'extraBody' must be a usable JSON object: nested"):
+        Options.parse({"endpoint": "http://h:1", "prompts": "/p", "extraBody": deep_object(DEEP)})
+
+
+def test_a_server_listing_its_models_as_deep_json_fails_load_with_a_server_error():
+    def deep_models(request: Request) -> bytes:
+        if request.path == "/health":
+            return response(200, {})
+        return response(200, '{"object": "list", "data": ' + deep_array() + "}")
+
+    with raw_server(deep_models) as server:
+        options = Options.parse({"endpoint": server.url, "prompts": "/p"})
+        with pytest.raises(ServerError, match="is not an OpenAI model list"):
+            prepare(options)
+
+
+def test_the_reference_parser_keeps_deep_bodies_and_contents_as_rows():
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from dspark_json.parse.reference import ReferenceParser
+    from dspark_json.schema.output import output_schema
+
+    parsed = StructType([StructField("score", LongType())])
+    schema = output_schema(passthrough=[], parsed=parsed, violations=False)
+    schema = StructType([f for f in schema.fields if f.name != "_error"])
+    bodies = [deep_array(), json.dumps(completion(deep_object(DEEP))), json.dumps(completion("{}"))]
+    table = ReferenceParser(schema).parse(bodies)
+    assert table.column("_status").to_pylist() == ["corrupt_envelope", "corrupt_content", "ok"]

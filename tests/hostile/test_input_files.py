@@ -19,6 +19,7 @@ import pytest
 from dspark_json.errors import DSparkJsonError, OptionError
 from dspark_json.inputs.listing import Position, PromptListing, Segment, read_rows
 from dspark_json.inputs.prompts import read_segment
+from dspark_json.options import Options
 
 
 def line(i: int, **extra: object) -> bytes:
@@ -124,10 +125,12 @@ def test_invalid_utf8_lone_surrogates_and_huge_integers_are_invalid_prompt_rows(
 
 def test_a_missing_or_wrong_prompts_directory_is_an_error_naming_it(tmp_path):
     with pytest.raises(OptionError) as caught:
-        PromptListing(str(tmp_path / "nope")).files()
+        PromptListing(str(tmp_path / "nope"), option="prompts").files()
     assert f"Option 'prompts' names {tmp_path / 'nope'}, which does not exist" in str(caught.value)
+    with pytest.raises(OptionError, match="Option 'prompts' / 'responses' names"):
+        PromptListing(str(tmp_path / "nope")).files()  # as the stream reader builds it
     (tmp_path / "a.jsonl").write_bytes(lines(0))
-    with pytest.raises(OptionError, match="which is a file"):
+    with pytest.raises(OptionError, match=r"Option 'responses' names .* which is a file"):
         PromptListing(str(tmp_path / "a.jsonl"), option="responses").files()
 
 
@@ -136,7 +139,7 @@ def test_a_directory_deleted_mid_stream_fails_with_its_path(tmp_path):
     directory.mkdir()
     (directory / "a.jsonl").write_bytes(lines(0))
     (directory / "b.jsonl").write_bytes(lines(1))
-    listing = PromptListing(str(directory))
+    listing = PromptListing(str(directory), option="prompts")
     first = listing.advance(Position(), max_files=1)
     shutil.rmtree(directory)
     with pytest.raises(DSparkJsonError) as caught:
@@ -151,6 +154,9 @@ def test_an_unread_file_deleted_mid_stream_fails_and_a_read_one_may_go(tmp_path)
     cap = listing.end()  # as availableNow does
     first = listing.advance(Position(), max_files=1, cap=cap)
     assert first == Position("a.jsonl", 2)
+    (tmp_path / "a0.jsonl").write_bytes(b"\n")  # no rows: may go at any time
+    listing.files()
+    os.remove(tmp_path / "a0.jsonl")
     os.remove(tmp_path / "a.jsonl")  # read to its end: cleaning up is fine
     second = listing.advance(first, max_rows=1, cap=cap)
     assert second == Position("b.jsonl", 1)
@@ -201,3 +207,26 @@ def test_a_fifo_named_like_a_prompt_file_is_not_read(tmp_path):
     worker.start()
     worker.join(timeout=20)
     assert done and [r.custom_id for r in done[0]] == ["c0"]
+
+
+def test_a_response_format_path_that_is_a_fifo_fails_instead_of_blocking(tmp_path):
+    os.mkfifo(tmp_path / "schema.json")  # a device or a FIFO would be read forever
+    outcome: list[BaseException | None] = []
+
+    def parse() -> None:
+        try:
+            Options.parse(
+                {
+                    "endpoint": "http://h:1",
+                    "prompts": "/p",
+                    "responseFormat": str(tmp_path / "schema.json"),
+                }
+            )
+            outcome.append(None)
+        except OptionError as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=parse, daemon=True)
+    worker.start()
+    worker.join(timeout=20)
+    assert outcome and "is not a regular file" in str(outcome[0])

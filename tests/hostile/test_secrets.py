@@ -12,10 +12,10 @@ import logging
 
 import pytest
 
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.http.client import complete_all
 from dspark_json.http.failures import MESSAGE_CHARS
-from dspark_json.http.preflight import check_server
+from dspark_json.http.preflight import check_server, fetch_served_schema
 from dspark_json.http.secrets import Secret, redact
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position
@@ -184,3 +184,18 @@ def test_redact_covers_the_forms_a_credential_takes_on_the_wire():
     ]
     for form in forms:
         assert redact(f"<{form}>", [secret]) == "<***>", form
+
+
+def test_url_credentials_echoed_by_the_schema_endpoint_are_masked_at_load():
+    password = "hostile-schema-pw"
+
+    def echo(request: Request) -> bytes | None:
+        return alive(request) or response(404, f"no schema for {request.header('authorization')}")
+
+    with raw_server(echo) as server:
+        host = server.url.removeprefix("http://")
+        config = options(f"http://ann:{password}@{host}").http
+        with pytest.raises(ServerError) as caught:
+            fetch_served_schema(config, "/schema")
+    assert "Basic ***" in str(caught.value)
+    assert_hidden(str(caught.value), base64.b64encode(f"ann:{password}".encode()).decode())

@@ -594,3 +594,23 @@ def test_the_vectorised_path_takes_conforming_rows_and_only_misfits_go_row_by_ro
     assert table.column("_rescued_data")[len(good + broken)].as_py() == (
         '{"parsed.new":1,"metadata":{"a":1}}'
     )
+
+
+@pytest.mark.parametrize("lenient", [True, False])
+def test_the_rules_in_plain_python_agree_with_the_kernels(lenient):
+    """The reference parser without numba (a cold process's first batches) gives what it gives
+    with the kernels, on every corpus: whole bodies, contents, struct cases."""
+    bodies = [body for _, body, _ in STRUCT_CASES]
+    paths = suite_files("y_") + suite_files("n_") + suite_files("i_")
+    bodies += [p.read_bytes() for p in paths]
+    bodies += [b for b in (as_content(p) for p in paths) if b is not None]
+    for schema in (
+        response_schema(response_format=CONTENT),
+        response_schema(schema=_string_parsed()),
+    ):
+        with_kernels = ReferenceParser(schema, lenient=lenient).parse(bodies)
+        plain = ReferenceParser(schema, lenient=lenient, kernels=False).parse(bodies)
+        for name in with_kernels.column_names:
+            a, b = with_kernels.column(name).to_pylist(), plain.column(name).to_pylist()
+            wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+            assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:120]!r}"

@@ -69,7 +69,9 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, _, _, _ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), 0, 1)
+    codes, _, _, _ = scan_envelope_fit(
+        offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 1
+    )
     assert codes.tolist() == [code]
 
 
@@ -77,8 +79,10 @@ def test_scan_over_row_ranges_matches_one_pass():
     bodies = ['{"a":1}', '{"z":1}', "nope", None, '{"a":"x"}'] * 10
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE).arrays()
-    whole = scan_envelope_fit(offsets, data, valid, table, 0, len(bodies))
-    parts = [scan_envelope_fit(offsets, data, valid, table, lo, lo + 5) for lo in range(0, 50, 5)]
+    whole = scan_envelope_fit(offsets, data, valid, table, False, 0, len(bodies))
+    parts = [
+        scan_envelope_fit(offsets, data, valid, table, False, lo, lo + 5) for lo in range(0, 50, 5)
+    ]
     for i, column in enumerate(whole):
         assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
     _, _, rows, spans = whole
@@ -90,7 +94,7 @@ def test_scan_over_row_ranges_matches_one_pass():
 def test_deeper_unknown_keys_are_left_to_a_walk():
     offsets, data, valid = string_buffers(to_string_array(['{"b":[{"x":1,"y":2}]}', '{"q":[1]}']))
     codes, deep, rows, _ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).arrays(), 0, 2
+        offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 2
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA]
     assert deep.tolist() == [True, False] and rows.tolist() == [1]

@@ -69,7 +69,7 @@ def test_the_buffers_of_a_sliced_array_are_read_in_place():
     assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
     offsets, data, valid = string_buffers(array)
     table = compile_type(StructType([])).arrays()
-    codes = scan_envelope_fit(offsets, data, valid, table, 0, len(array))[0]
+    codes = scan_envelope_fit(offsets, data, valid, table, False, 0, len(array))[0]
     assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
 
 

@@ -274,3 +274,18 @@ def test_too_deep_is_a_schema_error_not_a_crash():
         schema = {"type": "array", "items": schema}
     with pytest.raises(SchemaError, match="nests too deep"):
         json_schema_to_spark(schema)
+
+
+def doubling(levels: int) -> dict:
+    """Each level refers to the one below twice: 2**levels leaves once unfolded."""
+    defs: dict = {"D0": INT}
+    for i in range(1, levels + 1):
+        below = {"$ref": f"#/$defs/D{i - 1}"}
+        defs[f"D{i}"] = {"properties": {"a": below, "b": below}}
+    return {"$defs": defs, "$ref": f"#/$defs/D{levels}"}
+
+
+def test_shared_definitions_map_once_and_a_type_too_big_is_refused():
+    assert ddl(doubling(10)).count("bigint") == 2**10
+    with pytest.raises(SchemaError, match=r"of \d+ fields .* Pin the column"):
+        json_schema_to_spark(doubling(60))

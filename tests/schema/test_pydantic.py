@@ -11,11 +11,10 @@ from datetime import date
 from typing import Any
 
 import pytest
-from pyspark.sql.types import ArrayType, DataType, LongType, MapType, StringType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 import dspark_json
 from dspark_json import SchemaError, json_schema_to_spark
-from dspark_json.parse.convert import Converter
 from dspark_json.schema.json_schema import as_json_schema
 
 pytest.importorskip("pydantic")
@@ -78,19 +77,6 @@ def test_pydantic_instances_round_trip_equal_in_json_mode():
     assert back == ORDERS
 
 
-def _reads_tuples() -> bool:
-    # A JSON array in a tuple struct is the parser's part (parse/convert.py): see issue 17.
-    pair = StructType().add("_1", LongType())
-    typed, _ = Converter(StructType().add("t", pair)).table([{"t": [1]}])
-    return typed.column("t").to_pylist() == [{"_1": 1}]
-
-
-@pytest.mark.xfail(
-    not _reads_tuples(),
-    reason="the parser does not yet fill a tuple struct from a JSON array (issue 17 patch to "
-    "parse/convert.py and parse/reference.py)",
-    strict=True,
-)
 def test_tuples_of_different_types_round_trip_as_structs():
     assert json_schema_to_spark(Pair.model_json_schema()).simpleString() == (
         "struct<pair:struct<_1:bigint,_2:string>,triple:struct<_1:string,_2:date,_3:boolean>>"
@@ -101,8 +87,6 @@ def test_tuples_of_different_types_round_trip_as_structs():
 
 
 def test_a_tuple_with_too_many_items_is_rescued_not_lost():
-    if not _reads_tuples():
-        pytest.xfail("the parser does not yet fill a tuple struct from a JSON array")
     table = dspark_json.parse_responses(
         [body('{"pair": [1, "a", 3]}')], response_format=Pair, backend="cpu"
     )

@@ -202,8 +202,12 @@ def test_user_schema_wins_and_what_it_leaves_out_is_rescued(spark, simulator, tm
     assert rescued["lang"] == "en" and rescued["model"] == "dspark-sim"
 
 
-def test_an_empty_or_missing_directory_reads_as_no_rows(spark, simulator, tmp_path):
-    assert batch_read(spark, simulator, tmp_path / "missing").count() == 0
+def test_an_empty_directory_reads_as_no_rows_and_a_missing_one_fails_naming_it(
+    spark, simulator, tmp_path
+):
+    assert batch_read(spark, simulator, tmp_path).count() == 0
+    with pytest.raises(Exception, match=f"names {tmp_path / 'missing'}, which does not exist"):
+        batch_read(spark, simulator, tmp_path / "missing")
 
 
 def test_parse_dataframe_types_a_column_of_bodies(spark):

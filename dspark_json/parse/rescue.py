@@ -1,0 +1,469 @@
+"""``_rescued_data`` built in compiled code, straight from the spans the scans found.
+
+The scans record where each unknown key and its value sit in the buffers (they are valid JSON by
+then). For each row, this writes the JSON object the reference parser would write,
+``json.dumps(sink, ensure_ascii=False, separators=(",", ":"))``, byte for byte, into one Arrow
+string buffer — no Python object per row:
+
+- keys and paths in the reference's order: each column's paths in schema order (for the content:
+  ``parsed.<key>`` for the first choice where a ``parsed`` column exists, else
+  ``choices[k].message.parsed.<key>``), the envelope's unknown keys (``<key>``) last;
+- values re-serialised in Python's canonical form: whitespace dropped, strings with Python's
+  escapes (``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\f``, other control
+  characters as ``\\u00xx``, every other character as UTF-8), integers as written, decimals as
+  written where ``repr`` writes them so (16-17 digit ones are checked by the caller, one
+  ``float``/``repr`` per number, no JSON per row).
+
+A value whose canonical form needs Python (a double other than a short positional decimal, as
+Python's ``repr`` would print it; ``-0``; an integer past Python's digit limit), or a key that
+could collide with a path, makes the row *fall back*: the caller rescues it in Python. That is
+rare on real answers; the conformance suite checks that both ways agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+__all__ = ["rescue_rows"]
+
+_jit = njit(cache=True, nogil=True)
+
+_QUOTE, _BACKSLASH = 34, 92
+_HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
+#: Python refuses to turn longer digit strings into an int (sys.int_info.default_max_str_digits).
+_MAX_INT_DIGITS = 4300
+_CHOICES = np.frombuffer(b"choices[", np.uint8)
+_MESSAGE_PARSED = np.frombuffer(b"].message.parsed.", np.uint8)
+_PARSED = np.frombuffer(b"parsed.", np.uint8)
+
+
+@_jit
+def _put(out: Any, pos: int, data: Any) -> int:
+    for b in data:
+        out[pos] = b
+        pos += 1
+    return pos
+
+
+@_jit
+def _put_int(out: Any, pos: int, value: int) -> int:
+    if value == 0:
+        out[pos] = 48
+        return pos + 1
+    digits = 0
+    rest = value
+    while rest > 0:
+        digits += 1
+        rest //= 10
+    for i in range(digits - 1, -1, -1):
+        out[pos + i] = 48 + value % 10
+        value //= 10
+    return pos + digits
+
+
+@_jit
+def _hex4(data: Any, pos: int) -> int:
+    value = 0
+    for i in range(pos, pos + 4):
+        c = data[i]
+        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
+        value = value * 16 + digit
+    return value
+
+
+@_jit
+def _put_char(out: Any, pos: int, code: int) -> int:
+    """One code point as json.dumps(ensure_ascii=False) writes it inside a string."""
+    if code == _QUOTE or code == _BACKSLASH:
+        out[pos] = _BACKSLASH
+        out[pos + 1] = code
+        return pos + 2
+    if code < 32:
+        out[pos] = _BACKSLASH
+        short = 0
+        if code == 8:
+            short = 98  # b
+        elif code == 12:
+            short = 102  # f
+        elif code == 10:
+            short = 110  # n
+        elif code == 13:
+            short = 114  # r
+        elif code == 9:
+            short = 116  # t
+        if short:
+            out[pos + 1] = short
+            return pos + 2
+        out[pos + 1] = 117  # u00xx
+        out[pos + 2] = 48
+        out[pos + 3] = 48
+        out[pos + 4] = _HEX[code >> 4]
+        out[pos + 5] = _HEX[code & 15]
+        return pos + 6
+    if code < 0x80:
+        out[pos] = code
+        return pos + 1
+    if code < 0x800:
+        out[pos] = 0xC0 | (code >> 6)
+        out[pos + 1] = 0x80 | (code & 0x3F)
+        return pos + 2
+    if code < 0x10000:
+        out[pos] = 0xE0 | (code >> 12)
+        out[pos + 1] = 0x80 | ((code >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (code & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (code >> 18)
+    out[pos + 1] = 0x80 | ((code >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((code >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (code & 0x3F)
+    return pos + 4
+
+
+@_jit
+def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int:
+    """The characters of a valid JSON string ``data[start:end]`` (quotes excluded), in
+    Python's canonical form."""
+    i = start
+    while i < end:
+        c = data[i]
+        if c == _BACKSLASH:
+            e = data[i + 1]
+            if e == 117:  # \uXXXX, a surrogate pair as one code point
+                code = _hex4(data, i + 2)
+                i += 6
+                if 0xD800 <= code <= 0xDBFF:
+                    low = _hex4(data, i + 2)
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+                pos = _put_char(out, pos, code)
+                continue
+            if e == 98:
+                code = 8
+            elif e == 102:
+                code = 12
+            elif e == 110:
+                code = 10
+            elif e == 114:
+                code = 13
+            elif e == 116:
+                code = 9
+            else:  # \" \\ \/
+                code = e
+            pos = _put_char(out, pos, code)
+            i += 2
+        elif c < 32:  # a raw control character (content read leniently)
+            pos = _put_char(out, pos, c)
+            i += 1
+        else:
+            out[pos] = c
+            pos += 1
+            i += 1
+    return pos
+
+
+_NOT_CANONICAL, _CANONICAL, _VERIFY = 0, 1, 2
+
+
+@_jit
+def _number(data: Any, start: int, end: int) -> int:
+    """Whether the number ``data[start:end]`` is already in Python's canonical form:
+    ``_CANONICAL`` for an integer (not ``-0``) or a double that ``repr`` prints back as written
+    (a positional decimal of at most 15 significant digits, no exponent, from 1e-4 to below
+    1e16, no trailing zero); ``_VERIFY`` for such a decimal of 16 or 17 significant digits
+    (``repr`` writes it back when it is the shortest that reads back: the caller checks);
+    ``_NOT_CANONICAL`` otherwise."""
+    i = start
+    if data[i] == 45:
+        i += 1
+    int_start = i
+    while i < end and 48 <= data[i] <= 57:
+        i += 1
+    int_digits = i - int_start
+    if i == end:  # an integer
+        if int_digits > _MAX_INT_DIGITS:
+            return _NOT_CANONICAL
+        if data[start] == 45 and int_digits == 1 and data[int_start] == 48:
+            return _NOT_CANONICAL
+        return _CANONICAL
+    if data[i] != 46:  # an exponent
+        return _NOT_CANONICAL
+    i += 1
+    frac_start = i
+    while i < end and 48 <= data[i] <= 57:
+        i += 1
+    if i != end:
+        return _NOT_CANONICAL
+    frac_digits = end - frac_start
+    if int_digits > 16:
+        return _NOT_CANONICAL
+    zero_int = int_digits == 1 and data[int_start] == 48
+    if frac_digits == 1 and data[frac_start] == 48:  # X.0, exact below 2**53
+        return _CANONICAL if int_digits <= 15 else _NOT_CANONICAL
+    if data[end - 1] == 48:  # a trailing zero: repr drops it
+        return _NOT_CANONICAL
+    significant = frac_digits
+    if zero_int:
+        leading = 0
+        while leading < frac_digits and data[frac_start + leading] == 48:
+            leading += 1
+        if leading > 3:  # below 1e-4: repr writes an exponent
+            return _NOT_CANONICAL
+        significant -= leading
+    else:
+        significant += int_digits
+    if significant <= 15:
+        return _CANONICAL
+    return _VERIFY if significant <= 17 else _NOT_CANONICAL
+
+
+@_jit
+def _put_value(out: Any, pos: int, data: Any, start: int, end: int, checks: Any, row: int) -> int:
+    """A valid JSON value ``data[start:end]`` in Python's canonical form; -1 where it needs
+    Python (see :func:`_number`). Numbers to verify are noted in ``checks``: ``checks[0]``
+    triples follow, (row, start, end) in ``out``."""
+    i = start
+    while i < end:
+        c = data[i]
+        if c == 32 or c == 9 or c == 10 or c == 13:
+            i += 1
+        elif c == _QUOTE:
+            j = i + 1
+            while data[j] != _QUOTE:
+                j += 2 if data[j] == _BACKSLASH else 1
+            out[pos] = _QUOTE
+            pos = _put_string_body(out, pos + 1, data, i + 1, j)
+            out[pos] = _QUOTE
+            pos += 1
+            i = j + 1
+        elif c == 45 or 48 <= c <= 57:
+            j = i + 1
+            while j < end:
+                d = data[j]
+                if not (48 <= d <= 57 or d == 46 or d == 101 or d == 69 or d == 43 or d == 45):
+                    break
+                j += 1
+            kind = _number(data, i, j)
+            if kind == _NOT_CANONICAL:
+                return -1
+            if kind == _VERIFY:
+                at = 1 + 3 * checks[0]
+                checks[at], checks[at + 1], checks[at + 2] = row, pos, pos + j - i
+                checks[0] += 1
+            for k in range(i, j):
+                out[pos] = data[k]
+                pos += 1
+            i = j
+        elif c == 58 or c == 44:  # : and , get no space after them
+            out[pos] = c
+            pos += 1
+            i += 1
+        else:  # { } [ ] and the letters of true, false, null
+            out[pos] = c
+            pos += 1
+            i += 1
+    return pos
+
+
+@_jit
+def _collides(data: Any, start: int, end: int) -> bool:
+    """An envelope key that reads like one of the content's paths."""
+    return _starts_with(data, start, end, _PARSED) or _starts_with(data, start, end, _CHOICES)
+
+
+@_jit
+def _repeats(data: Any, spans: Any, lo: int, hi: int) -> bool:
+    """Whether two of the keys ``lo..hi`` are the same bytes (Python's dict keeps the last
+    value at the first key's place: the row falls back)."""
+    for a in range(lo, hi):
+        a0, a1 = spans[4 * a], spans[4 * a + 1]
+        for b in range(a + 1, hi):
+            b0, b1 = spans[4 * b], spans[4 * b + 1]
+            if a1 - a0 != b1 - b0:
+                continue
+            same = True
+            for i in range(a1 - a0):
+                if data[a0 + i] != data[b0 + i]:
+                    same = False
+                    break
+            if same:
+                return True
+    return False
+
+
+@_jit
+def _starts_with(data: Any, start: int, end: int, prefix: Any) -> bool:
+    if end - start < len(prefix):
+        return False
+    for b in range(len(prefix)):
+        if data[start + b] != prefix[b]:
+            return False
+    return True
+
+
+@_jit
+def _entry(
+    out: Any,
+    pos: int,
+    count: int,
+    head: Any,
+    k: int,
+    data: Any,
+    span: Any,
+    s: int,
+    checks: Any,
+    row: int,
+) -> tuple[int, int]:
+    """``"<head><k>.message.parsed.<key>":<value>`` (``k >= 0``) or ``"<head><key>":<value>``,
+    after a comma where one is due; (-1, count) when the value needs Python."""
+    if count:
+        out[pos] = 44
+        pos += 1
+    out[pos] = _QUOTE
+    pos = _put(out, pos + 1, head)
+    if k >= 0:
+        pos = _put_int(out, pos, k)
+        pos = _put(out, pos, _MESSAGE_PARSED)
+    pos = _put_string_body(out, pos, data, span[s], span[s + 1])
+    out[pos] = _QUOTE
+    out[pos + 1] = 58
+    pos = _put_value(out, pos + 2, data, span[s + 2], span[s + 3], checks, row)
+    return pos, count + 1
+
+
+@_jit
+def rescue_rows(
+    needs: Any,
+    env_data: Any,
+    env_start: Any,
+    env_end: Any,
+    env_spans: Any,
+    content_data: Any,
+    key_start: Any,
+    key_end: Any,
+    content_spans: Any,
+    first: Any,
+    lengths: Any,
+    has_parsed: bool,
+    choices_first: bool,
+) -> tuple[Any, Any, Any, Any, Any]:
+    """``_rescued_data`` of every row where ``needs`` (the others: null).
+
+    A row's envelope keys are ``env_spans[4*j:4*j+4]`` for ``j`` in ``env_start[row]..
+    env_end[row]`` (key start, key end, value start, value end in ``env_data``); the keys of
+    choice ``c`` (``first[row] + k``, ``k < lengths[row]``) are ``content_spans`` from
+    ``key_start[c]`` to ``key_end[c]`` (in ``content_data``). ``has_parsed``: the first choice's
+    keys go under ``parsed.``; ``choices_first``: the choices column comes before ``parsed``.
+
+    Returns (offsets, data, valid, fallback, checks): a large_string array's buffers, the rows
+    to rescue in Python instead, and the numbers the caller must verify (row, start, end in
+    ``data``, three entries each): where Python's ``repr`` would not write one back as it is,
+    its row must be rescued in Python too.
+    """
+    n = len(needs)
+    bound = np.zeros(n + 1, np.int64)
+    dots = 0  # at most one number to verify per '.'
+    for row in range(n):
+        size = 2
+        if needs[row]:
+            for j in range(env_start[row], env_end[row]):
+                s = 4 * j
+                size += 8 + 6 * (
+                    env_spans[s + 1] - env_spans[s] + env_spans[s + 3] - env_spans[s + 2]
+                )
+                dots += _count(env_data, env_spans[s + 2], env_spans[s + 3], 46)
+            for k in range(lengths[row]):
+                c = first[row] + k
+                for j in range(key_start[c], key_end[c]):
+                    s = 4 * j
+                    size += 48 + 6 * (
+                        content_spans[s + 1] - content_spans[s] + content_spans[s + 3]
+                        - content_spans[s + 2]
+                    )  # fmt: skip
+                    dots += _count(content_data, content_spans[s + 2], content_spans[s + 3], 46)
+        bound[row + 1] = bound[row] + size
+    out = np.empty(bound[n], np.uint8)
+    checks = np.zeros(1 + 3 * dots, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    valid = np.zeros(n, np.bool_)
+    fallback = np.zeros(n, np.bool_)
+    pos = 0
+    for row in range(n):
+        offsets[row] = pos
+        if not needs[row]:
+            continue
+        start = pos
+        out[pos] = 123
+        pos += 1
+        count = 0
+        failed = False
+        for group in range(3):  # choices / parsed in schema order, then the envelope
+            if group == 2:
+                if _repeats(env_data, env_spans, env_start[row], env_end[row]):
+                    failed = True
+                    break
+                for j in range(env_start[row], env_end[row]):
+                    s = 4 * j
+                    if _collides(env_data, env_spans[s], env_spans[s + 1]):
+                        failed = True
+                        break
+                    pos, count = _entry(
+                        out, pos, count, _CHOICES[:0], -1, env_data, env_spans, s, checks, row
+                    )
+                    if pos < 0:
+                        failed = True
+                        break
+                break
+            parsed_group = (group == 1) == choices_first
+            if parsed_group and not has_parsed:
+                continue
+            ks = range(0, 1) if parsed_group else range(1 if has_parsed else 0, lengths[row])
+            for k in ks:
+                if k >= lengths[row]:
+                    break
+                c = first[row] + k
+                if _repeats(content_data, content_spans, key_start[c], key_end[c]):
+                    failed = True
+                    break
+                for j in range(key_start[c], key_end[c]):
+                    if parsed_group:
+                        pos, count = _entry(
+                            out, pos, count, _PARSED, -1, content_data, content_spans, 4 * j,
+                            checks, row,
+                        )  # fmt: skip
+                    else:
+                        pos, count = _entry(
+                            out, pos, count, _CHOICES, k, content_data, content_spans, 4 * j,
+                            checks, row,
+                        )  # fmt: skip
+                    if pos < 0:
+                        failed = True
+                        break
+                if failed:
+                    break
+            if failed:
+                break
+        if failed:
+            fallback[row] = True
+            pos = start
+            while checks[0] > 0 and checks[1 + 3 * (checks[0] - 1)] == row:
+                checks[0] -= 1  # numbers noted in a row that falls back
+        elif count:
+            out[pos] = 125
+            pos += 1
+            valid[row] = True
+        else:
+            pos = start
+    offsets[n] = pos
+    return offsets, out[:pos], valid, fallback, checks[1 : 1 + 3 * checks[0]]
+
+
+@_jit
+def _count(data: Any, start: int, end: int, byte: int) -> int:
+    found = 0
+    for i in range(start, end):
+        if data[i] == byte:
+            found += 1
+    return found

@@ -1,0 +1,63 @@
+"""How long a retry waits: the backoff window per attempt, and the server's Retry-After in each
+form it takes (seconds, an HTTP date with or without a zone, retry-after-ms)."""
+
+import random
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+
+import httpx
+import pytest
+
+from dspark_json.http.retry import backoff, retry_after
+
+
+@pytest.fixture(autouse=True)
+def seeded(monkeypatch):
+    monkeypatch.setattr("dspark_json.http.retry.random", random.Random(20))
+
+
+@pytest.mark.parametrize(
+    ("attempt", "window"),
+    [(1, 0.25), (2, 0.5), (3, 1.0), (4, 2.0), (5, 4.0), (6, 8.0), (7, 8.0), (30, 8.0)],
+    ids=lambda v: str(v),
+)
+def test_each_attempt_waits_anywhere_in_a_window_that_doubles_up_to_8s(attempt, window):
+    draws = [backoff(attempt) for _ in range(500)]
+    assert max(draws) <= window
+    assert max(draws) > 0.9 * window and min(draws) < 0.1 * window
+
+
+@pytest.mark.parametrize(
+    ("given", "wait"),
+    [
+        ({"Retry-After": "0"}, 0.0),
+        ({"Retry-After": "0.5"}, 0.5),
+        ({"Retry-After": "-3"}, 0.0),
+        ({"Retry-After": "61"}, 60.0),
+        ({"retry-after-ms": "0"}, 0.0),
+        ({"retry-after-ms": "400"}, 0.4),
+        ({"retry-after-ms": "-400"}, 0.0),
+        ({"retry-after-ms": "120000"}, 60.0),
+        # milliseconds win over seconds; unreadable milliseconds fall back to seconds
+        ({"retry-after-ms": "100", "Retry-After": "7"}, 0.1),
+        ({"retry-after-ms": "soon", "Retry-After": "7"}, 7.0),
+        ({"retry-after-ms": "soon"}, None),
+        ({}, None),
+    ],
+    ids=lambda v: repr(v),
+)
+def test_retry_after_in_seconds_or_milliseconds_is_clamped_to_0_to_60s(given, wait):
+    assert retry_after(httpx.Headers(given)) == (pytest.approx(wait) if wait is not None else None)
+
+
+def test_an_http_date_is_read_with_or_without_a_zone_and_a_past_date_means_now():
+    when = datetime.now(UTC) + timedelta(seconds=30)
+    in_gmt = format_datetime(when, usegmt=True)
+    no_zone = format_datetime(when.replace(tzinfo=None))  # "-0000": UTC by RFC 5322
+    assert no_zone.endswith("-0000")
+    for text in (in_gmt, no_zone):
+        assert 25 < retry_after(httpx.Headers({"Retry-After": text})) <= 30
+    past = format_datetime(datetime.now(UTC) - timedelta(hours=1), usegmt=True)
+    assert retry_after(httpx.Headers({"Retry-After": past})) == 0.0
+    far = format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
+    assert retry_after(httpx.Headers({"Retry-After": far})) == 60.0

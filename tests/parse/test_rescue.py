@@ -1,0 +1,128 @@
+"""``_rescued_data`` built in compiled code equals the reference parser's, byte for byte, for
+every form a rescued value can take (and the rows that need Python still get it right)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pyarrow as pa
+import pytest
+
+import dspark_json
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.reference import ReferenceParser
+
+CONTENT = {"type": "object", "properties": {"label": {"type": "string"}}}
+
+VALUES = [
+    '"plain"',
+    '"caf\\u00e9 \\ud83d\\ude00 \\/ \\" \\\\ \\b\\f\\n\\r\\t \\u0001 \\u001f \\u007f \\u2028"',
+    '"raw é 😀 \u2028"',
+    "0", "-1", "123456789012345678901234567890", "-0", "0.5", "-0.0", "0.0", "10.0",
+    "1.50", "1e5", "1E-3", "0.0001", "0.00001", "3.141592653589793", "0.1234567890123456",
+    "1234567890123456.0", "123456789012345.0", "1.5e308", "1e400",
+    "true", "false", "null",
+    '[1, 2 , [ ] , { } ,"x"]',
+    '{ "a" : { "b" : [ 1.25 , "\\n" ] } , "c" : null }',
+    " [ ] ",
+]  # fmt: skip
+
+
+def body(content, **extra):
+    envelope = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1767225600,
+        "model": "m",
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
+            for i, c in enumerate(content if isinstance(content, list) else [content])
+        ],
+    }
+    text = json.dumps(envelope)
+    for key, raw in extra.items():
+        text = text[:-1] + f', "{key}" : {raw}' + "}"
+    return text
+
+
+def assert_same(bodies, schema):
+    ours = CpuParser(schema).parse(bodies)
+    reference = ReferenceParser(schema).parse(bodies)
+    for i, (a, b) in enumerate(
+        zip(
+            ours.column("_rescued_data").to_pylist(),
+            reference.column("_rescued_data").to_pylist(),
+            strict=True,
+        )
+    ):
+        assert a == b, f"row {i}: {bodies[i][:200]!r}"
+    assert ours.equals(reference)
+    return ours
+
+
+@pytest.mark.parametrize("with_parsed", [True, False])
+def test_every_value_form_in_the_envelope_and_in_the_content(with_parsed):
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    if not with_parsed:
+        schema = dspark_json.response_schema(
+            schema=type(schema)([f for f in schema.fields if f.name != "parsed"])
+        )
+    bodies = []
+    for value in VALUES:
+        bodies.append(body('{"label": "x"}', extra=value))
+        bodies.append(body(['{"label": "x", "more": ' + value + "}", '{"z": ' + value + "}"]))
+        bodies.append(body('{"label": "x", "k\\u00e9y": ' + value + "}", meta=value))
+    out = assert_same(bodies, schema)
+    if with_parsed:  # unknown keys holding null are not rescued: the three "null" rows
+        assert out.column("_rescued_data").null_count == 3
+
+
+def test_rows_that_need_python_are_rescued_there():
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    bodies = [
+        body('{"label": "x", "a": 1, "a": 2}'),  # a repeated unknown key: the last value wins
+        body('{"label": "x"}', a="1", **{"parsed.a": "2"}),  # an envelope key like a path
+        body('{"label": "x", "inner": {"deep": 1}}'),
+        body('{"label": "x", "n": 1e400}'),  # beyond a double: kept as text
+        body('{"label": "x", "raw": "a\u0012b\nc"}'),  # raw control chars (lenient)
+    ]
+    assert_same(bodies, schema)
+
+
+def test_random_documents_rescue_the_same_way():
+    rng = random.Random(7)
+
+    def value(depth=0):
+        roll = rng.random()
+        if depth < 3 and roll < 0.2:
+            return {
+                f"k{rng.randint(0, 9)}\u00e9": value(depth + 1) for _ in range(rng.randint(0, 3))
+            }
+        if depth < 3 and roll < 0.35:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        choices = [
+            rng.randint(-(10**20), 10**20),
+            round(rng.uniform(-1000, 1000), rng.randint(0, 6)),
+            rng.random() * 10 ** rng.randint(-8, 20),
+            "".join(rng.choice('ab"\\/\n\t\u00e9\u2028😀\x01 ') for _ in range(rng.randint(0, 8))),
+            rng.choice([True, False, None]),
+        ]
+        return rng.choice(choices)
+
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    bodies = []
+    for _ in range(400):
+        extra = {f"x{i}": value() for i in range(rng.randint(1, 3))}
+        text = json.dumps(extra, ensure_ascii=rng.random() < 0.5, indent=rng.choice([None, 1]))
+        content = '{"label": "y", ' + text[1:]
+        bodies.append(body([content, content], meta=json.dumps(value())))
+    assert_same(bodies, schema)
+
+
+def test_the_rescue_keeps_nulls_and_rows_without_extras():
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    table = CpuParser(schema).parse(
+        pa.array([body('{"label": "x"}'), None, body('{"label": "y", "z": 1}')])
+    )
+    assert table.column("_rescued_data").to_pylist() == [None, None, '{"parsed.z":1}']

@@ -1,0 +1,47 @@
+"""A fresh process with an empty numba cache: the first small batch is answered at once (by the
+reference parser) while the kernels compile in the background; a large one waits for them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, time
+    import dspark_json
+    from dspark_json.parse import warmup
+    from dspark_json.parse.cpu import warm_kernels
+    body = json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": '{"a": 1, "b": 2}'},
+        "finish_reason": "stop"}], "system_fingerprint": "fp"})
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    started = time.perf_counter()
+    small = dspark_json.parse_responses([body] * 300, response_format=schema, backend="cpu")
+    first = time.perf_counter() - started
+    warmed = warmup.ready()
+    warmup.wait(warm_kernels)
+    again = dspark_json.parse_responses([body] * 300, response_format=schema, backend="cpu")
+    print(json.dumps({"first_s": first, "ready_at_first": warmed,
+        "same": small.equals(again), "rows": small.num_rows,
+        "rescued": small.column("_rescued_data")[0].as_py()}))
+    """
+)
+
+
+def test_a_cold_process_answers_small_batches_without_waiting_for_the_compiler(tmp_path):
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rows"] == 300 and result["same"] and result["rescued"] == '{"parsed.b":2}'
+    assert result["ready_at_first"] is False  # the kernels were still compiling
