@@ -19,6 +19,7 @@ Which column applies is found by looking for the API, not by comparing version n
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import logging
 import threading
 from collections.abc import Mapping
@@ -49,8 +50,11 @@ logger = logging.getLogger("dspark_json")
 #: ``getDefaultReadLimit``) and runs Trigger.AvailableNow for it (4.2 and later).
 ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
 
+#: How ``to_arrow_schema`` is told to make TIMESTAMP a UTC instant (4.2 renamed the keyword).
 _ARROW_TIMESTAMPS: dict[str, Any] = (
-    {"timezone": "UTC"} if ADMISSION_CONTROL else {"timestamp_utc": True}
+    {"timezone": "UTC"}
+    if "timezone" in inspect.signature(_to_arrow_schema).parameters
+    else {"timestamp_utc": True}
 )
 
 
@@ -125,7 +129,7 @@ def start(
 
 
 class AvailableNowRuns:
-    """Trigger.AvailableNow on Spark 4.0/4.1 over a dspark-json stream, as one query.
+    """Trigger.AvailableNow on Spark 4.0/4.1 over a Python data source, as one query.
 
     Each run (``trigger(availableNow=True).start()`` on the same checkpoint) is one micro-batch;
     a thread starts the next when one ends having read something, and stops at the first run that
@@ -145,6 +149,7 @@ class AvailableNowRuns:
         self._thread.start()
 
     def _drive(self) -> None:
+        _activate_session(self._writer)
         while True:
             run = self._runs[-1]
             try:
@@ -217,6 +222,15 @@ class AvailableNowRuns:
 
     def explain(self, extended: bool = False) -> None:
         self._run.explain(extended)
+
+
+def _activate_session(writer: DataStreamWriter) -> None:
+    """Make the writer's session the active one of this thread's JVM twin: Spark 4.0/4.1 look a
+    Python data source sink up in the active session, and a new thread has none."""
+    session = getattr(writer, "_spark", None)  # classic pyspark 4.0/4.1; Spark Connect has no JVM
+    jvm_session = getattr(session, "_jsparkSession", None)
+    if jvm_session is not None:
+        session._jvm.org.apache.spark.sql.SparkSession.setActiveSession(jvm_session)  # type: ignore[union-attr]
 
 
 def _read_something(run: StreamingQuery) -> bool:

@@ -2,6 +2,10 @@
 stream reader driven the way each Spark drives it. CI runs this file on the oldest supported
 pyspark too (`make test-oldest`)."""
 
+import re
+import tomllib
+from pathlib import Path
+
 import pyarrow as pa
 import pyspark
 import pytest
@@ -190,3 +194,13 @@ def test_available_now_stops_at_what_was_there_when_it_was_prepared(tmp_path, li
     sizes, end = drain(reader, run_like_spark_4_2, reader.initialOffset())
     assert sizes == [10, 10, 5] and end == {"file": "0001.jsonl", "row": 10}
     assert len(listings) == 4  # the first batch uses the listing taken when prepared
+
+
+def test_the_readme_cluster_install_lists_every_dependency_but_pyspark():
+    root = Path(__file__).resolve().parents[1]
+    wanted = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
+    readme = (root / "README.md").read_text()
+    line = next(ln for ln in readme.splitlines() if ln.startswith('pip install "pyarrow'))
+    listed = re.findall(r'"([^"]+)"', line)
+    assert sorted(listed) == sorted(d for d in wanted if not d.startswith("pyspark"))
+    assert "pip install --no-deps dspark-json" in readme

@@ -229,7 +229,11 @@ def render(modules: list[Module], info: dict[str, Any], baseline: dict[str, Any]
         "reason in `benchmarks/mutation/equivalent.toml`.",
         "",
         f"Run: {info.get('started', '?')}, commit {info.get('commit', '?')}"
-        + (f" plus uncommitted changes to {len(info['changed'])} file(s)" if info.get("changed") else "")
+        + (
+            f" plus uncommitted changes to {len(info['changed'])} file(s)"
+            if info.get("changed")
+            else ""
+        )
         + f"; {info.get('seconds', 0) // 60} min {info.get('seconds', 0) % 60} s"
         + f" with {info.get('jobs', 1)} job(s).",
         f"Before (the tests of issue 20): {baseline['run']}.",

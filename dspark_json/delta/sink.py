@@ -21,11 +21,13 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from dspark_json.compat import to_arrow_schema
 from dspark_json.delta.files import (
     DataFile,
     delete_files,
@@ -33,15 +35,16 @@ from dspark_json.delta.files import (
     utc_timestamps,
     write_files,
 )
+from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
-from dspark_json.errors import DSparkJsonError, OptionError
+from dspark_json.errors import OptionError
 from dspark_json.fs import read_text
 
 try:  # Spark 4.1+
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
 
     _ARROW_STREAMS = True
-except ImportError:  # Spark 4.0: rows only; streamWriter() says so
+except ImportError:  # Spark 4.0: rows, turned back into Arrow (delta.from_rows)
     from pyspark.sql.datasource import (  # type: ignore[assignment]
         DataSourceStreamWriter as _StreamWriterBase,
     )
@@ -73,6 +76,7 @@ class _Target:
     partition_by: tuple[str, ...]
     schema: pa.Schema  # the rows', timestamps in UTC
     checkpoint: str | None
+    spark_schema: StructType  # what Spark 4.0's Rows hold
 
 
 class DeltaSink(DataSource):
@@ -87,11 +91,6 @@ class DeltaSink(DataSource):
         return DeltaBatchWriter(_target(self.options, schema, streaming=False), overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DeltaStreamWriter:
-        if not _ARROW_STREAMS:
-            raise DSparkJsonError(
-                f"format {SINK_FORMAT!r} streams Arrow batches (DataSourceStreamArrowWriter), new "
-                "in Spark 4.1; this pyspark has none. Upgrade pyspark to 4.1 or later."
-            )
         if overwrite:
             raise OptionError(
                 f"format {SINK_FORMAT!r} appends: use outputMode('append'), not 'complete'."
@@ -130,7 +129,9 @@ class DeltaStreamWriter(_StreamWriterBase):
     def __init__(self, target: _Target) -> None:
         self.target = target
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> DeltaFiles:
+    def write(self, iterator: Iterator[Any]) -> DeltaFiles:
+        if not _ARROW_STREAMS:  # Spark 4.0 hands Rows
+            iterator = batches_from_rows(iterator, self.target.spark_schema, self.target.schema)
         return DeltaFiles(_write(self.target, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -191,7 +192,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
             f"format {SINK_FORMAT!r} needs .option('checkpointLocation', ...): the query id kept "
             "there makes each micro-batch's commit idempotent."
         )
-    arrow = utc_timestamps(_arrow_schema(schema))
+    arrow = utc_timestamps(to_arrow_schema(schema))
     requested = tuple(c.strip() for c in given.get("partitionby", "").split(",") if c.strip())
     existing = table_partitioning(table)
     if existing is not None and requested and list(requested) != existing:
@@ -204,17 +205,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
     problem = partition_error(arrow, partition_by)
     if problem:
         raise OptionError(f"format {SINK_FORMAT!r}: {problem}.")
-    return _Target(table, partition_by, arrow, checkpoint)
-
-
-def _arrow_schema(schema: StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        arrow: pa.Schema = to_arrow_schema(schema, timezone="UTC")
-    except TypeError:  # Spark 4.0: no timezone argument, timestamps are UTC
-        arrow = to_arrow_schema(schema)
-    return arrow
+    return _Target(table, partition_by, arrow, checkpoint, schema)
 
 
 def _write(target: _Target, iterator: Iterator[pa.RecordBatch]) -> list[DataFile]:

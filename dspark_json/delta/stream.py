@@ -45,14 +45,13 @@ def write_delta(
             f"write_delta: partition_by names column(s) {', '.join(missing)} that the DataFrame "
             f"does not have (columns: {', '.join(df.columns)})."
         )
+    from dspark_json.compat import start
     from dspark_json.delta.sink import SINK_FORMAT
 
     register_sink(df.sparkSession)
     writer = df.writeStream.format(SINK_FORMAT).option("checkpointLocation", checkpoint)
     if partition_by:
         writer = writer.option("partitionBy", ",".join(partition_by))
-    if trigger:
-        writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.start(path)
+    return start(writer, trigger, path=path)

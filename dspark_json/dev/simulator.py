@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-__all__ = ["Faults", "Simulator", "generate_value"]
+__all__ = ["Faults", "Simulator", "generate_value", "vllm_choice"]
 
 logger = logging.getLogger("dspark_json.dev.simulator")
 
@@ -385,7 +385,7 @@ class Simulator:
             finish = "stop"
             if isinstance(max_tokens, int) and len(content) // 4 + 1 > max_tokens:
                 content, finish = content[: 4 * max_tokens], "length"  # ~4 characters a token
-            choices.append(_choice(index, content, finish))
+            choices.append(vllm_choice(index, content, finish))
         completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
         self.counts["completions_ok"] += 1
         extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
@@ -422,7 +422,7 @@ def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
     return None
 
 
-def _choice(index: int, content: str, finish: str) -> dict[str, Any]:
+def vllm_choice(index: int, content: str, finish: str) -> dict[str, Any]:
     """One choice as vLLM 0.32 writes it (no ``tool_calls`` key without tools)."""
     return {
         "index": index,

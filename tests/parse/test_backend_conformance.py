@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from dspark_json import parse_responses, response_schema
+from dspark_json.parse.content import extract_json_python
 from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.reference import ReferenceParser
 
@@ -96,25 +97,10 @@ def lenient(text):
     return value
 
 
-def find_json(text):
-    """The documented rule for JSON inside a message, in plain Python."""
-    s = text.strip(WS)
-    if not s:
-        return None
-    if strict(s) is not INVALID or s[0] in "{[":
-        return s
-    fence = s.find("```")
-    if fence >= 0:
-        newline = s.find("\n", fence)
-        if newline >= 0:
-            close = s.find("```", newline + 1)
-            body = s[newline + 1 : close if close >= 0 else len(s)].strip(WS)
-            if body[:1] in ("{", "["):
-                return body
-    first, last = s.find("{"), s.rfind("}")
-    if 0 <= first < last:
-        return s[first : last + 1]
-    return None
+#: The documented rule for JSON inside a message, in plain Python (the library's restatement of
+#: the kernels' rule: the vectorised parser is held to it here, and the reference parser's plain
+#: Python path to the kernels in test_the_rules_in_plain_python_agree_with_the_kernels).
+find_json = extract_json_python
 
 
 def as_text(value):

@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import dspark_json
+from dspark_json.compat import start
 from dspark_json.delta.sink import DeltaSink, DeltaStreamWriter
 
 
@@ -112,12 +113,11 @@ def main() -> None:
 
         df = df.filter(fail_once(col("custom_id")))
 
-    query = (
-        df.writeStream.format("dspark-delta")
-        .option("checkpointLocation", str(args.work / "checkpoint"))
-        .trigger(availableNow=True)
-        .start(str(args.work / "table"))
+    writer = df.writeStream.format("dspark-delta").option(
+        "checkpointLocation", str(args.work / "checkpoint")
     )
+    # availableNow on every Spark (4.0/4.1 run it as repeated runs: dspark_json.compat).
+    query = start(writer, {"availableNow": True}, path=str(args.work / "table"))
     query.awaitTermination()
     spark.stop()
 

@@ -5,6 +5,7 @@ replays behave the same on every Spark (what differs is dspark_json/compat.py's 
 import ctypes
 import os
 import struct
+import time
 
 import pytest
 
@@ -59,6 +60,12 @@ class Sink:
         return [i for _, ids in self.batches for i in ids]
 
 
+def other_requests(simulator):
+    """Requests other than chat completions the server has had, this /stats call included."""
+    stats = simulator.stats()
+    return stats["requests"] - stats.get("chat_completions", 0)
+
+
 def run(df, sink, checkpoint, trigger):
     writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
     query = compat.start(writer, trigger)
@@ -98,17 +105,39 @@ class DirectoryOpens:
         os.close(self.fd)
 
 
+def test_a_batch_read_gives_every_row_typed(spark, simulator, tmp_path):
+    write_prompts(tmp_path, "a.jsonl", [*prompts(0, 5), {"custom_id": "bad", "text": "none"}])
+    df = (
+        spark.read.format("dspark-json")
+        .option("endpoint", simulator.url)
+        .option("prompts", str(tmp_path))
+        .option("responseFormat", SCHEMA)
+        .load()
+    )
+    rows = {row.custom_id: row for row in df.collect()}
+    assert sorted(rows) == ["bad", *(f"q{i:03d}" for i in range(5))]
+    assert rows["bad"]._status == "invalid_prompt" and rows["bad"].parsed is None
+    for i in range(5):
+        row = rows[f"q{i:03d}"]
+        assert row._status == "ok" and row.model == "dspark-sim"
+        assert isinstance(row.parsed.word, str) and isinstance(row.parsed.n, int)
+        assert abs(row.created.timestamp() - time.time()) < 3600  # a real instant, in UTC
+
+
 def test_available_now_reads_what_is_there_in_capped_batches_then_stops(spark, simulator, tmp_path):
     prompt_dir = tmp_path / "prompts"
     write_prompts(prompt_dir, "0001.jsonl", prompts(0, 15))
     write_prompts(prompt_dir, "0002.jsonl", prompts(15, 10))
     df = stream(spark, simulator, prompt_dir, maxRecordsPerTrigger=10, journal=tmp_path / "j")
     sink = Sink()
+    before = other_requests(simulator)
     watch = DirectoryOpens(prompt_dir)
     query = run(df, sink, tmp_path / "_ckpt", {"availableNow": True})
     query.awaitTermination()
     listings = watch.count()
     watch.close()
+    # The server was checked at .load(); the query's processes do not check it again.
+    assert other_requests(simulator) == before + 1  # this /stats call
     assert query.exception() is None and not query.isActive
     assert sink.sizes == [10, 10, 5]
     assert sink.ids == [f"q{i:03d}" for i in range(25)]

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from dspark_json.compat import start
 from tests.helpers import write_prompts
 
 pytestmark = pytest.mark.spark
@@ -36,13 +37,12 @@ def stream(spark, url, work):
         .option("partitionSize", "10")
         .load()
     )
-    query = (
+    writer = (
         df.writeStream.format("dspark-delta")
         .option("checkpointLocation", str(work / "checkpoint"))
         .option("partitionBy", "lang")
-        .trigger(availableNow=True)
-        .start(str(work / "table"))
     )
+    query = start(writer, {"availableNow": True}, path=str(work / "table"))
     query.awaitTermination()
     assert query.exception() is None
 
