@@ -6,11 +6,13 @@ STAMP  := $(VENV)/.installed
 
 # The oldest Spark supported (pyproject's pin starts at 4.0): `make test-oldest` runs the tests
 # of what differs between Spark versions (dspark_json/compat.py: batch reads, read limits,
-# availableNow, restarts, journal replays) in a second virtualenv, kept between runs like .venv.
+# availableNow, restarts, journal replays), streaming into Delta and the kill -9 exactly-once
+# proof in a second virtualenv, kept between runs like .venv.
 OLDEST_PYSPARK := 4.0.5
 VENV_OLDEST    := .venv-oldest
 STAMP_OLDEST   := $(VENV_OLDEST)/.installed-$(OLDEST_PYSPARK)
-OLDEST_TESTS   := tests/test_compat.py tests/spark/test_compat.py
+OLDEST_TESTS   := tests/test_compat.py tests/spark/test_compat.py tests/spark/test_source.py \
+                  tests/spark/test_exactly_once.py::test_kill_9_at_every_point_then_restart_lands_each_prompt_once
 
 .PHONY: demo test test-oldest test-vllm lint unit mutate clean
 

@@ -7,6 +7,7 @@ download. Used by the tests and the benchmarks, so that both run the parts a clu
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -42,6 +43,8 @@ class _JavaProcess:
             stderr=subprocess.STDOUT,
             env=dict(env),
             start_new_session=True,  # its own group: stop() takes its children too
+            # Only a prctl call in the child (no import, no lock): safe with threads.
+            preexec_fn=_die_with_parent,  # noqa: PLW1509
         )
 
     def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
@@ -70,6 +73,17 @@ class _JavaProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)
         self._file.close()
+
+
+_PRCTL = ctypes.CDLL(None).prctl if sys.platform.startswith("linux") else None
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: ask Linux for SIGTERM when the process that started it dies
+    (a test process killed by a timeout must not leave a cluster behind)."""
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _environment(drop: Iterable[str], extra: Mapping[str, str]) -> dict[str, str]:

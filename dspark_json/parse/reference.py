@@ -70,6 +70,7 @@ class ReferenceParser:
         # The first choice's content is rescued once, under "parsed", when that column exists.
         skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
         self.converter = Converter(data, not_rescued=skip)
+        self._has_parsed = "parsed" in data.names
         self._content_type = content_type(schema)
 
     def parse(self, bodies: Sequence[str | bytes | None]) -> pa.Table:
@@ -108,7 +109,8 @@ class ReferenceParser:
             return envelope, "ok", None
         outcomes = [self._content(choice) for choice in choices]
         value, status, corrupt = outcomes[0]
-        envelope["parsed"] = value
+        if self._has_parsed:  # else the value is only in choices[].message.parsed
+            envelope["parsed"] = value
         return envelope, status, corrupt
 
     def _content(self, choice: Any) -> tuple[Any, str, str | None]:

@@ -19,7 +19,7 @@ def seeded(monkeypatch):
 @pytest.mark.parametrize(
     ("attempt", "window"),
     [(1, 0.25), (2, 0.5), (3, 1.0), (4, 2.0), (5, 4.0), (6, 8.0), (7, 8.0), (30, 8.0)],
-    ids=lambda v: str(v),
+    ids=str,
 )
 def test_each_attempt_waits_anywhere_in_a_window_that_doubles_up_to_8s(attempt, window):
     draws = [backoff(attempt) for _ in range(500)]
@@ -44,7 +44,7 @@ def test_each_attempt_waits_anywhere_in_a_window_that_doubles_up_to_8s(attempt, 
         ({"retry-after-ms": "soon"}, None),
         ({}, None),
     ],
-    ids=lambda v: repr(v),
+    ids=repr,
 )
 def test_retry_after_in_seconds_or_milliseconds_is_clamped_to_0_to_60s(given, wait):
     assert retry_after(httpx.Headers(given)) == (pytest.approx(wait) if wait is not None else None)

@@ -68,8 +68,7 @@ def other_requests(simulator):
 
 def run(df, sink, checkpoint, trigger):
     writer = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
-    query = compat.start(writer, trigger)
-    return query
+    return compat.start(writer, trigger)
 
 
 class DirectoryOpens:
@@ -81,9 +80,9 @@ class DirectoryOpens:
     def __init__(self, path):
         libc = ctypes.CDLL(None, use_errno=True)
         self.fd = libc.inotify_init1(self.IN_NONBLOCK)
-        assert (
-            self.fd >= 0 and libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN) >= 0
-        )
+        assert self.fd >= 0, os.strerror(ctypes.get_errno())
+        watch = libc.inotify_add_watch(self.fd, os.fsencode(path), self.IN_OPEN)
+        assert watch >= 0, os.strerror(ctypes.get_errno())
         self.opens = 0
 
     def count(self):
@@ -93,11 +92,10 @@ class DirectoryOpens:
             except BlockingIOError:
                 return self.opens
             offset = 0
-            while offset < len(data):
+            while offset < len(data):  # struct inotify_event: wd, mask, cookie, len, name
                 _, mask, _, length = struct.unpack_from("iIII", data, offset)
-                if mask & self.IN_ISDIR and not data[offset + 16 : offset + 16 + length].strip(
-                    b"\0"
-                ):
+                name = data[offset + 16 : offset + 16 + length].rstrip(b"\0")
+                if mask & self.IN_ISDIR and not name:  # the directory itself, not a file in it
                     self.opens += 1
                 offset += 16 + length
 

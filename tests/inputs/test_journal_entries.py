@@ -1,0 +1,58 @@
+"""The journal where its directory misbehaves: an entry that cannot be written is reported, not
+fatal; prune touches only entries, whatever else lies in the directory."""
+
+import logging
+import shutil
+
+from dspark_json.inputs.journal import Journal
+from dspark_json.inputs.listing import Position, Segment
+from dspark_json.records import Outcome
+
+
+def save(journal, name, end):
+    key = journal.key([Segment(f"/in/{name}", end - 1, end)])
+    assert journal.save(key, Position(name, end), [Outcome(body="{}")])
+    return key
+
+
+def test_an_entry_that_cannot_be_written_is_logged_and_the_rows_go_on(tmp_path, caplog):
+    blocked = tmp_path / "journal"
+    blocked.write_text("a file where the directory should be")
+    journal = Journal(str(blocked))
+    with caplog.at_level(logging.ERROR, logger="dspark_json"):
+        assert journal.save("k", Position("a.jsonl", 1), [Outcome(body="{}")]) is False
+    assert "the answers of entry k could not be written" in caplog.text
+    assert journal.load("k") is None
+    assert journal.prune(Position("z.jsonl", 0)) == 0
+
+
+def test_prune_deletes_committed_entries_among_other_files(tmp_path):
+    journal = Journal(str(tmp_path / "j"))
+    keys = [save(journal, f"p{i:02d}.jsonl", 1) for i in range(12)]
+    for i in range(12):
+        (tmp_path / "j" / f"note-{i:02d}.txt").write_text("not an entry")
+        (tmp_path / "j" / f"other-{i:02d}.arrow").write_bytes(b"not arrow either")
+    (tmp_path / "j" / "sub.arrow").mkdir()
+    # an entry's bytes under a name that is not an entry's: not the journal's to delete
+    shutil.copy(tmp_path / "j" / f"{keys[0]}.arrow", tmp_path / "j" / "copy.arrow.bak")
+    assert journal.prune(Position("p11.jsonl", 1)) == 12
+    left = sorted(p.name for p in (tmp_path / "j").iterdir())
+    assert len(left) == 12 + 12 + 2 and "copy.arrow.bak" in left and "sub.arrow" in left
+
+
+def test_an_entry_that_cannot_be_read_is_sent_again(tmp_path, caplog):
+    journal = Journal(str(tmp_path))
+    (tmp_path / "k.arrow").write_bytes(b"torn")
+    with caplog.at_level(logging.ERROR, logger="dspark_json"):
+        assert journal.load("k") is None
+    assert "entry k cannot be read" in caplog.text
+
+
+def test_entries_go_in_the_directory_named_whatever_its_spelling(tmp_path):
+    for spelling in (f"{tmp_path}/answers-X/", f"{tmp_path}/answers-X"):
+        journal = Journal(spelling)
+        key = save(journal, "a.jsonl", 1)
+        assert (tmp_path / "answers-X" / f"{key}.arrow").is_file()
+        assert journal.load(key) == [Outcome(body="{}")]
+        assert journal.prune(Position("a.jsonl", 1)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["answers-X"]
