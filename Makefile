@@ -12,6 +12,7 @@ OLDEST_PYSPARK := 4.0.5
 VENV_OLDEST    := .venv-oldest
 STAMP_OLDEST   := $(VENV_OLDEST)/.installed-$(OLDEST_PYSPARK)
 OLDEST_TESTS   := tests/test_compat.py tests/spark/test_compat.py tests/spark/test_source.py \
+                  tests/spark/test_delta.py \
                   tests/spark/test_exactly_once.py::test_kill_9_at_every_point_then_restart_lands_each_prompt_once
 
 .PHONY: demo test test-oldest test-vllm lint unit mutate clean

@@ -17,7 +17,8 @@ import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from types import TracebackType
+
+from dspark_json.dev.service import Service
 
 __all__ = ["ConnectServer", "StandaloneCluster", "spark_home"]
 
@@ -100,7 +101,7 @@ def _environment(drop: Iterable[str], extra: Mapping[str, str]) -> dict[str, str
     return env
 
 
-class StandaloneCluster:
+class StandaloneCluster(Service):
     """A Master and a Worker (``cores``, ``memory``) on 127.0.0.1; ``url`` is the master URL.
 
     ``drop_env`` names variables the daemons (and so the executors) must not inherit from this
@@ -176,19 +177,8 @@ class StandaloneCluster:
                 daemon.stop()
         self._worker = self._master = None
 
-    def __enter__(self) -> StandaloneCluster:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class ConnectServer:
+class ConnectServer(Service):
     """A Spark Connect server (``spark-submit --class ...SparkConnectServer``) on 127.0.0.1;
     ``url`` (``sc://127.0.0.1:port``) is what a client's ``SparkSession.builder.remote`` takes.
     Its own Spark runs ``master``, with ``conf``."""
@@ -238,17 +228,6 @@ class ConnectServer:
         if self._server is not None:
             self._server.stop()
             self._server = None
-
-    def __enter__(self) -> ConnectServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _free_port() -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 import httpx
 
+from dspark_json.dev.service import Service
 from dspark_json.dev.simulator import Faults
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def local_spark(app_name: str = "dspark-json", *, cores: int = 2) -> SparkSessio
     return spark
 
 
-class SimulatorProcess:
+class SimulatorProcess(Service):
     """``dspark-json simulate`` in a child process; ``url`` is where it listens.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
@@ -104,14 +104,3 @@ class SimulatorProcess:
             self._process.terminate()
             self._process.wait(timeout=10)
         self._process = None
-
-    def __enter__(self) -> SimulatorProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

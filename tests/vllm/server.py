@@ -15,9 +15,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 
 import httpx
+
+from dspark_json.dev.service import Service
 
 CACHE = Path(os.environ.get("DSPARK_VLLM_CACHE", Path.home() / ".cache" / "dspark-json"))
 VENV = Path(os.environ.get("DSPARK_VLLM_VENV", CACHE / "vllm-0.32.0"))
@@ -43,7 +44,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class VllmServer:
+class VllmServer(Service):
     """``with VllmServer() as server: httpx.get(server.url + "/health")``."""
 
     def __init__(self, *extra: str, start_timeout: float = 240.0) -> None:
@@ -128,14 +129,3 @@ class VllmServer:
         if self._work is not None:
             shutil.rmtree(self._work, ignore_errors=True)
             self._work = None
-
-    def __enter__(self) -> VllmServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

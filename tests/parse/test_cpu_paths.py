@@ -1,0 +1,104 @@
+"""The CPU parser's other paths give the vectorised path's output: a cold process's small batches
+(the reference parser without numba), a schema beyond the vectorised reader (a map: the
+reference parser takes every row), and ``_rescued_data`` rows built in Python (keys deeper down,
+numbers whose shortest form needs Python's ``repr``)."""
+
+import json
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import MapType, StringType, StructField, StructType
+
+from dspark_json import response_schema
+from dspark_json.parse import warmup
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.reference import ReferenceParser
+
+CONTENT = {"type": "object", "properties": {"label": {"type": "string"}}}
+SCHEMA = response_schema(response_format=CONTENT)
+
+
+def chat(*contents, **extra):
+    envelope = {
+        "id": "c",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {"index": i, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
+            for i, c in enumerate(contents)
+        ],
+        **extra,
+    }
+    return json.dumps(envelope)
+
+
+BODIES = [
+    chat('{"label": "a"}'),
+    chat('{"label": "b", "extra": 1}', metadata={"trace": "t"}),
+    chat("prose"),
+    "{",
+    None,
+]
+
+
+@pytest.fixture
+def cold(monkeypatch):
+    """A process whose kernels are still compiling (and that starts no warm-up thread)."""
+    monkeypatch.setattr(warmup, "ready", lambda: False)
+    monkeypatch.setattr(warmup, "start", lambda job: None)
+
+
+def test_a_cold_process_parses_a_small_batch_row_by_row_with_the_same_output(cold):
+    warm = CpuParser(SCHEMA).parse_vectorised(BODIES)
+    parser = CpuParser(SCHEMA)
+    assert parser.parse(BODIES).equals(warm)
+    assert parser.reference_rows == len(BODIES)
+
+
+def test_a_cold_process_does_not_wait_for_a_big_batch_either_way(cold):
+    parser = CpuParser(SCHEMA)
+    big = [BODIES[0]] * warmup.SMALL_BATCH
+    table = parser.parse(big)
+    assert parser.reference_rows == 0 and table.num_rows == warmup.SMALL_BATCH
+    parser.parse(big[:-1])
+    assert parser.reference_rows == warmup.SMALL_BATCH - 1
+
+
+def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8():
+    fields = [*SCHEMA.fields]
+    fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
+    schema = StructType(fields)
+    parser = CpuParser(schema)
+    bodies = pa.array(
+        [chat('{"label": "a"}', labels={"k": "v"}).encode(), b'{"id": "\xff'], pa.binary()
+    )
+    rows = parser.parse(bodies).to_pylist()
+    assert parser.reference_rows == 2
+    assert [r["_status"] for r in rows] == ["ok", "corrupt_envelope"]
+    assert rows[0]["labels"] == [("k", "v")]
+    assert rows[1]["_corrupt_record"] == '{"id": "\ufffd'
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # numbers whose shortest repr differs from what was written (16-17 digits)
+        chat('{"label": "a", "x": 0.12345678901234567, "y": 1.5}'),
+        chat('{"label": "a"}', usage_extra=12345678901234567.0),
+        chat('{"label": "a", "x": [0.30000000000000004, 1e-7, 123456789012345678.0]}'),
+        # keys deeper down: the row is walked
+        chat("not json", '{"label": "b", "deep": {"er": 1}}', meta={"x": {"y": [1]}}),
+        chat('{"label": "c", "deep": {"er": [1, {"z": 2}]}}', "prose", extra={"k": {"v": 1}}),
+        chat('```json\n{"label": "d", "n": {"m": 1}}\n```', meta={"x": {}}),
+    ],
+    ids=["17-digits", "envelope-number", "numbers-in-list", "deep-prose", "deep-two", "fenced"],
+)
+def test_rows_rescued_in_python_equal_the_reference(body):
+    batch = [chat('{"label": "fits"}'), body, chat('{"label": "z", "more": 2.5}')]
+    parser = CpuParser(SCHEMA)
+    ours = parser.parse_vectorised(batch)
+    assert parser.reference_rows == 0  # the rescue is Python's, the row stays vectorised
+    reference = ReferenceParser(SCHEMA).parse(batch)
+    assert ours.column("_rescued_data").to_pylist() == reference.column("_rescued_data").to_pylist()
+    assert ours.equals(reference)
