@@ -3,9 +3,11 @@ limit or rest an endpoint, how a resting endpoint is probed back, the timeouts e
 and requests through the environment's proxy."""
 
 import asyncio
+import gc
 import json
 import threading
 import time
+import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
@@ -267,3 +269,47 @@ def test_no_proxy_sends_directly(proxy, monkeypatch):
     fetched = complete_all([{"i": 0}], config)
     assert fetched.outcomes[0].body == '{"via": "proxy"}'
     assert _Proxy.seen == ["/v1/chat/completions"]
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive: three 503s, then answers; /health always answers."""
+
+    protocol_version = "HTTP/1.1"
+    posts: ClassVar[list[int]] = []
+
+    def do_GET(self):
+        self._answer(200, b"")
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers["content-length"]))
+        _Flaky.posts.append(1)
+        self._answer(503 if len(_Flaky.posts) <= 3 else 200, b"{}")
+
+    def _answer(self, status, body):
+        self.send_response(status)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_partition_leaves_no_connection_open():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _Flaky.posts = []
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    config = HttpOptions(endpoints=(Endpoint(url),), max_attempts=10, max_concurrency=2)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            fetched = complete_all([{"i": 0}, {"i": 1}], config)  # a rest, a probe, answers
+            assert [o.body for o in fetched.outcomes] == ["{}", "{}"]
+            assert fetched.stats.endpoint_rests == 1
+            gc.collect()
+        unclosed = [w for w in caught if issubclass(w.category, ResourceWarning)]
+        assert unclosed == []
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -65,14 +65,14 @@ def test_a_cold_process_does_not_wait_for_a_big_batch_either_way(cold):
     assert parser.reference_rows == warmup.SMALL_BATCH - 1
 
 
-def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8():
+@pytest.mark.parametrize("given", ["binary array", "python list"])
+def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8(given):
     fields = [*SCHEMA.fields]
     fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
     schema = StructType(fields)
     parser = CpuParser(schema)
-    bodies = pa.array(
-        [chat('{"label": "a"}', labels={"k": "v"}).encode(), b'{"id": "\xff'], pa.binary()
-    )
+    raw = [chat('{"label": "a"}', labels={"k": "v"}).encode(), b'{"id": "\xff']
+    bodies = pa.array(raw, pa.binary()) if given == "binary array" else raw
     rows = parser.parse(bodies).to_pylist()
     assert parser.reference_rows == 2
     assert [r["_status"] for r in rows] == ["ok", "corrupt_envelope"]
