@@ -151,30 +151,17 @@ def corpus(rows: int, seed: int = 42, kind: str = "review") -> list[str]:
 
 def vllm_envelope(review: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """The body as vLLM 0.32 writes it: its keys, in its order, its null extras."""
-    from dspark_json.dev.simulator import vllm_choice
+    from dspark_json.dev.simulator import vllm_choice, vllm_completion
 
     choice = review["choices"][0]
-    message = choice["message"]
-    return {
-        "id": review["id"],
-        "object": "chat.completion",
-        "created": review["created"],
-        "model": review["model"],
-        "choices": [vllm_choice(0, message["content"], choice["finish_reason"])],
-        "service_tier": None,
-        "system_fingerprint": f"vllm-0.32.0-{rng.getrandbits(32):08x}",
-        "usage": {
-            **review["usage"],
-            "prompt_tokens_details": None,
-            "completion_tokens_details": None,
-        },
-        "prompt_logprobs": None,
-        "prompt_token_ids": None,
-        "prompt_text": None,
-        "kv_transfer_params": None,
-        "ec_transfer_params": None,
-        "metrics": None,
-    }
+    return vllm_completion(
+        id=review["id"],
+        created=review["created"],
+        model=review["model"],
+        choices=[vllm_choice(0, choice["message"]["content"], choice["finish_reason"])],
+        usage=review["usage"],
+        fingerprint=f"vllm-0.32.0-{rng.getrandbits(32):08x}",
+    )
 
 
 def best_of(repeat: int, run: Callable[[], Any]) -> float:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-__all__ = ["Faults", "Simulator", "generate_value", "vllm_choice"]
+__all__ = ["Faults", "Simulator", "generate_value", "vllm_choice", "vllm_completion"]
 
 logger = logging.getLogger("dspark_json.dev.simulator")
 
@@ -389,28 +389,20 @@ class Simulator:
         completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
         self.counts["completions_ok"] += 1
         extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
-        return 200, (extra if drifted else {}) | {
-            "id": f"chatcmpl-{digest[:32]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model,
-            "choices": choices,
-            "service_tier": None,
-            "system_fingerprint": self.fingerprint,
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-                "completion_tokens": completion_tokens,
-                "prompt_tokens_details": None,
-                "completion_tokens_details": None,
-            },
-            "prompt_logprobs": None,
-            "prompt_token_ids": None,
-            "prompt_text": None,
-            "kv_transfer_params": None,
-            "ec_transfer_params": None,
-            "metrics": None,
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "completion_tokens": completion_tokens,
         }
+        answer = vllm_completion(
+            id=f"chatcmpl-{digest[:32]}",
+            created=int(time.time()),
+            model=self.model,
+            choices=choices,
+            usage=usage,
+            fingerprint=self.fingerprint,
+        )
+        return 200, (extra if drifted else {}) | answer
 
 
 def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
@@ -420,6 +412,34 @@ def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
         if isinstance(schema, dict):
             return schema
     return None
+
+
+def vllm_completion(
+    *,
+    id: str,
+    created: int,
+    model: str,
+    choices: list[dict[str, Any]],
+    usage: Mapping[str, int],
+    fingerprint: str,
+) -> dict[str, Any]:
+    """A chat completion body as vLLM 0.32 writes it: its keys, in its order, its null extras."""
+    return {
+        "id": id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+        "service_tier": None,
+        "system_fingerprint": fingerprint,
+        "usage": {**usage, "prompt_tokens_details": None, "completion_tokens_details": None},
+        "prompt_logprobs": None,
+        "prompt_token_ids": None,
+        "prompt_text": None,
+        "kv_transfer_params": None,
+        "ec_transfer_params": None,
+        "metrics": None,
+    }
 
 
 def vllm_choice(index: int, content: str, finish: str) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from pyspark.sql.types import (
     DataType,
     DoubleType,
     LongType,
+    MapType,
     NullType,
     StringType,
     StructField,
@@ -31,7 +32,15 @@ from pyspark.sql.types import (
 from dspark_json.parse.content import extract_json
 from dspark_json.rows import load_json
 
-__all__ = ["TYPED_NESTING", "contents_of", "infer_type", "merge_types", "nesting", "scalar_type"]
+__all__ = [
+    "TYPED_NESTING",
+    "contents_of",
+    "infer_type",
+    "merge_types",
+    "nesting",
+    "scalar_type",
+    "settle",
+]
 
 #: The deepest type inference builds (and ``validateSchema`` checks): deeper values are typed
 #: string (their JSON text).
@@ -84,7 +93,7 @@ def infer_type(values: Iterable[Any]) -> DataType:
     merged: DataType = NullType()
     for value in values:
         merged = merge_types(merged, _type_of(value, TYPED_NESTING))
-    return _settle(merged)
+    return settle(merged)
 
 
 def scalar_type(value: Any) -> DataType:
@@ -138,12 +147,15 @@ def merge_types(a: DataType, b: DataType) -> DataType:
     return StringType()
 
 
-def _settle(dtype: DataType) -> DataType:
-    """Null-only fields and elements become string."""
+def settle(dtype: DataType) -> DataType:
+    """Null-only fields, elements and map values become string (a column that is always null
+    holds JSON text, as Spark's reader types it)."""
     if isinstance(dtype, NullType):
         return StringType()
     if isinstance(dtype, StructType):
-        return StructType([StructField(f.name, _settle(f.dataType)) for f in dtype.fields])
+        return StructType([StructField(f.name, settle(f.dataType)) for f in dtype.fields])
     if isinstance(dtype, ArrayType):
-        return ArrayType(_settle(dtype.elementType))
+        return ArrayType(settle(dtype.elementType))
+    if isinstance(dtype, MapType):
+        return MapType(StringType(), settle(dtype.valueType))
     return dtype

@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 from dspark_json.errors import SchemaError
 from dspark_json.parse.convert import tuple_field
 from dspark_json.schema.ddl import to_ddl
-from dspark_json.schema.inference import merge_types, scalar_type
+from dspark_json.schema.inference import merge_types, scalar_type, settle
 from dspark_json.schema.refs import Document
 
 __all__ = ["as_json_schema", "json_schema_to_spark"]
@@ -83,7 +83,7 @@ def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "par
             f"parts nest into each other); at most {_MAX_FIELDS} are mapped. Pin the column "
             "with a user schema (e.g. as STRING, the JSON text)."
         )
-    settled = _settle(mapped)
+    settled = settle(mapped)
     if mapper.cycles:
         mapper.typed.setdefault(id(schema), settled)
         _log_cycles(mapper.cycles, mapper.typed)
@@ -98,7 +98,7 @@ def _log_cycles(cycles: list[tuple[str, str, int]], typed: Mapping[int, _Type]) 
         if dtype is None:
             cuts.append(f"{path} ({ref})")
             continue
-        dtype = _settle(dtype)
+        dtype = settle(dtype)
         ddl = to_ddl(dtype) if isinstance(dtype, StructType) else dtype.simpleString()
         cuts.append(f"{path} ({ref}: from_json(<col>, '{ddl}'))")
     logger.info(
@@ -375,19 +375,6 @@ def _count(dtype: DataType, seen: dict[int, int]) -> int:
         count = 1
     seen[id(dtype)] = count
     return count
-
-
-def _settle(dtype: DataType) -> DataType:
-    """Null-only values become string (a column that is always null)."""
-    if isinstance(dtype, NullType):
-        return StringType()
-    if isinstance(dtype, StructType):
-        return StructType([StructField(f.name, _settle(f.dataType)) for f in dtype.fields])
-    if isinstance(dtype, ArrayType):
-        return ArrayType(_settle(dtype.elementType))
-    if isinstance(dtype, MapType):
-        return MapType(StringType(), _settle(dtype.valueType))
-    return dtype
 
 
 def _type_of_values(values: list[Any]) -> DataType:
