@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
@@ -43,21 +44,27 @@ logger = logging.getLogger("dspark_json")
 
 
 _CACHE_SIZE = 16
-_cache: OrderedDict[tuple[tuple[str, str], ...], Query] = OrderedDict()
+#: How long a prepared query serves the same options: the planning of one query (Spark builds
+#: the source for ``schema()`` and again for the reader), not the next query, which checks the
+#: server again (a restarted server may serve another model).
+_CACHE_SECONDS = 60.0
+_cache: OrderedDict[tuple[tuple[str, str], ...], tuple[float, Query]] = OrderedDict()
 _cache_lock = threading.Lock()
 
 
 def _prepared(raw: Mapping[str, str], options: Options) -> Query:
-    """:func:`~dspark_json.load.prepare` once per set of options in this process: Spark builds
+    """:func:`~dspark_json.load.prepare` once per query's planning in this process: Spark builds
     the source for ``schema()`` and again for the reader, often in the same Python worker."""
     key = tuple(sorted((k.lower(), v) for k, v in raw.items()))
+    now = time.monotonic()
     with _cache_lock:
-        if key in _cache:
+        if key in _cache and now - _cache[key][0] < _CACHE_SECONDS:
             _cache.move_to_end(key)
-            return _cache[key]
+            return _cache[key][1]
     query = prepare(options)
     with _cache_lock:
-        _cache[key] = query
+        _cache[key] = (now, query)
+        _cache.move_to_end(key)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return query
