@@ -257,7 +257,7 @@ def render(modules: list[Module], info: dict[str, Any], baseline: dict[str, Any]
         )
         + f"; {info.get('seconds', 0) // 60} min {info.get('seconds', 0) % 60} s"
         + f" with {info.get('jobs', 1)} job(s).",
-        f"Before (the tests of issue 20): {baseline['run']}.",
+        f"*Before*: before the tests of issue 20 (items 3-4), {baseline['run']}.",
         "",
         "| module | mutants | killed | mypy | timeout | survived (equivalent) | no tests "
         "| score | before | tests only | before |",
@@ -268,6 +268,10 @@ def render(modules: list[Module], info: dict[str, Any], baseline: dict[str, Any]
         total.verdicts.update(m.verdicts)
         total.survivors.extend(m.survivors)
         out.append(_row(m, before.get(m.path)))
+    for path, was in before.items():  # modules since moved or split
+        if path != "all" and path not in {m.path for m in modules}:
+            cells = [f"{path} (gone)", *["-"] * 6, "-", _pct(was.get("score")), "-"]
+            out.append("| " + " | ".join([*cells, _pct(was.get("tests only"))]) + " |")
     out.append(_row(total, before.get("all"), bold=True))
     out += ["", "## Survivors", ""]
     for m in modules:
@@ -293,9 +297,6 @@ def _row(m: Module, before: dict[str, Any] | None, *, bold: bool = False) -> str
     v = m.verdicts
     survived = v["survived"] + v["suspicious"] + v["not checked"]
 
-    def pct(value: float | None) -> str:
-        return "-" if value is None else f"{value:.1f}%"
-
     before = before or {}
     cells = [
         m.path,
@@ -305,14 +306,18 @@ def _row(m: Module, before: dict[str, Any] | None, *, bold: bool = False) -> str
         str(v["timeout"] + v["crashed"]),
         f"{survived} ({m.equivalent})",
         str(v["no tests"]),
-        pct(m.score),
-        pct(before.get("score")),
-        pct(m.tests_score),
-        pct(before.get("tests only")),
+        _pct(m.score),
+        _pct(before.get("score")),
+        _pct(m.tests_score),
+        _pct(before.get("tests only")),
     ]
     if bold:
         cells = [f"**{c}**" for c in cells]
     return "| " + " | ".join(cells) + " |"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
 
 
 if __name__ == "__main__":

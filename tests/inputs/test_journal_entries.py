@@ -4,6 +4,7 @@ fatal; prune touches only entries, whatever else lies in the directory."""
 import logging
 import shutil
 
+from dspark_json.inputs import journal as journal_module
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcome
@@ -56,3 +57,40 @@ def test_entries_go_in_the_directory_named_whatever_its_spelling(tmp_path):
         assert journal.load(key) == [Outcome(body="{}")]
         assert journal.prune(Position("a.jsonl", 1)) == 1
     assert [p.name for p in tmp_path.iterdir()] == ["answers-X"]
+
+
+class _Stuck:
+    """The local filesystem, except that the first entry prune deletes cannot be deleted (a
+    lock, a permission)."""
+
+    def __init__(self, fs):
+        self.fs, self.stuck = fs, None
+
+    def __getattr__(self, name):
+        return getattr(self.fs, name)
+
+    def delete_file(self, path):
+        if self.stuck is None:
+            self.stuck = path
+        if path == self.stuck:
+            raise PermissionError(f"cannot delete {path}")
+        self.fs.delete_file(path)
+
+
+def test_an_entry_that_cannot_be_deleted_does_not_stop_the_others(tmp_path, monkeypatch, caplog):
+    journal = Journal(str(tmp_path))
+    for i in range(8):
+        save(journal, f"p{i:02d}.jsonl", 1)
+    real = journal_module.resolve
+    stuck = []
+
+    def resolve(directory):
+        fs, root = real(directory)
+        stuck.append(_Stuck(fs))
+        return stuck[-1], root
+
+    monkeypatch.setattr(journal_module, "resolve", resolve)
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        assert journal.prune(Position("p99.jsonl", 0)) == 7
+    assert [str(p) for p in tmp_path.iterdir()] == [stuck[-1].stuck]
+    assert "cannot prune" in caplog.text
