@@ -96,7 +96,10 @@ _FOUND = 64
 class TypeTable:
     """A Spark type as arrays: node ``i`` has ``kind[i]``; a struct's fields are
     ``field_node[first[i]:first[i] + count[i]]`` named by ``keys[key_start[j]:key_end[j]]``;
-    an array's element is node ``first[i]``; an integer's range is ``low[i]..high[i]``."""
+    an array's element is node ``first[i]``; an integer's range is ``low[i]..high[i]``.
+    ``closure[closure_at[i]:closure_at[i + 1]]`` are the nodes a null at node ``i`` makes null:
+    itself and every node below it through struct fields (not through arrays: a null list has
+    no elements), rejected nodes excepted."""
 
     kind: np.ndarray
     first: np.ndarray
@@ -107,6 +110,8 @@ class TypeTable:
     key_start: np.ndarray
     key_end: np.ndarray
     keys: np.ndarray
+    closure: np.ndarray
+    closure_at: np.ndarray
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (
@@ -119,6 +124,8 @@ class TypeTable:
             self.key_start,
             self.key_end,
             self.keys,
+            self.closure,
+            self.closure_at,
         )
 
 
@@ -188,6 +195,16 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
     def ints(values: list[int]) -> np.ndarray:
         return np.array(values, dtype=np.int64)
 
+    def below(node: int) -> list[int]:
+        if kind[node] == T_REJECT:
+            return []
+        if kind[node] != T_STRUCT:
+            return [node]
+        fields = field_node[first[node] : first[node] + count[node]]
+        return [node, *(k for j in fields for k in below(j))]
+
+    closures = [below(node) for node in range(len(kind))]
+
     return TypeTable(
         kind=np.array(kind, dtype=np.int8),
         first=ints(first),
@@ -198,6 +215,8 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
         key_start=ints(key_start),
         key_end=ints(key_end),
         keys=np.frombuffer(bytes(keys) or b"\0", dtype=np.uint8).copy(),
+        closure=ints([k for c in closures for k in c] or [0]),
+        closure_at=ints([0, *np.cumsum([len(c) for c in closures]).tolist()]),
     )
 
 
@@ -246,6 +265,71 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
 
 
 @_jit
+def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
+    """Event ``n`` (the caller made room); returns ``n + 1``."""
+    events[3 * n] = node
+    events[3 * n + 1] = a
+    events[3 * n + 2] = b
+    return n + 1
+
+
+@_jit
+def _emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> int:
+    """A null for ``node`` and for every node below it through struct fields."""
+    for k in range(closure_at[node], closure_at[node + 1]):
+        n = _emit(events, n, closure[k], -1, 0)
+    return n
+
+
+@_jit
+def _emit_close(
+    events: Any,
+    n: int,
+    node: int,
+    kind: Any,
+    first: Any,
+    count: Any,
+    field_node: Any,
+    stamps: Any,
+    stamp: int,
+    elements: int,
+    closure: Any,
+    closure_at: Any,
+) -> int:
+    """A struct or array of type ``node`` just closed: a null for each field the struct did
+    not hold (``stamps`` of its fields differ from its ``stamp``), then the container."""
+    if kind[node] != T_STRUCT:
+        return _emit(events, n, node, 1, elements)
+    for j in range(first[node], first[node] + count[node]):
+        if stamps[j] != stamp:
+            n = _emit_null(events, n, field_node[j], closure, closure_at)
+    return _emit(events, n, node, 1, 0)
+
+
+@_jit
+def _integer(data: Any, pos: int, end: int) -> int:
+    """The value of an integer that fits a long (the scan checked it)."""
+    negative = data[pos] == 45
+    if negative:
+        pos += 1
+    value = 0
+    while pos < end:
+        value = value * 10 + (data[pos] - 48)
+        pos += 1
+    return -value if negative else value
+
+
+@_jit
+def room(events: Any, n: int, need: int) -> Any:
+    """``events``, grown when fewer than ``need`` events fit after the first ``n``."""
+    if 3 * (n + need) <= len(events):
+        return events
+    grown = np.empty(max(2 * len(events), 3 * (n + need)), np.int64)
+    grown[: 3 * n] = events[: 3 * n]
+    return grown
+
+
+@_jit
 def check_row(
     data: Any,
     start: int,
@@ -267,6 +351,11 @@ def check_row(
     found: Any,
     found_n: Any,
     lenient: bool,
+    stack_count: Any,
+    closure: Any,
+    closure_at: Any,
+    events: Any,
+    n_events: Any,
 ) -> tuple[int, int]:
     """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
     :func:`validate_row` says (``KIND_INVALID`` for invalid JSON);
@@ -282,7 +371,15 @@ def check_row(
     deeper ones, or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in
     Python). ``lenient``: raw control characters are allowed inside strings
     (:func:`~dspark_json.parse.kernels.scan_string`).
+
+    With ``n_events`` of one entry, the pass also *shreds* the document: each typed value is
+    written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.decode`
+    describes (``stack_count`` counts each open array's elements; ``closure``/``closure_at``
+    as in :class:`TypeTable`); the caller makes room, and drops the events of a document that
+    does not fit. With ``n_events`` empty, nothing is written.
     """
+    emit = len(n_events) > 0
+    n = n_events[0] if emit else 0
     pos = skip_ws(data, start, end)
     if pos >= end:
         return KIND_INVALID, CODE_MISFIT
@@ -309,6 +406,8 @@ def check_row(
                 json_kind = KIND_OBJECT if top == 123 else KIND_ARRAY if top == 91 else KIND_SCALAR
                 if misfit:
                     return json_kind, CODE_MISFIT
+                if emit:
+                    n_events[0] = n
                 return json_kind, CODE_EXTRA if extra else CODE_FITS
             if pos >= end:
                 return KIND_INVALID, CODE_MISFIT
@@ -321,10 +420,16 @@ def check_row(
                     state = 2
                 else:
                     node = first[parent] if parent >= 0 else -1
+                    stack_count[depth - 1] += 1
                     state = 0
             elif (c == 125 and bracket == 123) or (c == 93 and bracket == 91):
                 depth -= 1
                 pos += 1
+                if emit and stack_node[depth] >= 0:
+                    n = _emit_close(
+                        events, n, stack_node[depth], kind, first, count, field_node, stamps,
+                        stack_stamp[depth], stack_count[depth], closure, closure_at,
+                    )  # fmt: skip
             else:
                 return KIND_INVALID, CODE_MISFIT
         elif state == 2:
@@ -391,6 +496,7 @@ def check_row(
                     node = -1
                 stack[depth] = c
                 stack_node[depth] = node
+                stack_count[depth] = 0
                 if c == 123:
                     clock[0] += 1
                     stack_stamp[depth] = clock[0]
@@ -400,35 +506,53 @@ def check_row(
                     depth -= 1
                     pos += 1
                     state = 1
+                    if emit and node >= 0:
+                        n = _emit_close(
+                            events, n, node, kind, first, count, field_node, stamps,
+                            stack_stamp[depth], 0, closure, closure_at,
+                        )  # fmt: skip
                 elif c == 123:
                     state = 2
                 else:
+                    stack_count[depth - 1] = 1
                     node = first[node] if node >= 0 else -1
                 continue
+            begin = pos
             if c == 34:
                 if node >= 0 and t != T_STRING:
                     misfit = True
                 pos = scan_string(data, pos, end, lenient)
+                if emit and t == T_STRING:
+                    n = _emit(events, n, node, begin + 1, pos - 1)
             elif c == 45 or 48 <= c <= 57:
-                begin = pos
                 pos = scan_number(data, pos, end)
                 if node >= 0 and pos >= 0:
                     numeric = t == T_INT or t == T_DOUBLE
                     if not numeric or _number_fits(data, begin, pos, t, low[node], high[node]) < 0:
                         misfit = True
+                    elif emit and t == T_INT:
+                        n = _emit(events, n, node, 1, _integer(data, begin, pos))
+                    elif emit:
+                        n = _emit(events, n, node, begin, pos)
             else:
                 if node >= 0 and c != 110 and t != T_BOOL:
                     misfit = True
                 pos = scan_literal(data, pos, end)
+                if emit and node >= 0 and pos >= 0:
+                    if c == 110:
+                        n = _emit_null(events, n, node, closure, closure_at)
+                    elif t == T_BOOL:
+                        n = _emit(events, n, node, 1, 1 if c == 116 else 0)
             if pos < 0:
                 return KIND_INVALID, CODE_MISFIT
             state = 1
 
 
 @_jit
-def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
     """The scratch :func:`check_row` needs: bracket, node and stamp stacks, per-field stamps,
-    the stamp clock, and room for the unknown keys it records (see its docstring)."""
+    the stamp clock, room for the unknown keys it records (see its docstring), and the
+    element counts of open arrays."""
     return (
         np.empty(MAX_DEPTH, np.uint8),
         np.empty(MAX_DEPTH, np.int64),
@@ -437,7 +561,17 @@ def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
         np.zeros(1, np.int64),
         np.empty(4 * _FOUND, np.int64),
         np.zeros(1, np.int64),
+        np.empty(MAX_DEPTH, np.int64),
     )
+
+
+@_jit
+def _widest(closure_at: Any) -> int:
+    """The most events one value writes (a null struct writes its whole closure)."""
+    widest = 1
+    for node in range(len(closure_at) - 1):
+        widest = max(widest, closure_at[node + 1] - closure_at[node])
+    return widest
 
 
 @_jit
@@ -467,78 +601,101 @@ def _keep(
 @_jit
 def scan_envelope_fit(
     offsets: Any, data: Any, valid: Any, table: Any, strict: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any]:
     """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
     parameter, not a constant, so that :func:`check_row` compiles once for every caller):
     codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
     object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
-    each row's unknown keys need a walk in Python (``deep``), and the top-level unknown keys
-    found: their rows and ``(key start, key end, value start, value end)`` spans."""
-    kind, first, count, low, high, field_node, key_start, key_end, keys = table
+    each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
+    found: their rows and ``(key start, key end, value start, value end)`` spans; and the
+    events of the rows that fit (a null row for the others), for
+    :mod:`dspark_json.parse.decode`."""
+    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
+        len(field_node)
+    )
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
+    widest = _widest(closure_at)
+    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
-        if not valid[i]:
-            continue
         start, end = offsets[i], offsets[i + 1]
-        json_kind, code = check_row(
-            data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
-        )  # fmt: skip
-        codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
+        n0 = n_events[0]
+        # A byte starts at most one value, and a value writes at most ``widest`` events.
+        events = room(events, n0, (end - start + 1) * widest)
+        if valid[i]:
+            json_kind, code = check_row(
+                data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
+                keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
+                stack_count, closure, closure_at, events, n_events,
+            )  # fmt: skip
+            codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
         if codes[i - lo] == CODE_EXTRA:
             if found_n[0] < 0:
                 deep[i - lo] = True
             else:
                 rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-    return codes, deep, rows[:kept], spans[: 4 * kept]
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
+    return codes, deep, rows[:kept], spans[: 4 * kept], events[: 3 * n_events[0]]
 
 
 @_jit
 def scan_content_fit(
     offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
     """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
     :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
     ``null`` is left to the reference parser: it decides whether null fits the content type);
-    then ``deep``, rows and spans of unknown keys as :func:`scan_envelope_fit` gives them.
+    then ``deep``, rows and spans of unknown keys, and the events, as :func:`scan_envelope_fit`
+    gives them.
 
     The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
     but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
     """
-    kind, first, count, low, high, field_node, key_start, key_end, keys = table
+    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     strict = lenient and not lenient  # noqa: SIM220  (False typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
+        len(field_node)
+    )
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
+    widest = _widest(closure_at)
+    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
+        n0 = n_events[0]
+        events = room(events, n0, widest)
         if not valid[i]:
+            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
+        events = room(events, n0, (end - start + 1) * widest)
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start,
                 key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                strict,
+                strict, stack_count, closure, closure_at, events, n_events,
             )  # fmt: skip
             if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
                 located, start, end = fallback_candidate(data, start, end)
                 if located:
+                    n_events[0] = n0
                     json_kind, code = check_row(
                         data, start, end, kind, first, count, low, high, field_node, key_start,
                         key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n, strict,
+                        found_n, strict, stack_count, closure, closure_at, events, n_events,
                     )  # fmt: skip
                 else:
                     json_kind = KIND_NONE
@@ -546,7 +703,7 @@ def scan_content_fit(
                 json_kind, code = check_row(
                     data, start, end, kind, first, count, low, high, field_node, key_start,
                     key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                    found_n, lenient,
+                    found_n, lenient, stack_count, closure, closure_at, events, n_events[:0],
                 )  # fmt: skip
                 code = CODE_MISFIT
         starts[i - lo], ends[i - lo] = start, end
@@ -563,7 +720,9 @@ def scan_content_fit(
                     deep[i - lo] = True
                 else:
                     rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-    return starts, ends, codes, deep, rows[:kept], spans[: 4 * kept]
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
+    return starts, ends, codes, deep, rows[:kept], spans[: 4 * kept], events[: 3 * n_events[0]]
 
 
 #: Any table serves for validation alone: the JSON kind check_row returns does not depend on it.
@@ -574,11 +733,17 @@ def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = Fals
     """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID`` (one
     document, from Python; the scans run :func:`check_row` themselves). ``lenient``: raw
     control characters allowed inside strings."""
-    kind, first, count, low, high, field_node, key_start, key_end, keys = _ANY.arrays()
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n = _scratch(len(field_node))
+    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = (
+        _ANY.arrays()
+    )
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
+        len(field_node)
+    )
+    no_events = np.zeros(0, np.int64)
     json_kind, _ = check_row(
         data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        stack, stack_node, stack_stamp, stamps, clock, found, found_n, lenient,
+        stack, stack_node, stack_stamp, stamps, clock, found, found_n, lenient, stack_count,
+        closure, closure_at, no_events, no_events,
     )  # fmt: skip
     return int(json_kind)
 

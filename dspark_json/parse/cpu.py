@@ -1,15 +1,16 @@
-"""The CPU backend: response bodies -> Arrow with numba scans and pyarrow's JSON reader.
+"""The CPU backend: response bodies -> Arrow with numba scans that check and shred each body.
 
 No Python loop per row on the common path:
 
-1. one numba scan over the bodies' Arrow buffer validates each body (strict JSON, UTF-8) and
-   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`);
-2. the fitting bodies go through ``pyarrow.json.read_json`` as JSON lines, in parallel chunks;
-3. a second scan finds the JSON inside each choice's ``message.content`` (fences, prose, BOMs)
-   and checks it against the content type; the fitting spans are read by pyarrow the same way;
-4. statuses and ``_corrupt_record`` are computed column-wise.
+1. one numba scan over the bodies' Arrow buffer validates each body (strict JSON, UTF-8),
+   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`) and, in the
+   same pass, shreds the fitting ones into events, which :mod:`dspark_json.parse.decode` turns
+   into Arrow arrays (the GPU backend reads the fitting bodies with cuDF instead);
+2. a second scan finds the JSON inside each choice's ``message.content`` (fences, prose, BOMs),
+   checks it against the content type and shreds it the same way;
+3. statuses and ``_corrupt_record`` are computed column-wise.
 
-Rows the scans set aside (drift to rescue, values to convert, pyarrow surprises) go to the
+Rows the scans set aside (drift to rescue, values to convert, a chunk the GPU reader rejects) go to the
 :class:`~dspark_json.parse.reference.ReferenceParser`, row by row, and are put back in place, so
 the output equals the reference's for every row and rows out always equal bodies in.
 """
@@ -59,6 +60,7 @@ from dspark_json.parse.conform import (
     scan_envelope_fit,
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
+from dspark_json.parse.decode import read_events
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
 from dspark_json.parse.rescue import rescue_rows
 from dspark_json.rows import SYSTEM_COLUMNS
@@ -127,7 +129,9 @@ class CpuParser:
         #: For small batches while the kernels compile: the same rules without numba.
         self.cold = ReferenceParser(schema, lenient=lenient, kernels=False)
         self.threads = _threads()
-        self.lines = lines or JsonLines(threads=self.threads)
+        #: The documents that fit are read from the scans' events (:mod:`.decode`), or, for the
+        #: GPU backend, as JSON lines by a library.
+        self.lines = lines
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
         self._plan = _Plan.of(data)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
@@ -158,13 +162,21 @@ class CpuParser:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans = by_row_ranges(
+        codes, deep, found_rows, found_spans, events = by_row_ranges(
             scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays(),
             False,
         )  # fmt: skip
         found = _Found(data, deep, found_rows, found_spans)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
-        envelopes, read = self.lines.read(data, offsets[:-1], offsets[1:], fits, plan.envelope_read)
+        envelopes, read = self._read(
+            data,
+            offsets[:-1],
+            offsets[1:],
+            fits,
+            events=events,
+            table=plan.envelope_table,
+            schema=plan.envelope_read,
+        )
         slow = (codes == CODE_MISFIT) | (fits & ~read)
         codes[slow] = CODE_MISFIT
         bad: set[int] = set()
@@ -178,6 +190,34 @@ class CpuParser:
         index = np.arange(n)
         index[slow_rows] = n + np.arange(len(slow_rows))
         return pa.concat_tables([table, reference]).take(pa.array(index))
+
+    def _read(
+        self,
+        data: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        take: np.ndarray,
+        *,
+        events: np.ndarray,
+        table: TypeTable,
+        schema: pa.Schema,
+    ) -> tuple[pa.Table, np.ndarray]:
+        """The documents ``data[starts[i]:ends[i]]`` that fit (``take``) as a table of the read
+        ``schema`` (the envelope's columns, or the content as column ``v``), and which rows were
+        read: from the scan's ``events`` (all of them), or as JSON lines by :attr:`lines`
+        (which may reject a chunk)."""
+        wrap = schema.names == ["v"]
+        if self.lines is not None:
+            return self.lines.read(
+                data, starts, ends, take, schema,
+                prefix=b'{"v":' if wrap else b"", suffix=b"}" if wrap else b"",
+            )  # fmt: skip
+        every = np.ones(len(starts), np.bool_)
+        if wrap:
+            value = read_events(data, events, table, schema.field("v").type)
+            return pa.table([value], schema=schema), every
+        root = read_events(data, events, table, pa.struct(list(schema)))
+        return pa.Table.from_struct_array(root), every
 
     def _fast_columns(
         self,
@@ -241,13 +281,19 @@ class CpuParser:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes, deep, found_rows, found_spans = by_row_ranges(
+        starts, ends, codes, deep, found_rows, found_spans, events = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
             plan.content_table.arrays(), self.lenient,
         )  # fmt: skip
         fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
-        values, read = self.lines.read(
-            data, starts, ends, fitting, plan.content_read, prefix=b'{"v":', suffix=b"}"
+        values, read = self._read(
+            data,
+            starts,
+            ends,
+            fitting,
+            events=events,
+            table=plan.content_table,
+            schema=plan.content_read,
         )
         codes[fitting & ~read] = CODE_MISFIT
         bad.update(parents[codes == CODE_MISFIT].tolist())

@@ -69,9 +69,7 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, _, _, _ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 1
-    )
+    codes, *_ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 1)
     assert codes.tolist() == [code]
 
 
@@ -85,7 +83,7 @@ def test_scan_over_row_ranges_matches_one_pass():
     ]
     for i, column in enumerate(whole):
         assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
-    _, _, rows, spans = whole
+    _, _, rows, spans, _ = whole
     assert rows.tolist() == [i for i in range(50) if i % 5 == 1]  # each '{"z":1}' row
     key, value = spans[0:2], spans[2:4]
     assert data[key[0] : key[1]].tobytes() == b"z" and data[value[0] : value[1]].tobytes() == b"1"
@@ -93,7 +91,7 @@ def test_scan_over_row_ranges_matches_one_pass():
 
 def test_deeper_unknown_keys_are_left_to_a_walk():
     offsets, data, valid = string_buffers(to_string_array(['{"b":[{"x":1,"y":2}]}', '{"q":[1]}']))
-    codes, deep, rows, _ = scan_envelope_fit(
+    codes, deep, rows, *_ = scan_envelope_fit(
         offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 2
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA]

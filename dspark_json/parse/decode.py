@@ -1,0 +1,277 @@
+"""Typed JSON -> Arrow: the CPU backend's reader of the documents that fit their type.
+
+The scans (:mod:`dspark_json.parse.conform`) walk every document once to check it; a document
+that fits (valid JSON in the shape of its type) is, in the same walk, *shredded*: each typed
+value is written as an *event* ``(type node, a, b)``, as Dremel and Arrow's own JSON reader do.
+This module turns the events into Arrow arrays:
+
+- every value of a type node, in document order, is that node's Arrow child array in order
+  (a node never nests inside itself), so grouping the events by node (a counting sort) gives
+  each column at once;
+- a key that is missing, or ``null``, writes a null for its node and for every field below it
+  through structs (an Arrow struct's children are as long as the struct), none through arrays;
+- unknown keys are skipped (the scans recorded them for ``_rescued_data``).
+
+Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
+an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
+(a string's without the quotes). Strings are unescaped and doubles converted column-wise
+afterwards; doubles in one IEEE operation (Clinger's exact fast path: <= 15 digits, decimal
+exponent within +-22), the rest (rare for model output) by Python's ``float``, so every value is
+the one the reference parser reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numba import njit
+
+from dspark_json.parse.conform import (
+    T_ARRAY,
+    T_BOOL,
+    T_DOUBLE,
+    T_INT,
+    T_STRING,
+    T_STRUCT,
+    TypeTable,
+)
+
+__all__ = ["read_events"]
+
+_jit = njit(cache=True, nogil=True)
+
+#: 10**0 .. 10**22: exact as doubles, so one multiplication or division rounds correctly.
+_POW10 = np.array([10.0**k for k in range(23)], np.float64)
+_EXACT = 2**53
+
+
+@_jit
+def group_events(events: Any, nodes: int) -> tuple[Any, Any, Any]:
+    """The events' ``a`` and ``b`` grouped by node, in order within each node (a counting
+    sort), and where each node's run starts (``nodes + 1`` bounds)."""
+    total = len(events) // 3
+    bounds = np.zeros(nodes + 1, np.int64)
+    for e in range(total):
+        bounds[events[3 * e] + 1] += 1
+    for k in range(nodes):
+        bounds[k + 1] += bounds[k]
+    at = bounds[:-1].copy()
+    a = np.empty(total, np.int64)
+    b = np.empty(total, np.int64)
+    for e in range(total):
+        node = events[3 * e]
+        a[at[node]] = events[3 * e + 1]
+        b[at[node]] = events[3 * e + 2]
+        at[node] += 1
+    return a, b, bounds
+
+
+@_jit
+def _hex4(data: Any, pos: int) -> int:
+    value = 0
+    for i in range(pos, pos + 4):
+        c = data[i]
+        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
+        value = value * 16 + digit
+    return value
+
+
+@_jit
+def _put_code_point(out: Any, pos: int, code: int) -> int:
+    if code < 0x80:
+        out[pos] = code
+        return pos + 1
+    if code < 0x800:
+        out[pos] = 0xC0 | (code >> 6)
+        out[pos + 1] = 0x80 | (code & 0x3F)
+        return pos + 2
+    if code < 0x10000:
+        out[pos] = 0xE0 | (code >> 12)
+        out[pos + 1] = 0x80 | ((code >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (code & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (code >> 18)
+    out[pos + 1] = 0x80 | ((code >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((code >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (code & 0x3F)
+    return pos + 4
+
+
+@_jit
+def unescape_strings(data: Any, a: Any, b: Any) -> tuple[Any, Any]:
+    """The strings at ``data[a[i]:b[i]]`` (valid JSON string bodies; null where ``a[i] < 0``)
+    unescaped, as Arrow offsets and UTF-8 data (an escape is never shorter unescaped)."""
+    n = len(a)
+    offsets = np.zeros(n + 1, np.int64)
+    size = 0
+    for i in range(n):
+        if a[i] >= 0:
+            size += b[i] - a[i]
+    out = np.empty(max(size, 1), np.uint8)
+    pos = 0
+    for i in range(n):
+        if a[i] >= 0:
+            j = a[i]
+            end = b[i]
+            while j < end:
+                c = data[j]
+                if c != 92:
+                    out[pos] = c
+                    pos += 1
+                    j += 1
+                    continue
+                e = data[j + 1]
+                if e == 117:  # \uXXXX; a surrogate pair is one code point
+                    code = _hex4(data, j + 2)
+                    j += 6
+                    if 0xD800 <= code <= 0xDBFF:
+                        code = 0x10000 + ((code - 0xD800) << 10) + (_hex4(data, j + 2) - 0xDC00)
+                        j += 6
+                    pos = _put_code_point(out, pos, code)
+                    continue
+                if e == 98:
+                    out[pos] = 8
+                elif e == 102:
+                    out[pos] = 12
+                elif e == 110:
+                    out[pos] = 10
+                elif e == 114:
+                    out[pos] = 13
+                elif e == 116:
+                    out[pos] = 9
+                else:  # \" \\ \/
+                    out[pos] = e
+                pos += 1
+                j += 2
+        offsets[i + 1] = pos
+    return offsets, out[:pos]
+
+
+@_jit
+def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
+    """A valid JSON number at ``data[pos:end]`` as ``(negative, mantissa, significant digits,
+    decimal exponent)``: its value is ``mantissa * 10**exponent`` while it has at most 19
+    significant digits."""
+    negative = data[pos] == 45
+    if negative:
+        pos += 1
+    mantissa = digits = scale = 0
+    fraction = exponent = False
+    while pos < end:
+        c = data[pos]
+        pos += 1
+        if c == 46:
+            fraction = True
+        elif c | 32 == 101:  # e or E
+            exponent = True
+            break
+        elif digits or c != 48:  # leading zeros are not significant
+            if digits < 19:
+                mantissa = mantissa * 10 + (c - 48)
+                if fraction:
+                    scale -= 1
+            elif not fraction:
+                scale += 1
+            digits += 1
+        elif fraction:
+            scale -= 1
+    if exponent:
+        sign = 1
+        if data[pos] == 43 or data[pos] == 45:
+            sign = -1 if data[pos] == 45 else 1
+            pos += 1
+        power = 0
+        while pos < end:
+            if power < 100000:
+                power = power * 10 + (data[pos] - 48)
+            pos += 1
+        scale += sign * power
+    return negative, mantissa, digits, scale
+
+
+@_jit
+def parse_doubles(data: Any, a: Any, b: Any, pow10: Any) -> tuple[Any, Any]:
+    """The numbers at ``data[a[i]:b[i]]`` as doubles, and which need Python's ``float``
+    instead (more than 15 significant digits, or a decimal exponent beyond +-22)."""
+    n = len(a)
+    values = np.zeros(n, np.float64)
+    slow = np.zeros(n, np.bool_)
+    for i in range(n):
+        if a[i] < 0:
+            continue
+        negative, mantissa, digits, scale = _decimal(data, a[i], b[i])
+        if mantissa != 0 and (digits > 15 or mantissa > _EXACT or abs(scale) > 22):
+            slow[i] = True
+            continue
+        value = float(mantissa)
+        if mantissa != 0:
+            value = value * pow10[scale] if scale >= 0 else value / pow10[-scale]
+        values[i] = -value if negative else value
+    return values, slow
+
+
+def read_events(
+    data: np.ndarray, events: np.ndarray, table: TypeTable, arrow_type: pa.DataType
+) -> pa.Array:
+    """The values the events of a scan describe, as one array of ``arrow_type`` (the read type
+    of ``table``'s node 0): one value per document scanned, null where it did not fit."""
+    a, b, bounds = group_events(events, len(table.kind))
+    return _Columns(data, table, a, b, bounds).build(0, arrow_type)
+
+
+class _Columns:
+    """Arrow arrays from the grouped events, node by node."""
+
+    def __init__(
+        self, data: np.ndarray, table: TypeTable, a: np.ndarray, b: np.ndarray, bounds: np.ndarray
+    ) -> None:
+        self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
+
+    def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
+        lo, hi = int(self.bounds[node]), int(self.bounds[node + 1])
+        a, b = self.a[lo:hi], self.b[lo:hi]
+        null = a < 0
+        mask = pa.array(null) if null.any() else None
+        kind = int(self.table.kind[node])
+        if kind == T_STRUCT:
+            fields = self._fields(node)
+            children = [self.build(fields[f.name], f.type) for f in arrow_type]
+            return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
+        if kind == T_ARRAY:
+            lengths = np.where(null, 0, b)
+            offsets = np.zeros(len(a) + 1, np.int32)
+            np.cumsum(lengths, out=offsets[1:])
+            values = self.build(int(self.table.first[node]), arrow_type.value_type)
+            return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
+        if kind == T_STRING:
+            offsets, text = unescape_strings(self.data, a, b)
+            strings = pa.LargeStringArray.from_buffers(
+                len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
+            )
+            return strings.cast(arrow_type)
+        if kind == T_DOUBLE:
+            values, slow = parse_doubles(self.data, a, b, _POW10)
+            for i in np.flatnonzero(slow).tolist():
+                values[i] = float(self.data[a[i] : b[i]].tobytes())
+            return pa.array(values, mask=null if mask is not None else None).cast(arrow_type)
+        if kind == T_INT:
+            return pa.array(b, mask=null if mask is not None else None).cast(arrow_type)
+        if kind == T_BOOL:
+            return pa.array(b != 0, mask=null if mask is not None else None).cast(arrow_type)
+        return pa.nulls(len(a), arrow_type)
+
+    def _fields(self, node: int) -> dict[str, int]:
+        t = self.table
+        start = int(t.first[node])
+        return {
+            t.keys[t.key_start[j] : t.key_end[j]].tobytes().decode("utf-8"): int(t.field_node[j])
+            for j in range(start, start + int(t.count[node]))
+        }
+
+
+def _validity(null: np.ndarray) -> pa.Buffer | None:
+    if not null.any():
+        return None
+    return pa.py_buffer(np.packbits(~null, bitorder="little"))

@@ -1,0 +1,171 @@
+"""The typed decoder (the scans' events -> Arrow) reads every fitting document exactly as the
+reference parser and pyarrow's JSON reader do: numbers of every form, escapes, missing keys,
+nulls, empty and nested containers."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from dspark_json import response_schema
+from dspark_json.parse.columns import JsonLines
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.decode import _POW10, parse_doubles, unescape_strings
+from dspark_json.parse.reference import ReferenceParser
+
+CONTENT = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string"},
+        "score": {"type": "number"},
+        "n": {"type": "integer"},
+        "flag": {"type": "boolean"},
+        "when": {"type": "string", "format": "date-time"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "inner": {
+            "type": "object",
+            "properties": {
+                "deep": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "x": {"type": "integer"},
+                            "w": {"type": "number"},
+                            "q": {"type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                },
+                "note": {"type": "string"},
+            },
+        },
+    },
+}
+
+NUMBERS = [
+    "0", "-0.0", "0.0", "1", "-1", "10", "1.5", "0.87", "0.1", "0.30000000000000004",
+    "123456789012345", "1234567890123456", "12345678901234567", "9007199254740993",
+    "1e5", "1E5", "1e+5", "1e-5", "2.5e-3", "1e22", "1e23", "1e-22", "1e-23", "4.9e-324",
+    "1.7976931348623157e308", "0.000001234", "100.000", "3.141592653589793",
+    "2.2250738585072014e-308", "5e-300", "123.456e2", "0.00000000000000000000000000001",
+    "-987.654321", "1.0000000000000002", "9.999999999999999e22",
+]  # fmt: skip
+#: The scans leave exponents beyond 300 to the reference parser (overflow is Python's call).
+FITTING = [n for n in NUMBERS if "e3" not in n and "e-3" not in n]
+STRINGS = [
+    "", "plain", 'quote " inside', "back\\slash", "slash / here", "tab\tnew\nline\r",
+    "\b\f", "é ü ß", "日本語", "emoji 😀 pair", "\u2028\u2029", "\u0001\u001f ctrl",
+    "mixed \\n not a newline", "a" * 300,
+]  # fmt: skip
+
+
+def _string(rng):
+    text = rng.choice(STRINGS)
+    # Both escaped and raw forms of the same text, as servers write either.
+    return json.dumps(text, ensure_ascii=rng.random() < 0.5)
+
+
+def _maybe(rng, key, value, out):
+    r = rng.random()
+    if r < 0.15:
+        return  # missing
+    out.append(f'"{key}":' + ("null" if r < 0.25 else value))
+
+
+def _document(rng):
+    parts = []
+    _maybe(rng, "label", _string(rng), parts)
+    _maybe(rng, "score", rng.choice(FITTING), parts)
+    _maybe(rng, "n", str(rng.choice([0, 7, -3, 10**17, -(10**17) + 1])), parts)
+    _maybe(rng, "flag", rng.choice(["true", "false"]), parts)
+    _maybe(rng, "when", '"2026-11-30T12:00:00Z"', parts)
+    tags = ",".join(_string(rng) for _ in range(rng.randint(0, 3)))
+    _maybe(rng, "tags", f"[{tags}]", parts)
+    deep = []
+    for _ in range(rng.randint(0, 3)):
+        item = []
+        _maybe(rng, "x", str(rng.randint(-5, 5)), item)
+        _maybe(rng, "w", rng.choice(FITTING), item)
+        qs = ",".join(_string(rng) for _ in range(rng.randint(0, 2)))
+        _maybe(rng, "q", f"[{qs}]", item)
+        rng.shuffle(item)
+        deep.append("{" + ", ".join(item) + "}" if rng.random() < 0.9 else "null")
+    inner = []
+    _maybe(rng, "deep", "[" + ",".join(deep) + "]", inner)
+    _maybe(rng, "note", _string(rng), inner)
+    _maybe(rng, "inner", "{" + ",".join(inner) + "}", parts)
+    rng.shuffle(parts)
+    ws = rng.choice(["", " ", "\n  "])
+    return "{" + ws + ("," + ws).join(parts) + ws + "}"
+
+
+def _body(rng, content):
+    choices = [
+        {"index": k, "message": {"role": "assistant", "content": content if k == 0 else "{}"},
+         "finish_reason": rng.choice(["stop", "length", None])}
+        for k in range(rng.randint(0, 2))
+    ]  # fmt: skip
+    body = {"id": f"c-{rng.random()}", "created": rng.randint(0, 2**31), "model": "m"}
+    if rng.random() < 0.9:
+        body["choices"] = choices
+    if rng.random() < 0.5:
+        body["usage"] = {"prompt_tokens": 3, "completion_tokens": None}
+    return json.dumps(body, ensure_ascii=rng.random() < 0.5)
+
+
+def _same(a, b):
+    assert a.schema.equals(b.schema)
+    assert repr(a.to_pylist()) == repr(b.to_pylist())  # repr: -0.0 and 0.0 differ
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_decoder_reads_what_pyarrow_and_the_reference_read(seed):
+    rng = random.Random(seed)
+    bodies = [_body(rng, _document(rng)) for _ in range(300)]
+    schema = response_schema(response_format=CONTENT)
+    decoded = CpuParser(schema)
+    table = decoded.parse_vectorised(bodies)
+    assert decoded.reference_rows == 0  # every row took the decoder
+    _same(table, CpuParser(schema, lines=JsonLines()).parse_vectorised(bodies))
+    _same(table, ReferenceParser(schema).parse(bodies))
+
+
+def test_rows_that_do_not_fit_are_null_in_the_decoder_and_replaced():
+    schema = response_schema(response_format=CONTENT)
+    bodies = ['{"id": 1}', "not json", None, '{"id": "a", "choices": [{"message": 5}]}', "{}"]
+    _same(CpuParser(schema).parse_vectorised(bodies), ReferenceParser(schema).parse(bodies))
+
+
+def test_doubles_match_python_float_on_every_form():
+    rng = random.Random(7)
+    texts = list(NUMBERS)
+    for _ in range(3000):
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(1, 18)))
+        point = rng.randint(0, len(digits))
+        text = (digits[:point] or "0") + ("." + digits[point:] if digits[point:] else "")
+        text = text.lstrip("0") or "0"
+        if text.startswith("."):
+            text = "0" + text
+        if rng.random() < 0.3:
+            text += f"e{rng.randint(-30, 30)}"
+        texts.append(("-" if rng.random() < 0.3 else "") + text)
+    data = np.frombuffer("".join(texts).encode(), np.uint8)
+    ends = np.cumsum([len(t) for t in texts])
+    starts = ends - [len(t) for t in texts]
+    values, slow = parse_doubles(data, starts, ends, _POW10)
+    for text, value, is_slow in zip(texts, values.tolist(), slow.tolist(), strict=True):
+        if not is_slow:
+            assert repr(value) == repr(float(text)), text
+    assert slow.mean() < 0.5  # most take the exact fast path
+
+
+def test_unescape_gives_the_utf8_of_every_escape():
+    texts = ['a\\"b', "\\\\", "\\/", "\\b\\f\\n\\r\\t", "\\u00e9", "\\ud83d\\ude00"]
+    texts += ["x\\u0000y", ""]
+    raw = "".join(texts).encode()
+    ends = np.cumsum([len(t) for t in texts])
+    starts = ends - [len(t) for t in texts]
+    offsets, out = unescape_strings(np.frombuffer(raw, np.uint8), starts, ends)
+    got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
+    assert got == [json.loads(f'"{t}"') for t in texts]
