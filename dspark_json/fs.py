@@ -98,6 +98,16 @@ def read_bytes(uri: str, *, decompress: bool = True) -> bytes:
     return data
 
 
+def read_range(uri: str, start: int, end: int | None) -> bytes:
+    """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
+    on object stores."""
+    fs, path = resolve(uri)
+    with fs.open_input_file(path) as source:
+        stop = source.size() if end is None else min(end, source.size())
+        data: bytes = source.read_at(max(stop - start, 0), start)
+    return data
+
+
 def read_text(uri: str) -> str:
     """The whole content of one UTF-8 text file."""
     return read_bytes(uri).decode("utf-8")

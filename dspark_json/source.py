@@ -129,7 +129,9 @@ class PromptBatchReader(DataSourceReader):
         listing = _listing(self.query.options)
         segments = listing.segments(Position(), listing.end())
         # Spark reads one partition of its own when given none; make that one ours (empty).
-        return plan_partitions(segments, inputs.partition_size) or [PromptPartition(0, ())]
+        return plan_partitions(segments, inputs.partition_size, listing.locate) or [
+            PromptPartition(0, ())
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)
@@ -210,7 +212,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         segments = self._listing.segments(first, last)
         batch = json.dumps(end, sort_keys=True)
         return [
-            replace(p, batch=batch) for p in plan_partitions(segments, self.inputs.partition_size)
+            replace(p, batch=batch)
+            for p in plan_partitions(segments, self.inputs.partition_size, self._listing.locate)
         ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

@@ -8,6 +8,10 @@
 - Parquet (``.parquet``): each row is one JSON object of its columns (timestamps as ISO text,
   binary as its bytes).
 
+Plain JSON lines files are indexed when first listed (where every ``ROW_STRIDE``-th row starts),
+so a task reads only the bytes of its rows, not the whole file; compressed and re-encoded files
+are read whole.
+
 A file that cannot be read as what it claims to be (a truncated gzip stream, a ``.parquet`` that
 is not Parquet) is an error naming the file, never rows that silently go missing: the stream must
 not move past rows it could not read.
@@ -20,14 +24,18 @@ import decimal
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from dspark_json.errors import DSparkJsonError
-from dspark_json.fs import read_bytes, resolve
+from dspark_json.fs import read_bytes, read_range, resolve
 
-__all__ = ["INPUT_SUFFIXES", "count_rows", "file_rows", "rows_of"]
+__all__ = ["INPUT_SUFFIXES", "ROW_STRIDE", "RowIndex", "file_rows", "index_rows", "rows_of"]
+
+#: The listing remembers where every ``ROW_STRIDE``-th row of a plain text file starts.
+ROW_STRIDE = 64
 
 _TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2")
@@ -61,24 +69,61 @@ def rows_of(data: bytes) -> list[bytes]:
     return [line for line in data.splitlines() if line.strip()]
 
 
-def count_rows(path: str) -> int:
-    """How many rows the file at ``path`` holds (driver side, when it is first listed)."""
+@dataclass(frozen=True)
+class RowIndex:
+    """How many rows a file holds and, for plain JSON lines, the byte where every
+    ``ROW_STRIDE``-th row starts (``starts[k]`` is row ``k * ROW_STRIDE``'s); ``None`` for
+    files that must be read whole (compressed, UTF-16/32, Parquet: its row groups say)."""
+
+    rows: int
+    starts: tuple[int, ...] | None = None
+
+    def window(self, start: int, end: int) -> tuple[int, int | None, int] | None:
+        """Where rows ``[start, end)`` lie: ``(first byte, end byte or None for the file's
+        end, rows to skip from the first byte)``; ``None`` without an index."""
+        if self.starts is None:
+            return None
+        first = start // ROW_STRIDE
+        after = -(-end // ROW_STRIDE)
+        stop = self.starts[after] if after < len(self.starts) else None
+        return self.starts[first], stop, start - first * ROW_STRIDE
+
+
+def index_rows(path: str) -> RowIndex:
+    """The row count of the file at ``path`` and, where it is plain text, its row index
+    (driver side, when the file is first listed)."""
     if path.endswith(_PARQUET_SUFFIX):
         with _parquet(path) as parquet:
-            return int(parquet.metadata.num_rows)
-    return len(rows_of(_text(path)))
+            return RowIndex(int(parquet.metadata.num_rows))
+    stored = read_bytes(path, decompress=False)
+    text = _text(path, stored)
+    if text is not stored or (b"\r" in text and text.count(b"\r") != text.count(b"\r\n")):
+        return RowIndex(len(rows_of(text)))  # read whole: decoded, or lone CR line ends
+    starts, pos = [], 0
+    for line in text.split(b"\n"):  # the rows of rows_of(), with where each starts
+        if line.removeprefix(_UTF8_BOM).strip():
+            starts.append(pos)
+        pos += len(line) + 1
+    return RowIndex(len(starts), tuple(starts[::ROW_STRIDE]))
 
 
-def file_rows(path: str, start: int, end: int) -> list[bytes]:
-    """Rows ``[start, end)`` of the file at ``path`` (fewer where it holds fewer)."""
+def file_rows(
+    path: str, start: int, end: int, window: tuple[int, int | None, int] | None = None
+) -> list[bytes]:
+    """Rows ``[start, end)`` of the file at ``path`` (fewer where it holds fewer); only the
+    bytes of ``window`` (:meth:`RowIndex.window`) where it is given."""
     if path.endswith(_PARQUET_SUFFIX):
         return _parquet_rows(path, start, end)
+    if window is not None:
+        first, stop, skip = window
+        return rows_of(read_range(path, first, stop))[skip : skip + end - start]
     return rows_of(_text(path))[start:end]
 
 
-def _text(path: str) -> bytes:
-    """The file's JSON lines as UTF-8 bytes: decompressed, wide encodings re-encoded."""
-    data = read_bytes(path, decompress=False)
+def _text(path: str, stored: bytes | None = None) -> bytes:
+    """The file's JSON lines as UTF-8 bytes: decompressed, wide encodings re-encoded (``stored``:
+    its bytes, when already read; returned as they are when plain UTF-8)."""
+    data = read_bytes(path, decompress=False) if stored is None else stored
     codec = _codec_of(data)
     if codec is not None:
         try:

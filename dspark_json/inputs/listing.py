@@ -16,15 +16,15 @@ when a task reads it than when it was listed. Files already read may be deleted.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 from dspark_json.errors import DSparkJsonError, OptionError
 from dspark_json.fs import FileEntry, kind_of, list_files
-from dspark_json.inputs.files import INPUT_SUFFIXES, count_rows, file_rows, rows_of
+from dspark_json.inputs.files import INPUT_SUFFIXES, RowIndex, file_rows, index_rows, rows_of
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -57,11 +57,14 @@ class Position:
 
 @dataclass(frozen=True)
 class Segment:
-    """Rows ``[start, end)`` of one prompt file."""
+    """Rows ``[start, end)`` of one prompt file; ``window``: where they lie in it, when the
+    listing knows (:meth:`~dspark_json.inputs.files.RowIndex.window`), so that a task reads
+    only those bytes."""
 
     path: str
     start: int
     end: int
+    window: tuple[int, int | None, int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class PromptPartition(InputPartition):
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
     """The rows of ``segment`` with where each is (``<file> row <n>``), executor side."""
     try:
-        lines = file_rows(segment.path, segment.start, segment.end)
+        lines = file_rows(segment.path, segment.start, segment.end, segment.window)
     except FileNotFoundError as exc:
         raise DSparkJsonError(
             f"Input file {segment.path} is gone: its rows {segment.start + 1}-{segment.end} "
@@ -110,6 +113,7 @@ class PromptListing:
         self.directory = directory
         self.option = f"option {option!r}" if option else "option 'prompts' / 'responses'"
         self._rows: dict[str, int] = {}  # every file ever listed -> its row count
+        self._index: dict[str, RowIndex] = {}
         self._sizes: dict[str, int] = {}
         self._seen: set[str] | None = None  # names listed by an earlier advance()
         self._listed = False  # the directory has been seen
@@ -120,7 +124,8 @@ class PromptListing:
         for entry in listed:
             if entry.name not in self._rows:
                 try:
-                    self._rows[entry.name] = count_rows(entry.path)
+                    self._index[entry.name] = index_rows(entry.path)
+                    self._rows[entry.name] = self._index[entry.name].rows
                 except FileNotFoundError as exc:
                     raise DSparkJsonError(
                         f"Input file {entry.path} disappeared while it was being listed. Leave "
@@ -241,6 +246,12 @@ class PromptListing:
                 out.append(Segment(entry.path, first, last))
         return out
 
+    def locate(self, segment: Segment) -> Segment:
+        """``segment`` with where its rows lie in the file, when the file was indexed."""
+        index = self._index.get(segment.path.rsplit("/", 1)[-1])
+        window = index.window(segment.start, segment.end) if index is not None else None
+        return replace(segment, window=window)
+
     def _warn_late(self, names: list[str], start: Position) -> None:
         """Say so when a file shows up with a name before the stream's position."""
         if self._seen is not None:
@@ -256,8 +267,13 @@ class PromptListing:
         self._seen = set(names)
 
 
-def plan_partitions(segments: Sequence[Segment], partition_size: int) -> list[PromptPartition]:
-    """Cut segments into partitions of at most ``partition_size`` rows, keeping input order."""
+def plan_partitions(
+    segments: Sequence[Segment],
+    partition_size: int,
+    locate: Callable[[Segment], Segment] = lambda segment: segment,
+) -> list[PromptPartition]:
+    """Cut segments into partitions of at most ``partition_size`` rows, keeping input order;
+    ``locate`` adds where each piece lies in its file (:meth:`PromptListing.locate`)."""
     partitions: list[PromptPartition] = []
     current: list[Segment] = []
     room = partition_size
@@ -265,7 +281,7 @@ def plan_partitions(segments: Sequence[Segment], partition_size: int) -> list[Pr
         start = seg.start
         while start < seg.end:
             take = min(room, seg.end - start)
-            current.append(Segment(seg.path, start, start + take))
+            current.append(locate(Segment(seg.path, start, start + take)))
             start += take
             room -= take
             if room == 0:

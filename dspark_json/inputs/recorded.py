@@ -33,6 +33,8 @@ def read_recorded(segment: Segment) -> Iterator[tuple[PromptRecord, Outcome]]:
 
 
 def _recorded(text: str) -> tuple[str | None, Outcome]:
+    if '"custom_id"' not in text:  # a raw body (a batch line has that key): the parser reads it
+        return None, Outcome(body=text)
     try:
         obj = load_json(text)
     except ValueError:  # not JSON, nested too deep, an integer beyond the digit limit

@@ -202,9 +202,9 @@ def _has_conversion(dtype: DataType) -> bool:
 def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) -> pa.Array:
     """``array`` (as read for ``dtype``) in the target Arrow type. ``rows[i]`` is the row of
     element ``i``; rows with a value that does not convert are added to ``bad``."""
-    target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
     if not _has_conversion(dtype):
         return array
+    target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
     if isinstance(dtype, StructType):
         children = [
             finish(array.field(i), f.dataType, rows, bad) for i, f in enumerate(dtype.fields)

@@ -12,6 +12,7 @@ The semantics both backends must reproduce:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -63,7 +64,13 @@ def dump_json(value: Any) -> str:
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:
-    """The Arrow schema Spark expects a reader to yield for ``schema``."""
+    """The Arrow schema Spark expects a reader to yield for ``schema`` (remembered: pyspark's
+    conversion costs more than a small batch's parse)."""
+    return _arrow_schema(schema)
+
+
+@functools.lru_cache(maxsize=512)
+def _arrow_schema(schema: StructType) -> pa.Schema:  # keyed by the schema's value (its text)
     return to_arrow_schema(schema)
 
 

@@ -10,13 +10,14 @@ No Python loop per row on the common path:
    checks it against the content type and shreds it the same way;
 3. statuses and ``_corrupt_record`` are computed column-wise.
 
-Rows the scans set aside (drift to rescue, values to convert, a chunk the GPU reader rejects) go to the
-:class:`~dspark_json.parse.reference.ReferenceParser`, row by row, and are put back in place, so
-the output equals the reference's for every row and rows out always equal bodies in.
+Rows the scans set aside (drift to rescue, values to convert, a chunk the GPU reader rejects)
+go to the :class:`~dspark_json.parse.reference.ReferenceParser`, row by row, and are put back in
+place, so the output equals the reference's for every row and rows out always equal bodies in.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -113,6 +114,13 @@ class _Plan:
         )
 
 
+@functools.lru_cache(maxsize=64)
+def _plan_of(data: StructType) -> _Plan | None:
+    """:meth:`_Plan.of`, once per schema (a partition of a few hundred rows would otherwise
+    spend more on planning than on parsing)."""
+    return _Plan.of(data)
+
+
 class CpuParser:
     """Parses response bodies into the columns of ``schema`` that come from the response:
     the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``."""
@@ -125,21 +133,28 @@ class CpuParser:
         self.schema = schema
         self.lenient = lenient
         self.target = arrow_schema(schema)
-        self.reference = ReferenceParser(schema, lenient=lenient)
-        #: For small batches while the kernels compile: the same rules without numba.
-        self.cold = ReferenceParser(schema, lenient=lenient, kernels=False)
         self.threads = _threads()
         #: The documents that fit are read from the scans' events (:mod:`.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
         data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
-        self._plan = _Plan.of(data)
+        self._plan = _plan_of(data)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
         # top-level column they sit under, unknown top-level keys ("*") last.
         self._rescue_order = {f.name: i for i, f in enumerate(data.fields)}
         self._rescue_order["*"] = len(data.fields)
         #: How many rows of the last batch the reference parser took.
         self.reference_rows = 0
+
+    @functools.cached_property
+    def reference(self) -> ReferenceParser:
+        """The row-by-row parser, for the rows the scans set aside."""
+        return ReferenceParser(self.schema, lenient=self.lenient)
+
+    @functools.cached_property
+    def cold(self) -> ReferenceParser:
+        """For small batches while the kernels compile: the same rules without numba."""
+        return ReferenceParser(self.schema, lenient=self.lenient, kernels=False)
 
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         """One row per body, in order. A small batch in a process whose kernels are still

@@ -247,19 +247,24 @@ class _Columns:
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_STRING:
             offsets, text = unescape_strings(self.data, a, b)
+            if arrow_type == pa.string() and offsets[-1] < 2**31:
+                return pa.StringArray.from_buffers(
+                    len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
+                    _validity(null),
+                )  # fmt: skip
             strings = pa.LargeStringArray.from_buffers(
                 len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
             )
-            return strings.cast(arrow_type)
+            return _as(strings, arrow_type)
         if kind == T_DOUBLE:
             values, slow = parse_doubles(self.data, a, b, _POW10)
             for i in np.flatnonzero(slow).tolist():
                 values[i] = float(self.data[a[i] : b[i]].tobytes())
-            return pa.array(values, mask=null if mask is not None else None).cast(arrow_type)
+            return _as(pa.array(values, mask=null if mask is not None else None), arrow_type)
         if kind == T_INT:
-            return pa.array(b, mask=null if mask is not None else None).cast(arrow_type)
+            return _as(pa.array(b, mask=null if mask is not None else None), arrow_type)
         if kind == T_BOOL:
-            return pa.array(b != 0, mask=null if mask is not None else None).cast(arrow_type)
+            return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _fields(self, node: int) -> dict[str, int]:
@@ -269,6 +274,10 @@ class _Columns:
             t.keys[t.key_start[j] : t.key_end[j]].tobytes().decode("utf-8"): int(t.field_node[j])
             for j in range(start, start + int(t.count[node]))
         }
+
+
+def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    return array if array.type == arrow_type else array.cast(arrow_type)
 
 
 def _validity(null: np.ndarray) -> pa.Buffer | None:

@@ -151,7 +151,7 @@ def test_a_file_that_vanishes_while_being_counted(inbox, monkeypatch):
     def vanished(path):
         raise FileNotFoundError(path)
 
-    monkeypatch.setattr(listing_module, "count_rows", vanished)
+    monkeypatch.setattr(listing_module, "index_rows", vanished)
     with pytest.raises(DSparkJsonError) as caught:
         PromptListing(str(inbox)).end()
     assert str(caught.value) == (
