@@ -27,14 +27,15 @@ def read_recorded(segment: Segment) -> Iterator[tuple[PromptRecord, Outcome]]:
     """(the row, its answer) for each recorded line of ``segment``."""
     for line, where in read_rows(segment):
         text = line.decode("utf-8", errors="replace")
-        custom_id, outcome = _recorded(text)
+        if b'"custom_id"' in line:
+            custom_id, outcome = _recorded(text)
+        else:  # a raw body (a batch line has that key): the parser reads it
+            custom_id, outcome = None, Outcome(body=text)
         record = PromptRecord(custom_id=custom_id, messages=None, fields={}, raw=text, where=where)
         yield record, outcome
 
 
 def _recorded(text: str) -> tuple[str | None, Outcome]:
-    if '"custom_id"' not in text:  # a raw body (a batch line has that key): the parser reads it
-        return None, Outcome(body=text)
     try:
         obj = load_json(text)
     except ValueError:  # not JSON, nested too deep, an integer beyond the digit limit
