@@ -29,8 +29,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DataType,
     DateType,
+    DoubleType,
     LongType,
     MapType,
     StringType,
@@ -477,6 +479,9 @@ def warm_kernels() -> None:
             StructField("s", StringType()),
             StructField("t", TimestampType()),
             StructField("d", DateType()),
+            StructField("x", DoubleType()),
+            StructField("b", BooleanType()),
+            StructField("n", ArrayType(LongType())),
         ]
     )
     message = StructType([StructField("content", StringType()), StructField("parsed", content)])
@@ -498,7 +503,15 @@ def warm_kernels() -> None:
             StructField("_corrupt_record", StringType()),
         ]
     )
-    value = {"s": "x", "t": "2026-01-01T00:00:00Z", "d": "2026-01-01", "extra": 0.5}
+    value = {
+        "s": "x\u00e9",
+        "t": "2026-01-01T00:00:00Z",
+        "d": "2026-01-01",
+        "x": 0.5,
+        "b": True,
+        "n": [1],
+        "extra": 0.5,
+    }
     body = {
         "id": "w",
         "created": 1,
