@@ -82,17 +82,24 @@ def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets, data, valid
 
 
-def by_row_ranges(scan: Callable[..., Any], n: int, threads: int, *args: Any) -> Any:
+def by_row_ranges(
+    scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: int | None = None
+) -> Any:
     """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads (the
-    numba scans release the GIL); results (an array or a tuple of arrays) concatenated."""
+    numba scans release the GIL); results (an array or a tuple of arrays) concatenated, but for
+    the tuple's item ``apart``: a list of each range's array (to spare a large copy)."""
     parts = max(1, min(threads, n // 4096))
-    if parts == 1:
-        return scan(*args, 0, n)
     bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    with ThreadPoolExecutor(parts) as pool:
-        results = list(pool.map(lambda r: scan(*args, int(r[0]), int(r[1])), pairwise(bounds)))
+    if parts == 1:
+        results = [scan(*args, 0, n)]
+    else:
+        with ThreadPoolExecutor(parts) as pool:
+            results = list(pool.map(lambda r: scan(*args, int(r[0]), int(r[1])), pairwise(bounds)))
     if isinstance(results[0], tuple):
-        return tuple(np.concatenate(column) for column in zip(*results, strict=True))
+        return tuple(
+            list(column) if i == apart else np.concatenate(column)
+            for i, column in enumerate(zip(*results, strict=True))
+        )
     return np.concatenate(results)
 
 

@@ -181,7 +181,7 @@ class CpuParser:
         offsets, data, valid = string_buffers(texts)
         codes, deep, found_rows, found_spans, events = by_row_ranges(
             scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays(),
-            False,
+            False, apart=4,
         )  # fmt: skip
         found = _Found(data, deep, found_rows, found_spans)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
@@ -215,7 +215,7 @@ class CpuParser:
         ends: np.ndarray,
         take: np.ndarray,
         *,
-        events: np.ndarray,
+        events: list[np.ndarray],
         table: TypeTable,
         schema: pa.Schema,
     ) -> tuple[pa.Table, np.ndarray]:
@@ -231,9 +231,9 @@ class CpuParser:
             )  # fmt: skip
         every = np.ones(len(starts), np.bool_)
         if wrap:
-            value = read_events(data, events, table, schema.field("v").type)
+            value = read_events(data, events, table, schema.field("v").type, self.threads)
             return pa.table([value], schema=schema), every
-        root = read_events(data, events, table, pa.struct(list(schema)))
+        root = read_events(data, events, table, pa.struct(list(schema)), self.threads)
         return pa.Table.from_struct_array(root), every
 
     def _fast_columns(
@@ -300,7 +300,7 @@ class CpuParser:
         offsets, data, valid = string_buffers(content)
         starts, ends, codes, deep, found_rows, found_spans, events = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.arrays(), self.lenient,
+            plan.content_table.arrays(), self.lenient, apart=6,
         )  # fmt: skip
         fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         values, read = self._read(

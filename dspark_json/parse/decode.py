@@ -22,6 +22,10 @@ the one the reference parser reads.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -48,24 +52,50 @@ _EXACT = 2**53
 
 
 @_jit
-def group_events(events: Any, nodes: int) -> tuple[Any, Any, Any]:
-    """The events' ``a`` and ``b`` grouped by node, in order within each node (a counting
-    sort), and where each node's run starts (``nodes + 1`` bounds)."""
-    total = len(events) // 3
-    bounds = np.zeros(nodes + 1, np.int64)
-    for e in range(total):
-        bounds[events[3 * e] + 1] += 1
-    for k in range(nodes):
-        bounds[k + 1] += bounds[k]
-    at = bounds[:-1].copy()
-    a = np.empty(total, np.int64)
-    b = np.empty(total, np.int64)
-    for e in range(total):
+def count_events(events: Any, nodes: int) -> Any:
+    """How many events each node has."""
+    counts = np.zeros(nodes, np.int64)
+    for e in range(len(events) // 3):
+        counts[events[3 * e]] += 1
+    return counts
+
+
+@_jit
+def scatter_events(events: Any, at: Any, a: Any, b: Any) -> None:
+    """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
+    of a counting sort by node; parts with disjoint places may run at once."""
+    for e in range(len(events) // 3):
         node = events[3 * e]
         a[at[node]] = events[3 * e + 1]
         b[at[node]] = events[3 * e + 2]
         at[node] += 1
+
+
+def group_events(
+    parts: Sequence[np.ndarray], nodes: int, threads: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The events of ``parts`` (in order) grouped by node, in order within each node: their
+    ``a`` and ``b``, and where each node's run starts (``nodes + 1`` bounds)."""
+    counts = [count_events(part, nodes) for part in parts]
+    bounds = np.zeros(nodes + 1, np.int64)
+    np.cumsum(np.sum(counts, axis=0), out=bounds[1:])
+    at, places = bounds[:-1].copy(), []
+    for c in counts:
+        places.append(at.copy())
+        at += c
+    a = np.empty(bounds[-1], np.int64)
+    b = np.empty(bounds[-1], np.int64)
+    jobs = [partial(scatter_events, p, w, a, b) for p, w in zip(parts, places, strict=True)]
+    _each(threads, jobs)
     return a, b, bounds
+
+
+def _each(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """Run ``jobs`` (numba kernels, which release the GIL) on up to ``threads`` threads."""
+    if threads <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
+        return list(pool.map(lambda job: job(), jobs))
 
 
 @_jit
@@ -213,21 +243,34 @@ def parse_doubles(data: Any, a: Any, b: Any, pow10: Any) -> tuple[Any, Any]:
 
 
 def read_events(
-    data: np.ndarray, events: np.ndarray, table: TypeTable, arrow_type: pa.DataType
+    data: np.ndarray,
+    events: Sequence[np.ndarray],
+    table: TypeTable,
+    arrow_type: pa.DataType,
+    threads: int = 1,
 ) -> pa.Array:
-    """The values the events of a scan describe, as one array of ``arrow_type`` (the read type
-    of ``table``'s node 0): one value per document scanned, null where it did not fit."""
-    a, b, bounds = group_events(events, len(table.kind))
-    return _Columns(data, table, a, b, bounds).build(0, arrow_type)
+    """The values the events of a scan describe (one array per range of rows, in order), as
+    one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
+    scanned, null where it did not fit."""
+    a, b, bounds = group_events(events, len(table.kind), threads)
+    return _Columns(data, table, a, b, bounds, threads=threads).build(0, arrow_type)
 
 
 class _Columns:
     """Arrow arrays from the grouped events, node by node."""
 
     def __init__(
-        self, data: np.ndarray, table: TypeTable, a: np.ndarray, b: np.ndarray, bounds: np.ndarray
+        self,
+        data: np.ndarray,
+        table: TypeTable,
+        a: np.ndarray,
+        b: np.ndarray,
+        bounds: np.ndarray,
+        *,
+        threads: int,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
+        self.threads = threads
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
         lo, hi = int(self.bounds[node]), int(self.bounds[node + 1])
@@ -246,7 +289,7 @@ class _Columns:
             values = self.build(int(self.table.first[node]), arrow_type.value_type)
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_STRING:
-            offsets, text = unescape_strings(self.data, a, b)
+            offsets, text = self._strings(a, b)
             if arrow_type == pa.string() and offsets[-1] < 2**31:
                 return pa.StringArray.from_buffers(
                     len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
@@ -266,6 +309,21 @@ class _Columns:
         if kind == T_BOOL:
             return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
+
+    def _strings(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`unescape_strings`, split in ranges on the threads when there are many."""
+        parts = max(1, min(self.threads, len(a) // 4096))
+        if parts == 1:
+            return unescape_strings(self.data, a, b)
+        cuts = np.linspace(0, len(a), parts + 1).astype(np.int64).tolist()
+        jobs = [
+            partial(unescape_strings, self.data, a[lo:hi], b[lo:hi]) for lo, hi in pairwise(cuts)
+        ]
+        pieces = _each(self.threads, jobs)
+        sizes = np.cumsum([0] + [len(text) for _, text in pieces])
+        shifted = [o[1:] + shift for (o, _), shift in zip(pieces[1:], sizes[1:-1], strict=True)]
+        offsets = np.concatenate([pieces[0][0], *shifted])
+        return offsets, np.concatenate([text for _, text in pieces])
 
     def _fields(self, node: int) -> dict[str, int]:
         t = self.table

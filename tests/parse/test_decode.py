@@ -169,3 +169,13 @@ def test_unescape_gives_the_utf8_of_every_escape():
     offsets, out = unescape_strings(np.frombuffer(raw, np.uint8), starts, ends)
     got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
     assert got == [json.loads(f'"{t}"') for t in texts]
+
+
+def test_rows_split_over_threads_read_as_one_range():
+    """Scans and string columns split in ranges on threads give the one-thread table."""
+    rng = random.Random(11)
+    bodies = [_body(rng, _document(rng)) for _ in range(9000)]  # > 2 ranges of 4,096 rows
+    schema = response_schema(response_format=CONTENT)
+    one, two = CpuParser(schema), CpuParser(schema)
+    one.threads, two.threads = 1, 3
+    _same(one.parse_vectorised(bodies), two.parse_vectorised(bodies))
