@@ -43,7 +43,7 @@ def read_recorded(segment: Segment) -> list[tuple[PromptRecord, Outcome]]:
 
 def _row(line: bytes, where: str) -> tuple[PromptRecord, Outcome]:
     text = line.decode("utf-8", errors="replace")
-    if b'"custom_id"' in line:
+    if b"custom_id" in line or b"\\u" in line:  # maybe a batch line (its key maybe escaped)
         custom_id, outcome = _recorded(text)
     else:  # a raw body (a batch line has that key): the parser reads it
         custom_id, outcome = None, Outcome(body=text)

@@ -241,10 +241,12 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
         while pos < end and 48 <= data[pos] <= 57:
             pos += 1
     exponent = 0
+    exponent_sign = 1
     has_exponent = pos < end and (data[pos] == 101 or data[pos] == 69)
     if has_exponent:
         pos += 1
         if data[pos] == 43 or data[pos] == 45:
+            exponent_sign = -1 if data[pos] == 45 else 1
             pos += 1
         while pos < end and 48 <= data[pos] <= 57:
             if exponent <= _MAX_EXPONENT:
@@ -260,6 +262,8 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
     if negative and not nonzero and not fraction and not has_exponent:
         return -1
     if exponent > _MAX_EXPONENT or digits > _MAX_EXPONENT:
+        return -1
+    if digits + exponent_sign * exponent > _MAX_EXPONENT:  # 1e10 * 1e300: beyond a double
         return -1
     return pos
 

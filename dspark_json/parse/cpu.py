@@ -91,7 +91,9 @@ class _Plan:
     def of(cls, data: StructType) -> _Plan | None:
         """The plan for the data columns of a schema, or None when the schema is beyond the
         vectorised reader (the reference parser then takes every row)."""
-        if _has_map(data):
+        if _has_map(data) or "choices" not in data.names:
+            # Maps, and schemas without choices (the status is "ok" when a body has some: only
+            # the reference parser looks), are the reference parser's.
             return None
         parsed = content_type(data)
         envelope = _without_parsed(data)
@@ -458,7 +460,8 @@ class CpuParser:
                     value = loads(span, checked=True)
                     choice["message"]["parsed"] = value
                 values.append(value)
-            envelope["parsed"] = values[0]
+            if "parsed" in self._rescue_order:  # the schema has a top-level parsed column
+                envelope["parsed"] = values[0]
         return self.reference.converter.extras(envelope)
 
 

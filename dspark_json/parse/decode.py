@@ -281,6 +281,8 @@ class _Columns:
         if kind == T_STRUCT:
             fields = self._fields(node)
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
+            if not children:  # a struct without fields: its length is its own events'
+                return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
             lengths = np.where(null, 0, b)

@@ -1,0 +1,59 @@
+"""Hostile property: rows read through the listing's row index (plan_partitions + locate +
+read_rows, ranged reads) are exactly rows_of(whole file), in order, for files with blank and
+whitespace-only lines, BOMs at line starts, CRLF / mixed ends, a lone CR, no final newline."""
+
+import random
+
+import pytest
+
+from dspark_json.inputs.files import rows_of
+from dspark_json.inputs.listing import Position, PromptListing, plan_partitions, read_rows
+
+BOM = b"\xef\xbb\xbf"
+
+
+def _file(rng):
+    parts = []
+    for i in range(rng.randint(0, 300)):
+        r = rng.random()
+        if r < 0.1:
+            parts.append(b"")
+        elif r < 0.15:
+            parts.append(rng.choice([b"  ", b"\t", b" \x0b ", b"\x0c", BOM, BOM + b"  ", b"\r"]))
+        else:
+            row = b'{"i":%d,"s":"%s"}' % (i, rng.choice([b"a", "é".encode(), b"\xff", b"\x0c"]))
+            if rng.random() < 0.05:
+                row = BOM + row
+            if rng.random() < 0.05:
+                row = b"  " + row + b" \t"
+            parts.append(row)
+    ends = rng.choice(["lf", "crlf", "mix"])
+    out = b"".join(
+        p + (b"\n" if ends == "lf" else b"\r\n" if ends == "crlf" else rng.choice([b"\n", b"\r\n"]))
+        for p in parts
+    )
+    if rng.random() < 0.3:
+        out = out.rstrip(b"\r\n")
+    if rng.random() < 0.05:
+        out = out.replace(b"\n", b"\r", 1)
+    if rng.random() < 0.2:
+        out = BOM + out
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_indexed_reads_give_the_rows_of_the_whole_file(tmp_path, seed):
+    rng = random.Random(seed)
+    files = {f"f{k}.jsonl": _file(rng) for k in range(rng.randint(1, 3))}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    listing = PromptListing(str(tmp_path))
+    segments = listing.segments(Position(), listing.end())
+    size = rng.choice([1, 7, 63, 64, 65, 100, 128, 1000])
+    got = [
+        line
+        for part in plan_partitions(segments, size, listing.locate)
+        for segment in part.segments
+        for line, _ in read_rows(segment)
+    ]
+    assert got == [row for name in sorted(files) for row in rows_of(files[name])]
