@@ -41,6 +41,7 @@ from dspark_json.parse.conform import (
     T_STRUCT,
     TypeTable,
 )
+from dspark_json.parse.kernels import hex4, put_utf8
 
 __all__ = ["read_events"]
 
@@ -99,37 +100,6 @@ def _each(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
 
 
 @_jit
-def _hex4(data: Any, pos: int) -> int:
-    value = 0
-    for i in range(pos, pos + 4):
-        c = data[i]
-        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
-        value = value * 16 + digit
-    return value
-
-
-@_jit
-def _put_code_point(out: Any, pos: int, code: int) -> int:
-    if code < 0x80:
-        out[pos] = code
-        return pos + 1
-    if code < 0x800:
-        out[pos] = 0xC0 | (code >> 6)
-        out[pos + 1] = 0x80 | (code & 0x3F)
-        return pos + 2
-    if code < 0x10000:
-        out[pos] = 0xE0 | (code >> 12)
-        out[pos + 1] = 0x80 | ((code >> 6) & 0x3F)
-        out[pos + 2] = 0x80 | (code & 0x3F)
-        return pos + 3
-    out[pos] = 0xF0 | (code >> 18)
-    out[pos + 1] = 0x80 | ((code >> 12) & 0x3F)
-    out[pos + 2] = 0x80 | ((code >> 6) & 0x3F)
-    out[pos + 3] = 0x80 | (code & 0x3F)
-    return pos + 4
-
-
-@_jit
 def unescape_strings(data: Any, a: Any, b: Any) -> tuple[Any, Any]:
     """The strings at ``data[a[i]:b[i]]`` (valid JSON string bodies; null where ``a[i] < 0``)
     unescaped, as Arrow offsets and UTF-8 data (an escape is never shorter unescaped)."""
@@ -154,12 +124,12 @@ def unescape_strings(data: Any, a: Any, b: Any) -> tuple[Any, Any]:
                     continue
                 e = data[j + 1]
                 if e == 117:  # \uXXXX; a surrogate pair is one code point
-                    code = _hex4(data, j + 2)
+                    code = hex4(data, j + 2)
                     j += 6
                     if 0xD800 <= code <= 0xDBFF:
-                        code = 0x10000 + ((code - 0xD800) << 10) + (_hex4(data, j + 2) - 0xDC00)
+                        code = 0x10000 + ((code - 0xD800) << 10) + (hex4(data, j + 2) - 0xDC00)
                         j += 6
-                    pos = _put_code_point(out, pos, code)
+                    pos = put_utf8(out, pos, code)
                     continue
                 if e == 98:
                     out[pos] = 8

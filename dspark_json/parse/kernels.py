@@ -34,6 +34,8 @@ __all__ = [
     "MAX_DEPTH",
     "fallback_candidate",
     "gather_lines",
+    "hex4",
+    "put_utf8",
     "scan_literal",
     "scan_number",
     "scan_string",
@@ -119,6 +121,39 @@ def _utf8_length(data: Any, pos: int, end: int) -> int:
         if data[i] < 0x80 or data[i] > 0xBF:
             return 0
     return need + 1
+
+
+@_jit
+def hex4(data: Any, pos: int) -> int:
+    """The value of four hex digits at ``pos`` that a scan already checked."""
+    value = 0
+    for i in range(pos, pos + 4):
+        c = data[i]
+        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
+        value = value * 16 + digit
+    return value
+
+
+@_jit
+def put_utf8(out: Any, pos: int, code: int) -> int:
+    """Code point ``code`` as UTF-8 at ``out[pos:]``; returns the position after it."""
+    if code < 0x80:
+        out[pos] = code
+        return pos + 1
+    if code < 0x800:
+        out[pos] = 0xC0 | (code >> 6)
+        out[pos + 1] = 0x80 | (code & 0x3F)
+        return pos + 2
+    if code < 0x10000:
+        out[pos] = 0xE0 | (code >> 12)
+        out[pos + 1] = 0x80 | ((code >> 6) & 0x3F)
+        out[pos + 2] = 0x80 | (code & 0x3F)
+        return pos + 3
+    out[pos] = 0xF0 | (code >> 18)
+    out[pos + 1] = 0x80 | ((code >> 12) & 0x3F)
+    out[pos + 2] = 0x80 | ((code >> 6) & 0x3F)
+    out[pos + 3] = 0x80 | (code & 0x3F)
+    return pos + 4
 
 
 @_jit

@@ -27,6 +27,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from dspark_json.parse.kernels import hex4, put_utf8
+
 __all__ = ["rescue_rows"]
 
 _jit = njit(cache=True, nogil=True)
@@ -65,16 +67,6 @@ def _put_int(out: Any, pos: int, value: int) -> int:
 
 
 @_jit
-def _hex4(data: Any, pos: int) -> int:
-    value = 0
-    for i in range(pos, pos + 4):
-        c = data[i]
-        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
-        value = value * 16 + digit
-    return value
-
-
-@_jit
 def _put_char(out: Any, pos: int, code: int) -> int:
     """One code point as json.dumps(ensure_ascii=False) writes it inside a string."""
     if code == _QUOTE or code == _BACKSLASH:
@@ -103,23 +95,7 @@ def _put_char(out: Any, pos: int, code: int) -> int:
         out[pos + 4] = _HEX[code >> 4]
         out[pos + 5] = _HEX[code & 15]
         return pos + 6
-    if code < 0x80:
-        out[pos] = code
-        return pos + 1
-    if code < 0x800:
-        out[pos] = 0xC0 | (code >> 6)
-        out[pos + 1] = 0x80 | (code & 0x3F)
-        return pos + 2
-    if code < 0x10000:
-        out[pos] = 0xE0 | (code >> 12)
-        out[pos + 1] = 0x80 | ((code >> 6) & 0x3F)
-        out[pos + 2] = 0x80 | (code & 0x3F)
-        return pos + 3
-    out[pos] = 0xF0 | (code >> 18)
-    out[pos + 1] = 0x80 | ((code >> 12) & 0x3F)
-    out[pos + 2] = 0x80 | ((code >> 6) & 0x3F)
-    out[pos + 3] = 0x80 | (code & 0x3F)
-    return pos + 4
+    return put_utf8(out, pos, code)
 
 
 @_jit
@@ -132,10 +108,10 @@ def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int
         if c == _BACKSLASH:
             e = data[i + 1]
             if e == 117:  # \uXXXX, a surrogate pair as one code point
-                code = _hex4(data, i + 2)
+                code = hex4(data, i + 2)
                 i += 6
                 if 0xD800 <= code <= 0xDBFF:
-                    low = _hex4(data, i + 2)
+                    low = hex4(data, i + 2)
                     code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
                     i += 6
                 pos = _put_char(out, pos, code)
