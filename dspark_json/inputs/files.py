@@ -116,7 +116,15 @@ def file_rows(
         return _parquet_rows(path, start, end)
     if window is not None:
         first, stop, skip = window
-        return rows_of(read_range(path, first, stop))[skip : skip + end - start]
+        lead = 1 if first > 0 else 0  # the line end before the first row, read to check it
+        chunk = read_range(path, first - lead, stop)
+        if chunk[:lead] not in (b"", b"\n") or (stop is not None and chunk[-1:] != b"\n"):
+            raise DSparkJsonError(
+                f"Input file {path} changed after it was listed: its rows no longer start "
+                "where they did. Input files must not change once visible (write a new file "
+                "under a hidden name, then rename it into place). Put the original back."
+            )
+        return rows_of(chunk[lead:])[skip : skip + end - start]
     return rows_of(_text(path))[start:end]
 
 

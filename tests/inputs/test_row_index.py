@@ -8,6 +8,7 @@ import random
 import pytest
 
 from dspark_json import fs
+from dspark_json.errors import DSparkJsonError
 from dspark_json.inputs import files as files_module
 from dspark_json.inputs.files import ROW_STRIDE, index_rows, rows_of
 from dspark_json.inputs.listing import Position, PromptListing, plan_partitions, read_rows
@@ -93,3 +94,14 @@ def test_the_window_of_rows_at_a_stride_boundary_and_at_the_end(tmp_path):
         1,
     )
     assert index.window(3 * ROW_STRIDE - 1, 3 * ROW_STRIDE) == (start_of(2 * ROW_STRIDE), None, 63)
+
+
+def test_a_file_rewritten_after_listing_is_an_error_not_torn_rows(tmp_path):
+    lines = [b'{"custom_id": "r%d"}' % i for i in range(3 * ROW_STRIDE)]
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    listing = PromptListing(str(tmp_path))
+    partitions = plan_partitions(listing.segments(Position(), listing.end()), 64, listing.locate)
+    path.write_bytes(b"\n".join(b"x" + line for line in lines) + b"\n")  # same rows, shifted
+    with pytest.raises(DSparkJsonError, match="changed after it was listed"):
+        read_rows(partitions[1].segments[0])
