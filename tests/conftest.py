@@ -32,11 +32,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def warm_parser() -> None:
+def pytest_sessionstart(session: pytest.Session) -> None:
     """The vectorised parser's kernels compiled before any test: small test batches must take
     the vectorised path, not the reference parser that stands in while they compile
-    (tests/parse/test_warmup.py checks that path on its own, in a fresh process)."""
+    (tests/parse/test_warmup.py checks that path on its own, in a fresh process). Here, not in
+    a fixture, so that a cold compile (a fresh checkout, mutmut's copy) never counts against
+    the first test's timeout."""
     warmup.wait(warm_kernels)
 
 
