@@ -57,6 +57,10 @@ _jit = njit(cache=True, nogil=True)
 
 _SPACE, _TAB, _LF, _CR = 32, 9, 10, 13
 _QUOTE, _BACKSLASH, _MINUS, _DOT = 34, 92, 45, 46
+#: Bytes a string scan passes over without a second look: printable ASCII but the quote and the
+#: backslash (and, read leniently, the raw control characters too).
+_PLAIN = np.array([32 <= c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
+_PLAIN_LENIENT = np.array([c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
 _LBRACE, _RBRACE, _LBRACKET, _BACKTICK = 123, 125, 91, 96
 
 
@@ -162,8 +166,12 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
     Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow."""
     pos += 1
+    plain = _PLAIN_LENIENT if lenient else _PLAIN
     while pos < end:
         c = data[pos]
+        if plain[c]:  # most bytes: printable ASCII other than a quote or a backslash
+            pos += 1
+            continue
         if c == _QUOTE:
             return pos + 1
         if c == _BACKSLASH:
