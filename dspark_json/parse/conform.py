@@ -448,8 +448,15 @@ def check_row(
             node = -1
             unknown = False
             if parent >= 0:
+                # Documents mostly hold their keys in the schema's order: look at the field
+                # after the last one found first (an object's stack_count holds it).
                 field = -1
-                for j in range(first[parent], first[parent] + count[parent]):
+                lo, hi = first[parent], first[parent] + count[parent]
+                expected = stack_count[depth - 1]
+                for k in range(hi - lo):
+                    j = expected + k
+                    if j >= hi:
+                        j -= hi - lo
                     if key_end[j] - key_start[j] != key_stop - key_begin:
                         continue
                     same = True
@@ -459,6 +466,7 @@ def check_row(
                             break
                     if same:
                         field = j
+                        stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
                         break
                 for b in range(key_begin, key_stop):
                     if data[b] == 92:  # an escaped key: the reference parser decides
@@ -500,7 +508,8 @@ def check_row(
                     node = -1
                 stack[depth] = c
                 stack_node[depth] = node
-                stack_count[depth] = 0
+                # An array's element count; an object's next expected field.
+                stack_count[depth] = first[node] if c == 123 and node >= 0 else 0
                 if c == 123:
                     clock[0] += 1
                     stack_stamp[depth] = clock[0]
