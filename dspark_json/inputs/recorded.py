@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from typing import Any
 
 from dspark_json.inputs.listing import Segment, read_rows
@@ -21,6 +22,12 @@ from dspark_json.records import Outcome, PromptRecord
 from dspark_json.rows import RowError, load_json, row_error
 
 __all__ = ["read_recorded"]
+
+#: The key ``"custom_id"`` with any of its letters written as a ``\\u`` escape: a batch line
+#: all the same (a plain byte search finds the usual spelling).
+_ESCAPED_CUSTOM_ID = re.compile(
+    b'"' + b"".join(b"(?:%s|\\\\u00(?i:%x))" % (bytes([c]), c) for c in b"custom_id") + b'"'
+)
 
 #: Recorded rows pass no prompt fields through (one shared, never written).
 _NO_FIELDS: dict[str, Any] = {}
@@ -43,7 +50,7 @@ def read_recorded(segment: Segment) -> list[tuple[PromptRecord, Outcome]]:
 
 def _row(line: bytes, where: str) -> tuple[PromptRecord, Outcome]:
     text = line.decode("utf-8", errors="replace")
-    if b"custom_id" in line or b"\\u" in line:  # maybe a batch line (its key maybe escaped)
+    if b"custom_id" in line or (b"\\u00" in line and _ESCAPED_CUSTOM_ID.search(line)):
         custom_id, outcome = _recorded(text)
     else:  # a raw body (a batch line has that key): the parser reads it
         custom_id, outcome = None, Outcome(body=text)
