@@ -378,9 +378,10 @@ def check_row(
 
     With ``n_events`` of one entry, the pass also *shreds* the document: each typed value is
     written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.decode`
-    describes (``stack_count`` counts each open array's elements; ``closure``/``closure_at``
-    as in :class:`TypeTable`); the caller makes room, and drops the events of a document that
-    does not fit. With ``n_events`` empty, nothing is written.
+    describes (``closure``/``closure_at`` as in :class:`TypeTable`); the caller makes room,
+    and drops the events of a document that does not fit. With ``n_events`` empty, nothing is
+    written. ``stack_count`` holds, per open array, its elements so far, and per open object,
+    the field its next key most likely is (the one after the last found).
     """
     emit = len(n_events) > 0
     n = n_events[0] if emit else 0
