@@ -221,8 +221,11 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
 
 
 @_jit
-def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> int:
-    """``pos`` at a valid number: its end when it fits the node, else -1."""
+def _number_fits(
+    data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
+) -> tuple[int, int]:
+    """``pos`` at a valid number: its end when it fits the node, else -1; and, for an integer
+    node, its value."""
     negative = data[pos] == 45
     if negative:
         pos += 1
@@ -254,18 +257,18 @@ def _number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
             pos += 1
     if node_kind == T_INT:
         if fraction or has_exponent or digits > _MAX_INT_DIGITS:
-            return -1
+            return -1, 0
         if negative:
             value = -value
-        return pos if lo <= value <= hi else -1
+        return (pos if lo <= value <= hi else -1), value
     # A double: "-0" (an integer) is 0.0 for Python but -0.0 for Arrow.
     if negative and not nonzero and not fraction and not has_exponent:
-        return -1
+        return -1, 0
     if exponent > _MAX_EXPONENT or digits > _MAX_EXPONENT:
-        return -1
+        return -1, 0
     if digits + exponent_sign * exponent > _MAX_EXPONENT:  # 1e10 * 1e300: beyond a double
-        return -1
-    return pos
+        return -1, 0
+    return pos, 0
 
 
 @_jit
@@ -308,19 +311,6 @@ def _emit_close(
         if stamps[j] != stamp:
             n = _emit_null(events, n, field_node[j], closure, closure_at)
     return _emit(events, n, node, 1, 0)
-
-
-@_jit
-def _integer(data: Any, pos: int, end: int) -> int:
-    """The value of an integer that fits a long (the scan checked it)."""
-    negative = data[pos] == 45
-    if negative:
-        pos += 1
-    value = 0
-    while pos < end:
-        value = value * 10 + (data[pos] - 48)
-        pos += 1
-    return -value if negative else value
 
 
 @_jit
@@ -541,11 +531,13 @@ def check_row(
             elif c == 45 or 48 <= c <= 57:
                 pos = scan_number(data, pos, end)
                 if node >= 0 and pos >= 0:
-                    numeric = t == T_INT or t == T_DOUBLE
-                    if not numeric or _number_fits(data, begin, pos, t, low[node], high[node]) < 0:
+                    fits, value = -1, 0
+                    if t == T_INT or t == T_DOUBLE:
+                        fits, value = _number_fits(data, begin, pos, t, low[node], high[node])
+                    if fits < 0:
                         misfit = True
                     elif emit and t == T_INT:
-                        n = _emit(events, n, node, 1, _integer(data, begin, pos))
+                        n = _emit(events, n, node, 1, value)
                     elif emit:
                         n = _emit(events, n, node, begin, pos)
             else:
