@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
@@ -33,7 +34,9 @@ __all__ = [
     "JsonLines",
     "by_row_ranges",
     "finish",
+    "on_threads",
     "read_type",
+    "row_ranges",
     "string_buffers",
     "to_string_array",
 ]
@@ -82,19 +85,30 @@ def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets, data, valid
 
 
+def row_ranges(n: int, threads: int) -> list[tuple[int, int]]:
+    """``n`` rows cut in up to ``threads`` ranges of at least 4,096 rows (one range below)."""
+    parts = max(1, min(threads, n // 4096))
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64).tolist()
+    return list(pairwise(bounds))
+
+
+def on_threads(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """The results of ``jobs``, run on up to ``threads`` threads (the numba kernels and pyarrow's
+    reader release the GIL), in order."""
+    if threads <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
 def by_row_ranges(
     scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: int | None = None
 ) -> Any:
-    """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads (the
-    numba scans release the GIL); results (an array or a tuple of arrays) concatenated, but for
-    the tuple's item ``apart``: a list of each range's array (to spare a large copy)."""
-    parts = max(1, min(threads, n // 4096))
-    bounds = np.linspace(0, n, parts + 1).astype(np.int64)
-    if parts == 1:
-        results = [scan(*args, 0, n)]
-    else:
-        with ThreadPoolExecutor(parts) as pool:
-            results = list(pool.map(lambda r: scan(*args, int(r[0]), int(r[1])), pairwise(bounds)))
+    """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads;
+    results (an array or a tuple of arrays) concatenated, but for the tuple's item ``apart``: a
+    list of each range's array (to spare a large copy)."""
+    jobs = [partial(scan, *args, lo, hi) for lo, hi in row_ranges(n, threads)]
+    results = on_threads(threads, jobs)
     if isinstance(results[0], tuple):
         return tuple(
             list(column) if i == apart else np.concatenate(column)
@@ -151,11 +165,7 @@ class JsonLines:
             table = self.read_chunk(chunk, schema)
             return table if table is not None and table.num_rows == hi - lo else None
 
-        if len(spans) > 1 and self.threads > 1:
-            with ThreadPoolExecutor(self.threads) as pool:
-                tables = list(pool.map(one, spans))
-        else:
-            tables = [one(s) for s in spans]
+        tables = on_threads(self.threads, [partial(one, span) for span in spans])
         read = []
         for (lo, hi), table in zip(spans, tables, strict=True):
             if table is None:

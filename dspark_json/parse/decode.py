@@ -22,16 +22,15 @@ the one the reference parser reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from functools import partial
-from itertools import pairwise
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 from numba import njit
 
+from dspark_json.parse.columns import on_threads, row_ranges
 from dspark_json.parse.conform import (
     T_ARRAY,
     T_BOOL,
@@ -87,16 +86,8 @@ def group_events(
     a = np.empty(bounds[-1], np.int64)
     b = np.empty(bounds[-1], np.int64)
     jobs = [partial(scatter_events, p, w, a, b) for p, w in zip(parts, places, strict=True)]
-    _each(threads, jobs)
+    on_threads(threads, jobs)
     return a, b, bounds
-
-
-def _each(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
-    """Run ``jobs`` (numba kernels, which release the GIL) on up to ``threads`` threads."""
-    if threads <= 1 or len(jobs) <= 1:
-        return [job() for job in jobs]
-    with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
-        return list(pool.map(lambda job: job(), jobs))
 
 
 @_jit
@@ -284,14 +275,11 @@ class _Columns:
 
     def _strings(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:func:`unescape_strings`, split in ranges on the threads when there are many."""
-        parts = max(1, min(self.threads, len(a) // 4096))
-        if parts == 1:
+        ranges = row_ranges(len(a), self.threads)
+        if len(ranges) == 1:
             return unescape_strings(self.data, a, b)
-        cuts = np.linspace(0, len(a), parts + 1).astype(np.int64).tolist()
-        jobs = [
-            partial(unescape_strings, self.data, a[lo:hi], b[lo:hi]) for lo, hi in pairwise(cuts)
-        ]
-        pieces = _each(self.threads, jobs)
+        jobs = [partial(unescape_strings, self.data, a[lo:hi], b[lo:hi]) for lo, hi in ranges]
+        pieces = on_threads(self.threads, jobs)
         sizes = np.cumsum([0] + [len(text) for _, text in pieces])
         shifted = [o[1:] + shift for (o, _), shift in zip(pieces[1:], sizes[1:-1], strict=True)]
         offsets = np.concatenate([pieces[0][0], *shifted])
