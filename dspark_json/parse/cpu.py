@@ -86,6 +86,8 @@ class _Plan:
     content: DataType | None
     content_table: TypeTable | None
     content_read: pa.Schema | None
+    #: Whether each message has a ``parsed`` column (else only the top level has one).
+    per_choice: bool
 
     @classmethod
     def of(cls, data: StructType) -> _Plan | None:
@@ -97,14 +99,17 @@ class _Plan:
             return None
         parsed = content_type(data)
         envelope = _without_parsed(data)
+        per_choice = False
         if parsed is not None:
-            # The content pass needs content and finish_reason read, and somewhere to put each
-            # choice's value; top-level and per-choice parsed must then be one type.
+            # The content pass needs content and finish_reason read; where both the top level
+            # and each message have a parsed column, they must be one type.
             message = _message_type(data)
-            if not _content_reachable(envelope) or message is None or "parsed" not in message.names:
+            if not _content_reachable(envelope) or message is None:
                 return None
-            if "parsed" in data.names and message["parsed"].dataType != data["parsed"].dataType:
-                return None
+            per_choice = "parsed" in message.names
+            if per_choice and "parsed" in data.names:
+                if message["parsed"].dataType != data["parsed"].dataType:
+                    return None
         content_read = None
         if parsed is not None:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
@@ -115,6 +120,7 @@ class _Plan:
             content=parsed,
             content_table=compile_type(parsed) if parsed is not None else None,
             content_read=content_read,
+            per_choice=per_choice,
         )
 
 
@@ -270,6 +276,9 @@ class CpuParser:
                 corrupt = contents.corrupt.cast(pa.large_string())
                 target = self.target.field("choices").type
                 columns["choices"] = _insert_parsed(choices, lengths, contents.parsed, target)
+                if not plan.per_choice:
+                    # The other choices' values have no column: the reference rescues them.
+                    bad.update(np.flatnonzero(lengths > 1).tolist())
                 if "parsed" in self.target.names:
                     columns["parsed"] = contents.parsed.take(
                         pa.array(contents.first, mask=lengths == 0)
