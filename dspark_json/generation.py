@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -16,8 +17,8 @@ from pyspark.sql.types import ArrayType, StringType, StructType
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.load import prepare
 from dspark_json.options import OPTION_SPECS, Options
-from dspark_json.pipeline import answer, assemble, settle
-from dspark_json.records import PromptRecord
+from dspark_json.pipeline import answer, assemble, fetch, settle
+from dspark_json.records import PromptRecord, PromptRows
 from dspark_json.schema.json_schema import as_json_schema
 from dspark_json.schema.output import output_schema
 
@@ -128,8 +129,17 @@ def generate(
                 _record(value, None if ids is None else ids[i], f"row {i} of batch {number}")
                 for i, value in enumerate(batch.column(prompt_index).to_pylist())
             ]
-            answers = answer(records, query, answers_schema)
-            table = assemble(answers_schema, pa.table({}), [{}] * len(records), records, answers)
+            started = time.perf_counter()
+            fetched = fetch(records, query)
+            rows = PromptRows.of(records)
+            answers = answer(
+                rows,
+                query,
+                answers_schema,
+                fetched=fetched,
+                http_seconds=time.perf_counter() - started,
+            )
+            table = assemble(answers_schema, pa.table({}), None, rows, answers)
             whole = pa.Table.from_arrays(
                 [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
             )
@@ -139,7 +149,7 @@ def generate(
             where = f"stage {task.stageId()} task {task.partitionId()}" if task else "driver"
             kept = settle(
                 whole,
-                records,
+                rows,
                 answers,
                 query,
                 batch=f"generate {where}",

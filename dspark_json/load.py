@@ -154,8 +154,13 @@ def _sample_bodies(query: Query) -> list[str | None]:
     listing = PromptListing(options.input.location, option=option)
     segments = listing.segments(Position(), listing.end())
     if options.input.responses is not None:
-        pairs = [p for segment in segments for p in read_recorded(segment)][:n]
-        return [outcome.body for _, outcome in pairs]
+        bodies: list[str | None] = []
+        for segment in segments:
+            if len(bodies) >= n:
+                break
+            _, outcomes = read_recorded([segment])
+            bodies.extend(outcomes.bodies[: n - len(bodies)].to_pylist())
+        return bodies
     records = [r for segment in segments for r in read_segment(segment) if r.problem is None][:n]
     if not records:
         return []

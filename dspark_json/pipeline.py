@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
@@ -26,7 +27,7 @@ from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
-from dspark_json.records import Answers, Fetched, Outcome, PromptRecord
+from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
 from dspark_json.schema.output import is_documented_extra
 from dspark_json.schema.validation import schema_violations
@@ -39,15 +40,15 @@ logger = logging.getLogger("dspark_json")
 _ADDED = frozenset({"_error", "_schema_violations"})
 
 
-def check_no_new_fields(table: pa.Table, records: Sequence[PromptRecord]) -> None:
+def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
     """schemaEvolutionMode=failOnNewColumns: stop at the first fields the schema does not know."""
     if "_rescued_data" not in table.column_names:
         return
     new: dict[str, str] = {}
-    for record, text in zip(records, table.column("_rescued_data").to_pylist(), strict=True):
+    for row, text in enumerate(table.column("_rescued_data").to_pylist()):
         for key in json.loads(text) if text else {}:
             if not is_documented_extra(key):
-                new.setdefault(key, record.describe())
+                new.setdefault(key, rows.describe(row))
     if new:
         listed = ", ".join(f"{k} (first in {where})" for k, where in sorted(new.items()))
         raise SchemaError(
@@ -70,34 +71,34 @@ def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
 
 
 def answer(
-    records: Sequence[PromptRecord],
+    rows: PromptRows,
     query: Query,
     schema: StructType,
     *,
-    fetched: Fetched | None = None,
+    fetched: Fetched,
     source: str = "server",
+    http_seconds: float = 0.0,
 ) -> Answers:
-    """Parse the answers to ``records`` into the response columns of ``schema``; rows out =
+    """Parse the answers to ``rows`` into the response columns of ``schema``; rows out =
     prompts in, in order.
 
     Parameters
     ----------
-    records:
+    rows:
         The rows, in order.
     query:
         The query the driver settled.
     schema:
         The output schema (only its response columns are parsed here).
     fetched:
-        The answers when already in hand (from the journal or a recording); else sent now.
+        Their answers: sent now (:func:`fetch`), or read back from the journal or a recording.
     source:
         Where the answers came from, for the metrics: server, journal, recorded.
+    http_seconds:
+        What getting them took, for the metrics.
     """
-    rows = query.options.rows
-    backend = select_backend(rows.parse_mode)
-    started = time.perf_counter()
-    if fetched is None:
-        fetched = fetch(records, query)
+    options = query.options.rows
+    backend = select_backend(options.parse_mode)
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column.
     response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
@@ -106,21 +107,22 @@ def answer(
     parser = make_parser(
         response_schema,
         backend,
-        gpu_memory_fraction=rows.gpu_memory_fraction,
-        lenient=rows.allow_unquoted_control_chars,
+        gpu_memory_fraction=options.gpu_memory_fraction,
+        lenient=options.allow_unquoted_control_chars,
     )
-    responses = parser.parse([o.body for o in fetched.outcomes])
-    statuses = _statuses(records, fetched.outcomes, responses.column("_status").to_pylist())
+    bodies = fetched.outcomes.bodies
+    responses = parser.parse(bodies)
+    statuses = _statuses(rows, fetched.outcomes, responses.column("_status"))
     violations = None
     if query.options.schema.validate_schema and query.json_schema is not None:
-        violations = schema_violations(query.json_schema, [o.body for o in fetched.outcomes])
+        violations = schema_violations(query.json_schema, bodies.to_pylist())
     return Answers(
         responses=responses,
         outcomes=fetched.outcomes,
         statuses=statuses,
         stats=fetched.stats,
         backend=backend,
-        http_seconds=http_done - started,
+        http_seconds=http_seconds,
         parse_seconds=time.perf_counter() - http_done,
         reference_rows=parser.reference_rows,
         violations=violations,
@@ -132,34 +134,59 @@ def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
-    records, fetched, source = _records_and_answers(partition, query)
-    answers = answer(records, query, schema, fetched=fetched, source=source)
+    started = time.perf_counter()
+    rows, fetched, source = _rows_and_answers(partition, query)
+    answers = answer(
+        rows,
+        query,
+        schema,
+        fetched=fetched,
+        source=source,
+        http_seconds=time.perf_counter() - started,
+    )
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
-    prompt_rows = [
-        {"custom_id": r.custom_id, **{passthrough_column(k): v for k, v in r.fields.items()}}
-        for r in records
-    ]
-    prompts, prompt_rescued = Converter(prompt_schema).table(prompt_rows)
-    table = assemble(schema, prompts, prompt_rescued, records, answers)
+    prompts, prompt_rescued = _prompt_columns(prompt_schema, rows)
+    table = assemble(schema, prompts, prompt_rescued, rows, answers)
     kept = settle(
         table,
-        records,
+        rows,
         answers,
         query,
         batch=partition.batch,
         partition=partition.index,
         what=f"partition {partition.index}",
     )
-    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(records), 1)) or [
+    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(rows), 1)) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
 
 
+def _prompt_columns(
+    prompt_schema: StructType, rows: PromptRows
+) -> tuple[pa.Table, Sequence[dict[str, Any]] | None]:
+    """The prompt columns of ``rows`` (``custom_id`` and the fields passed through) in
+    ``prompt_schema``, and what each row rescues (``None``: nothing)."""
+    if rows.fields is None and all(isinstance(f.dataType, StringType) for f in prompt_schema):
+        # No row has fields: custom_id as it is, the other prompt columns null.
+        n = len(rows)
+        ids = pa.array(rows.custom_ids, pa.string())
+        columns = [
+            ids if f.name == "custom_id" else pa.nulls(n, pa.string()) for f in prompt_schema
+        ]
+        return pa.Table.from_arrays(columns, schema=arrow_schema(prompt_schema)), None
+    fields = rows.fields or [{}] * len(rows)
+    prompt_rows = [
+        {"custom_id": custom_id, **{passthrough_column(k): v for k, v in more.items()}}
+        for custom_id, more in zip(rows.custom_ids, fields, strict=True)
+    ]
+    return Converter(prompt_schema).table(prompt_rows)
+
+
 def settle(
     table: pa.Table,
-    records: Sequence[PromptRecord],
+    rows: PromptRows,
     answers: Answers,
     query: Query,
     *,
@@ -172,13 +199,13 @@ def settle(
     to hand to Spark."""
     options = query.options
     if options.schema.schema_evolution_mode == "failOnNewColumns":
-        check_no_new_fields(table, records)
+        check_no_new_fields(table, rows)
     keep = apply_mode(
         options.rows.mode,
         answers.statuses,
-        describe=lambda i: records[i].describe(),
-        detail=lambda i: f": {records[i].problem}" if records[i].problem else "",
-        errors=[o.error for o in answers.outcomes],
+        describe=rows.describe,
+        detail=lambda i: f": {rows.problems[i]}" if i in rows.problems else "",
+        errors=answers.outcomes.errors,
     )
     kept = table if keep is None else table.filter(pa.array(keep, pa.bool_()))
     record = partition_metrics(
@@ -188,18 +215,16 @@ def settle(
     return kept
 
 
-def _records_and_answers(
-    partition: PromptPartition, query: Query
-) -> tuple[list[PromptRecord], Fetched, str]:
+def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptRows, Fetched, str]:
     """The partition's rows and their answers: recorded ones (option responses), journaled
     ones (a replay or a retry), or fetched now and journaled before anything is yielded."""
     inputs = query.options.input
     if inputs.responses is not None:
-        pairs = [pair for segment in partition.segments for pair in read_recorded(segment)]
-        return [r for r, _ in pairs], Fetched(outcomes=[o for _, o in pairs]), "recorded"
+        rows, outcomes = read_recorded(partition.segments)
+        return rows, Fetched(outcomes=outcomes), "recorded"
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:
-        return records, fetch(records, query), "server"
+        return PromptRows.of(records), fetch(records, query), "server"
     journal = Journal(inputs.journal)
     key = journal.key(partition.segments)
     recorded = journal.load(key)
@@ -210,41 +235,39 @@ def _records_and_answers(
             len(recorded),
             key,
         )
-        return records, Fetched(outcomes=recorded), "journal"
+        return PromptRows.of(records), Fetched(outcomes=recorded), "journal"
     fetched = fetch(records, query)
+    bodies = fetched.outcomes.bodies.is_valid().to_pylist()
     complete = all(
-        o.body is not None or o.error is not None
-        for r, o in zip(records, fetched.outcomes, strict=True)
+        bodies[i] or i in fetched.outcomes.errors
+        for i, r in enumerate(records)
         if r.problem is None
     )
     if complete:  # FAILFAST stops sending at the first failure: such a partial fetch is not kept
         last = partition.segments[-1]
         journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
-    return records, fetched, "server"
+    return PromptRows.of(records), fetched, "server"
 
 
-def _statuses(
-    records: Sequence[PromptRecord], outcomes: Sequence[Outcome], parsed: Sequence[str | None]
-) -> list[str]:
-    out = []
-    for record, outcome, status in zip(records, outcomes, parsed, strict=True):
-        if record.problem is not None:
-            out.append("invalid_prompt")
-        elif outcome.error is not None:
-            out.append("http_error")
-        else:
-            out.append(status or "ok")
+def _statuses(rows: PromptRows, outcomes: Outcomes, parsed: pa.ChunkedArray) -> list[str]:
+    """Each row's ``_status``: ``invalid_prompt``, ``http_error``, or the parser's."""
+    out: list[str] = pc.fill_null(parsed, "ok").to_pylist()
+    for row in outcomes.errors:
+        out[row] = "http_error"
+    for row in rows.problems:
+        out[row] = "invalid_prompt"
     return out
 
 
 def assemble(
     schema: StructType,
     prompts: pa.Table,
-    prompt_rescued: Sequence[dict[str, Any]],
-    records: Sequence[PromptRecord],
+    prompt_rescued: Sequence[dict[str, Any]] | None,
+    rows: PromptRows,
     answers: Answers,
 ) -> pa.Table:
-    """Join the prompt columns, the response columns and the per-row error into ``schema``."""
+    """Join the prompt columns, the response columns and the per-row error into ``schema``
+    (``prompt_rescued``: what each row's prompt fields rescue; ``None``: nothing)."""
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
     for name in prompts.column_names:
         columns[name] = prompts.column(name)
@@ -252,34 +275,37 @@ def assemble(
         columns[name] = answers.responses.column(name)
     if "_status" in columns:
         columns["_status"] = pa.array(answers.statuses, pa.string())
-    if "_corrupt_record" in columns:
+    if "_corrupt_record" in columns and rows.problems:
         corrupt = columns["_corrupt_record"].to_pylist()
-        columns["_corrupt_record"] = pa.array(
-            [r.raw if r.problem else c for r, c in zip(records, corrupt, strict=True)], pa.string()
-        )
-    if "_rescued_data" in columns:
+        for row in rows.problems:
+            corrupt[row] = rows.record(row).raw
+        columns["_corrupt_record"] = pa.array(corrupt, pa.string())
+    if "_rescued_data" in columns and prompt_rescued is not None and any(prompt_rescued):
         columns["_rescued_data"] = _merge_rescued(
             columns["_rescued_data"].to_pylist(), prompt_rescued
         )
     target = arrow_schema(schema)
     if "_error" in target.names:
-        errors = [_error_of(r, o) for r, o in zip(records, answers.outcomes, strict=True)]
+        errors: list[RowError | None] = [None] * len(rows)
+        for row, error in answers.outcomes.errors.items():
+            errors[row] = error
+        for row in rows.problems:
+            errors[row] = _prompt_error(rows.record(row))
         columns["_error"] = pa.array(errors, target.field("_error").type)
     if "_schema_violations" in target.names:
-        found = answers.violations or [None] * len(records)
+        found = answers.violations or [None] * len(rows)
         columns["_schema_violations"] = pa.array(found, target.field("_schema_violations").type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
 
 
-def _error_of(record: PromptRecord, outcome: Outcome) -> RowError | None:
-    if record.problem is not None:
-        return row_error(
-            status=None,
-            type="invalid_prompt",
-            message=f"{record.where}: {record.problem}",
-            attempts=0,
-        )
-    return outcome.error
+def _prompt_error(record: PromptRecord) -> RowError:
+    """The ``_error`` of a row that could not be sent."""
+    return row_error(
+        status=None,
+        type="invalid_prompt",
+        message=f"{record.where}: {record.problem}",
+        attempts=0,
+    )
 
 
 def _merge_rescued(parsed: list[str | None], extra: Sequence[dict[str, Any]]) -> pa.Array:

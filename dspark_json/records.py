@@ -3,21 +3,32 @@
     inputs ──PromptRecord──▶ http ──Outcome / Fetched (with ClientStats)──▶ parse ──Answers──▶
     pipeline (assemble, mode) ──▶ metrics
 
-Keyword-only and frozen: a record is built in one place and read everywhere else.
+Keyword-only and frozen: a record is built in one place and read everywhere else. After the
+requests, a partition's rows travel by column (:class:`PromptRows`, :class:`Outcomes`): the
+parser and the assembly read them without a Python object per row, and recorded answers never
+make one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from dspark_json.rows import RowError
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Answers", "ClientStats", "Fetched", "Outcome", "PromptRecord"]
+__all__ = [
+    "Answers",
+    "ClientStats",
+    "Fetched",
+    "Outcome",
+    "Outcomes",
+    "PromptRecord",
+    "PromptRows",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +58,92 @@ class Outcome:
     error: RowError | None = None
 
 
+class PromptRows:
+    """A partition's input rows by column, as the pipeline reads them once the requests are made.
+
+    Parameters
+    ----------
+    custom_ids:
+        Each row's ``custom_id`` (``None`` where it has none).
+    fields:
+        Each row's prompt fields passed through as columns; ``None``: no row has any.
+    problems:
+        Row -> why it could not be sent (the row is ``invalid_prompt``); most rows have none.
+    record:
+        Row -> its :class:`PromptRecord`, built on demand (to name the row in a message).
+    """
+
+    def __init__(
+        self,
+        custom_ids: Sequence[str | None],
+        *,
+        fields: Sequence[dict[str, Any]] | None,
+        problems: Mapping[int, str],
+        record: Callable[[int], PromptRecord],
+    ) -> None:
+        self.custom_ids = custom_ids
+        self.fields = fields
+        self.problems = problems
+        self.record = record
+
+    @classmethod
+    def of(cls, records: Sequence[PromptRecord]) -> PromptRows:
+        """The columns of ``records``."""
+        problems = {i: r.problem for i, r in enumerate(records) if r.problem is not None}
+        return cls(
+            [r.custom_id for r in records],
+            fields=[r.fields for r in records] if any(r.fields for r in records) else None,
+            problems=problems,
+            record=records.__getitem__,
+        )
+
+    def __len__(self) -> int:
+        return len(self.custom_ids)
+
+    def describe(self, row: int) -> str:
+        """How to point a user at ``row`` (:meth:`PromptRecord.describe`)."""
+        return self.record(row).describe()
+
+
+class Outcomes(Sequence[Outcome]):
+    """The outcomes of a partition's requests by column: the bodies as one Arrow string array
+    (null where there is none) and the errors by row (most rows have none).
+
+    A sequence of :class:`Outcome` all the same, built on demand.
+    """
+
+    def __init__(self, bodies: pa.Array, errors: Mapping[int, RowError] | None = None) -> None:
+        self.bodies = bodies
+        self.errors: Mapping[int, RowError] = errors or {}
+
+    @classmethod
+    def of(cls, outcomes: Sequence[Outcome]) -> Outcomes:
+        """The columns of ``outcomes``."""
+        import pyarrow as pa
+
+        errors = {i: o.error for i, o in enumerate(outcomes) if o.error is not None}
+        return cls(pa.array([o.body for o in outcomes], pa.large_string()), errors)
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    @overload
+    def __getitem__(self, row: int) -> Outcome: ...
+    @overload
+    def __getitem__(self, row: slice) -> list[Outcome]: ...
+    def __getitem__(self, row: int | slice) -> Outcome | list[Outcome]:
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(len(self)))]
+        if not -len(self) <= row < len(self):
+            raise IndexError(row)
+        row %= len(self)
+        return Outcome(body=self.bodies[row].as_py(), error=self.errors.get(row))
+
+    def __iter__(self) -> Iterator[Outcome]:
+        bodies = self.bodies.to_pylist()
+        return (Outcome(body=b, error=self.errors.get(i)) for i, b in enumerate(bodies))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientStats:
     """What the client did for one partition (part of its metrics)."""
@@ -73,7 +170,7 @@ class ClientStats:
 class Fetched:
     """The outcomes of a list of requests, in order, and what it took."""
 
-    outcomes: list[Outcome]
+    outcomes: Outcomes
     stats: ClientStats = field(default_factory=ClientStats)
 
 
@@ -82,7 +179,7 @@ class Answers:
     """The responses to a list of prompts, parsed, with what happened to each row."""
 
     responses: pa.Table  # the response columns (and _status) of the target schema
-    outcomes: list[Outcome]
+    outcomes: Outcomes
     statuses: list[str]
     stats: ClientStats
     backend: str

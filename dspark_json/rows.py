@@ -149,7 +149,7 @@ def apply_mode(
     *,
     describe: Callable[[int], str],
     detail: Callable[[int], str] | None = None,
-    errors: Sequence[RowError | None] | None = None,
+    errors: Mapping[int, RowError] | None = None,
 ) -> list[bool] | None:
     """Apply the record mode to rows with these statuses.
 
@@ -166,13 +166,14 @@ def apply_mode(
     detail:
         Row index -> what to add after a malformed row's status (its problem or its text).
     errors:
-        Each row's ``_error``, to quote a failed request's status and message.
+        The rows' ``_error`` by row (those that have one), to quote a failed request's status
+        and message.
     """
     if mode == "PERMISSIVE":
         return None
     if mode == "FAILFAST":
         for i, status in enumerate(statuses):
-            error = errors[i] if errors is not None else None
+            error = errors.get(i) if errors is not None else None
             if status == "http_error" and error is not None:
                 raise RecordError(
                     f"mode=FAILFAST: the request for {describe(i)} failed after "

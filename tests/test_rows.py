@@ -54,7 +54,7 @@ def test_failfast_names_the_first_bad_row_with_the_server_message():
             "FAILFAST",
             ["ok", "http_error", "not_json"],
             describe=lambda i: f"row {i}",
-            errors=[None, error, None],
+            errors={1: error},
         )
     with pytest.raises(RecordError, match=r"row 2 is malformed \(not_json: prose\)"):
         apply_mode(

@@ -35,7 +35,7 @@ from dspark_json.http.retry import (
 )
 from dspark_json.http.secrets import Secret
 from dspark_json.http.transport import StreamTransport
-from dspark_json.records import ClientStats, Fetched, Outcome
+from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.rows import RowError
 
 __all__ = ["auth_headers", "complete_all"]
@@ -170,7 +170,7 @@ class _Run:
             limit_final=int(self.limit.limit),
             endpoint_rests=self.pool.rests,
         )
-        return Fetched(outcomes=self.results, stats=stats)
+        return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
     def _transport(self) -> httpx.AsyncBaseTransport:
         """A worker's connections: one keep-alive connection per endpoint.

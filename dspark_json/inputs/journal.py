@@ -32,7 +32,7 @@ from pyspark.sql.types import StructField, StructType
 from dspark_json.fs import resolve, write_atomic
 from dspark_json.inputs.listing import Position, Segment
 from dspark_json.parse.convert import arrow_schema
-from dspark_json.records import Outcome
+from dspark_json.records import Outcomes
 from dspark_json.rows import ERROR_TYPE
 
 __all__ = ["Journal"]
@@ -57,14 +57,14 @@ class Journal:
         spans = [[s.path.rsplit("/", 1)[-1], s.start, s.end] for s in segments]
         return hashlib.sha256(json.dumps(spans).encode()).hexdigest()[:40]
 
-    def load(self, key: str) -> list[Outcome] | None:
+    def load(self, key: str) -> Outcomes | None:
         """The recorded outcomes of an entry, or ``None`` when there is none."""
         fs, root = resolve(self.directory)
         path = f"{root}/{key}{_SUFFIX}"
         try:
             with fs.open_input_file(path) as source:
                 table = pa.ipc.open_file(source).read_all()
-            bodies = table.column("body").to_pylist()
+            bodies = table.column("body").combine_chunks().cast(pa.large_string())
             errors = table.column("error").to_pylist()
         except FileNotFoundError:
             return None
@@ -76,16 +76,16 @@ class Journal:
                 exc,
             )
             return None
-        return [Outcome(body=b, error=e) for b, e in zip(bodies, errors, strict=True)]
+        return Outcomes(bodies, {i: e for i, e in enumerate(errors) if e is not None})
 
-    def save(self, key: str, end: Position, outcomes: Sequence[Outcome]) -> bool:
+    def save(self, key: str, end: Position, outcomes: Outcomes) -> bool:
         """Write an entry atomically: a hidden file, then a rename into place. Where that fails,
         log it and return false: the answers are in hand, and failing the task would lose
         them."""
         table = pa.table(
             {
-                "body": pa.array([o.body for o in outcomes], pa.string()),
-                "error": pa.array([o.error for o in outcomes], _ERROR),
+                "body": outcomes.bodies.cast(pa.string()),
+                "error": pa.array([outcomes.errors.get(i) for i in range(len(outcomes))], _ERROR),
             },
             schema=_SCHEMA.with_metadata({"end": json.dumps(end.to_offset())}),
         )

@@ -35,6 +35,7 @@ __all__ = [
     "plan_partitions",
     "read_rows",
     "rows_of",
+    "segment_lines",
 ]
 
 logger = logging.getLogger("dspark_json")
@@ -66,6 +67,10 @@ class Segment:
     end: int
     window: tuple[int, int | None, int] | None = field(default=None, compare=False)
 
+    def where(self, row: int) -> str:
+        """How to point a user at the file's row ``row`` (0-based): ``<file> row <n>``."""
+        return f"{self.path} row {row + 1}"
+
 
 @dataclass(frozen=True)
 class PromptPartition(InputPartition):
@@ -80,6 +85,14 @@ class PromptPartition(InputPartition):
 
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
     """The rows of ``segment`` with where each is (``<file> row <n>``), executor side."""
+    return [
+        (line, segment.where(number))
+        for number, line in enumerate(segment_lines(segment), start=segment.start)
+    ]
+
+
+def segment_lines(segment: Segment) -> list[bytes]:
+    """The rows of ``segment``, executor side: all of them, or an error naming the file."""
     try:
         lines = file_rows(segment.path, segment.start, segment.end, segment.window)
     except FileNotFoundError as exc:
@@ -96,10 +109,7 @@ def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
             "change once visible (write a new file under a hidden name, then rename it into "
             "place). Put the original back."
         )
-    return [
-        (line, f"{segment.path} row {number}")
-        for number, line in enumerate(lines, start=segment.start + 1)
-    ]
+    return lines
 
 
 class PromptListing:

@@ -12,13 +12,18 @@ A batch line with an ``error``, or with a status other than 200, becomes a row w
 
 from __future__ import annotations
 
-import gc
+import bisect
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
-from dspark_json.inputs.listing import Segment, read_rows
-from dspark_json.records import Outcome, PromptRecord
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dspark_json.inputs.listing import Segment, segment_lines
+from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RowError, load_json, row_error
 
 __all__ = ["read_recorded"]
@@ -29,34 +34,80 @@ _ESCAPED_CUSTOM_ID = re.compile(
     b'"' + b"".join(b"(?:%s|\\\\u00(?i:%x))" % (bytes([c]), c) for c in b"custom_id") + b'"'
 )
 
+#: A ``\\u`` escape of one of the letters of ``custom_id`` (all are U+0050-U+007F).
+_ESCAPED_LETTER = re.compile(rb"\\u00[567]")
+
 #: Recorded rows pass no prompt fields through (one shared, never written).
 _NO_FIELDS: dict[str, Any] = {}
 
 
-def read_recorded(segment: Segment) -> list[tuple[PromptRecord, Outcome]]:
-    """(the row, its answer) for each recorded line of ``segment``.
+def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
+    """The recorded rows of ``segments``, in order, and their answers, by column.
 
-    Python's cyclic garbage collector is paused while the rows are made: none of them holds a
-    cycle, and at tens of thousands of rows a partition its passes cost more than the rows.
+    A raw body goes to the parser as the line's bytes, without a Python object per row: only
+    batch lines (which hold the key ``custom_id``) are read in Python, for their body or error.
     """
-    paused = gc.isenabled()
-    gc.disable()
+    lines: list[bytes] = []
+    firsts: list[int] = []  # the index of each segment's first row in ``lines``
+    for segment in segments:
+        firsts.append(len(lines))
+        lines.extend(segment_lines(segment))
+    data = b"".join(lines)
+    offsets = np.zeros(len(lines) + 1, np.int64)
+    np.cumsum([len(line) for line in lines], out=offsets[1:])
+    del lines
+    raw = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+    )
+    texts = _texts(raw)
+    custom_ids: list[str | None] = [None] * len(raw)
+    errors: dict[int, RowError] = {}
+    bodies = texts
+    batch = _batch_lines(raw, data)
+    if len(batch):
+        taken: list[str | None] = []
+        for row in batch.tolist():
+            custom_ids[row], outcome = _recorded(texts[row].as_py())
+            taken.append(outcome.body)
+            if outcome.error is not None:
+                errors[row] = outcome.error
+        mask = np.zeros(len(raw), np.bool_)
+        mask[batch] = True
+        bodies = pc.replace_with_mask(texts, pa.array(mask), pa.array(taken, pa.large_string()))
+
+    def record(row: int) -> PromptRecord:
+        k = bisect.bisect_right(firsts, row) - 1
+        segment = segments[k]
+        return PromptRecord(
+            custom_id=custom_ids[row],
+            messages=None,
+            fields=_NO_FIELDS,
+            raw=texts[row].as_py(),
+            where=segment.where(segment.start + row - firsts[k]),
+        )
+
+    rows = PromptRows(custom_ids, fields=None, problems={}, record=record)
+    return rows, Outcomes(bodies, errors)
+
+
+def _texts(raw: pa.Array) -> pa.Array:
+    """The lines as text; invalid UTF-8 shown as U+FFFD (as the parser would show it)."""
+    texts = raw.view(pa.large_string())
     try:
-        return [_row(line, where) for line, where in read_rows(segment)]
-    finally:
-        if paused:
-            gc.enable()
+        texts.validate(full=True)
+    except pa.ArrowInvalid:
+        shown = [b.decode("utf-8", errors="replace") for b in raw.to_pylist()]
+        return pa.array(shown, pa.large_string())
+    return texts
 
 
-def _row(line: bytes, where: str) -> tuple[PromptRecord, Outcome]:
-    text = line.decode("utf-8", errors="replace")
-    if b"custom_id" in line or (b"\\u00" in line and _ESCAPED_CUSTOM_ID.search(line)):
-        custom_id, outcome = _recorded(text)
-    else:  # a raw body (a batch line has that key): the parser reads it
-        custom_id, outcome = None, Outcome(body=text)
-    return PromptRecord(
-        custom_id=custom_id, messages=None, fields=_NO_FIELDS, raw=text, where=where
-    ), outcome
+def _batch_lines(raw: pa.Array, data: bytes) -> np.ndarray:
+    """The rows that hold the key ``custom_id``, however it is spelt (batch lines); the rest
+    are raw bodies, which the parser reads. ``data``: the rows' bytes, end to end."""
+    if b"custom_id" not in data and not _ESCAPED_LETTER.search(data):
+        return np.zeros(0, np.int64)
+    hits = pc.match_substring_regex(raw, _ESCAPED_CUSTOM_ID.pattern.decode("ascii"))
+    return np.flatnonzero(hits.to_numpy(zero_copy_only=False))
 
 
 def _recorded(text: str) -> tuple[str | None, Outcome]:

@@ -107,9 +107,9 @@ class _Plan:
             if not _content_reachable(envelope) or message is None:
                 return None
             per_choice = "parsed" in message.names
-            if per_choice and "parsed" in data.names:
-                if message["parsed"].dataType != data["parsed"].dataType:
-                    return None
+            top = data["parsed"].dataType if "parsed" in data.names else None
+            if per_choice and top is not None and message["parsed"].dataType != top:
+                return None
         content_read = None
         if parsed is not None:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))

@@ -17,7 +17,8 @@ from dspark_json.load import prepare, resolve_parsed, resolve_schema
 from dspark_json.options import Options
 from dspark_json.parse import kernels
 from dspark_json.parse.conform import validate_row
-from dspark_json.pipeline import answer
+from dspark_json.pipeline import answer, fetch
+from dspark_json.records import PromptRows
 from dspark_json.rows import MAX_NESTING, exceeds_nesting
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, infer_type
 from dspark_json.schema.validation import schema_violations
@@ -73,7 +74,8 @@ def test_a_deep_first_line_does_not_break_the_schema_sample(tmp_path):
 
 def test_a_deep_recorded_line_is_a_corrupt_body_not_a_crash(tmp_path):
     (tmp_path / "r.jsonl").write_text(deep_object(DEEP) + "\n")
-    ((_, outcome),) = read_recorded(Segment(str(tmp_path / "r.jsonl"), 0, 1))
+    _, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 1)])
+    (outcome,) = outcomes
     assert outcome.body == deep_object(DEEP) and outcome.error is None
 
 
@@ -152,7 +154,8 @@ def test_validate_schema_and_the_parser_keep_deep_answers_as_rows(tmp_path):
         }
         query = prepare(Options.parse(options))
         records = list(read_segment(Segment(str(tmp_path / "a.jsonl"), 0, 2)))
-        answers = answer(records, query, resolve_schema(query, []))
+        fetched = fetch(records, query)
+        answers = answer(PromptRows.of(records), query, resolve_schema(query, []), fetched=fetched)
     assert answers.statuses == ["corrupt_content", "ok"]
     assert answers.violations == [None, []]
     assert answers.responses.column("parsed").to_pylist() == [None, {"score": 1}]

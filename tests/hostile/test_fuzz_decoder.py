@@ -14,7 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.inputs.recorded import _recorded, _row
+from dspark_json.inputs.listing import Segment
+from dspark_json.inputs.recorded import _recorded, read_recorded
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
 
@@ -90,11 +91,13 @@ def test_escapes_and_deep_unknown_values_match_the_reference():
     _same(schema, bodies)
 
 
-def test_a_batch_line_with_an_escaped_custom_id_key_is_a_batch_line():
+def test_a_batch_line_with_an_escaped_custom_id_key_is_a_batch_line(tmp_path):
     """Found by a hostile review: the byte search for the key missed its escaped spelling."""
     line = rb'{"\u0063ustom_id": "r1", "response": {"status_code": 200, "body": {"id": "x"}}}'
-    record, outcome = _row(line, "f row 1")
-    assert (record.custom_id, outcome) == _recorded(line.decode())
+    (tmp_path / "r.jsonl").write_bytes(line + b"\n")
+    rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 1)])
+    assert (rows.custom_ids[0], outcomes[0]) == _recorded(line.decode())
+    assert rows.custom_ids == ["r1"] and outcomes[0].body == '{"id": "x"}'
 
 
 def test_deep_unknown_keys_without_a_top_level_parsed_column():

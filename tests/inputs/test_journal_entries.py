@@ -7,12 +7,12 @@ import shutil
 from dspark_json.inputs import journal as journal_module
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, Segment
-from dspark_json.records import Outcome
+from dspark_json.records import Outcome, Outcomes
 
 
 def save(journal, name, end):
     key = journal.key([Segment(f"/in/{name}", end - 1, end)])
-    assert journal.save(key, Position(name, end), [Outcome(body="{}")])
+    assert journal.save(key, Position(name, end), Outcomes.of([Outcome(body="{}")]))
     return key
 
 
@@ -21,7 +21,7 @@ def test_an_entry_that_cannot_be_written_is_logged_and_the_rows_go_on(tmp_path, 
     blocked.write_text("a file where the directory should be")
     journal = Journal(str(blocked))
     with caplog.at_level(logging.ERROR, logger="dspark_json"):
-        assert journal.save("k", Position("a.jsonl", 1), [Outcome(body="{}")]) is False
+        assert journal.save("k", Position("a.jsonl", 1), Outcomes.of([Outcome(body="{}")])) is False
     assert "the answers of entry k could not be written" in caplog.text
     assert journal.load("k") is None
     assert journal.prune(Position("z.jsonl", 0)) == 0
@@ -54,7 +54,7 @@ def test_entries_go_in_the_directory_named_whatever_its_spelling(tmp_path):
         journal = Journal(spelling)
         key = save(journal, "a.jsonl", 1)
         assert (tmp_path / "answers-X" / f"{key}.arrow").is_file()
-        assert journal.load(key) == [Outcome(body="{}")]
+        assert list(journal.load(key)) == [Outcome(body="{}")]
         assert journal.prune(Position("a.jsonl", 1)) == 1
     assert [p.name for p in tmp_path.iterdir()] == ["answers-X"]
 
