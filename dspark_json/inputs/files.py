@@ -27,12 +27,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+from numba import njit
 
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import read_bytes, read_range, resolve
 
-__all__ = ["INPUT_SUFFIXES", "ROW_STRIDE", "RowIndex", "file_rows", "index_rows", "rows_of"]
+__all__ = [
+    "INPUT_SUFFIXES",
+    "ROW_STRIDE",
+    "RowIndex",
+    "file_rows",
+    "index_rows",
+    "pack_rows",
+    "packed_rows",
+    "rows_of",
+]
 
 #: The listing remembers where every ``ROW_STRIDE``-th row of a plain text file starts.
 ROW_STRIDE = 64
@@ -114,18 +125,89 @@ def file_rows(
     bytes of ``window`` (:meth:`RowIndex.window`) where it is given."""
     if path.endswith(_PARQUET_SUFFIX):
         return _parquet_rows(path, start, end)
-    if window is not None:
-        first, stop, skip = window
-        lead = 1 if first > 0 else 0  # the line end before the first row, read to check it
-        chunk = read_range(path, first - lead, stop)
-        if chunk[:lead] not in (b"", b"\n") or (stop is not None and chunk[-1:] != b"\n"):
-            raise DSparkJsonError(
-                f"Input file {path} changed after it was listed: its rows no longer start "
-                "where they did. Input files must not change once visible (write a new file "
-                "under a hidden name, then rename it into place). Put the original back."
-            )
-        return rows_of(chunk[lead:])[skip : skip + end - start]
-    return rows_of(_text(path))[start:end]
+    text, skip = _text_from(path, start, window)
+    return rows_of(text)[skip : skip + end - start]
+
+
+def packed_rows(
+    path: str, start: int, end: int, window: tuple[int, int | None, int] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`file_rows` packed end to end, without a Python object per row: their bytes and
+    ``offsets`` (row ``i`` is ``data[offsets[i]:offsets[i + 1]]``), as Arrow lays out text."""
+    if path.endswith(_PARQUET_SUFFIX):
+        rows = _parquet_rows(path, start, end)
+        offsets = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum([len(row) for row in rows], out=offsets[1:])
+        return np.frombuffer(b"".join(rows), np.uint8), offsets
+    text, skip = _text_from(path, start, window)
+    return pack_rows(text, skip, end - start)
+
+
+def pack_rows(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray]:
+    """``rows_of(text)[skip:skip + take]`` packed end to end: the rows' bytes and offsets.
+
+    The same rows as :func:`rows_of`: lines end at LF, CR or CRLF (the blank line between a CR
+    and an LF is not a row anyway), a UTF-8 BOM opening a line is dropped, and a line of
+    spaces, tabs, VT and FF only is blank."""
+    data = np.frombuffer(text, np.uint8)
+    ends = data == 10
+    if b"\r" in text:
+        ends |= data == 13
+    return _pack(data, np.flatnonzero(ends), skip, max(take, 0))
+
+
+@njit(cache=True, nogil=True)
+def _pack(
+    data: np.ndarray, ends: np.ndarray, skip: int, take: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`pack_rows` of ``data`` whose lines end at ``ends``."""
+    out = np.empty(len(data), np.uint8)
+    offsets = np.zeros(take + 1, np.int64)
+    rows = 0
+    size = 0
+    i = 0
+    for line in range(len(ends) + 1):
+        if rows >= take:
+            break
+        j = ends[line] if line < len(ends) else len(data)
+        s = i
+        i = j + 1
+        if j - s >= 3 and data[s] == 0xEF and data[s + 1] == 0xBB and data[s + 2] == 0xBF:
+            s += 3
+        blank = True
+        for k in range(s, j):
+            if data[k] not in (32, 9, 11, 12):
+                blank = False
+                break
+        if blank:
+            continue
+        if skip > 0:
+            skip -= 1
+            continue
+        out[size : size + j - s] = data[s:j]
+        size += j - s
+        rows += 1
+        offsets[rows] = size
+    return out[:size], offsets[: rows + 1]
+
+
+def _text_from(
+    path: str, start: int, window: tuple[int, int | None, int] | None
+) -> tuple[bytes, int]:
+    """The text that holds the file's rows from row ``start`` on, and how many rows of it come
+    before that one: the bytes of ``window`` where it is given, else the whole file."""
+    if window is None:
+        return _text(path), start
+    first, stop, skip = window
+    lead = 1 if first > 0 else 0  # the line end before the first row, read to check it
+    chunk = read_range(path, first - lead, stop)
+    if chunk[:lead] not in (b"", b"\n") or (stop is not None and chunk[-1:] != b"\n"):
+        raise DSparkJsonError(
+            f"Input file {path} changed after it was listed: its rows no longer start "
+            "where they did. Input files must not change once visible (write a new file "
+            "under a hidden name, then rename it into place). Put the original back."
+        )
+    return chunk[lead:], skip
 
 
 def _text(path: str, stored: bytes | None = None) -> bytes:

@@ -18,13 +18,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
+import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from dspark_json.errors import DSparkJsonError, OptionError
 from dspark_json.fs import FileEntry, kind_of, list_files
-from dspark_json.inputs.files import INPUT_SUFFIXES, RowIndex, file_rows, index_rows, rows_of
+from dspark_json.inputs.files import (
+    INPUT_SUFFIXES,
+    RowIndex,
+    file_rows,
+    index_rows,
+    packed_rows,
+    rows_of,
+)
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -36,9 +44,12 @@ __all__ = [
     "read_rows",
     "rows_of",
     "segment_lines",
+    "segment_packed",
 ]
 
 logger = logging.getLogger("dspark_json")
+
+_Rows = TypeVar("_Rows")
 
 
 @dataclass(frozen=True, order=True)
@@ -93,8 +104,22 @@ def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
 
 def segment_lines(segment: Segment) -> list[bytes]:
     """The rows of ``segment``, executor side: all of them, or an error naming the file."""
+    lines = _read(segment, file_rows)
+    _check_count(segment, len(lines))
+    return lines
+
+
+def segment_packed(segment: Segment) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`segment_lines` packed end to end (:func:`~dspark_json.inputs.files.packed_rows`):
+    the rows' bytes and offsets."""
+    data, offsets = _read(segment, packed_rows)
+    _check_count(segment, len(offsets) - 1)
+    return data, offsets
+
+
+def _read(segment: Segment, read: Callable[..., _Rows]) -> _Rows:
     try:
-        lines = file_rows(segment.path, segment.start, segment.end, segment.window)
+        return read(segment.path, segment.start, segment.end, segment.window)
     except FileNotFoundError as exc:
         raise DSparkJsonError(
             f"Input file {segment.path} is gone: its rows {segment.start + 1}-{segment.end} "
@@ -102,14 +127,16 @@ def segment_lines(segment: Segment) -> list[bytes]:
             "until the query has read them; put it back, or start the query again with a new "
             "checkpoint."
         ) from exc
-    if len(lines) < segment.end - segment.start:
+
+
+def _check_count(segment: Segment, rows: int) -> None:
+    if rows < segment.end - segment.start:
         raise DSparkJsonError(
-            f"Input file {segment.path} holds {segment.start + len(lines)} rows now, but "
+            f"Input file {segment.path} holds {segment.start + rows} rows now, but "
             f"{segment.end} or more were counted when it was listed: input files must not "
             "change once visible (write a new file under a hidden name, then rename it into "
             "place). Put the original back."
         )
-    return lines
 
 
 class PromptListing:

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dspark_json.inputs.listing import Segment, segment_lines
+from dspark_json.inputs.listing import Segment, segment_packed
 from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RowError, load_json, row_error
 
@@ -34,6 +34,8 @@ _ESCAPED_CUSTOM_ID = re.compile(
     b'"' + b"".join(b"(?:%s|\\\\u00(?i:%x))" % (bytes([c]), c) for c in b"custom_id") + b'"'
 )
 
+#: The key as usually spelt (a prefilter: a raw body may hold the word too)
+_CUSTOM_ID = re.compile(b"custom_id")
 #: A ``\\u`` escape of one of the letters of ``custom_id`` (all are U+0050-U+007F).
 _ESCAPED_LETTER = re.compile(rb"\\u00[567]")
 
@@ -47,23 +49,14 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
     A raw body goes to the parser as the line's bytes, without a Python object per row: only
     batch lines (which hold the key ``custom_id``) are read in Python, for their body or error.
     """
-    lines: list[bytes] = []
-    firsts: list[int] = []  # the index of each segment's first row in ``lines``
-    for segment in segments:
-        firsts.append(len(lines))
-        lines.extend(segment_lines(segment))
-    data = b"".join(lines)
-    offsets = np.zeros(len(lines) + 1, np.int64)
-    np.cumsum([len(line) for line in lines], out=offsets[1:])
-    del lines
-    raw = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    )
+    parts = [segment_packed(segment) for segment in segments]
+    firsts = np.cumsum([0, *(len(offsets) - 1 for _, offsets in parts)]).tolist()
+    raw = _binary(parts)
     texts = _texts(raw)
     custom_ids: list[str | None] = [None] * len(raw)
     errors: dict[int, RowError] = {}
     bodies = texts
-    batch = _batch_lines(raw, data)
+    batch = _batch_lines(raw, [data for data, _ in parts])
     if len(batch):
         taken: list[str | None] = []
         for row in batch.tolist():
@@ -101,10 +94,24 @@ def _texts(raw: pa.Array) -> pa.Array:
     return texts
 
 
-def _batch_lines(raw: pa.Array, data: bytes) -> np.ndarray:
+def _binary(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
+    """Packed rows (bytes, offsets) as one Arrow binary array."""
+    arrays = [
+        pa.LargeBinaryArray.from_buffers(
+            pa.large_binary(), len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
+        for data, offsets in parts
+    ]
+    if len(arrays) == 1:
+        return arrays[0]
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.large_binary())
+
+
+def _batch_lines(raw: pa.Array, packed: Sequence[np.ndarray]) -> np.ndarray:
     """The rows that hold the key ``custom_id``, however it is spelt (batch lines); the rest
-    are raw bodies, which the parser reads. ``data``: the rows' bytes, end to end."""
-    if b"custom_id" not in data and not _ESCAPED_LETTER.search(data):
+    are raw bodies, which the parser reads. ``packed``: the rows' bytes, end to end."""
+    views = [memoryview(data.data) for data in packed]
+    if not any(_CUSTOM_ID.search(view) or _ESCAPED_LETTER.search(view) for view in views):
         return np.zeros(0, np.int64)
     hits = pc.match_substring_regex(raw, _ESCAPED_CUSTOM_ID.pattern.decode("ascii"))
     return np.flatnonzero(hits.to_numpy(zero_copy_only=False))

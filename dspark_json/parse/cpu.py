@@ -280,9 +280,7 @@ class CpuParser:
                     # The other choices' values have no column: the reference rescues them.
                     bad.update(np.flatnonzero(lengths > 1).tolist())
                 if "parsed" in self.target.names:
-                    columns["parsed"] = contents.parsed.take(
-                        pa.array(contents.first, mask=lengths == 0)
-                    )
+                    columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
         invalid = np.flatnonzero(codes == CODE_INVALID)
         status[invalid] = _CORRUPT_ENVELOPE
         status[codes == CODE_NULL] = _NO_STATUS
@@ -603,6 +601,14 @@ def _as_python(texts: pa.Array) -> list[str | bytes | None]:
     except pa.ArrowInvalid:
         binary = pa.large_binary() if pa.types.is_large_string(texts.type) else pa.binary()
         return texts.view(binary).to_pylist()  # type: ignore[no-any-return]
+
+
+def _first_choices(per_choice: pa.Array, first: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """Each row's first choice's value (null where a row has none), from the values of every
+    choice (``first[row]``: where the row's choices start)."""
+    if len(per_choice) == len(lengths) and (lengths == 1).all():
+        return per_choice  # one choice per row, the usual answer: no copy
+    return per_choice.take(pa.array(first, mask=lengths == 0))
 
 
 def _children(array: pa.Array) -> dict[str, pa.Array]:

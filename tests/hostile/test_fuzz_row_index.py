@@ -1,13 +1,20 @@
 """Hostile property: rows read through the listing's row index (plan_partitions + locate +
-read_rows, ranged reads) are exactly rows_of(whole file), in order, for files with blank and
-whitespace-only lines, BOMs at line starts, CRLF / mixed ends, a lone CR, no final newline."""
+read_rows, ranged reads), as lists or packed end to end (recorded answers), are exactly
+rows_of(whole file), in order, for files with blank and whitespace-only lines, BOMs at line
+starts, CRLF / mixed ends, a lone CR, no final newline."""
 
 import random
 
 import pytest
 
-from dspark_json.inputs.files import rows_of
-from dspark_json.inputs.listing import Position, PromptListing, plan_partitions, read_rows
+from dspark_json.inputs.files import pack_rows, rows_of
+from dspark_json.inputs.listing import (
+    Position,
+    PromptListing,
+    plan_partitions,
+    read_rows,
+    segment_packed,
+)
 
 BOM = b"\xef\xbb\xbf"
 
@@ -50,10 +57,24 @@ def test_indexed_reads_give_the_rows_of_the_whole_file(tmp_path, seed):
     listing = PromptListing(str(tmp_path))
     segments = listing.segments(Position(), listing.end())
     size = rng.choice([1, 7, 63, 64, 65, 100, 128, 1000])
-    got = [
-        line
-        for part in plan_partitions(segments, size, listing.locate)
-        for segment in part.segments
-        for line, _ in read_rows(segment)
+    parts = plan_partitions(segments, size, listing.locate)
+    got = [line for part in parts for segment in part.segments for line, _ in read_rows(segment)]
+    want = [row for name in sorted(files) for row in rows_of(files[name])]
+    assert got == want
+    packed = [segment_packed(segment) for part in parts for segment in part.segments]
+    assert [_unpacked(data, offsets) for data, offsets in packed] == [
+        [line for line, _ in read_rows(segment)] for part in parts for segment in part.segments
     ]
-    assert got == [row for name in sorted(files) for row in rows_of(files[name])]
+
+
+def _unpacked(data, offsets):
+    return [data[offsets[i] : offsets[i + 1]].tobytes() for i in range(len(offsets) - 1)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_packed_rows_are_the_rows(seed):
+    rng = random.Random(seed)
+    text = _file(rng)
+    rows = rows_of(text)
+    skip, take = rng.randint(0, len(rows) + 1), rng.randint(0, len(rows) + 1)
+    assert _unpacked(*pack_rows(text, skip, take)) == rows[skip : skip + take]
