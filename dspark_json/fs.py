@@ -43,14 +43,16 @@ def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
 
 
 class FileEntry:
-    """A file in a listed directory: its name (relative to the directory), path and size."""
+    """A file in a listed directory: its name (relative to the directory), path, size and
+    modification time (nanoseconds; ``None`` where the store does not say)."""
 
-    __slots__ = ("name", "path", "size")
+    __slots__ = ("modified", "name", "path", "size")
 
-    def __init__(self, name: str, path: str, size: int) -> None:
+    def __init__(self, name: str, path: str, size: int, modified: int | None = None) -> None:
         self.name = name
         self.path = path
         self.size = size
+        self.modified = modified
 
     def __repr__(self) -> str:
         return f"FileEntry({self.name!r}, size={self.size})"
@@ -72,7 +74,7 @@ def list_files(directory: str, *, suffixes: tuple[str, ...]) -> list[FileEntry]:
         if not name.endswith(suffixes):
             continue
         uri = directory.rstrip("/") + "/" + name
-        entries.append(FileEntry(name, uri, info.size or 0))
+        entries.append(FileEntry(name, uri, info.size or 0, info.mtime_ns))
     entries.sort(key=lambda e: e.name)
     return entries
 

@@ -59,6 +59,8 @@ INPUT_SUFFIXES = (
 )
 
 _UTF8_BOM = b"\xef\xbb\xbf"
+#: First bytes of a line that may still be blank: whitespace, and a BOM's first byte.
+_MAYBE_BLANK = np.array([9, 11, 12, 13, 32, 0xEF], np.uint8)
 #: Longest first: UTF-32-LE's BOM starts with UTF-16-LE's.
 _WIDE_BOMS = (
     (b"\xff\xfe\x00\x00", "utf-32-le"),
@@ -110,12 +112,25 @@ def index_rows(path: str) -> RowIndex:
     text = _text(path, stored)
     if text is not stored or (b"\r" in text and text.count(b"\r") != text.count(b"\r\n")):
         return RowIndex(len(rows_of(text)))  # read whole: decoded, or lone CR line ends
-    starts, pos = [], 0
-    for line in text.split(b"\n"):  # the rows of rows_of(), with where each starts
-        if line.removeprefix(_UTF8_BOM).strip():
-            starts.append(pos)
-        pos += len(line) + 1
-    return RowIndex(len(starts), tuple(starts[::ROW_STRIDE]))
+    starts = _row_starts(text)
+    return RowIndex(len(starts), tuple(starts[::ROW_STRIDE].tolist()))
+
+
+def _row_starts(text: bytes) -> np.ndarray:
+    """Where each row of ``text`` (lines split at LF, as :func:`rows_of` takes them when no lone
+    CR ends one) starts. A line whose first byte is not blank is a row; the few others (a
+    space, a BOM, a CR first) are looked at one by one."""
+    data = np.frombuffer(text, np.uint8)
+    breaks = np.flatnonzero(data == 10)
+    starts = np.concatenate([[0], breaks + 1])
+    ends = np.concatenate([breaks, [len(data)]])
+    empty = starts >= ends
+    first = data[np.minimum(starts, max(len(data) - 1, 0))] if len(data) else starts
+    unsure = ~empty & np.isin(first, _MAYBE_BLANK)
+    row = ~empty & ~unsure
+    for line in np.flatnonzero(unsure).tolist():
+        row[line] = bool(text[starts[line] : ends[line]].removeprefix(_UTF8_BOM).strip())
+    return starts[row]
 
 
 def file_rows(

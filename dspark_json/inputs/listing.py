@@ -16,6 +16,8 @@ when a task reads it than when it was listed. Files already read may be deleted.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
@@ -50,6 +52,7 @@ __all__ = [
 logger = logging.getLogger("dspark_json")
 
 _Rows = TypeVar("_Rows")
+_INDEXES_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, order=True)
@@ -139,6 +142,30 @@ def _check_count(segment: Segment, rows: int) -> None:
         )
 
 
+#: Row indexes of files already read, by (path, size, modification time): a batch query run
+#: again over the same directory (Spark plans every action anew) reads each file once.
+_INDEXES: OrderedDict[tuple[str, int, int], RowIndex] = OrderedDict()
+_INDEXES_KEPT = 256
+
+
+def _indexed(entry: FileEntry) -> RowIndex:
+    """:func:`~dspark_json.inputs.files.index_rows` of ``entry``, remembered while the file
+    keeps its size and modification time (input files do not change once visible)."""
+    if entry.modified is None:
+        return index_rows(entry.path)
+    key = (entry.path, entry.size, entry.modified)
+    with _INDEXES_LOCK:
+        if key in _INDEXES:
+            _INDEXES.move_to_end(key)
+            return _INDEXES[key]
+    index = index_rows(entry.path)
+    with _INDEXES_LOCK:
+        _INDEXES[key] = index
+        while len(_INDEXES) > _INDEXES_KEPT:
+            _INDEXES.popitem(last=False)
+    return index
+
+
 class PromptListing:
     """Driver-side view of the input directory; remembers each file's row count.
 
@@ -161,7 +188,7 @@ class PromptListing:
         for entry in listed:
             if entry.name not in self._rows:
                 try:
-                    self._index[entry.name] = index_rows(entry.path)
+                    self._index[entry.name] = _indexed(entry)
                     self._rows[entry.name] = self._index[entry.name].rows
                 except FileNotFoundError as exc:
                     raise DSparkJsonError(

@@ -105,3 +105,27 @@ def test_a_file_rewritten_after_listing_is_an_error_not_torn_rows(tmp_path):
     path.write_bytes(b"\n".join(b"x" + line for line in lines) + b"\n")  # same rows, shifted
     with pytest.raises(DSparkJsonError, match="changed after it was listed"):
         read_rows(partitions[1].segments[0])
+
+
+def test_a_file_is_indexed_once_while_it_keeps_its_size_and_time(tmp_path, monkeypatch):
+    """Spark plans every batch action anew: the second listing of an unchanged file does not
+    read it again; a file rewritten in place (another size or time) is read again."""
+    import os
+
+    from dspark_json.inputs import listing as listing_module
+
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
+    reads = []
+    real = listing_module.index_rows
+    monkeypatch.setattr(listing_module, "index_rows", lambda p: reads.append(p) or real(p))
+    assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 2)
+    assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 2)
+    assert len(reads) == 1
+    path.write_text('{"prompt": "a"}\n{"prompt": "b"}\n{"prompt": "c"}\n')
+    assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 3)
+    stat = path.stat()
+    path.write_text('{"prompt": "x"}\n\n{"prompt": "z"}\n')  # same size, two rows
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 2)
+    assert len(reads) == 3
