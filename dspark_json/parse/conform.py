@@ -164,7 +164,9 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
                 field_node.append(-1)
                 key_start.append(len(keys))
                 keys.extend(name)
-                key_end.append(len(keys))
+                # A name with a backslash never matches a key as written: such a key is
+                # escaped, and the reference parser decides what it names.
+                key_end.append(len(keys) if b"\\" not in name else -1)
             first[index], count[index] = start, len(names)
             for offset, f in enumerate(t.fields):
                 field_node[start + offset] = add(f.dataType)
@@ -459,10 +461,11 @@ def check_row(
                         field = j
                         stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
                         break
-                for b in range(key_begin, key_stop):
-                    if data[b] == 92:  # an escaped key: the reference parser decides
-                        misfit = True
-                        break
+                if field < 0:  # a known name holds no backslash (compile_type)
+                    for b in range(key_begin, key_stop):
+                        if data[b] == 92:  # an escaped key: the reference parser decides
+                            misfit = True
+                            break
                 if field < 0:
                     unknown = True
                 elif stamps[field] == stack_stamp[depth - 1]:

@@ -120,3 +120,17 @@ def test_schemas_without_choices_match_the_reference(schema):
     """Found by a hostile review: without a choices column the status was "empty" for a body
     with choices, and a schema of system columns alone crashed."""
     _same(schema, ['{"id": "a", "choices": [{}]}', "{}", '{"id": "b"}', "nope"])
+
+
+def test_escaped_keys_and_names_with_a_backslash_match_the_reference():
+    """The scan compares keys as written: a key with an escape, and a column whose name holds
+    a backslash (only an escaped key can name it), are the reference parser's to decide."""
+    schema = StructType(
+        [StructField("a", LongType()), StructField("b\\c", LongType()), *SYS]
+    )  # fmt: skip
+    bodies = ['{"\\u0061": 1}', '{"b\\\\c": 2}', '{"a": 3, "b\\\\c": 4}', '{"b\\c": 5}', '{"a": 6}']
+    _same(schema, bodies)
+    parser = CpuParser(schema)
+    rows = parser.parse_vectorised(bodies).to_pylist()
+    assert [r["a"] for r in rows] == [1, None, 3, None, 6]
+    assert [r["b\\c"] for r in rows] == [None, 2, 4, None, None]
