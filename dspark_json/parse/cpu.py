@@ -462,7 +462,9 @@ class CpuParser:
             for k, choice in enumerate(choices):
                 j = int(contents.first[row]) + k
                 value = None
-                if contents.codes[j] in (CODE_FITS, CODE_EXTRA):
+                # A content that fits exactly (not CODE_EXTRA) holds nothing to rescue: it
+                # need not be read.
+                if contents.codes[j] == CODE_EXTRA:
                     span = contents.data[contents.starts[j] : contents.ends[j]].tobytes()
                     value = loads(span, checked=True)
                     choice["message"]["parsed"] = value

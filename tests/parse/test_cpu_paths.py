@@ -91,8 +91,18 @@ def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8(given):
         chat("not json", '{"label": "b", "deep": {"er": 1}}', meta={"x": {"y": [1]}}),
         chat('{"label": "c", "deep": {"er": [1, {"z": 2}]}}', "prose", extra={"k": {"v": 1}}),
         chat('```json\n{"label": "d", "n": {"m": 1}}\n```', meta={"x": {}}),
+        # keys deeper down in the envelope only: the content fits and is not read again
+        chat('{"label": "e"}', '{"label": "f", "g": 1}', meta={"x": {"y": [1]}}),
     ],
-    ids=["17-digits", "envelope-number", "numbers-in-list", "deep-prose", "deep-two", "fenced"],
+    ids=[
+        "17-digits",
+        "envelope-number",
+        "numbers-in-list",
+        "deep-prose",
+        "deep-two",
+        "fenced",
+        "deep-envelope",
+    ],
 )
 def test_rows_rescued_in_python_equal_the_reference(body):
     batch = [chat('{"label": "fits"}'), body, chat('{"label": "z", "more": 2.5}')]
@@ -126,12 +136,16 @@ def test_a_schema_with_parsed_only_at_the_top_level_stays_vectorised():
     row by row: 15x slower than the envelope's own schema."""
     schema = _top_level_parsed_only(SCHEMA)
     two_choices = chat('{"label": "x"}', '{"label": "y", "more": 1}')
-    batch = [*BODIES, two_choices, chat('```json\n{"label": "f"}\n```')]
+    undeclared = json.loads(chat('{"label": "t"}'))
+    undeclared["choices"][0]["message"]["annotations"] = []  # deeper than the top: walked
+    batch = [*BODIES, two_choices, chat('```json\n{"label": "f"}\n```'), json.dumps(undeclared)]
     parser = CpuParser(schema)
     ours = parser.parse_vectorised(batch)
     # the second choice's value has no column: that row is the reference's, to rescue it
     assert parser.reference_rows == 1
     reference = ReferenceParser(schema).parse(batch)
     assert ours.equals(reference)
-    assert ours.column("parsed").to_pylist()[-1] == {"label": "f"}
+    assert ours.column("parsed").to_pylist()[-2:] == [{"label": "f"}, {"label": "t"}]
     assert "choices[1].message.parsed" in ours.column("_rescued_data")[5].as_py()
+    assert ours.column("_rescued_data")[7].as_py() == '{"choices[0].message.annotations":[]}'
+    assert parser.reference_rows == 1  # a walk in Python, but the row stays vectorised
