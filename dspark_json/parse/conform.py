@@ -61,6 +61,8 @@ __all__ = [
     "CODE_MISFIT",
     "CODE_NONE",
     "CODE_NULL",
+    "NESTED_PATH",
+    "NESTED_STRIDE",
     "TypeTable",
     "check_row",
     "compile_type",
@@ -90,6 +92,14 @@ _MAX_INT_DIGITS = 18
 _jit = njit(cache=True, nogil=True)
 #: Top-level unknown keys recorded per row; a row with more is walked in Python.
 _FOUND = 64
+#: Unknown keys deeper down recorded per row, with their path of at most ``NESTED_PATH``
+#: levels: ``NESTED_STRIDE`` entries each (key start, key end, value start, value end, path
+#: length, then per level above the key's object: the type node of the container entered
+#: through an object's field, or ``-(index + 1)`` of an array's element). A row with more,
+#: or deeper, is walked in Python.
+_NESTED = 32
+NESTED_PATH = 8
+NESTED_STRIDE = 5 + NESTED_PATH
 
 
 @dataclass(frozen=True)
@@ -364,9 +374,10 @@ def check_row(
     (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
     ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
     (key start, key end, value start, value end: four entries each; ``found_n[0]`` keys);
-    deeper ones, or more than fit, set ``found_n[0]`` to -1 (the caller then walks the row in
-    Python). ``lenient``: raw control characters are allowed inside strings
-    (:func:`~dspark_json.parse.kernels.scan_string`).
+    deeper ones after ``4 * _FOUND`` entries, ``NESTED_STRIDE`` each with their path
+    (``found_n[1]`` keys); more than fit, or a path too long, set ``found_n[0]`` to -1 (the
+    caller then walks the row in Python). ``lenient``: raw control characters are allowed
+    inside strings (:func:`~dspark_json.parse.kernels.scan_string`).
 
     With ``n_events`` of one entry, the pass also *shreds* the document: each typed value is
     written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.decode`
@@ -388,14 +399,20 @@ def check_row(
     extra = False
     state = 0  # 0: a value is expected, 1: a value just ended, 2: a key is expected
     found_n[0] = 0
+    found_n[1] = 0
     recording = False
+    nesting = 0  # the depth of the object whose unknown key's value is being recorded
     key_begin = key_stop = 0
     while True:
         pos = skip_ws(data, pos, end)
         if state == 1:
-            if recording and depth == 1:
-                found[4 * found_n[0] + 3] = pos
-                found_n[0] += 1
+            if recording and depth == nesting:
+                if nesting == 1:
+                    found[4 * found_n[0] + 3] = pos
+                    found_n[0] += 1
+                else:
+                    found[4 * _FOUND + NESTED_STRIDE * found_n[1] + 3] = pos
+                    found_n[1] += 1
                 recording = False
             if depth == 0:
                 if pos != end:
@@ -485,11 +502,27 @@ def check_row(
             if unknown:
                 if c != 110:
                     extra = True
-                    if depth == 1 and 0 <= found_n[0] < len(found) // 4:
+                    if found_n[0] < 0:
+                        pass  # already too many: the row is walked
+                    elif depth == 1 and found_n[0] < _FOUND:
                         found[4 * found_n[0]] = key_begin
                         found[4 * found_n[0] + 1] = key_stop
                         found[4 * found_n[0] + 2] = pos
                         recording = True
+                        nesting = 1
+                    elif 1 < depth <= NESTED_PATH + 1 and found_n[1] < _NESTED:
+                        at = 4 * _FOUND + NESTED_STRIDE * found_n[1]
+                        found[at] = key_begin
+                        found[at + 1] = key_stop
+                        found[at + 2] = pos
+                        found[at + 4] = depth - 1
+                        for level in range(depth - 1):
+                            if stack[level] == 91:  # in an array: the element's index
+                                found[at + 5 + level] = -stack_count[level]
+                            else:  # in an object: the field's type node
+                                found[at + 5 + level] = stack_node[level + 1]
+                        recording = True
+                        nesting = depth
                     else:
                         found_n[0] = -1
                 unknown = False
@@ -568,8 +601,8 @@ def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
         np.empty(MAX_DEPTH, np.int64),
         np.zeros(max(fields, 1), np.int64),
         np.zeros(1, np.int64),
-        np.empty(4 * _FOUND, np.int64),
-        np.zeros(1, np.int64),
+        np.empty(4 * _FOUND + NESTED_STRIDE * _NESTED, np.int64),
+        np.zeros(2, np.int64),
         np.empty(MAX_DEPTH, np.int64),
     )
 
@@ -581,6 +614,31 @@ def _widest(closure_at: Any) -> int:
     for node in range(len(closure_at) - 1):
         widest = max(widest, closure_at[node + 1] - closure_at[node])
     return widest
+
+
+@_jit
+def _keep_nested(
+    found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
+) -> tuple[Any, Any, int]:
+    """Append a row's recorded nested unknown keys to ``rows`` and ``spans``
+    (``NESTED_STRIDE`` entries per key), grown as needed."""
+    need = count + found_n[1]
+    if need > len(rows):
+        size = max(2 * len(rows), need)
+        grown_rows = np.empty(size, np.int64)
+        grown_spans = np.empty(NESTED_STRIDE * size, np.int64)
+        for i in range(count):
+            grown_rows[i] = rows[i]
+        for i in range(NESTED_STRIDE * count):
+            grown_spans[i] = spans[i]
+        rows, spans = grown_rows, grown_spans
+    base = 4 * _FOUND
+    for r in range(found_n[1]):
+        rows[count] = row
+        for c in range(NESTED_STRIDE):
+            spans[NESTED_STRIDE * count + c] = found[base + NESTED_STRIDE * r + c]
+        count += 1
+    return rows, spans, count
 
 
 @_jit
@@ -610,15 +668,16 @@ def _keep(
 @_jit
 def scan_envelope_fit(
     offsets: Any, data: Any, valid: Any, table: Any, strict: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
     """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
     parameter, not a constant, so that :func:`check_row` compiles once for every caller):
     codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
     object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
     each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
-    found: their rows and ``(key start, key end, value start, value end)`` spans; and the
+    found: their rows and ``(key start, key end, value start, value end)`` spans; the
     events of the rows that fit (a null row for the others), for
-    :mod:`dspark_json.parse.decode`."""
+    :mod:`dspark_json.parse.decode`; and the unknown keys deeper down: their rows and spans
+    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them)."""
     kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
@@ -628,6 +687,9 @@ def scan_envelope_fit(
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
+    nested_rows = np.empty(16, np.int64)
+    nested = np.empty(NESTED_STRIDE * 16, np.int64)
+    nested_kept = 0
     widest = _widest(closure_at)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
@@ -648,20 +710,31 @@ def scan_envelope_fit(
                 deep[i - lo] = True
             else:
                 rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
+                nested_rows, nested, nested_kept = _keep_nested(
+                    found, found_n, i, nested_rows, nested, nested_kept
+                )
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
-    return codes, deep, rows[:kept], spans[: 4 * kept], events[: 3 * n_events[0]]
+    return (
+        codes,
+        deep,
+        rows[:kept],
+        spans[: 4 * kept],
+        events[: 3 * n_events[0]],
+        nested_rows[:nested_kept],
+        nested[: NESTED_STRIDE * nested_kept],
+    )
 
 
 @_jit
 def scan_content_fit(
     offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
     """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
     :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
     ``null`` is left to the reference parser: it decides whether null fits the content type);
-    then ``deep``, rows and spans of unknown keys, and the events, as :func:`scan_envelope_fit`
-    gives them.
+    then ``deep``, rows and spans of unknown keys, the events, and the nested unknown keys, as
+    :func:`scan_envelope_fit` gives them.
 
     The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
     but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
@@ -679,6 +752,9 @@ def scan_content_fit(
     rows = np.empty(16, np.int64)
     spans = np.empty(4 * 16, np.int64)
     kept = 0
+    nested_rows = np.empty(16, np.int64)
+    nested = np.empty(NESTED_STRIDE * 16, np.int64)
+    nested_kept = 0
     widest = _widest(closure_at)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
@@ -729,9 +805,22 @@ def scan_content_fit(
                     deep[i - lo] = True
                 else:
                     rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
+                    nested_rows, nested, nested_kept = _keep_nested(
+                        found, found_n, i, nested_rows, nested, nested_kept
+                    )
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
-    return starts, ends, codes, deep, rows[:kept], spans[: 4 * kept], events[: 3 * n_events[0]]
+    return (
+        starts,
+        ends,
+        codes,
+        deep,
+        rows[:kept],
+        spans[: 4 * kept],
+        events[: 3 * n_events[0]],
+        nested_rows[:nested_kept],
+        nested[: NESTED_STRIDE * nested_kept],
+    )
 
 
 #: Any table serves for validation alone: the JSON kind check_row returns does not depend on it.

@@ -46,6 +46,7 @@ from dspark_json.parse.columns import (
     JsonLines,
     by_row_ranges,
     finish,
+    gc_paused,
     read_type,
     string_buffers,
     to_string_array,
@@ -57,6 +58,7 @@ from dspark_json.parse.conform import (
     CODE_MISFIT,
     CODE_NONE,
     CODE_NULL,
+    NESTED_STRIDE,
     TypeTable,
     compile_type,
     scan_content_fit,
@@ -187,11 +189,18 @@ class CpuParser:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events = by_row_ranges(
-            scan_envelope_fit, n, self.threads, offsets, data, valid, plan.envelope_table.arrays(),
-            False, apart=4,
-        )  # fmt: skip
-        found = _Found(data, deep, found_rows, found_spans)
+        codes, deep, found_rows, found_spans, events, nested_rows, nested = by_row_ranges(
+            scan_envelope_fit,
+            n,
+            self.threads,
+            offsets,
+            data,
+            valid,
+            plan.envelope_table.arrays(),
+            False,
+            apart=4,
+        )
+        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self._read(
             data,
@@ -234,9 +243,14 @@ class CpuParser:
         wrap = schema.names == ["v"]
         if self.lines is not None:
             return self.lines.read(
-                data, starts, ends, take, schema,
-                prefix=b'{"v":' if wrap else b"", suffix=b"}" if wrap else b"",
-            )  # fmt: skip
+                data,
+                starts,
+                ends,
+                take,
+                schema,
+                prefix=b'{"v":' if wrap else b"",
+                suffix=b"}" if wrap else b"",
+            )
         every = np.ones(len(starts), np.bool_)
         if wrap:
             value = read_events(data, events, table, schema.field("v").type, self.threads)
@@ -307,10 +321,11 @@ class CpuParser:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes, deep, found_rows, found_spans, events = by_row_ranges(
+        starts, ends, codes, deep, found_rows, found_spans, events, nested_rows, nested = (
+            by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
             plan.content_table.arrays(), self.lenient, apart=6,
-        )  # fmt: skip
+        ))  # fmt: skip
         fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         values, read = self._read(
             data,
@@ -351,7 +366,7 @@ class CpuParser:
             starts=starts,
             ends=ends,
             data=data,
-            found=_Found(data, deep, found_rows, found_spans),
+            found=_Found(data, deep, found_rows, found_spans, nested_rows, nested),
         )
 
     def _rescued(
@@ -369,6 +384,7 @@ class CpuParser:
         n = len(codes)
         needs = codes == CODE_EXTRA
         walk = found.deep.copy()
+        walk[found.nested_rows] = True
         empty = np.zeros(0, np.int64)
         content_data, content_spans = np.zeros(0, np.uint8), empty
         key_start = key_end = empty
@@ -377,6 +393,7 @@ class CpuParser:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
             needs[row_of_choice[contents.codes == CODE_EXTRA]] = True
             walk[row_of_choice[contents.found.deep]] = True
+            walk[row_of_choice[contents.found.nested_rows]] = True
             choices = np.arange(len(contents.codes))
             key_start = np.searchsorted(contents.found.rows, choices, "left")
             key_end = np.searchsorted(contents.found.rows, choices, "right")
@@ -414,44 +431,100 @@ class CpuParser:
         )
         slow = np.flatnonzero((needs & walk) | fallback)
         if len(slow):
-            in_python = pa.array(
-                [self._rescued_in_python(texts, int(row), found, contents) for row in slow],
-                pa.large_string(),
-            )
+            with gc_paused():
+                in_python = self._rescued_rows(texts, slow, found, contents)
             index = np.arange(n)
             index[slow] = n + np.arange(len(slow))
             rescued = pa.concat_arrays([rescued, in_python]).take(pa.array(index))
         return rescued.cast(pa.string())
 
+    def _rescued_rows(
+        self, texts: pa.Array, slow: np.ndarray, found: _Found, contents: _Contents | None
+    ) -> pa.Array:
+        """``_rescued_data`` of the rows ``slow``, in Python (:meth:`_rescued_in_python`)."""
+        keys = found.select(slow)
+        choice_keys: dict[int, list[_Key]] = {}
+        overflow = found.deep.copy()
+        if contents is not None:
+            first, lengths = contents.first, contents.lengths
+            ranges = [range(first[r], first[r] + lengths[r]) for r in slow.tolist()]
+            choice_keys = contents.found.select(np.array([c for r in ranges for c in r]))
+            row_of_choice = np.repeat(np.arange(len(lengths)), lengths)
+            overflow[row_of_choice[contents.found.deep]] = True
+        return pa.array(
+            [
+                self._rescued_in_python(
+                    texts,
+                    row,
+                    contents,
+                    walk=bool(overflow[row]),
+                    keys=keys,
+                    choice_keys=choice_keys,
+                )
+                for row in slow.tolist()
+            ],
+            pa.large_string(),
+        )
+
     def _rescued_in_python(
-        self, texts: pa.Array, row: int, found: _Found, contents: _Contents | None
+        self,
+        texts: pa.Array,
+        row: int,
+        contents: _Contents | None,
+        *,
+        walk: bool,
+        keys: dict[int, list[_Key]],
+        choice_keys: dict[int, list[_Key]],
     ) -> str | None:
-        """One row's ``_rescued_data`` the slow way: by walking it (keys deeper down), or from
-        the keys the scans found, each value through Python's json."""
-        if found.deep[row] or (
-            contents is not None
-            and contents.found.deep[
-                int(contents.first[row]) : int(contents.first[row] + contents.lengths[row])
-            ].any()
-        ):
+        """One row's ``_rescued_data`` the slow way: by walking it (``walk``: more unknown keys
+        than the scans record), or from the keys the scans found, each value through Python's
+        json, in the reference's order (a depth-first walk of the schema: a struct's fields in
+        schema order, then its unknown keys in the body's order)."""
+        if walk:
             sink = self._walk(texts, row, contents)
             return dump_json(sink) if sink else None
-        order = self._rescue_order
-        entries = []
-        for seq, (key, value) in enumerate(found.keys_of(row)):
-            entries.append(((order["*"], 0, seq), key, value))
+        paths = self._paths
+        entries: list[tuple[tuple[int, ...], str, bytes]] = []
+
+        def add(found: list[_Key], prefix: str, sort: tuple[int, ...], table: _Paths) -> None:
+            for seq, (key, value, path) in enumerate(found):
+                if not path:
+                    entries.append(((*sort, _LAST, seq), f"{prefix}{key}", value))
+                    continue
+                text, steps = table.path(path)
+                entries.append(((*sort, *steps, _LAST, seq), f"{prefix}{text}.{key}", value))
+
+        add(keys.get(row, []), "", (), paths.envelope)
         if contents is not None:
+            assert paths.content is not None
             first = int(contents.first[row])
             for k in range(int(contents.lengths[row])):
-                for seq, (key, value) in enumerate(contents.found.keys_of(first + k)):
-                    if k == 0 and "parsed" in order:
-                        entries.append(((order["parsed"], 0, seq), f"parsed.{key}", value))
-                    else:
-                        path = f"choices[{k}].message.parsed.{key}"
-                        entries.append(((order["choices"], k, seq), path, value))
+                prefix, steps = paths.choice(k)
+                add(choice_keys.get(first + k, []), prefix, steps, paths.content)
         entries.sort(key=lambda e: e[0])
-        sink = {path: loads(value, checked=True, lenient=True) for _, path, value in entries}
-        return dump_json(sink) if sink else None
+        # Rows often rescue the same keys with the same values (a field the server always
+        # sends): each distinct set is rendered once.
+        rescued = tuple((path, value) for _, path, value in entries)
+        text = paths.rendered.get(rescued)
+        if text is None:
+            sink = {path: loads(value, checked=True, lenient=True) for path, value in rescued}
+            text = dump_json(sink) if sink else ""
+            if len(paths.rendered) >= _RENDERED:
+                paths.rendered.clear()
+            paths.rendered[rescued] = text
+        return text or None
+
+    @functools.cached_property
+    def _paths(self) -> _RescuePaths:
+        """Column paths for the keys the scans record deeper down (:class:`_RescuePaths`)."""
+        plan = self._plan
+        assert plan is not None
+        return _RescuePaths(
+            StructType([f for f in self.schema.fields if f.name not in SYSTEM_COLUMNS]),
+            plan.envelope_table,
+            plan.content_table,
+            plan.content,
+        )
 
     def _walk(self, texts: pa.Array, row: int, contents: _Contents | None) -> dict[str, Any]:
         """What the reference parser rescues from a row that fits but for unknown keys."""
@@ -562,6 +635,102 @@ class _Contents:
     found: _Found
 
 
+#: Sorts a struct's own unknown keys after its fields (any field position or index is less).
+_LAST = 2**62
+#: An unknown key a scan recorded: the key, its value's raw JSON, its path (see _Found).
+_Key = tuple[str, bytes, tuple[int, ...]]
+#: Distinct sets of rescued keys remembered per parser, rendered as ``_rescued_data``.
+_RENDERED = 4096
+
+
+class _RescuePaths:
+    """What :meth:`CpuParser._rescued_in_python` needs of the schema, worked out once: the
+    paths of the envelope's and the content's nodes, where each choice's content goes, and the
+    sets of rescued keys already rendered."""
+
+    def __init__(
+        self,
+        data: StructType,
+        envelope: TypeTable,
+        content_table: TypeTable | None,
+        content: DataType | None,
+    ) -> None:
+        self.data = data
+        self.envelope = _Paths(envelope, data)
+        self.content = (
+            _Paths(content_table, content)
+            if content_table is not None and content is not None
+            else None
+        )
+        self.rendered: dict[tuple[tuple[str, bytes], ...], str] = {}
+        self._choices: dict[int, tuple[str, tuple[int, ...]]] = {}
+
+    def choice(self, k: int) -> tuple[str, tuple[int, ...]]:
+        """Where choice ``k``'s content keys go: their path prefix and sort key (the first
+        choice's under ``parsed`` where the schema has that column, as the reference does)."""
+        known = self._choices.get(k)
+        if known is None:
+            data = self.data
+            if k == 0 and "parsed" in data.names:
+                known = ("parsed.", (data.names.index("parsed"),))
+            else:
+                message = _message_type(data)
+                choices = data["choices"].dataType
+                assert isinstance(choices, ArrayType)
+                choice = choices.elementType
+                assert message is not None and isinstance(choice, StructType)
+                steps = (
+                    data.names.index("choices"),
+                    k,
+                    choice.names.index("message"),
+                    message.names.index("parsed"),
+                )
+                known = (f"choices[{k}].message.parsed.", steps)
+            self._choices[k] = known
+        return known
+
+
+class _Paths:
+    """Column paths of nested unknown keys, from the paths the scans record (per level: a type
+    node of ``table`` entered through a field, or ``-(index + 1)`` of an array element), with
+    each step's schema position in ``dtype`` (the type of ``table``'s node 0), for sorting."""
+
+    def __init__(self, table: TypeTable, dtype: DataType) -> None:
+        self.dtype = dtype
+        self.known: dict[tuple[int, ...], tuple[str, tuple[int, ...]]] = {}
+        self.names: dict[int, str] = {}
+        for node in np.flatnonzero(table.kind == 1).tolist():  # structs
+            start = int(table.first[node])
+            for j in range(start, start + int(table.count[node])):
+                if table.key_end[j] < table.key_start[j]:  # never matched (compile_type)
+                    continue
+                name = table.keys[table.key_start[j] : table.key_end[j]].tobytes()
+                self.names[int(table.field_node[j])] = name.decode("utf-8")
+
+    def path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+        """The column path of the object the steps lead to, and its sort key."""
+        known = self.known.get(steps)
+        if known is None:
+            known = self.known[steps] = self._path(steps)
+        return known
+
+    def _path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+        text, sort, dtype = "", [], self.dtype
+        for step in steps:
+            if step < 0:
+                assert isinstance(dtype, ArrayType)
+                text += f"[{-step - 1}]"
+                sort.append(-step - 1)
+                dtype = dtype.elementType
+            else:
+                assert isinstance(dtype, StructType)
+                name = self.names[step]
+                text += f".{name}" if text else name
+                sort.append(dtype.names.index(name))
+                dtype = dtype[name].dataType
+        return text, tuple(sort)
+
+
 @dataclass(frozen=True)
 class _Found:
     """Unknown keys a scan found at the top level of documents in ``data``: ``rows[i]`` holds a
@@ -572,16 +741,32 @@ class _Found:
     deep: np.ndarray
     rows: np.ndarray
     spans: np.ndarray
+    #: The unknown keys deeper down, by row: ``NESTED_STRIDE`` entries each (see
+    #: :func:`~dspark_json.parse.conform.check_row`).
+    nested_rows: np.ndarray
+    nested: np.ndarray
 
-    def keys_of(self, row: int) -> list[tuple[str, bytes]]:
-        """The unknown keys recorded for ``row``, with their values' raw JSON."""
-        lo = int(np.searchsorted(self.rows, row, "left"))
-        hi = int(np.searchsorted(self.rows, row, "right"))
-        spans = self.spans[4 * lo : 4 * hi].reshape(-1, 4).tolist()
-        return [
-            (self.data[k0:k1].tobytes().decode("utf-8"), self.data[v0:v1].tobytes())
-            for k0, k1, v0, v1 in spans
-        ]
+    def select(self, rows: np.ndarray) -> dict[int, list[_Key]]:
+        """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its
+        value's raw JSON, and its path (empty at the top level; else per level above the key's
+        object, a type node entered through a field or ``-(index + 1)`` of an element)."""
+        view = memoryview(self.data.data)
+        out: dict[int, list[_Key]] = {}
+        top = np.isin(self.rows, rows)
+        for row, (k0, k1, v0, v1) in zip(
+            self.rows[top].tolist(), self.spans.reshape(-1, 4)[top].tolist(), strict=True
+        ):
+            out.setdefault(row, []).append((str(view[k0:k1], "utf-8"), bytes(view[v0:v1]), ()))
+        deeper = np.isin(self.nested_rows, rows)
+        entries = self.nested.reshape(-1, NESTED_STRIDE)[deeper].tolist()
+        for row, e in zip(self.nested_rows[deeper].tolist(), entries, strict=True):
+            key = (
+                str(view[e[0] : e[1]], "utf-8"),
+                bytes(view[e[2] : e[3]]),
+                tuple(e[5 : 5 + e[4]]),
+            )
+            out.setdefault(row, []).append(key)
+        return out
 
 
 def _threads() -> int:

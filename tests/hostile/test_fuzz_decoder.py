@@ -134,3 +134,60 @@ def test_escaped_keys_and_names_with_a_backslash_match_the_reference():
     rows = parser.parse_vectorised(bodies).to_pylist()
     assert [r["a"] for r in rows] == [1, None, 3, None, 6]
     assert [r["b\\c"] for r in rows] == [None, 2, 4, None, None]
+
+
+def _with_extras(rng, value, depth=0):
+    """``value`` with unknown keys put in its objects at random, holding every kind of value."""
+    extras = [1, 2.5, "s", [1, {"k": 1}], {"n": {"m": [2]}}, True, None, []]
+    if isinstance(value, dict):
+        out = {k: _with_extras(rng, v, depth + 1) for k, v in value.items()}
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            items = list(out.items())
+            items.insert(rng.randint(0, len(items)), (f"x{rng.randint(0, 9)}", rng.choice(extras)))
+            out = dict(items)
+        return out
+    if isinstance(value, list):
+        return [_with_extras(rng, v, depth + 1) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_unknown_keys_at_every_depth_are_rescued_as_the_reference_does(seed):
+    """Unknown keys deeper than the top level are recorded with their path by the scans and
+    put in ``_rescued_data`` in the reference's order (a depth-first walk of the schema)."""
+    import random
+
+    rng = random.Random(seed)
+    item = StructType([StructField("name", StringType()), StructField("w", DoubleType())])
+    parsed = StructType(
+        [StructField("label", StringType()), StructField("items", ArrayType(item)),
+         StructField("inner", StructType([StructField("z", LongType())]))]
+    )  # fmt: skip
+    schema = _schema(parsed)
+    if seed % 3 == 1:  # parsed at the top level only
+        schema = StructType(
+            [f for f in schema.fields if f.name != "choices"]
+            + [StructField("choices", ArrayType(StructType([
+                StructField("index", LongType()), StructField("finish_reason", StringType()),
+                StructField("message", StructType([
+                    StructField("content", StringType()), StructField("role", StringType())])),
+            ])))]
+        )  # fmt: skip
+    elif seed % 3 == 2:  # parsed in the messages only
+        schema = StructType([f for f in schema.fields if f.name != "parsed"])
+    bodies = []
+    for _ in range(60):
+        content = {
+            "label": "a",
+            "items": [{"name": "n", "w": 0.5} for _ in range(rng.randint(0, 3))],
+            "inner": {"z": 1},
+        }
+        content = _with_extras(rng, content)
+        choices = [
+            {"index": k, "message": {"role": "assistant", "content": json.dumps(content)},
+             "finish_reason": "stop"}
+            for k in range(rng.choice([1, 1, 2]))
+        ]  # fmt: skip
+        envelope = _with_extras(rng, {"id": "c", "created": 1, "choices": choices})
+        bodies.append(json.dumps(envelope))
+    _same(schema, bodies)

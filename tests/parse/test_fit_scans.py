@@ -83,16 +83,33 @@ def test_scan_over_row_ranges_matches_one_pass():
     ]
     for i, column in enumerate(whole):
         assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
-    _, _, rows, spans, _ = whole
+    _, _, rows, spans, *_ = whole
     assert rows.tolist() == [i for i in range(50) if i % 5 == 1]  # each '{"z":1}' row
     key, value = spans[0:2], spans[2:4]
     assert data[key[0] : key[1]].tobytes() == b"z" and data[value[0] : value[1]].tobytes() == b"1"
 
 
-def test_deeper_unknown_keys_are_left_to_a_walk():
-    offsets, data, valid = string_buffers(to_string_array(['{"b":[{"x":1,"y":2}]}', '{"q":[1]}']))
-    codes, deep, rows, *_ = scan_envelope_fit(
+def test_deeper_unknown_keys_are_recorded_with_their_path():
+    bodies = ['{"b":[{"x":1},{"x":2,"y":[3]}]}', '{"q":[1]}', '{"b":[{"y":null}]}']
+    offsets, data, valid = string_buffers(to_string_array(bodies))
+    table = compile_type(TYPE)
+    codes, deep, rows, _, _, nested_rows, nested = scan_envelope_fit(
+        offsets, data, valid, table.arrays(), False, 0, 3
+    )
+    assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA, CODE_FITS]  # a null value is not extra
+    assert deep.tolist() == [False, False, False] and rows.tolist() == [1]
+    assert nested_rows.tolist() == [0]
+    k0, k1, v0, v1, levels, *path = nested.tolist()
+    assert data[k0:k1].tobytes() == b"y" and data[v0:v1].tobytes() == b"[3]"
+    b_node = int(table.field_node[int(table.first[0]) + 1])
+    assert path[:levels] == [b_node, -2]  # field b, then its element [1]
+
+
+def test_a_row_with_more_nested_unknown_keys_than_recorded_is_left_to_a_walk():
+    deep_value = '{"b":[{"x":1,"y":' + '{"z":' * 9 + "1" + "}" * 9 + "}]}"  # one key
+    many = '{"b":[' + ",".join('{"y":1}' for _ in range(40)) + "]}"
+    offsets, data, valid = string_buffers(to_string_array([deep_value, many]))
+    codes, deep, *_ = scan_envelope_fit(
         offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 2
     )
-    assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA]
-    assert deep.tolist() == [True, False] and rows.tolist() == [1]
+    assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA] and deep.tolist() == [False, True]
