@@ -191,3 +191,52 @@ def test_unknown_keys_at_every_depth_are_rescued_as_the_reference_does(seed):
         envelope = _with_extras(rng, {"id": "c", "created": 1, "choices": choices})
         bodies.append(json.dumps(envelope))
     _same(schema, bodies)
+
+
+BATCH_LINES = [
+    {"id": "b1", "custom_id": "r1", "response": {"status_code": 200, "body": {"id": "x"}}},
+    {"custom_id": "r2", "response": {"status_code": 200, "request_id": "q", "body": {"a": [1]}},
+     "error": None},
+    {"custom_id": "r3", "response": {"body": {"é": "\u2028"}, "status_code": 200}, "error": None},
+    {"custom_id": "r4", "response": {"status_code": 500, "body": {"error": {"message": "m"}}}},
+    {"custom_id": "r5", "response": None, "error": {"message": "expired", "code": "x"}},
+    {"custom_id": "r6", "response": {"status_code": 200, "body": "{\"id\": \"s\"}"}},
+    {"custom_id": "r7", "response": {"status_code": 200, "body": None}},
+    {"custom_id": "r8", "response": {"status_code": 200}},
+    {"custom_id": 9, "response": {"status_code": 200, "body": {"id": "n"}}},
+    {"custom_id": None, "response": {"status_code": 200, "body": {"id": "none"}}},
+    {"custom_id": "r11", "response": {"status_code": 200, "body": [1, 2]}},
+    {"custom_id": "r12", "response": {"status_code": 200.0, "body": {"id": "f"}}},
+    {"custom_id": "r13", "response": {"status_code": 200, "body": {"n": 1e300, "b": True}}},
+    {"custom_id": "r14"},
+    {"custom_id": "r15", "error": None},
+]  # fmt: skip
+
+
+def test_batch_lines_read_by_the_scan_equal_those_read_in_python(tmp_path):
+    """Batch lines in the plain case (status 200, no error, an object body) are read by one
+    compiled scan, their body taken as written; every line still means what the Python reading
+    (the definition) says: the same custom_id, the same body JSON, the same error."""
+    lines = [json.dumps(line) for line in BATCH_LINES]
+    lines += [
+        '{"custom_id": "d", "response": {"status_code": 200, "body": {"v": 1}, "body": {"v": 2}}}',
+        '{"custom_id": "w",  "response" : { "body" : {"v": 3}  ,"status_code":200 } }',
+        '{"custom_id": "cut", "response": {"status_code": 200, "body": {"v"',
+        '{"\\u0063ustom_id": "esc", "response": {"status_code": 200, "body": {"v": 4}}}',
+        '{"custom_id": "s\\u00e9", "response": {"status_code": 200, "body": {"v": 5}}}',
+        json.dumps({"id": "raw", "choices": [], "note": "custom_id in a raw body"}),
+    ]
+    (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
+    rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, len(lines))])
+    for i, line in enumerate(lines):
+        custom_id, want = _recorded(line)
+        got = outcomes[i]
+        assert rows.custom_ids[i] == custom_id, line
+        assert got.error == want.error, line
+        if want.body is None:
+            assert got.body is None, line
+        else:
+            try:
+                assert json.loads(got.body) == json.loads(want.body), line
+            except ValueError:
+                assert got.body == want.body, line
