@@ -158,7 +158,7 @@ def _batch_line_table() -> TypeTable:
 
 def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     """Per batch line, ``(custom_id, body)`` where the line is the plain case, read by one
-    compiled scan: strict JSON, a string or null ``custom_id``, status 200 (or none), no error,
+    compiled scan: strict JSON, a string ``custom_id``, status 200 (or none), no error,
     and a JSON object as the body, taken as it was written (no parse and dump in Python);
     ``None`` for every other line, which :func:`_recorded` reads."""
     table = _batch_line_table()
@@ -181,7 +181,10 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     plain = np.isin(codes, (CODE_FITS, CODE_EXTRA)) & ~deep
     out: list[tuple[str | None, str] | None] = [None] * len(lines)
     for row, (v0, v1) in bodies.items():
-        if plain[row] and statuses[row] in (None, 200) and data[v0] == 123:  # {
+        # A null custom_id is also what a missing one reads as: a raw body may hold the word
+        # and a response key, so such lines are left to the Python reading.
+        plain_line = plain[row] and custom_ids[row] is not None
+        if plain_line and statuses[row] in (None, 200) and data[v0] == 123:  # {
             body = data[v0:v1].tobytes().rstrip(b" \t\r\n").decode("utf-8")
             out[row] = (custom_ids[row], body)
     return out

@@ -225,6 +225,7 @@ def test_batch_lines_read_by_the_scan_equal_those_read_in_python(tmp_path):
         '{"\\u0063ustom_id": "esc", "response": {"status_code": 200, "body": {"v": 4}}}',
         '{"custom_id": "s\\u00e9", "response": {"status_code": 200, "body": {"v": 5}}}',
         json.dumps({"id": "raw", "choices": [], "note": "custom_id in a raw body"}),
+        json.dumps({"note": "custom_id", "response": {"status_code": 200, "body": {"v": 6}}}),
     ]
     (tmp_path / "r.jsonl").write_text("\n".join(lines) + "\n")
     rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, len(lines))])
