@@ -617,52 +617,51 @@ def _widest(closure_at: Any) -> int:
 
 
 @_jit
-def _keep_nested(
-    found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
+def _keep(
+    found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
 ) -> tuple[Any, Any, int]:
-    """Append a row's recorded nested unknown keys to ``rows`` and ``spans``
-    (``NESTED_STRIDE`` entries per key), grown as needed."""
-    need = count + found_n[1]
+    """Append ``n`` recorded keys of ``row`` (``stride`` entries each, from ``found[at]`` on)
+    to ``rows`` and ``spans``, grown as needed. Element loops only: numba compiles 2-D slice
+    copies slowly."""
+    need = count + n
     if need > len(rows):
         size = max(2 * len(rows), need)
         grown_rows = np.empty(size, np.int64)
-        grown_spans = np.empty(NESTED_STRIDE * size, np.int64)
+        grown_spans = np.empty(stride * size, np.int64)
         for i in range(count):
             grown_rows[i] = rows[i]
-        for i in range(NESTED_STRIDE * count):
+        for i in range(stride * count):
             grown_spans[i] = spans[i]
         rows, spans = grown_rows, grown_spans
-    base = 4 * _FOUND
-    for r in range(found_n[1]):
+    for r in range(n):
         rows[count] = row
-        for c in range(NESTED_STRIDE):
-            spans[NESTED_STRIDE * count + c] = found[base + NESTED_STRIDE * r + c]
+        for c in range(stride):
+            spans[stride * count + c] = found[at + stride * r + c]
         count += 1
     return rows, spans, count
 
 
 @_jit
-def _keep(
-    found: Any, found_n: Any, row: int, rows: Any, spans: Any, count: int
-) -> tuple[Any, Any, int]:
-    """Append a row's recorded unknown keys to ``rows`` and ``spans`` (four entries per key),
-    grown as needed. Element loops only: numba compiles 2-D slice copies slowly."""
-    need = count + found_n[0]
-    if need > len(rows):
-        size = max(2 * len(rows), need)
-        grown_rows = np.empty(size, np.int64)
-        grown_spans = np.empty(4 * size, np.int64)
-        for i in range(count):
-            grown_rows[i] = rows[i]
-        for i in range(4 * count):
-            grown_spans[i] = spans[i]
-        rows, spans = grown_rows, grown_spans
-    for r in range(found_n[0]):
-        rows[count] = row
-        for c in range(4):
-            spans[4 * count + c] = found[4 * r + c]
-        count += 1
-    return rows, spans, count
+def _keep_row(
+    found: Any,
+    found_n: Any,
+    row: int,
+    rows: Any,
+    spans: Any,
+    kept: int,
+    nested_rows: Any,
+    nested: Any,
+    nested_kept: int,
+) -> tuple[bool, Any, Any, int, Any, Any, int]:
+    """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
+    walk in Python (more keys than recorded), else its keys appended, top-level and nested."""
+    if found_n[0] < 0:
+        return True, rows, spans, kept, nested_rows, nested, nested_kept
+    rows, spans, kept = _keep(found, 0, found_n[0], 4, row, rows, spans, kept)
+    nested_rows, nested, nested_kept = _keep(
+        found, 4 * _FOUND, found_n[1], NESTED_STRIDE, row, nested_rows, nested, nested_kept
+    )
+    return False, rows, spans, kept, nested_rows, nested, nested_kept
 
 
 @_jit
@@ -706,13 +705,9 @@ def scan_envelope_fit(
             )  # fmt: skip
             codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
         if codes[i - lo] == CODE_EXTRA:
-            if found_n[0] < 0:
-                deep[i - lo] = True
-            else:
-                rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-                nested_rows, nested, nested_kept = _keep_nested(
-                    found, found_n, i, nested_rows, nested, nested_kept
-                )
+            deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
+                found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
+            )
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
     return (
@@ -801,13 +796,9 @@ def scan_content_fit(
         else:
             codes[i - lo] = code
             if code == CODE_EXTRA:
-                if found_n[0] < 0:
-                    deep[i - lo] = True
-                else:
-                    rows, spans, kept = _keep(found, found_n, i, rows, spans, kept)
-                    nested_rows, nested, nested_kept = _keep_nested(
-                        found, found_n, i, nested_rows, nested, nested_kept
-                    )
+                deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
+                    found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
+                )
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
     return (
