@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
 from dspark_json.inputs.listing import Segment, segment_packed
-from dspark_json.parse.columns import string_buffers
+from dspark_json.parse.columns import shown_as_text, string_buffers
 from dspark_json.parse.conform import (
     CODE_EXTRA,
     CODE_FITS,
@@ -34,6 +34,7 @@ from dspark_json.parse.conform import (
     compile_type,
     scan_envelope_fit,
 )
+from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.decode import read_events
 from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RowError, load_json, row_error
@@ -64,7 +65,7 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
     parts = [segment_packed(segment) for segment in segments]
     firsts = np.cumsum([0, *(len(offsets) - 1 for _, offsets in parts)]).tolist()
     raw = _binary(parts)
-    texts = _texts(raw)
+    texts = shown_as_text(raw)  # as the parser shows a body
     custom_ids: list[str | None] = [None] * len(raw)
     errors: dict[int, RowError] = {}
     bodies = texts
@@ -100,17 +101,6 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
     return rows, Outcomes(bodies, errors)
 
 
-def _texts(raw: pa.Array) -> pa.Array:
-    """The lines as text; invalid UTF-8 shown as U+FFFD (as the parser would show it)."""
-    texts = raw.view(pa.large_string())
-    try:
-        texts.validate(full=True)
-    except pa.ArrowInvalid:
-        shown = [b.decode("utf-8", errors="replace") for b in raw.to_pylist()]
-        return pa.array(shown, pa.large_string())
-    return texts
-
-
 def _binary(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
     """Packed rows (bytes, offsets) as one Arrow binary array."""
     arrays = [
@@ -143,12 +133,8 @@ _BATCH_LINE = StructType(
         StructField("error", MapType(StringType(), StringType())),
     ]
 )
-_BATCH_LINE_READ = pa.struct(
-    [
-        pa.field("custom_id", pa.string()),
-        pa.field("response", pa.struct([pa.field("status_code", pa.int64())])),
-    ]
-)
+#: What is read of it (the error's type fits nothing, so it is not read).
+_BATCH_LINE_READ = pa.struct(list(arrow_schema(StructType(_BATCH_LINE.fields[:2]))))
 
 
 @functools.cache

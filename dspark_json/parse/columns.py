@@ -41,6 +41,7 @@ __all__ = [
     "on_threads",
     "read_type",
     "row_ranges",
+    "shown_as_text",
     "string_buffers",
     "to_string_array",
 ]
@@ -76,6 +77,19 @@ def to_string_array(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | 
     except UnicodeEncodeError:  # lone surrogates in a str: keep them as bytes the scans reject
         raw = [b.encode("utf-8", "surrogatepass") if b is not None else None for b in items]
         return pa.array(raw, pa.large_binary()).view(pa.large_string())
+
+
+def shown_as_text(array: pa.Array) -> pa.Array:
+    """``array`` (text or bytes) as one large_string array, invalid UTF-8 shown as U+FFFD: how
+    ``_corrupt_record`` and a recorded answer show a body."""
+    text = to_string_array(array).cast(pa.large_string())
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        binary = text.view(pa.large_binary()).to_pylist()
+        shown = [None if b is None else b.decode("utf-8", "replace") for b in binary]
+        return pa.array(shown, pa.large_string())
+    return text
 
 
 def string_buffers(array: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -48,6 +48,7 @@ from dspark_json.parse.columns import (
     finish,
     gc_paused,
     read_type,
+    shown_as_text,
     string_buffers,
     to_string_array,
 )
@@ -302,7 +303,7 @@ class CpuParser:
         if len(invalid):
             index = np.arange(n)
             index[invalid] = n + np.arange(len(invalid))
-            corrupt = pa.concat_arrays([corrupt, _repaired(texts.take(pa.array(invalid)))])
+            corrupt = pa.concat_arrays([corrupt, shown_as_text(texts.take(pa.array(invalid)))])
             corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
         columns["_rescued_data"] = self._rescued(texts, codes, found, contents, bad)
@@ -383,8 +384,11 @@ class CpuParser:
         down, or values whose canonical form needs Python, in Python."""
         n = len(codes)
         needs = codes == CODE_EXTRA
+        # Rows to walk in Python (more unknown keys than a scan records), and rows rescued in
+        # Python from the recorded keys (some deeper than the top level): neither is compiled.
         walk = found.deep.copy()
-        walk[found.nested_rows] = True
+        in_python = np.zeros(n, np.bool_)
+        in_python[found.nested_rows] = True
         empty = np.zeros(0, np.int64)
         content_data, content_spans = np.zeros(0, np.uint8), empty
         key_start = key_end = empty
@@ -393,7 +397,7 @@ class CpuParser:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
             needs[row_of_choice[contents.codes == CODE_EXTRA]] = True
             walk[row_of_choice[contents.found.deep]] = True
-            walk[row_of_choice[contents.found.nested_rows]] = True
+            in_python[row_of_choice[contents.found.nested_rows]] = True
             choices = np.arange(len(contents.codes))
             key_start = np.searchsorted(contents.found.rows, choices, "left")
             key_end = np.searchsorted(contents.found.rows, choices, "right")
@@ -403,10 +407,11 @@ class CpuParser:
             needs[list(bad)] = False
         if not needs.any():
             return pa.nulls(n, pa.string())
+        in_python |= walk
         rows = np.arange(n)
         order = self._rescue_order
         offsets, data, valid, fallback, checks = rescue_rows(
-            needs & ~walk,
+            needs & ~in_python,
             found.data,
             np.searchsorted(found.rows, rows, "left"),
             np.searchsorted(found.rows, rows, "right"),
@@ -429,35 +434,38 @@ class CpuParser:
             pa.py_buffer(data),
             pa.py_buffer(np.packbits(valid, bitorder="little")),
         )
-        slow = np.flatnonzero((needs & walk) | fallback)
+        slow = np.flatnonzero((needs & in_python) | fallback)
         if len(slow):
             with gc_paused():
-                in_python = self._rescued_rows(texts, slow, found, contents)
+                slow_rescued = self._rescued_rows(texts, slow, walk, found, contents)
             index = np.arange(n)
             index[slow] = n + np.arange(len(slow))
-            rescued = pa.concat_arrays([rescued, in_python]).take(pa.array(index))
+            rescued = pa.concat_arrays([rescued, slow_rescued]).take(pa.array(index))
         return rescued.cast(pa.string())
 
     def _rescued_rows(
-        self, texts: pa.Array, slow: np.ndarray, found: _Found, contents: _Contents | None
+        self,
+        texts: pa.Array,
+        slow: np.ndarray,
+        walk: np.ndarray,
+        found: _Found,
+        contents: _Contents | None,
     ) -> pa.Array:
-        """``_rescued_data`` of the rows ``slow``, in Python (:meth:`_rescued_in_python`)."""
+        """``_rescued_data`` of the rows ``slow``, in Python (:meth:`_rescued_in_python`);
+        ``walk``: the rows with more unknown keys than the scans record."""
         keys = found.select(slow)
         choice_keys: dict[int, list[_Key]] = {}
-        overflow = found.deep.copy()
         if contents is not None:
             first, lengths = contents.first, contents.lengths
             ranges = [range(first[r], first[r] + lengths[r]) for r in slow.tolist()]
             choice_keys = contents.found.select(np.array([c for r in ranges for c in r]))
-            row_of_choice = np.repeat(np.arange(len(lengths)), lengths)
-            overflow[row_of_choice[contents.found.deep]] = True
         return pa.array(
             [
                 self._rescued_in_python(
                     texts,
                     row,
                     contents,
-                    walk=bool(overflow[row]),
+                    walk=bool(walk[row]),
                     keys=keys,
                     choice_keys=choice_keys,
                 )
@@ -604,18 +612,6 @@ def warm_kernels() -> None:
         "unexpected": [1],
     }
     CpuParser(schema).parse_vectorised([json.dumps(body)])
-
-
-def _repaired(raw: pa.Array) -> pa.Array:
-    """Body texts for ``_corrupt_record``; invalid UTF-8 shown with replacement characters."""
-    raw = raw.cast(pa.large_string())
-    try:
-        raw.validate(full=True)
-    except pa.ArrowInvalid:
-        binary = raw.view(pa.large_binary()).to_pylist()
-        text = [None if b is None else b.decode("utf-8", "replace") for b in binary]
-        return pa.array(text, pa.large_string())
-    return raw
 
 
 @dataclass(frozen=True)
