@@ -60,6 +60,7 @@ from dspark_json.parse.conform import (
     CODE_NONE,
     CODE_NULL,
     NESTED_STRIDE,
+    T_STRUCT,
     TypeTable,
     compile_type,
     scan_content_fit,
@@ -695,7 +696,7 @@ class _Paths:
         self.dtype = dtype
         self.known: dict[tuple[int, ...], tuple[str, tuple[int, ...]]] = {}
         self.names: dict[int, str] = {}
-        for node in np.flatnonzero(table.kind == 1).tolist():  # structs
+        for node in np.flatnonzero(table.kind == T_STRUCT).tolist():
             start = int(table.first[node])
             for j in range(start, start + int(table.count[node])):
                 if table.key_end[j] < table.key_start[j]:  # never matched (compile_type)
