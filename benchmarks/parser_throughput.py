@@ -25,10 +25,12 @@ runs ``--repeat`` times after a warm-up; the best time counts.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -267,6 +269,9 @@ NARROW = "dspark-json CPU, Spark's columns"
 #: Spark's contender that yields dspark-json's columns: the whole vLLM envelope, ``parsed`` in
 #: every choice's message and at the top level.
 SPARK_SAME = "Spark read.json + from_json, dspark-json's columns"
+#: Spark's hand-off alone, no parse (:func:`handoff_floors`): the ceiling inside Spark.
+FLOOR_MAP = "hand-off alone, no parse: mapInArrow, bodies in, dspark-json's columns out"
+FLOOR_SOURCE = "hand-off alone, no parse: Python data source, dspark-json's columns out"
 
 
 def narrow_schema() -> Any:
@@ -316,6 +321,17 @@ def spark_same_columns(schema: Any) -> tuple[Any, Any]:
     return envelope, message["parsed"].dataType
 
 
+def timed(frame: Callable[[], Any]) -> Callable[[], None]:
+    """Evaluate every column of the frame (Spark's noop sink)."""
+    return lambda: frame().write.format("noop").mode("overwrite").save()
+
+
+def counted(frame: Callable[[], Any]) -> Callable[[], int]:
+    """The rows with content parsed. from_json yields a struct of nulls for text it cannot
+    parse: count a field every content has."""
+    return lambda: int(frame().where("parsed.sentiment IS NOT NULL").count())
+
+
 def spark_contenders(path: Path, schema: Any, args: argparse.Namespace) -> Iterator[Contender]:
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
@@ -326,13 +342,6 @@ def spark_contenders(path: Path, schema: Any, args: argparse.Namespace) -> Itera
     envelope_ddl = ENVELOPE_DDL
     content_type = StructType.fromDDL(CONTENT_DDL)
     partitions = args.partitions
-
-    def timed(frame: Callable[[], Any]) -> Callable[[], None]:
-        return lambda: frame().write.format("noop").mode("overwrite").save()
-
-    # from_json yields a struct of nulls for text it cannot parse: count a field every content has.
-    def counted(frame: Callable[[], Any], column: str = "parsed.sentiment") -> Callable[[], int]:
-        return lambda: int(frame().where(F.col(column).isNotNull()).count())
 
     def read_json() -> Any:
         df = spark.read.schema(envelope_ddl).option("mode", "PERMISSIVE").json(str(path))
@@ -422,6 +431,91 @@ def spark_contenders(path: Path, schema: Any, args: argparse.Namespace) -> Itera
 
     name = f"{NARROW}, source on recorded answers (inside Spark)"
     yield name, timed(source_narrow), counted(source_narrow)
+    yield from handoff_floors(spark, path, schema, source, cores)
+
+
+def handoff_floors(
+    spark: Any, path: Path, schema: Any, source: Callable[[], Any], cores: int
+) -> Iterator[Contender]:
+    """What Spark's hand-off to and from Python costs alone: the ceiling of any parser that
+    runs in Python inside Spark. Both yield dspark-json's own output, computed beforehand and
+    memory-mapped from Arrow files, so nothing is read or parsed in the timed run:
+
+    - :data:`FLOOR_MAP`: ``parse_dataframe``'s path without the parse (``mapInArrow`` over the
+      bodies read as text: they go to Python, a table of the same columns comes back);
+    - :data:`FLOOR_SOURCE`: the source's path without reading or parsing (a Python data source
+      yielding the source's output, one partition per core)."""
+    from pyspark import TaskContext
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    import dspark_json
+
+    keep = Path(tempfile.mkdtemp(prefix="dspark-bench-floor-"))
+    bodies = pa.array(path.read_text().split("\n")[:-1])
+    parsed = dspark_json.parse_responses(bodies, schema=schema, backend="cpu")
+    recorded = source().toArrow()
+    files = {"map": str(keep / "map.arrow"), "source": str(keep / "source.arrow")}
+    for key, table in (("map", parsed), ("source", recorded)):
+        with pa.OSFile(files[key], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=10_000)
+    rows = len(bodies)
+
+    def mapped(key: str) -> pa.Table:
+        return pa.ipc.open_file(pa.memory_map(files[key])).read_all()
+
+    def same_width(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = mapped("map")
+        context = TaskContext.get()
+        at = (context.partitionId() * 7919 if context else 0) % rows
+        for batch in batches:
+            if at + batch.num_rows > rows:
+                at = 0
+            yield from table.slice(at, batch.num_rows).to_batches()
+            at += batch.num_rows
+
+    out_type = dspark_json.parse_dataframe(
+        spark.read.text(str(path)), "value", schema=schema, backend="cpu"
+    ).schema
+
+    def floor_map() -> Any:
+        return spark.read.text(str(path)).mapInArrow(same_width, out_type)
+
+    class _Part(InputPartition):
+        def __init__(self, lo: int, hi: int) -> None:
+            self.lo, self.hi = lo, hi
+
+    class _Reader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            cuts = [rows * k // cores for k in range(cores + 1)]
+            return [_Part(lo, hi) for lo, hi in itertools.pairwise(cuts)]
+
+        def read(self, partition: Any) -> Iterator[pa.RecordBatch]:
+            table = mapped("source").slice(partition.lo, partition.hi - partition.lo)
+            yield from table.to_batches(max_chunksize=10_000)
+
+    recorded_schema = source().schema
+
+    class _Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "dspark-bench-handoff"
+
+        def schema(self) -> Any:
+            return recorded_schema
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return _Reader()
+
+    spark.dataSource.register(_Floor)
+
+    def floor_source() -> Any:
+        return spark.read.format("dspark-bench-handoff").load()
+
+    try:
+        yield FLOOR_MAP, timed(floor_map), counted(floor_map)
+        yield FLOOR_SOURCE, timed(floor_source), counted(floor_source)
+    finally:
+        shutil.rmtree(keep, ignore_errors=True)
 
 
 def machine() -> dict[str, Any]:
@@ -498,6 +592,8 @@ def like_for_like(runs: list[dict[str, Any]]) -> list[tuple[str, dict[str, float
             f"{NARROW}, source on recorded answers (inside Spark)",
             BASELINE,
         ),
+        "ceiling inside Spark, parse_dataframe's path": (FLOOR_MAP, SPARK_SAME),
+        "ceiling inside Spark, the source's path": (FLOOR_SOURCE, SPARK_SAME),
     }
     out = []
     for run in runs:
@@ -534,7 +630,10 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
             "",
             "Like for like (each ratio: Spark's seconds / ours, in the same run, for the same "
             "columns: dspark-json's whole output against Spark reading the same envelope with "
-            "`parsed` in every choice; Spark's narrow columns against Spark's narrow read):",
+            "`parsed` in every choice; Spark's narrow columns against Spark's narrow read). "
+            "The two ceilings: Spark's seconds / those of Spark's hand-off to Python and back "
+            "alone, the same output computed beforehand, nothing read or parsed: what any "
+            "parser in Python inside Spark could reach at best on this machine):",
             "",
             "| corpus | " + " | ".join(like[0][1]) + " |",
             "|---|" + "---:|" * len(like[0][1]),

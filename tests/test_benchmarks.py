@@ -34,12 +34,18 @@ def test_parser_benchmark_smoke(tmp_path):
         assert "dspark-json CPU (in process)" in names
         assert "Spark read.json + from_json(content)" in names
         assert all(f["records_per_s"] > 0 for f in run["figures"])
+        # The hand-off floors carry dspark-json's own output, row for row.
+        parsed = {f["name"]: f["content_parsed"] for f in run["figures"]}
+        floors = [n for n in names if n.startswith("hand-off alone, no parse")]
+        assert len(floors) == 2
+        assert {parsed[n] for n in floors} == {parsed["dspark-json CPU (in process)"]}
     cold = result["machine"]["cold_start"]
     assert cold["bodies"] == 300 and 0 < cold["first_parse_s"] <= cold["kernels_ready_s"]
     assert result["machine"]["gpu"].startswith(("measured", "not measured"))
     assert (tmp_path / "parser_throughput.png").stat().st_size > 0
     text = (tmp_path / "parser_throughput.md").read_text()
     assert "| contender |" in text and "GPU: " in text and "Cold start" in text
+    assert "ceiling inside Spark, the source's path" in text
 
 
 def test_benchmark_corpus_is_seeded_and_has_every_kind_of_body():
