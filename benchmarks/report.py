@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from parser_throughput import CONTENT_SCHEMA, best_of, corpus, machine
+from parser_throughput import CONTENT_SCHEMA, corpus, interleaved, machine
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -37,13 +37,13 @@ def parser_figures(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
     for rows in sizes:
         bodies = corpus(rows)
         megabytes = sum(len(b.encode()) for b in bodies) / 1e6
-        for backend in backends:
-            seconds = best_of(
-                repeat,
-                lambda b=backend, x=bodies: dspark_json.parse_responses(
-                    x, response_format=CONTENT_SCHEMA, backend=b
-                ),
+        runs = [
+            lambda b=backend, x=bodies: dspark_json.parse_responses(
+                x, response_format=CONTENT_SCHEMA, backend=b
             )
+            for backend in backends
+        ]
+        for backend, seconds in zip(backends, interleaved(repeat, runs), strict=True):
             figures.append(
                 {
                     "backend": backend,
