@@ -472,10 +472,13 @@ def handoff_floors(
     def mapped(key: str) -> pa.Table:
         return pa.ipc.open_file(pa.memory_map(files[key])).read_all()
 
+    splits = spark.read.text(str(path)).rdd.getNumPartitions()
+
     def same_width(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = mapped("map")
         context = TaskContext.get()
-        at = (context.partitionId() * 7919 if context else 0) % rows
+        # About the rows of this split (Spark splits the file by bytes): the same width.
+        at = context.partitionId() * rows // splits if context else 0
         for batch in batches:
             if at + batch.num_rows > rows:
                 at = 0
