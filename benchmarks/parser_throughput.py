@@ -20,7 +20,7 @@ runs once to warm up, then ``--repeat`` rounds of every contender once each (a n
 machine falls on all alike); each one's best time counts. The hand-off alone (Spark to Python and
 back, no parse) is measured too: the ceiling of any parser in Python inside Spark.
 
-    .venv/bin/python benchmarks/parser_throughput.py            # 200k bodies, writes results/
+    .venv/bin/python benchmarks/parser_throughput.py            # 100k bodies, writes results/
     .venv/bin/python benchmarks/parser_throughput.py --smoke    # seconds; used by the tests
 """
 
