@@ -462,7 +462,8 @@ def handoff_floors(
 
     bodies = pa.array(path.read_text().split("\n")[:-1])
     parsed = dspark_json.parse_responses(bodies, schema=schema, backend="cpu")
-    recorded = source().toArrow()
+    frame = source()  # one frame: its rows and its Spark schema
+    recorded = frame.toArrow()
     files = {"map": str(scratch / "map.arrow"), "source": str(scratch / "source.arrow")}
     for key, table in (("map", parsed), ("source", recorded)):
         with pa.OSFile(files[key], "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
@@ -505,7 +506,7 @@ def handoff_floors(
             table = mapped("source").slice(partition.lo, partition.hi - partition.lo)
             yield from table.to_batches(max_chunksize=10_000)
 
-    recorded_schema = source().schema
+    recorded_schema = frame.schema
 
     class _Floor(DataSource):
         @classmethod
