@@ -32,10 +32,10 @@ from dspark_json.parse.conform import (
     NESTED_STRIDE,
     TypeTable,
     compile_type,
-    scan_envelope_fit,
 )
 from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.decode import read_events
+from dspark_json.parse.scans import scan_envelope_fit
 from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RowError, load_json, row_error
 
@@ -150,7 +150,7 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     table = _batch_line_table()
     offsets, data, valid = string_buffers(lines)
     codes, deep, _, _, events, nested_rows, nested = scan_envelope_fit(
-        offsets, data, valid, table.arrays(), False, 0, len(lines)
+        offsets, data, valid, table.arrays(), False, True, 0, len(lines)
     )
     read = read_events(data, [events], table, _BATCH_LINE_READ)
     custom_ids = read.field("custom_id").to_pylist()

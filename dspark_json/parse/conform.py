@@ -1,6 +1,7 @@
-"""Whole JSON documents, checked in one byte pass: are they valid, and do they fit a Spark type
-exactly? The scan decides, per row, whether the vectorised reader may take it or the reference
-parser must; :func:`validate_row` and :func:`extract_row` (the content rule) use the same pass.
+"""Whole JSON documents, checked in one byte pass (:func:`check_row`): are they valid, and do they
+fit a Spark type exactly? The check decides, per row, whether the vectorised reader may take it
+or the reference parser must; the column scans (:mod:`dspark_json.parse.scans`),
+:func:`validate_row` and :func:`extract_row` (the content rule) run the same pass.
 
 What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold): the grammar exactly
 (no NaN/Infinity, no comments, no trailing commas, whitespace only space, tab, CR and LF, no
@@ -61,14 +62,22 @@ __all__ = [
     "CODE_MISFIT",
     "CODE_NONE",
     "CODE_NULL",
+    "FOUND",
     "NESTED_PATH",
     "NESTED_STRIDE",
+    "T_BOOL",
+    "T_DOUBLE",
+    "T_INT",
+    "T_STRING",
+    "T_STRUCT",
     "TypeTable",
     "check_row",
     "compile_type",
+    "emit_null",
     "extract_row",
-    "scan_content_fit",
-    "scan_envelope_fit",
+    "number_fits",
+    "room",
+    "scratch",
     "validate_row",
 ]
 
@@ -91,7 +100,7 @@ _MAX_INT_DIGITS = 18
 
 _jit = njit(cache=True, nogil=True)
 #: Top-level unknown keys recorded per row; a row with more is walked in Python.
-_FOUND = 64
+FOUND = 64
 #: Unknown keys deeper down recorded per row, with their path of at most ``NESTED_PATH``
 #: levels: ``NESTED_STRIDE`` entries each (key start, key end, value start, value end, path
 #: length, then per level above the key's object: the type node of the container entered
@@ -233,9 +242,7 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
 
 
 @_jit
-def _number_fits(
-    data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
-) -> tuple[int, int]:
+def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> tuple[int, int]:
     """``pos`` at a valid number: its end when it fits the node, else -1; and, for an integer
     node, its value."""
     negative = data[pos] == 45
@@ -293,7 +300,7 @@ def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
 
 
 @_jit
-def _emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> int:
+def emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> int:
     """A null for ``node`` and for every node below it through struct fields."""
     for k in range(closure_at[node], closure_at[node + 1]):
         n = _emit(events, n, closure[k], -1, 0)
@@ -321,7 +328,7 @@ def _emit_close(
         return _emit(events, n, node, 1, elements)
     for j in range(first[node], first[node] + count[node]):
         if stamps[j] != stamp:
-            n = _emit_null(events, n, field_node[j], closure, closure_at)
+            n = emit_null(events, n, field_node[j], closure, closure_at)
     return _emit(events, n, node, 1, 0)
 
 
@@ -374,7 +381,7 @@ def check_row(
     (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
     ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
     (key start, key end, value start, value end: four entries each; ``found_n[0]`` keys);
-    deeper ones after ``4 * _FOUND`` entries, ``NESTED_STRIDE`` each with their path
+    deeper ones after ``4 * FOUND`` entries, ``NESTED_STRIDE`` each with their path
     (``found_n[1]`` keys); more than fit, or a path too long, set ``found_n[0]`` to -1 (the
     caller then walks the row in Python). ``lenient``: raw control characters are allowed
     inside strings (:func:`~dspark_json.parse.kernels.scan_string`).
@@ -411,7 +418,7 @@ def check_row(
                     found[4 * found_n[0] + 3] = pos
                     found_n[0] += 1
                 else:
-                    found[4 * _FOUND + NESTED_STRIDE * found_n[1] + 3] = pos
+                    found[4 * FOUND + NESTED_STRIDE * found_n[1] + 3] = pos
                     found_n[1] += 1
                 recording = False
             if depth == 0:
@@ -504,14 +511,14 @@ def check_row(
                     extra = True
                     if found_n[0] < 0:
                         pass  # already too many: the row is walked
-                    elif depth == 1 and found_n[0] < _FOUND:
+                    elif depth == 1 and found_n[0] < FOUND:
                         found[4 * found_n[0]] = key_begin
                         found[4 * found_n[0] + 1] = key_stop
                         found[4 * found_n[0] + 2] = pos
                         recording = True
                         nesting = 1
                     elif 1 < depth <= NESTED_PATH + 1 and found_n[1] < _NESTED:
-                        at = 4 * _FOUND + NESTED_STRIDE * found_n[1]
+                        at = 4 * FOUND + NESTED_STRIDE * found_n[1]
                         found[at] = key_begin
                         found[at + 1] = key_stop
                         found[at + 2] = pos
@@ -569,7 +576,7 @@ def check_row(
                 if node >= 0 and pos >= 0:
                     fits, value = -1, 0
                     if t == T_INT or t == T_DOUBLE:
-                        fits, value = _number_fits(data, begin, pos, t, low[node], high[node])
+                        fits, value = number_fits(data, begin, pos, t, low[node], high[node])
                     if fits < 0:
                         misfit = True
                     elif emit and t == T_INT:
@@ -582,7 +589,7 @@ def check_row(
                 pos = scan_literal(data, pos, end)
                 if emit and node >= 0 and pos >= 0:
                     if c == 110:
-                        n = _emit_null(events, n, node, closure, closure_at)
+                        n = emit_null(events, n, node, closure, closure_at)
                     elif t == T_BOOL:
                         n = _emit(events, n, node, 1, 1 if c == 116 else 0)
             if pos < 0:
@@ -591,7 +598,7 @@ def check_row(
 
 
 @_jit
-def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
+def scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
     """The scratch :func:`check_row` needs: bracket, node and stamp stacks, per-field stamps,
     the stamp clock, room for the unknown keys it records (see its docstring), and the
     element counts of open arrays."""
@@ -601,216 +608,9 @@ def _scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
         np.empty(MAX_DEPTH, np.int64),
         np.zeros(max(fields, 1), np.int64),
         np.zeros(1, np.int64),
-        np.empty(4 * _FOUND + NESTED_STRIDE * _NESTED, np.int64),
+        np.empty(4 * FOUND + NESTED_STRIDE * _NESTED, np.int64),
         np.zeros(2, np.int64),
         np.empty(MAX_DEPTH, np.int64),
-    )
-
-
-@_jit
-def _widest(closure_at: Any) -> int:
-    """The most events one value writes (a null struct writes its whole closure)."""
-    widest = 1
-    for node in range(len(closure_at) - 1):
-        widest = max(widest, closure_at[node + 1] - closure_at[node])
-    return widest
-
-
-@_jit
-def _keep(
-    found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
-) -> tuple[Any, Any, int]:
-    """Append ``n`` recorded keys of ``row`` (``stride`` entries each, from ``found[at]`` on)
-    to ``rows`` and ``spans``, grown as needed. Element loops only: numba compiles 2-D slice
-    copies slowly."""
-    need = count + n
-    if need > len(rows):
-        size = max(2 * len(rows), need)
-        grown_rows = np.empty(size, np.int64)
-        grown_spans = np.empty(stride * size, np.int64)
-        for i in range(count):
-            grown_rows[i] = rows[i]
-        for i in range(stride * count):
-            grown_spans[i] = spans[i]
-        rows, spans = grown_rows, grown_spans
-    for r in range(n):
-        rows[count] = row
-        for c in range(stride):
-            spans[stride * count + c] = found[at + stride * r + c]
-        count += 1
-    return rows, spans, count
-
-
-@_jit
-def _keep_row(
-    found: Any,
-    found_n: Any,
-    row: int,
-    rows: Any,
-    spans: Any,
-    kept: int,
-    nested_rows: Any,
-    nested: Any,
-    nested_kept: int,
-) -> tuple[bool, Any, Any, int, Any, Any, int]:
-    """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
-    walk in Python (more keys than recorded), else its keys appended, top-level and nested."""
-    if found_n[0] < 0:
-        return True, rows, spans, kept, nested_rows, nested, nested_kept
-    rows, spans, kept = _keep(found, 0, found_n[0], 4, row, rows, spans, kept)
-    nested_rows, nested, nested_kept = _keep(
-        found, 4 * _FOUND, found_n[1], NESTED_STRIDE, row, nested_rows, nested, nested_kept
-    )
-    return False, rows, spans, kept, nested_rows, nested, nested_kept
-
-
-@_jit
-def scan_envelope_fit(
-    offsets: Any, data: Any, valid: Any, table: Any, strict: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
-    """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
-    parameter, not a constant, so that :func:`check_row` compiles once for every caller):
-    codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
-    object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
-    each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
-    found: their rows and ``(key start, key end, value start, value end)`` spans; the
-    events of the rows that fit (a null row for the others), for
-    :mod:`dspark_json.parse.decode`; and the unknown keys deeper down: their rows and spans
-    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them)."""
-    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
-    codes = np.full(hi - lo, CODE_NULL, np.int8)
-    deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
-        len(field_node)
-    )
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
-    widest = _widest(closure_at)
-    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
-    n_events = np.zeros(1, np.int64)
-    for i in range(lo, hi):
-        start, end = offsets[i], offsets[i + 1]
-        n0 = n_events[0]
-        # A byte starts at most one value, and a value writes at most ``widest`` events.
-        events = room(events, n0, (end - start + 1) * widest)
-        if valid[i]:
-            json_kind, code = check_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-                keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
-                stack_count, closure, closure_at, events, n_events,
-            )  # fmt: skip
-            codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
-        if codes[i - lo] == CODE_EXTRA:
-            deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
-            )
-        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
-    return (
-        codes,
-        deep,
-        rows[:kept],
-        spans[: 4 * kept],
-        events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
-    )
-
-
-@_jit
-def scan_content_fit(
-    offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
-    """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
-    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
-    ``null`` is left to the reference parser: it decides whether null fits the content type);
-    then ``deep``, rows and spans of unknown keys, the events, and the nested unknown keys, as
-    :func:`scan_envelope_fit` gives them.
-
-    The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
-    but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
-    it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
-    """
-    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
-    strict = lenient and not lenient  # noqa: SIM220  (False typed bool: one check_row)
-    starts = np.zeros(hi - lo, np.int64)
-    ends = np.zeros(hi - lo, np.int64)
-    codes = np.full(hi - lo, CODE_NULL, np.int8)
-    deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
-        len(field_node)
-    )
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
-    widest = _widest(closure_at)
-    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
-    n_events = np.zeros(1, np.int64)
-    for i in range(lo, hi):
-        n0 = n_events[0]
-        events = room(events, n0, widest)
-        if not valid[i]:
-            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
-            continue
-        start, end = strip(data, offsets[i], offsets[i + 1])
-        events = room(events, n0, (end - start + 1) * widest)
-        json_kind, code = KIND_NONE, CODE_MISFIT
-        if start < end:
-            json_kind, code = check_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start,
-                key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                strict, stack_count, closure, closure_at, events, n_events,
-            )  # fmt: skip
-            if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
-                located, start, end = fallback_candidate(data, start, end)
-                if located:
-                    n_events[0] = n0
-                    json_kind, code = check_row(
-                        data, start, end, kind, first, count, low, high, field_node, key_start,
-                        key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n, strict, stack_count, closure, closure_at, events, n_events,
-                    )  # fmt: skip
-                else:
-                    json_kind = KIND_NONE
-            if json_kind == KIND_INVALID and lenient:
-                json_kind, code = check_row(
-                    data, start, end, kind, first, count, low, high, field_node, key_start,
-                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                    found_n, lenient, stack_count, closure, closure_at, events, n_events[:0],
-                )  # fmt: skip
-                code = CODE_MISFIT
-        starts[i - lo], ends[i - lo] = start, end
-        if json_kind == KIND_NONE:
-            codes[i - lo] = CODE_NONE
-        elif json_kind == KIND_INVALID:
-            codes[i - lo] = CODE_INVALID
-        elif data[start] == 110:
-            codes[i - lo] = CODE_MISFIT
-        else:
-            codes[i - lo] = code
-            if code == CODE_EXTRA:
-                deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                    found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
-                )
-        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = _emit_null(events, n0, 0, closure, closure_at)
-    return (
-        starts,
-        ends,
-        codes,
-        deep,
-        rows[:kept],
-        spans[: 4 * kept],
-        events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
     )
 
 
@@ -825,7 +625,7 @@ def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = Fals
     kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = (
         _ANY.arrays()
     )
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = _scratch(
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
         len(field_node)
     )
     no_events = np.zeros(0, np.int64)
@@ -839,7 +639,8 @@ def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = Fals
 
 def extract_row(data: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
     """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``, for one
-    text from Python (:func:`scan_content_fit` applies the same rule to whole columns).
+    text from Python (:func:`~dspark_json.parse.scans.scan_content_fit` applies the same rule
+    to whole columns).
 
     The rule (the reference for both backends), after stripping whitespace and BOMs:
 

@@ -3,9 +3,11 @@
 No Python loop per row on the common path:
 
 1. one numba scan over the bodies' Arrow buffer validates each body (strict JSON, UTF-8),
-   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`) and, in the
-   same pass, shreds the fitting ones into events, which :mod:`dspark_json.parse.decode` turns
-   into Arrow arrays (the GPU backend reads the fitting bodies with cuDF instead);
+   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`; a body that
+   repeats the shape of one before it is matched byte for byte, :mod:`dspark_json.parse.shapes`)
+   and, in the same pass, shreds the fitting ones into events, which
+   :mod:`dspark_json.parse.decode` turns into Arrow arrays (the GPU backend reads the fitting
+   bodies with cuDF instead);
 2. a second scan finds the JSON inside each choice's ``message.content`` (fences, prose, BOMs),
    checks it against the content type and shreds it the same way;
 3. statuses and ``_corrupt_record`` are computed column-wise.
@@ -63,13 +65,12 @@ from dspark_json.parse.conform import (
     T_STRUCT,
     TypeTable,
     compile_type,
-    scan_content_fit,
-    scan_envelope_fit,
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
 from dspark_json.parse.decode import read_events
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
 from dspark_json.parse.rescue import rescue_rows
+from dspark_json.parse.scans import scan_content_fit, scan_envelope_fit
 from dspark_json.rows import SYSTEM_COLUMNS
 
 __all__ = ["CpuParser"]
@@ -200,6 +201,7 @@ class CpuParser:
             valid,
             plan.envelope_table.arrays(),
             False,
+            True,
             apart=4,
         )
         found = _Found(data, deep, found_rows, found_spans, nested_rows, nested)

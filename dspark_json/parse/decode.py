@@ -1,6 +1,6 @@
 """Typed JSON -> Arrow: the CPU backend's reader of the documents that fit their type.
 
-The scans (:mod:`dspark_json.parse.conform`) walk every document once to check it; a document
+The scans (:mod:`dspark_json.parse.scans`) walk every document once to check it; a document
 that fits (valid JSON in the shape of its type) is, in the same walk, *shredded*: each typed
 value is written as an *event* ``(type node, a, b)``, as Dremel and Arrow's own JSON reader do.
 This module turns the events into Arrow arrays:

@@ -19,8 +19,8 @@ from dspark_json.parse.conform import (
     CODE_MISFIT,
     CODE_NULL,
     compile_type,
-    scan_envelope_fit,
 )
+from dspark_json.parse.scans import scan_envelope_fit
 
 TYPE = StructType(
     [
@@ -69,7 +69,9 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, *_ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 1)
+    codes, *_ = scan_envelope_fit(
+        offsets, data, valid, compile_type(TYPE).arrays(), False, True, 0, 1
+    )
     assert codes.tolist() == [code]
 
 
@@ -77,9 +79,10 @@ def test_scan_over_row_ranges_matches_one_pass():
     bodies = ['{"a":1}', '{"z":1}', "nope", None, '{"a":"x"}'] * 10
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE).arrays()
-    whole = scan_envelope_fit(offsets, data, valid, table, False, 0, len(bodies))
+    whole = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(bodies))
     parts = [
-        scan_envelope_fit(offsets, data, valid, table, False, lo, lo + 5) for lo in range(0, 50, 5)
+        scan_envelope_fit(offsets, data, valid, table, False, True, lo, lo + 5)
+        for lo in range(0, 50, 5)
     ]
     for i, column in enumerate(whole):
         assert column.tolist() == np.concatenate([p[i] for p in parts]).tolist()
@@ -94,7 +97,7 @@ def test_deeper_unknown_keys_are_recorded_with_their_path():
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE)
     codes, deep, rows, _, _, nested_rows, nested = scan_envelope_fit(
-        offsets, data, valid, table.arrays(), False, 0, 3
+        offsets, data, valid, table.arrays(), False, True, 0, 3
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA, CODE_FITS]  # a null value is not extra
     assert deep.tolist() == [False, False, False] and rows.tolist() == [1]
@@ -110,6 +113,6 @@ def test_a_row_with_more_nested_unknown_keys_than_recorded_is_left_to_a_walk():
     many = '{"b":[' + ",".join('{"y":1}' for _ in range(40)) + "]}"
     offsets, data, valid = string_buffers(to_string_array([deep_value, many]))
     codes, deep, *_ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).arrays(), False, 0, 2
+        offsets, data, valid, compile_type(TYPE).arrays(), False, True, 0, 2
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA] and deep.tolist() == [False, True]

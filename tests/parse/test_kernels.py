@@ -10,7 +10,6 @@ from dspark_json.parse.conform import (
     CODE_INVALID,
     CODE_NULL,
     compile_type,
-    scan_envelope_fit,
     validate_row,
 )
 from dspark_json.parse.kernels import (
@@ -20,6 +19,7 @@ from dspark_json.parse.kernels import (
     KIND_SCALAR,
     MAX_DEPTH,
 )
+from dspark_json.parse.scans import scan_envelope_fit
 
 SUITE = Path(__file__).parents[1] / "data" / "jsontestsuite"
 
@@ -69,7 +69,7 @@ def test_the_buffers_of_a_sliced_array_are_read_in_place():
     assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
     offsets, data, valid = string_buffers(array)
     table = compile_type(StructType([])).arrays()
-    codes = scan_envelope_fit(offsets, data, valid, table, False, 0, len(array))[0]
+    codes = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(array))[0]
     assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
 
 

@@ -1,0 +1,278 @@
+"""Whole columns of documents, one compiled loop each: :func:`scan_envelope_fit` over response
+bodies, :func:`scan_content_fit` over the texts of messages. Each row is checked by
+:func:`~dspark_json.parse.conform.check_row` (or, for an envelope that repeats the shape of a
+row before it, matched by :func:`~dspark_json.parse.shapes.match_shape`), and the results are
+gathered by column: a code per row, the events of the rows that fit (for
+:mod:`dspark_json.parse.decode`), and the spans of unknown keys (for
+:mod:`dspark_json.parse.rescue`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from dspark_json.parse.conform import (
+    CODE_EXTRA,
+    CODE_FITS,
+    CODE_INVALID,
+    CODE_MISFIT,
+    CODE_NONE,
+    CODE_NULL,
+    FOUND,
+    NESTED_STRIDE,
+    check_row,
+    emit_null,
+    room,
+    scratch,
+)
+from dspark_json.parse.kernels import (
+    KIND_INVALID,
+    KIND_NONE,
+    KIND_OBJECT,
+    fallback_candidate,
+    strip,
+)
+from dspark_json.parse.shapes import learn_shape, match_shape, no_shape
+
+__all__ = ["scan_content_fit", "scan_envelope_fit"]
+
+_jit = njit(cache=True, nogil=True)
+
+#: After this many rows in a row that fit but do not match the shape, the latest becomes it.
+_RELEARN = 8
+
+
+@_jit
+def _widest(closure_at: Any) -> int:
+    """The most events one value writes (a null struct writes its whole closure)."""
+    widest = 1
+    for node in range(len(closure_at) - 1):
+        widest = max(widest, closure_at[node + 1] - closure_at[node])
+    return widest
+
+
+@_jit
+def _keep(
+    found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
+) -> tuple[Any, Any, int]:
+    """Append ``n`` recorded keys of ``row`` (``stride`` entries each, from ``found[at]`` on)
+    to ``rows`` and ``spans``, grown as needed. Element loops only: numba compiles 2-D slice
+    copies slowly."""
+    need = count + n
+    if need > len(rows):
+        size = max(2 * len(rows), need)
+        grown_rows = np.empty(size, np.int64)
+        grown_spans = np.empty(stride * size, np.int64)
+        for i in range(count):
+            grown_rows[i] = rows[i]
+        for i in range(stride * count):
+            grown_spans[i] = spans[i]
+        rows, spans = grown_rows, grown_spans
+    for r in range(n):
+        rows[count] = row
+        for c in range(stride):
+            spans[stride * count + c] = found[at + stride * r + c]
+        count += 1
+    return rows, spans, count
+
+
+@_jit
+def _keep_row(
+    found: Any,
+    found_n: Any,
+    row: int,
+    rows: Any,
+    spans: Any,
+    kept: int,
+    nested_rows: Any,
+    nested: Any,
+    nested_kept: int,
+) -> tuple[bool, Any, Any, int, Any, Any, int]:
+    """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
+    walk in Python (more keys than recorded), else its keys appended, top-level and nested."""
+    if found_n[0] < 0:
+        return True, rows, spans, kept, nested_rows, nested, nested_kept
+    rows, spans, kept = _keep(found, 0, found_n[0], 4, row, rows, spans, kept)
+    nested_rows, nested, nested_kept = _keep(
+        found, 4 * FOUND, found_n[1], NESTED_STRIDE, row, nested_rows, nested, nested_kept
+    )
+    return False, rows, spans, kept, nested_rows, nested, nested_kept
+
+
+@_jit
+def scan_envelope_fit(
+    offsets: Any,
+    data: Any,
+    valid: Any,
+    table: Any,
+    strict: bool,
+    shapes: bool,
+    lo: int,
+    hi: int,
+) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
+    parameter, not a constant, so that :func:`check_row` compiles once for every caller;
+    ``shapes``: rows that repeat the shape of a row before them skip the walk,
+    :mod:`dspark_json.parse.shapes`, with the same result):
+    codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
+    object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
+    each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
+    found: their rows and ``(key start, key end, value start, value end)`` spans; the
+    events of the rows that fit (a null row for the others), for
+    :mod:`dspark_json.parse.decode`; and the unknown keys deeper down: their rows and spans
+    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them)."""
+    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
+    codes = np.full(hi - lo, CODE_NULL, np.int8)
+    deep = np.zeros(hi - lo, np.bool_)
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
+        len(field_node)
+    )
+    rows = np.empty(16, np.int64)
+    spans = np.empty(4 * 16, np.int64)
+    kept = 0
+    nested_rows = np.empty(16, np.int64)
+    nested = np.empty(NESTED_STRIDE * 16, np.int64)
+    nested_kept = 0
+    widest = _widest(closure_at)
+    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    n_events = np.zeros(1, np.int64)
+    shape = no_shape()
+    learnt_any = False
+    unlike = 0  # rows in a row that fit but did not match the shape
+    for i in range(lo, hi):
+        start, end = offsets[i], offsets[i + 1]
+        n0 = n_events[0]
+        # A byte starts at most one value, and a value writes at most ``widest`` events.
+        events = room(events, n0, (end - start + 1) * widest)
+        if valid[i] and shapes:
+            n1 = match_shape(data, start, end, shape, kind, low, high, events, n0)
+            if n1 >= 0:
+                n_events[0] = n1
+                codes[i - lo] = CODE_FITS
+                unlike = 0
+                continue
+        if valid[i]:
+            json_kind, code = check_row(
+                data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
+                keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
+                stack_count, closure, closure_at, events, n_events,
+            )  # fmt: skip
+            codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
+            if shapes and codes[i - lo] == CODE_FITS:
+                unlike += 1
+                if not learnt_any or unlike >= _RELEARN:  # the first shape, or a new one
+                    learnt, learned = learn_shape(data, start, end, events, n0, n_events[0], kind)
+                    if learnt:
+                        shape = learned
+                        learnt_any = True
+                        unlike = 0
+        if codes[i - lo] == CODE_EXTRA:
+            deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
+                found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
+            )
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
+    return (
+        codes,
+        deep,
+        rows[:kept],
+        spans[: 4 * kept],
+        events[: 3 * n_events[0]],
+        nested_rows[:nested_kept],
+        nested[: NESTED_STRIDE * nested_kept],
+    )
+
+
+@_jit
+def scan_content_fit(
+    offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
+    """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
+    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
+    ``null`` is left to the reference parser: it decides whether null fits the content type);
+    then ``deep``, rows and spans of unknown keys, the events, and the nested unknown keys, as
+    :func:`scan_envelope_fit` gives them.
+
+    The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
+    but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
+    it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
+    """
+    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
+    strict = lenient and not lenient  # noqa: SIM220  (False typed bool: one check_row)
+    starts = np.zeros(hi - lo, np.int64)
+    ends = np.zeros(hi - lo, np.int64)
+    codes = np.full(hi - lo, CODE_NULL, np.int8)
+    deep = np.zeros(hi - lo, np.bool_)
+    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
+        len(field_node)
+    )
+    rows = np.empty(16, np.int64)
+    spans = np.empty(4 * 16, np.int64)
+    kept = 0
+    nested_rows = np.empty(16, np.int64)
+    nested = np.empty(NESTED_STRIDE * 16, np.int64)
+    nested_kept = 0
+    widest = _widest(closure_at)
+    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    n_events = np.zeros(1, np.int64)
+    for i in range(lo, hi):
+        n0 = n_events[0]
+        events = room(events, n0, widest)
+        if not valid[i]:
+            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
+            continue
+        start, end = strip(data, offsets[i], offsets[i + 1])
+        events = room(events, n0, (end - start + 1) * widest)
+        json_kind, code = KIND_NONE, CODE_MISFIT
+        if start < end:
+            json_kind, code = check_row(
+                data, start, end, kind, first, count, low, high, field_node, key_start,
+                key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
+                strict, stack_count, closure, closure_at, events, n_events,
+            )  # fmt: skip
+            if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
+                located, start, end = fallback_candidate(data, start, end)
+                if located:
+                    n_events[0] = n0
+                    json_kind, code = check_row(
+                        data, start, end, kind, first, count, low, high, field_node, key_start,
+                        key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
+                        found_n, strict, stack_count, closure, closure_at, events, n_events,
+                    )  # fmt: skip
+                else:
+                    json_kind = KIND_NONE
+            if json_kind == KIND_INVALID and lenient:
+                json_kind, code = check_row(
+                    data, start, end, kind, first, count, low, high, field_node, key_start,
+                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
+                    found_n, lenient, stack_count, closure, closure_at, events, n_events[:0],
+                )  # fmt: skip
+                code = CODE_MISFIT
+        starts[i - lo], ends[i - lo] = start, end
+        if json_kind == KIND_NONE:
+            codes[i - lo] = CODE_NONE
+        elif json_kind == KIND_INVALID:
+            codes[i - lo] = CODE_INVALID
+        elif data[start] == 110:
+            codes[i - lo] = CODE_MISFIT
+        else:
+            codes[i - lo] = code
+            if code == CODE_EXTRA:
+                deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
+                    found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
+                )
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
+    return (
+        starts,
+        ends,
+        codes,
+        deep,
+        rows[:kept],
+        spans[: 4 * kept],
+        events[: 3 * n_events[0]],
+        nested_rows[:nested_kept],
+        nested[: NESTED_STRIDE * nested_kept],
+    )
