@@ -23,6 +23,7 @@ from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
 from dspark_json.inputs.prompts import passthrough_column, read_segment
 from dspark_json.inputs.recorded import read_recorded
+from dspark_json.memory import keep_freed_memory
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
@@ -134,6 +135,7 @@ def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
+    keep_freed_memory()  # this worker's next partition reuses this one's buffers
     started = time.perf_counter()
     rows, fetched, source = _rows_and_answers(partition, query)
     answers = answer(

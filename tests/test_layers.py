@@ -17,7 +17,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dspark_json"
 LAYERS: list[set[str]] = [
     {"errors"},
     {"compat"},  # what differs between Spark versions
-    {"fs"},
+    {"fs", "memory"},  # where bytes live: files, and the process heap
     {"rows"},
     {"records"},
     {"option_spec"},

@@ -43,6 +43,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.memory import keep_freed_memory
 from dspark_json.parse import warmup
 from dspark_json.parse.columns import (
     JsonLines,
@@ -149,6 +150,7 @@ class CpuParser:
         self.lenient = lenient
         self.target = arrow_schema(schema)
         self.threads = _threads()
+        keep_freed_memory()  # the next batch reuses this one's buffers
         #: The documents that fit are read from the scans' events (:mod:`.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines

@@ -1,0 +1,70 @@
+"""Freed memory kept in the process, so that the next batch does not fault in fresh pages.
+
+A partition's work allocates a few large buffers and frees them when the batch is handed on: the
+rows' bytes, the scans' events, the unescaped strings, the output's columns (about 360 MB for
+50,000 vLLM answers of 1.6 KB). glibc serves each buffer above its mmap threshold (128 KiB,
+rising to at most 32 MiB) with a fresh mapping and unmaps it when it is freed, and it trims the
+heap's free top; so every batch touches its buffers' pages for the first time again, one page
+fault per 4 KiB page. On the 2-core VM of the benchmarks, that was 90,000 faults and a quarter
+of a 50,000-row partition's time (0.73-0.80 s against 0.53-0.60 s with the memory kept,
+``benchmarks/README.md``).
+
+:func:`keep_freed_memory` raises glibc's mmap and trim thresholds to 1 GiB, once per process,
+where the CPU parser or a partition's work first runs (Spark's Python workers, or the process
+that calls :func:`~dspark_json.parse_responses`): freed buffers stay in the heap and are reused.
+The cost is memory held: a process keeps up to its peak (plus at most 1 GiB of free heap) rather
+than returning it between batches. Set ``DSPARK_JSON_KEEP_MEMORY=0`` in the environment
+(``spark.executorEnv.DSPARK_JSON_KEEP_MEMORY`` for the executors) to leave malloc as it is.
+Elsewhere than glibc (macOS, musl) this does nothing.
+
+What it does not reach: a thread's own malloc arena maps a buffer above 64 MiB afresh whatever
+the thresholds (a parse in process on several threads: about 21,000 faults remain per 100,000
+vLLM answers, against 100,000 before). A Spark task parses on one thread (its task's CPUs), on
+the main arena, which this covers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import logging
+import os
+import sys
+
+__all__ = ["KEEP_MEMORY_ENV", "keep_freed_memory"]
+
+_log = logging.getLogger(__name__)
+
+#: The environment variable that turns this off (``0``).
+KEEP_MEMORY_ENV = "DSPARK_JSON_KEEP_MEMORY"
+
+#: glibc's ``mallopt`` parameters (malloc.h).
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+#: Buffers up to this size come from the heap and stay there when freed.
+_THRESHOLD = 1 << 30
+
+
+@functools.cache
+def keep_freed_memory() -> bool:
+    """Raise glibc's mmap and trim thresholds for this process (once: later calls return the
+    first answer). Whether they were raised: False where the environment says no, or the C
+    library is not glibc."""
+    if os.environ.get(KEEP_MEMORY_ENV, "1").strip() == "0":
+        _log.debug("%s=0: malloc's thresholds left as they are", KEEP_MEMORY_ENV)
+        return False
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    raised = all(
+        mallopt(parameter, _THRESHOLD) for parameter in (_M_MMAP_THRESHOLD, _M_TRIM_THRESHOLD)
+    )
+    _log.debug("glibc's mmap and trim thresholds raised to 1 GiB: %s", raised)
+    return raised
