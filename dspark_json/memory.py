@@ -26,7 +26,6 @@ the main arena, which this covers.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import logging
 import os
@@ -57,9 +56,8 @@ def keep_freed_memory() -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
+        mallopt = ctypes.CDLL("libc.so.6").mallopt  # glibc's name for itself
+    except (OSError, AttributeError):  # not glibc (musl has neither the name nor mallopt)
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int

@@ -40,7 +40,8 @@ __all__ = ["scan_content_fit", "scan_envelope_fit"]
 
 _jit = njit(cache=True, nogil=True)
 
-#: After this many rows in a row that fit but do not match the shape, the latest becomes it.
+#: After this many rows that fit but do not match the shape (since it last matched one), the
+#: latest becomes the shape.
 _RELEARN = 8
 
 
@@ -140,7 +141,7 @@ def scan_envelope_fit(
     n_events = np.zeros(1, np.int64)
     shape = no_shape()
     learnt_any = False
-    unlike = 0  # rows in a row that fit but did not match the shape
+    unlike = 0  # rows that fit but did not match the shape, since it last matched one
     for i in range(lo, hi):
         start, end = offsets[i], offsets[i + 1]
         n0 = n_events[0]
