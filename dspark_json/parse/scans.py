@@ -147,7 +147,7 @@ def scan_envelope_fit(
         n0 = n_events[0]
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         events = room(events, n0, (end - start + 1) * widest)
-        if valid[i] and shapes:
+        if valid[i] and shapes and learnt_any:
             n1 = match_shape(data, start, end, shape, kind, low, high, events, n0)
             if n1 >= 0:
                 n_events[0] = n1

@@ -50,13 +50,14 @@ Shape = tuple[Any, Any, Any, Any, Any]
 
 @_jit
 def no_shape() -> Shape:
-    """The shape nothing matches (before one is learnt)."""
+    """A placeholder of a shape's type, before one is learnt: not to be matched (it would match
+    a blank row)."""
     return (
         np.zeros(0, np.uint8),
         np.zeros(1, np.int64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int64),
-        np.full(3, -1, np.int64),  # more events than none: never taken
+        np.zeros(0, np.int64),
     )
 
 
@@ -147,15 +148,13 @@ def match_shape(
 ) -> int:
     """Whether the row ``data[start:end]`` has ``shape``: the number of events after its own
     (written from event ``n`` on, as :func:`~dspark_json.parse.conform.check_row` would write
-    them), else -1 (what was written past ``n`` is then garbage, for the caller to overwrite)."""
+    them), else -1 (what was written past ``n`` is then garbage, for the caller to overwrite).
+    The values' events are written as the values are matched; the shape's other events only
+    once the whole row has matched."""
     static, segments, slot_nodes, slot_events, written = shape
     m = len(written) // 3
-    if m > 0 and written[0] < 0:  # no shape
-        return -1
     if end - start < len(static) or 3 * (n + m) > len(events):
         return -1
-    for e in range(3 * m):
-        events[3 * n + e] = written[e]
     values = len(slot_nodes)
     pos = start
     for j in range(values + 1):
@@ -174,6 +173,7 @@ def match_shape(
         node = slot_nodes[j]
         t = kind[node]
         at = 3 * (n + slot_events[j])
+        events[at] = node
         c = data[pos]
         if t == T_STRING:
             if c != 34:
@@ -189,6 +189,7 @@ def match_shape(
             after = scan_literal(data, pos, end)
             if after < 0:
                 return -1
+            events[at + 1] = 1
             events[at + 2] = 1 if c == 116 else 0
         else:
             if c != 45 and not 48 <= c <= 57:
@@ -200,6 +201,7 @@ def match_shape(
             if fits < 0:
                 return -1
             if t == T_INT:
+                events[at + 1] = 1
                 events[at + 2] = value
             else:
                 events[at + 1] = pos
@@ -207,4 +209,11 @@ def match_shape(
         pos = after
     if skip_ws(data, pos, end) != end:
         return -1
+    j = 0  # the values' events, in order among the others
+    for e in range(m):
+        if j < values and slot_events[j] == e:
+            j += 1
+            continue
+        for k in range(3):
+            events[3 * (n + e) + k] = written[3 * e + k]
     return n + m
