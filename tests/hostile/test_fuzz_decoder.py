@@ -15,6 +15,7 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.inputs.listing import Segment
+from dspark_json.inputs import recorded
 from dspark_json.inputs.recorded import _recorded, read_recorded
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
@@ -98,6 +99,31 @@ def test_a_batch_line_with_an_escaped_custom_id_key_is_a_batch_line(tmp_path):
     rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 1)])
     assert (rows.custom_ids[0], outcomes[0]) == _recorded(line.decode())
     assert rows.custom_ids == ["r1"] and outcomes[0].body == '{"id": "x"}'
+
+
+@pytest.mark.parametrize("memmem", [True, False], ids=["memmem", "no memmem"])
+@pytest.mark.parametrize(
+    "key",
+    [b"custom_id", rb"\u0063ustom_id", rb"custom\u005Fid", rb"custom_i\u0064"],
+    ids=["plain", "escaped c", "escaped _", "escaped d"],
+)
+def test_batch_lines_are_found_in_any_file_at_any_place(tmp_path, monkeypatch, memmem, key):
+    """The whole-file search that lets plain bodies skip the per-row one: a batch line among
+    raw bodies, in the second file only, as the very last bytes (no newline after it)."""
+    if not memmem:
+        monkeypatch.setattr(recorded, "_memmem", lambda: None)
+    body = '{"id": "plain", "choices": []}'
+    batch = b'{"' + key + b'": "r9", "response": {"status_code": 200, "body": {"id": "x"}}}'
+    (tmp_path / "a.jsonl").write_text((body + "\n") * 3)
+    (tmp_path / "b.jsonl").write_bytes((body + "\n").encode() * 2 + batch)
+    segments = [Segment(str(tmp_path / "a.jsonl"), 0, 3), Segment(str(tmp_path / "b.jsonl"), 0, 3)]
+    rows, outcomes = read_recorded(segments)
+    assert rows.custom_ids == [None] * 5 + ["r9"]
+    assert [outcomes[i].body for i in range(6)] == [body] * 5 + ['{"id": "x"}']
+    # and a file of plain bodies that merely say the word in their content is no batch file
+    (tmp_path / "c.jsonl").write_text('{"id": "c", "note": "custom_id \\u0063"}\n')
+    rows, _ = read_recorded([Segment(str(tmp_path / "c.jsonl"), 0, 1)])
+    assert rows.custom_ids == [None]
 
 
 def test_deep_unknown_keys_without_a_top_level_parsed_column():
