@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from dspark_json.fs import write_atomic
 from dspark_json.records import Answers
-from dspark_json.schema.output import is_documented_extra
+from dspark_json.schema.output import new_fields
 
 __all__ = ["partition_metrics", "report"]
 
@@ -42,9 +42,9 @@ def partition_metrics(
     stats = answers.stats
     rows = len(answers.statuses)
     rescued = (
-        table.column("_rescued_data").drop_null().to_pylist()
+        table.column("_rescued_data")
         if "_rescued_data" in table.column_names
-        else []
+        else pa.nulls(0, pa.string())
     )
     return {
         "batch": batch,
@@ -76,11 +76,9 @@ def partition_metrics(
         "reference_rows": answers.reference_rows,
         "rows": dict(Counter(answers.statuses)),
         "dropped": dropped,
-        "rescued_rows": len(rescued),
+        "rescued_rows": len(rescued) - rescued.null_count,
         "error_rows": _non_null_count(table, "_error"),
-        "new_fields": sorted(
-            {key for text in rescued for key in json.loads(text) if not is_documented_extra(key)}
-        ),
+        "new_fields": sorted(new_fields(rescued)),
     }
 
 

@@ -30,7 +30,7 @@ from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
-from dspark_json.schema.output import is_documented_extra
+from dspark_json.schema.output import is_documented_extra, new_fields
 from dspark_json.schema.validation import schema_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
@@ -48,7 +48,7 @@ BATCH_ROWS = 10_000
 
 def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
     """schemaEvolutionMode=failOnNewColumns: stop at the first fields the schema does not know."""
-    if "_rescued_data" not in table.column_names:
+    if "_rescued_data" not in table.column_names or not new_fields(table["_rescued_data"]):
         return
     new: dict[str, str] = {}
     for row, text in enumerate(table.column("_rescued_data").to_pylist()):

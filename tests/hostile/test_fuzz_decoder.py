@@ -14,8 +14,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.inputs.listing import Segment
 from dspark_json.inputs import recorded
+from dspark_json.inputs.listing import Segment
 from dspark_json.inputs.recorded import _recorded, read_recorded
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
