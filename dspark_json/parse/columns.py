@@ -1,14 +1,12 @@
 """Arrow plumbing for the vectorised parser: string buffers as numpy, JSON lines through pyarrow's
 reader in parallel chunks, read types turned into the target types, and how the work runs (row
-ranges on threads; the cyclic garbage collector paused while Python objects are made in bulk)."""
+ranges on threads)."""
 
 from __future__ import annotations
 
-import gc
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import pairwise
@@ -37,7 +35,6 @@ __all__ = [
     "JsonLines",
     "by_row_ranges",
     "finish",
-    "gc_paused",
     "on_threads",
     "read_type",
     "row_ranges",
@@ -108,20 +105,6 @@ def row_ranges(n: int, threads: int) -> list[tuple[int, int]]:
     parts = max(1, min(threads, n // 4096))
     bounds = np.linspace(0, n, parts + 1).astype(np.int64).tolist()
     return list(pairwise(bounds))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while rows of small objects (none holding a
-    cycle) are made in bulk: at tens of thousands of rows its passes, over the whole heap, cost
-    more than the rows."""
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 def on_threads(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:

@@ -43,13 +43,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.memory import keep_freed_memory
+from dspark_json.memory import gc_paused, keep_freed_memory
 from dspark_json.parse import warmup
 from dspark_json.parse.columns import (
     JsonLines,
     by_row_ranges,
     finish,
-    gc_paused,
     read_type,
     shown_as_text,
     string_buffers,

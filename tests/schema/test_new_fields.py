@@ -40,3 +40,10 @@ def test_new_fields_of_a_chunked_sliced_column_with_many_rows():
     column = pa.chunked_array([pa.array(texts[:2000]), pa.array(texts[2000:])]).slice(10)
     assert new_fields(column) == _in_python(texts[10:])
     assert new_fields(column) >= {"metadata", "z"}
+
+
+def test_new_fields_of_many_distinct_keys():
+    """Found by a hostile review: reading the objects as one table (pyarrow's JSON reader)
+    costs rows x distinct keys (16,000 invented keys: 12 s and 2.8 GB)."""
+    texts = [json.dumps({f"parsed.k{i}": "v", "metadata": i}) for i in range(20_000)]
+    assert new_fields(pa.array(texts)) == {f"parsed.k{i}" for i in range(20_000)} | {"metadata"}
