@@ -1,10 +1,11 @@
-"""Freed memory kept in the process, so that the next batch does not fault in fresh pages.
+"""The process heap between partitions: freed memory kept, so that the next partition does not
+fault in fresh pages; and the cyclic garbage collector paused while objects are made in bulk.
 
-A partition's work allocates a few large buffers and frees them when the batch is handed on: the
+A partition's work allocates a few large buffers and frees them when its rows are handed on: the
 rows' bytes, the scans' events, the unescaped strings, the output's columns (about 360 MB for
 50,000 vLLM answers of 1.6 KB). glibc serves each buffer above its mmap threshold (128 KiB,
 rising to at most 32 MiB) with a fresh mapping and unmaps it when it is freed, and it trims the
-heap's free top; so every batch touches its buffers' pages for the first time again, one page
+heap's free top; so every partition touches its buffers' pages for the first time again, one page
 fault per 4 KiB page. On the 2-core VM of the benchmarks, that was 90,000 faults and a quarter
 of a 50,000-row partition's time (0.73-0.80 s against 0.53-0.60 s with the memory kept,
 ``benchmarks/README.md``).
@@ -22,8 +23,9 @@ the thresholds (a parse in process on several threads: about 21,000 faults remai
 vLLM answers, against 100,000 before). A Spark task parses on one thread (its task's CPUs), on
 the main arena, which this covers.
 
-:func:`gc_paused` is the other half of a batch's memory: Python's cyclic garbage collector paused
-while many small objects are made at once (its passes walk the whole heap).
+:func:`gc_paused` pauses Python's cyclic garbage collector while many small containers are made
+at once: each of its full passes walks the whole heap, and tens of thousands of new containers
+set them off.
 """
 
 from __future__ import annotations

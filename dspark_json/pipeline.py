@@ -30,7 +30,7 @@ from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
-from dspark_json.schema.output import is_documented_extra, new_fields
+from dspark_json.schema.output import drift_keys, new_fields
 from dspark_json.schema.validation import schema_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
@@ -43,7 +43,7 @@ _ADDED = frozenset({"_error", "_schema_violations"})
 #: The most rows in one batch handed to Spark: its own default for Arrow batches
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition (50,000 vLLM
 #: answers, ~100 MB) made a 100,000-row read ~10% slower inside Spark (``benchmarks/README.md``).
-BATCH_ROWS = 10_000
+SPARK_BATCH_ROWS = 10_000
 
 
 def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
@@ -52,9 +52,8 @@ def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
         return
     new: dict[str, str] = {}
     for row, text in enumerate(table.column("_rescued_data").to_pylist()):
-        for key in json.loads(text) if text else {}:
-            if not is_documented_extra(key):
-                new.setdefault(key, rows.describe(row))
+        for key in drift_keys(text):
+            new.setdefault(key, rows.describe(row))
     if new:
         listed = ", ".join(f"{k} (first in {where})" for k, where in sorted(new.items()))
         raise SchemaError(
@@ -140,7 +139,7 @@ def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield it in exactly ``schema``, in batches of
-    at most :data:`BATCH_ROWS` rows."""
+    at most :data:`SPARK_BATCH_ROWS` rows."""
     keep_freed_memory()  # this worker's next partition reuses this one's buffers
     started = time.perf_counter()
     rows, fetched, source = _rows_and_answers(partition, query)
@@ -166,7 +165,7 @@ def read_partition(
         partition=partition.index,
         what=f"partition {partition.index}",
     )
-    yield from kept.combine_chunks().to_batches(max_chunksize=BATCH_ROWS) or [
+    yield from kept.combine_chunks().to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
 

@@ -17,7 +17,7 @@ def _body(n: int) -> str:
 
 def test_a_partition_is_handed_on_in_batches_of_at_most_batch_rows_in_order(tmp_path, monkeypatch):
     """Spark takes a large partition faster in batches of its own size (10,000 rows)."""
-    monkeypatch.setattr(pipeline, "BATCH_ROWS", 4)
+    monkeypatch.setattr(pipeline, "SPARK_BATCH_ROWS", 4)
     (tmp_path / "r.jsonl").write_text("".join(_body(n) + "\n" for n in range(10)))
     source = DSparkJsonDataSource(
         {"responses": str(tmp_path), "responseFormat": json.dumps(CONTENT), "parseMode": "cpu"}

@@ -27,6 +27,7 @@ from dspark_json.schema.json_schema import json_schema_to_spark
 
 __all__ = [
     "DOCUMENTED_EXTRAS",
+    "drift_keys",
     "envelope_fields",
     "is_documented_extra",
     "new_fields",
@@ -66,8 +67,14 @@ def new_fields(rescued: pa.Array | pa.ChunkedArray) -> set[str]:
     paused: 20,000 drift rows' dicts set off a full collection of the heap otherwise."""
     texts = pc.unique(rescued.drop_null()).to_pylist()
     with gc_paused():
-        keys = {key for text in texts if text for key in json.loads(text)}
-    return {key for key in keys if not is_documented_extra(key)}
+        return {key for text in texts for key in drift_keys(text)}
+
+
+def drift_keys(rescued: str | None) -> list[str]:
+    """The keys of one ``_rescued_data`` object that are drift, not documented extras."""
+    if not rescued:
+        return []
+    return [key for key in json.loads(rescued) if not is_documented_extra(key)]
 
 
 def _logprob_entry(top: bool) -> StructType:

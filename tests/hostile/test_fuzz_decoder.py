@@ -2,7 +2,9 @@
 decode.read_events) against the reference parser."""
 
 import json
+import sys
 
+import numpy as np
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -124,6 +126,26 @@ def test_batch_lines_are_found_in_any_file_at_any_place(tmp_path, monkeypatch, m
     (tmp_path / "c.jsonl").write_text('{"id": "c", "note": "custom_id \\u0063"}\n')
     rows, _ = read_recorded([Segment(str(tmp_path / "c.jsonl"), 0, 1)])
     assert rows.custom_ids == [None]
+
+
+@pytest.mark.parametrize("memmem", [True, False], ids=["memmem", "no memmem"])
+def test_the_whole_segment_prefilters_find_the_key_anywhere_and_nothing_else(monkeypatch, memmem):
+    """What lets a file of plain bodies skip the row-by-row search: both prefilters say no to
+    it, and yes to the key (plain, or with an escaped letter) wherever it is."""
+    if memmem:
+        assert sys.platform != "linux" or recorded._memmem() is not None  # glibc has it
+    else:
+        monkeypatch.setattr(recorded, "_memmem", lambda: None)
+
+    def holds(text: bytes) -> bool:
+        data = np.frombuffer(text, np.uint8)
+        return recorded._holds(data, b"custom_id") or recorded._holds_escaped_letter(data)
+
+    plain = b'{"id": "x", "choices": [{"message": {"content": "caf\\u00e9 custom_i"}}]}'
+    assert not holds(plain) and not holds(b"") and not holds(b"custom_i") and not holds(b"\\u004")
+    for key in (b"custom_id", rb"\u0063", rb"\u005F", rb"\u006d", rb"\u0074"):
+        assert holds(key) and holds(plain + key) and holds(key + plain), key
+    assert holds(plain[:30] + b"custom_id" + plain[30:])
 
 
 def test_deep_unknown_keys_without_a_top_level_parsed_column():
