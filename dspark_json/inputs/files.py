@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from numba import njit
 
 from dspark_json.errors import DSparkJsonError
@@ -164,11 +165,43 @@ def pack_rows(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray
     The same rows as :func:`rows_of`: lines end at LF, CR or CRLF (the blank line between a CR
     and an LF is not a row anyway), a UTF-8 BOM opening a line is dropped, and a line of
     spaces, tabs, VT and FF only is blank."""
+    if b"\r" not in text:
+        plain = _split_plain(text, max(skip, 0), max(take, 0))
+        if plain is not None:
+            return plain
     data = np.frombuffer(text, np.uint8)
     ends = data == 10
     if b"\r" in text:
         ends |= data == 13
     return _pack(data, np.flatnonzero(ends), skip, max(take, 0))
+
+
+def _split_plain(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`pack_rows` of a text whose lines end at LF only, by Arrow's split (one C++ pass
+    that finds the line ends and copies the lines end to end, 3x faster than :func:`_pack`);
+    ``None`` where a line may not be a row as it stands (empty, or first byte a space, a tab,
+    VT, FF or a BOM's first byte): :func:`_pack` decides those."""
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.py_buffer(np.array([0, len(text)], np.int64)), pa.py_buffer(text)],
+    )
+    lines = pc.split_pattern(whole, b"\n").values
+    n = len(lines)
+    _, offset_buffer, data_buffer = lines.buffers()
+    offsets = np.frombuffer(offset_buffer, np.int64)[lines.offset : lines.offset + n + 1]
+    data = (
+        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    )
+    if n and offsets[n] == offsets[n - 1]:  # what follows the last LF: nothing
+        n -= 1
+    starts, stops = offsets[:n], offsets[1 : n + 1]
+    if (stops <= starts).any() or np.isin(data[starts], _MAYBE_BLANK).any():
+        return None
+    first = min(skip, n)
+    last = min(first + take, n)
+    base = offsets[first]
+    return data[base : offsets[last]], offsets[first : last + 1] - base
 
 
 @njit(cache=True, nogil=True)

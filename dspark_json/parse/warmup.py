@@ -12,10 +12,16 @@ package's sources when writable, else the user-wide cache (``~/.cache/numba``), 
 ``NUMBA_CACHE_DIR`` when set. On a cluster with a read-only site-packages, set
 ``NUMBA_CACHE_DIR`` to a node-local writable directory (``spark.executorEnv.NUMBA_CACHE_DIR``);
 an ephemeral node compiles once, in the background, per node.
+
+A process that ends while the thread still compiles waits for it (:func:`_join_at_exit`, up to
+:data:`EXIT_WAIT` seconds): a daemon thread stopped inside LLVM as the interpreter tears down
+can abort the process ("terminate called without an active exception", exit code 134) after its
+work is done. The wait happens once per machine at most, on an empty cache.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
 import time
@@ -27,6 +33,9 @@ logger = logging.getLogger("dspark_json")
 
 #: Batches below this many rows do not wait for the kernels.
 SMALL_BATCH = 4096
+#: How long a process that ends waits for the warm-up to finish (compiling every kernel on
+#: an empty cache takes about 25 s on 2 cores).
+EXIT_WAIT = 120.0
 
 _ready = threading.Event()
 _lock = threading.Lock()
@@ -46,6 +55,7 @@ def start(job: Callable[[], None]) -> None:
             return
         thread = threading.Thread(target=_run, args=(job,), name="dspark-json-warmup", daemon=True)
         _thread.append(thread)
+        atexit.register(_join_at_exit)
         thread.start()
 
 
@@ -64,3 +74,11 @@ def _run(job: Callable[[], None]) -> None:
         logger.exception("warming the parser kernels up failed; they compile on first use")
     finally:
         _ready.set()
+
+
+def _join_at_exit() -> None:
+    """At interpreter exit: let a warm-up that is still compiling finish first."""
+    for thread in _thread:
+        if thread.is_alive():
+            logger.info("waiting for the parser kernels to finish compiling before exit")
+            thread.join(EXIT_WAIT)

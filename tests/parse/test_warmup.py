@@ -45,3 +45,30 @@ def test_a_cold_process_answers_small_batches_without_waiting_for_the_compiler(t
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["rows"] == 300 and result["same"] and result["rescued"] == '{"parsed.b":2}'
     assert result["ready_at_first"] is False  # the kernels were still compiling
+
+
+EXITING = textwrap.dedent(
+    """
+    import sys, time
+    from dspark_json.parse import warmup
+    def job():
+        time.sleep(1.5)  # as a compile still running when the main thread ends
+        open(sys.argv[1], "w").write("done")
+    warmup.start(job)
+    """
+)
+
+
+def test_a_process_that_ends_while_the_kernels_compile_waits_for_them(tmp_path):
+    # A daemon thread cut off inside LLVM at interpreter exit can abort the process (exit 134)
+    # after its work is done: the warm-up is joined at exit, so the job runs to its end.
+    marker = tmp_path / "finished"
+    done = subprocess.run(
+        [sys.executable, "-c", EXITING, str(marker)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert marker.read_text() == "done"
