@@ -34,7 +34,7 @@ from dspark_json.parse.kernels import (
     fallback_candidate,
     strip,
 )
-from dspark_json.parse.shapes import learn_shape, match_shape, no_shape
+from dspark_json.parse.shapes import learn_shape, match_shape, no_shape, records_keys, replay_keys
 
 __all__ = ["scan_content_fit", "scan_envelope_fit"]
 
@@ -43,6 +43,9 @@ _jit = njit(cache=True, nogil=True)
 #: After this many rows that fit but do not match the shape (since it last matched one), the
 #: latest becomes the shape.
 _RELEARN = 8
+#: A row that cannot be learnt (an unknown key's value holds values) doubles the wait before
+#: the next try, up to this many rows: rows that all hold such keys pay for few tries.
+_MOST_WAIT = 1024
 
 
 @_jit
@@ -140,35 +143,48 @@ def scan_envelope_fit(
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
     shape = no_shape()
+    seg_pos = np.empty(1, np.int64)  # where the shape's static segments start in a row
     learnt_any = False
     unlike = 0  # rows that fit but did not match the shape, since it last matched one
+    wait = 1  # learn at the row that brings ``unlike`` to this
     for i in range(lo, hi):
         start, end = offsets[i], offsets[i + 1]
         n0 = n_events[0]
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         events = room(events, n0, (end - start + 1) * widest)
+        matched = False
         if valid[i] and shapes and learnt_any:
-            n1 = match_shape(data, start, end, shape, kind, low, high, events, n0)
+            n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
             if n1 >= 0:
                 n_events[0] = n1
-                codes[i - lo] = CODE_FITS
+                matched = True
                 unlike = 0
-                continue
-        if valid[i]:
+                codes[i - lo] = CODE_FITS
+                if records_keys(shape):  # its unknown keys, where the walk records them
+                    replay_keys(shape, seg_pos, found, found_n)
+                    codes[i - lo] = CODE_EXTRA
+        if valid[i] and not matched:
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
                 keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
                 stack_count, closure, closure_at, events, n_events,
             )  # fmt: skip
             codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
-            if shapes and codes[i - lo] == CODE_FITS:
+            fits = codes[i - lo] == CODE_FITS or codes[i - lo] == CODE_EXTRA
+            if shapes and fits:
                 unlike += 1
-                if not learnt_any or unlike >= _RELEARN:  # the first shape, or a new one
-                    learnt, learned = learn_shape(data, start, end, events, n0, n_events[0], kind)
+                if unlike >= wait:  # the first shape, or a new one
+                    learnt, learned = learn_shape(
+                        data, start, end, events, n0, n_events[0], kind, found, found_n
+                    )
+                    unlike = 0
                     if learnt:
                         shape = learned
+                        seg_pos = np.empty(len(shape[1]), np.int64)
                         learnt_any = True
-                        unlike = 0
+                        wait = _RELEARN
+                    else:  # unknown values that are not static: try again ever later
+                        wait = min(2 * wait, _MOST_WAIT)
         if codes[i - lo] == CODE_EXTRA:
             deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
                 found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept

@@ -21,9 +21,13 @@ same events but for the values. Anything else (a value of another kind, a null w
 has a value, an extra or a missing key, other whitespace) does not match, and the row is
 walked by ``check_row`` as before. The fuzz tests hold the two to the same events, row by row.
 
-Only rows whose code is ``CODE_FITS`` are learnt: a row with unknown keys that hold values
-(``CODE_EXTRA``) records their spans for the rescue, which a shape does not do, and such rows
-never match a shape learnt from a row without them (their keys are not in its static bytes).
+Unknown keys. A row with unknown keys that hold values (``CODE_EXTRA``) is learnt too where
+each such key and its value lie in the static bytes (``"tool_calls": []`` in a message the
+schema leaves it out of; never a value with a string, number or boolean in it): the shape then
+keeps where each recorded key sits (its static segment and the offset in it, and the path of a
+nested one), and a row that matches records the same keys at its own positions, as the walk
+would (the rescue needs their spans). A row whose unknown values hold values is walked; its
+keys are not in any shape's static bytes, so it never matches one learnt without them.
 """
 
 from __future__ import annotations
@@ -33,19 +37,41 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from dspark_json.parse.conform import T_BOOL, T_DOUBLE, T_INT, T_STRING, number_fits
+from dspark_json.parse.conform import (
+    FOUND,
+    NESTED_STRIDE,
+    T_BOOL,
+    T_DOUBLE,
+    T_INT,
+    T_STRING,
+    number_fits,
+)
 from dspark_json.parse.kernels import scan_literal, scan_number, scan_string, skip_ws
 
-__all__ = ["Shape", "learn_shape", "match_shape", "no_shape"]
+__all__ = [
+    "SEGMENT",
+    "Shape",
+    "learn_shape",
+    "match_shape",
+    "no_shape",
+    "records_keys",
+    "replay_keys",
+]
 
 _jit = njit(cache=True, nogil=True)
 
-#: A shape as numba passes it: ``(static, segments, slot_nodes, slot_events, events)``:
-#: static bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the last
-#: segment after the last value); value ``j`` is of type node ``slot_nodes[j]`` and its event is
-#: ``events[3 * slot_events[j]:3 * slot_events[j] + 3]`` of the shape's events (three entries
-#: each, as :func:`~dspark_json.parse.conform.check_row` writes them).
-Shape = tuple[Any, Any, Any, Any, Any]
+#: A shape as numba passes it: ``(static, segments, slot_nodes, slot_events, events, top,
+#: nested)``: static bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the
+#: last segment after the last value); value ``j`` is of type node ``slot_nodes[j]`` and its
+#: event is ``events[3 * slot_events[j]:3 * slot_events[j] + 3]`` of the shape's events (three
+#: entries each, as :func:`~dspark_json.parse.conform.check_row` writes them). ``top`` and
+#: ``nested``: the unknown keys a matching row records, as ``check_row`` records them (four
+#: entries a top-level key, ``NESTED_STRIDE`` a nested one), each position written as
+#: ``segment * SEGMENT + offset`` in that static segment.
+Shape = tuple[Any, Any, Any, Any, Any, Any, Any]
+
+#: Positions in a shape's recorded keys: ``segment * SEGMENT + offset`` (rows are < 2**40).
+SEGMENT = 2**40
 
 
 @_jit
@@ -55,6 +81,8 @@ def no_shape() -> Shape:
     return (
         np.zeros(0, np.uint8),
         np.zeros(1, np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int64),
@@ -68,11 +96,23 @@ def _is_value(kind: int) -> bool:
 
 @_jit
 def learn_shape(
-    data: Any, start: int, end: int, events: Any, first: int, stop: int, kind: Any
+    data: Any,
+    start: int,
+    end: int,
+    events: Any,
+    first: int,
+    stop: int,
+    kind: Any,
+    found: Any,
+    found_n: Any,
 ) -> tuple[bool, Shape]:
-    """The shape of the row ``data[start:end]``, which fits (``CODE_FITS``) and whose events
+    """The shape of the row ``data[start:end]``, which fits (``CODE_FITS``, or ``CODE_EXTRA``
+    with the unknown keys ``check_row`` recorded in ``found`` / ``found_n``) and whose events
     are ``first..stop`` of ``events``; ``(False, no_shape())`` where its values and its events
-    do not pair up one to one (never for a row that fits: a safety net)."""
+    do not pair up one to one (never for a row that fits: a safety net), or where an unknown
+    key's value holds a value (it is not static)."""
+    if found_n[0] < 0:  # more unknown keys than recorded: walked in Python
+        return False, no_shape()
     written = events[3 * first : 3 * stop].copy()
     m = stop - first
     slot_events = np.empty(m, np.int64)
@@ -131,7 +171,70 @@ def learn_shape(
     slot_nodes = np.empty(values, np.int64)
     for j in range(values):
         slot_nodes[j] = written[3 * slot_events[j]]
-    return True, (static, segments, slot_nodes, slot_events[:values].copy(), written)
+    # Where each static segment starts in this row: the unknown keys' positions, relative.
+    seg_start = np.empty(values + 1, np.int64)
+    seg_start[0] = start
+    for j in range(values):
+        seg_start[j + 1] = stops[j]
+    top = np.empty(4 * found_n[0], np.int64)
+    for r in range(found_n[0]):
+        if not _relative(found, 4 * r, seg_start, segments, top, 4 * r):
+            return False, no_shape()
+    nested = np.empty(NESTED_STRIDE * found_n[1], np.int64)
+    for r in range(found_n[1]):
+        at = 4 * FOUND + NESTED_STRIDE * r
+        if not _relative(found, at, seg_start, segments, nested, NESTED_STRIDE * r):
+            return False, no_shape()
+        for c in range(4, NESTED_STRIDE):
+            nested[NESTED_STRIDE * r + c] = found[at + c]
+    shape = (static, segments, slot_nodes, slot_events[:values].copy(), written, top, nested)
+    return True, shape
+
+
+@_jit
+def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: int) -> bool:
+    """A recorded key's four positions (``found[at:at + 4]``: key start and end, value start
+    and end) as ``segment * SEGMENT + offset`` into ``out[to:to + 4]``, all in one static
+    segment; False where they are not (a value lies between them)."""
+    p = found[at]
+    j = len(seg_start) - 1
+    while j > 0 and seg_start[j] > p:
+        j -= 1
+    base = seg_start[j]
+    length = segments[j + 1] - segments[j]
+    for c in range(4):
+        q = found[at + c]
+        if q < base or q > base + length:
+            return False
+        out[to + c] = j * SEGMENT + (q - base)
+    return True
+
+
+@_jit
+def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
+    """The unknown keys of a row that matched ``shape`` (its static segments start at
+    ``seg_pos``), into ``found`` / ``found_n`` as :func:`~dspark_json.parse.conform.check_row`
+    records them."""
+    top, nested = shape[5], shape[6]
+    kt = len(top) // 4
+    for r in range(kt):
+        for c in range(4):
+            v = top[4 * r + c]
+            found[4 * r + c] = seg_pos[v // SEGMENT] + v % SEGMENT
+    kn = len(nested) // NESTED_STRIDE
+    for r in range(kn):
+        at = 4 * FOUND + NESTED_STRIDE * r
+        for c in range(NESTED_STRIDE):
+            v = nested[NESTED_STRIDE * r + c]
+            found[at + c] = seg_pos[v // SEGMENT] + v % SEGMENT if c < 4 else v
+    found_n[0] = kt
+    found_n[1] = kn
+
+
+@_jit
+def records_keys(shape: Shape) -> bool:
+    """Whether a row that matches ``shape`` records unknown keys (``CODE_EXTRA``)."""
+    return len(shape[5]) > 0 or len(shape[6]) > 0
 
 
 @_jit
@@ -145,23 +248,28 @@ def match_shape(
     high: Any,
     events: Any,
     n: int,
+    seg_pos: Any,
 ) -> int:
     """Whether the row ``data[start:end]`` has ``shape``: the number of events after its own
     (written from event ``n`` on, as :func:`~dspark_json.parse.conform.check_row` would write
     them), else -1 (what was written past ``n`` is then garbage, for the caller to overwrite).
     The values' events are written as the values are matched; the shape's other events only
-    once the whole row has matched."""
-    static, segments, slot_nodes, slot_events, written = shape
+    once the whole row has matched. ``seg_pos`` (as long as the shape's segments, at least):
+    where each static segment starts in the row, for :func:`replay_keys`."""
+    static, segments, slot_nodes, slot_events, written, _, _ = shape
     m = len(written) // 3
     if end - start < len(static) or 3 * (n + m) > len(events):
         return -1
     values = len(slot_nodes)
     pos = start
+    if len(seg_pos) < values + 1:
+        return -1
     for j in range(values + 1):
         s0 = segments[j]
         length = segments[j + 1] - s0
         if pos + length > end:
             return -1
+        seg_pos[j] = pos
         for b in range(length):
             if data[pos + b] != static[s0 + b]:
                 return -1

@@ -19,7 +19,7 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.conform import CODE_FITS, NESTED_STRIDE, compile_type
+from dspark_json.parse.conform import CODE_EXTRA, CODE_FITS, FOUND, NESTED_STRIDE, compile_type
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.scans import scan_envelope_fit
@@ -177,17 +177,32 @@ def test_rows_that_change_shape_midway_scan_as_walked():
 def _learnt(body, table):
     offsets, data, _ = string_buffers(to_string_array([body]))
     walked = _scan([body], table, False)
-    assert walked[0].tolist() == [CODE_FITS]
+    assert walked[0].tolist() in ([CODE_FITS], [CODE_EXTRA])
     events = walked[4]
-    learnt, shape = learn_shape(data, 0, offsets[1], events, 0, len(events) // 3, table.kind)
+    found, found_n = _found_of(walked)
+    learnt, shape = learn_shape(
+        data, 0, offsets[1], events, 0, len(events) // 3, table.kind, found, found_n
+    )
     assert learnt
     return shape
+
+
+def _found_of(scan):
+    """A one-row scan's unknown keys as check_row records them (its scratch layout)."""
+    spans, nested = scan[3], scan[6]
+    found = np.zeros(4 * FOUND + len(nested) + NESTED_STRIDE, np.int64)
+    found[: len(spans)] = spans
+    found[4 * FOUND : 4 * FOUND + len(nested)] = nested
+    return found, np.array([len(spans) // 4, len(nested) // NESTED_STRIDE], np.int64)
 
 
 def _match(body, shape, table):
     offsets, data, _ = string_buffers(to_string_array([body]))
     events = np.zeros(3 * 64, np.int64)
-    n = match_shape(data, 0, offsets[1], shape, table.kind, table.low, table.high, events, 0)
+    seg_pos = np.zeros(len(shape[1]), np.int64)
+    n = match_shape(
+        data, 0, offsets[1], shape, table.kind, table.low, table.high, events, 0, seg_pos
+    )
     return events[: 3 * n] if n >= 0 else None
 
 
@@ -224,3 +239,61 @@ def test_parsed_output_with_shapes_equals_the_reference_parser():
     got = CpuParser(schema).parse_vectorised(bodies)
     want = ReferenceParser(schema).parse(bodies)
     assert repr(got.to_pylist()) == repr(want.to_pylist())
+
+
+#: Unknown keys whose values are static (no string, number or boolean in them): rows that hold
+#: them are learnt and matched too, and record the keys at their own positions.
+STATIC_EXTRAS = [
+    {"z": []},
+    {"z": {}, "w": [[], {}]},
+    {"usage": {"tokens": 3, "w": []}},
+    {"choices": [{"index": 0, "text": "t", "tags": [], "tool_calls": []}]},
+    {"choices": [{"index": 0, "tool_calls": [], "text": "t"}, {"index": 1, "more": {}}]},
+]
+
+
+@pytest.mark.parametrize("extra", STATIC_EXTRAS)
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_with_static_unknown_keys_match_and_record_them_as_the_walk(extra, seed):
+    rng = random.Random(seed)
+    table = compile_type(TYPE, timestamp_range=SECONDS)
+    base = json.dumps(dict(BASE, **extra), ensure_ascii=seed % 2 == 0)
+    bodies = []
+    for i in range(300):
+        row = dict(BASE, **extra, id=f"chatcmpl-{rng.randrange(10**6)}", n=rng.randrange(10**6))
+        text = json.dumps(row, ensure_ascii=seed % 2 == 0)
+        roll = rng.random()
+        bodies.append(
+            text
+            if roll < 0.6
+            else _mutate(rng, base)
+            if roll < 0.9
+            else json.dumps(dict(BASE, id=str(i)))
+        )
+    _same_scans(bodies, table)
+    walked = _scan(bodies, table, False)
+    assert (walked[0] == CODE_EXTRA).sum() > 150  # most rows record their keys
+    # The shape of such a row keeps its keys; a row that matches it records them at its own
+    # positions, the walk's.
+    shape = _learnt(base, table)
+    assert len(shape[5]) + len(shape[6]) > 0
+    matched = 0
+    for body in bodies[:80]:
+        if _match(body, shape, table) is not None:
+            matched += 1
+    assert matched > 20
+
+
+def test_unknown_keys_with_values_in_them_are_not_learnt():
+    table = compile_type(TYPE, timestamp_range=SECONDS)
+    for extra in ({"z": [1]}, {"z": {"k": "v"}}, {"usage": {"tokens": 1, "w": True}}):
+        body = json.dumps(dict(BASE, **extra))
+        offsets, data, _ = string_buffers(to_string_array([body]))
+        walked = _scan([body], table, False)
+        assert walked[0].tolist() == [CODE_EXTRA]
+        found, found_n = _found_of(walked)
+        events = walked[4]
+        learnt, _ = learn_shape(
+            data, 0, offsets[1], events, 0, len(events) // 3, table.kind, found, found_n
+        )
+        assert not learnt, body
