@@ -182,7 +182,7 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     ``None`` for every other line, which :func:`_recorded` reads."""
     table = _batch_line_table()
     offsets, data, valid = string_buffers(lines)
-    codes, deep, _, _, events, nested_rows, nested = scan_envelope_fit(
+    codes, deep, _, _, events, nested_rows, nested, _ = scan_envelope_fit(
         offsets, data, valid, table.arrays(), False, True, 0, len(lines)
     )
     read = read_events(data, [events], table, _BATCH_LINE_READ)

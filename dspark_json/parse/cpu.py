@@ -193,7 +193,7 @@ class CpuParser:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events, nested_rows, nested = by_row_ranges(
+        codes, deep, found_rows, found_spans, events, nested_rows, nested, same = by_row_ranges(
             scan_envelope_fit,
             n,
             self.threads,
@@ -205,7 +205,7 @@ class CpuParser:
             True,
             apart=4,
         )
-        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested)
+        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested, same)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self._read(
             data,
@@ -394,12 +394,14 @@ class CpuParser:
         in_python = np.zeros(n, np.bool_)
         in_python[found.nested_rows] = True
         empty = np.zeros(0, np.int64)
+        content_keys = np.zeros(n, np.bool_)  # rows whose choices' contents record keys
         content_data, content_spans = np.zeros(0, np.uint8), empty
         key_start = key_end = empty
         first = lengths = np.zeros(n, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
-            needs[row_of_choice[contents.codes == CODE_EXTRA]] = True
+            content_keys[row_of_choice[contents.codes == CODE_EXTRA]] = True
+            needs |= content_keys
             walk[row_of_choice[contents.found.deep]] = True
             in_python[row_of_choice[contents.found.nested_rows]] = True
             choices = np.arange(len(contents.codes))
@@ -441,7 +443,9 @@ class CpuParser:
         slow = np.flatnonzero((needs & in_python) | fallback)
         if len(slow):
             with gc_paused():
-                slow_rescued = self._rescued_rows(texts, slow, walk, found, contents)
+                slow_rescued = self._rescued_rows(
+                    texts, slow, walk | content_keys, found, contents, alone=walk
+                )
             index = np.arange(n)
             index[slow] = n + np.arange(len(slow))
             rescued = pa.concat_arrays([rescued, slow_rescued]).take(pa.array(index))
@@ -451,32 +455,50 @@ class CpuParser:
         self,
         texts: pa.Array,
         slow: np.ndarray,
-        walk: np.ndarray,
+        own: np.ndarray,
         found: _Found,
         contents: _Contents | None,
+        *,
+        alone: np.ndarray,
     ) -> pa.Array:
         """``_rescued_data`` of the rows ``slow``, in Python (:meth:`_rescued_in_python`);
-        ``walk``: the rows with more unknown keys than the scans record."""
-        keys = found.select(slow)
+        ``alone``: the rows with more unknown keys than the scans record (walked).
+
+        Rows that repeat the unknown keys and values of a row before them byte for byte (an
+        envelope shape's, ``found.same_keys``) rescue the same text: it is rendered once for
+        each such group, from its first row; ``own``: rows that rescue more than those keys
+        (their contents' keys too, or walked), rendered each on its own."""
+        group = np.full(len(slow), -1, np.int64)
+        if found.same_keys is not None:
+            group = np.where(own[slow], -1, found.same_keys[slow])
+        shared = group >= 0
+        _, first, inverse = np.unique(group[shared], return_index=True, return_inverse=True)
+        own_rows = np.flatnonzero(~shared)
+        rendered = np.concatenate([slow[own_rows], slow[shared][first]])
+        keys = found.select(rendered)
         choice_keys: dict[int, list[_Key]] = {}
         if contents is not None:
-            first, lengths = contents.first, contents.lengths
-            ranges = [range(first[r], first[r] + lengths[r]) for r in slow.tolist()]
+            starts, lengths = contents.first, contents.lengths
+            ranges = [range(starts[r], starts[r] + lengths[r]) for r in rendered.tolist()]
             choice_keys = contents.found.select(np.array([c for r in ranges for c in r]))
-        return pa.array(
+        texts_of = pa.array(
             [
                 self._rescued_in_python(
                     texts,
                     row,
                     contents,
-                    walk=bool(walk[row]),
+                    walk=bool(alone[row]),
                     keys=keys,
                     choice_keys=choice_keys,
                 )
-                for row in slow.tolist()
+                for row in rendered.tolist()
             ],
             pa.large_string(),
         )
+        place = np.empty(len(slow), np.int64)  # each slow row's text among those rendered
+        place[own_rows] = np.arange(len(own_rows))
+        place[shared] = len(own_rows) + inverse.reshape(-1)
+        return texts_of.take(pa.array(place))
 
     def _rescued_in_python(
         self,
@@ -751,6 +773,9 @@ class _Found:
     #: :func:`~dspark_json.parse.conform.check_row`).
     nested_rows: np.ndarray
     nested: np.ndarray
+    #: Per row, the row whose unknown keys and values it repeats byte for byte (-1: none, or
+    #: not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last result.
+    same_keys: np.ndarray | None = None
 
     def select(self, rows: np.ndarray) -> dict[int, list[_Key]]:
         """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its

@@ -115,7 +115,7 @@ def scan_envelope_fit(
     shapes: bool,
     lo: int,
     hi: int,
-) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
     """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
     parameter, not a constant, so that :func:`check_row` compiles once for every caller;
     ``shapes``: rows that repeat the shape of a row before them skip the walk,
@@ -125,8 +125,11 @@ def scan_envelope_fit(
     each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
     found: their rows and ``(key start, key end, value start, value end)`` spans; the
     events of the rows that fit (a null row for the others), for
-    :mod:`dspark_json.parse.decode`; and the unknown keys deeper down: their rows and spans
-    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them)."""
+    :mod:`dspark_json.parse.decode`; the unknown keys deeper down: their rows and spans
+    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them); and per
+    row, the row whose unknown keys and values it repeats byte for byte (the row a shape was
+    learnt from, for each row that matched it, and for that row itself), else -1: such rows
+    rescue the same text."""
     kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
@@ -142,7 +145,9 @@ def scan_envelope_fit(
     widest = _widest(closure_at)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
+    same_keys = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
+    shape_row = -1  # the row the shape was learnt from
     seg_pos = np.empty(1, np.int64)  # where the shape's static segments start in a row
     learnt_any = False
     unlike = 0  # rows that fit but did not match the shape, since it last matched one
@@ -163,6 +168,7 @@ def scan_envelope_fit(
                 if records_keys(shape):  # its unknown keys, where the walk records them
                     replay_keys(shape, seg_pos, found, found_n)
                     codes[i - lo] = CODE_EXTRA
+                    same_keys[i - lo] = shape_row
         if valid[i] and not matched:
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
@@ -180,6 +186,9 @@ def scan_envelope_fit(
                     unlike = 0
                     if learnt:
                         shape = learned
+                        shape_row = i
+                        if records_keys(shape):
+                            same_keys[i - lo] = i
                         seg_pos = np.empty(len(shape[1]), np.int64)
                         learnt_any = True
                         wait = _RELEARN
@@ -199,6 +208,7 @@ def scan_envelope_fit(
         events[: 3 * n_events[0]],
         nested_rows[:nested_kept],
         nested[: NESTED_STRIDE * nested_kept],
+        same_keys,
     )
 
 

@@ -96,7 +96,7 @@ def test_deeper_unknown_keys_are_recorded_with_their_path():
     bodies = ['{"b":[{"x":1},{"x":2,"y":[3]}]}', '{"q":[1]}', '{"b":[{"y":null}]}']
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE)
-    codes, deep, rows, _, _, nested_rows, nested = scan_envelope_fit(
+    codes, deep, rows, _, _, nested_rows, nested, _ = scan_envelope_fit(
         offsets, data, valid, table.arrays(), False, True, 0, 3
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA, CODE_FITS]  # a null value is not extra

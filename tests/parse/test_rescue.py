@@ -126,3 +126,26 @@ def test_the_rescue_keeps_nulls_and_rows_without_extras():
         pa.array([body('{"label": "x"}'), None, body('{"label": "y", "z": 1}')])
     )
     assert table.column("_rescued_data").to_pylist() == [None, None, '{"parsed.z":1}']
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_that_repeat_a_shapes_static_unknown_keys_rescue_as_the_reference(seed):
+    # A field the schema leaves out of the message ("hints", as tool_calls under a narrow
+    # schema): every row rescues "hints": [] deep down. Rows an envelope shape matched share
+    # one rendering; rows with more (their content's keys, other keys, other values) are
+    # rendered on their own.
+    rng = random.Random(seed)
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    bodies = []
+    for i in range(400):
+        content = rng.choice(['{"label": "a"}', '{"label": "b", "more": 1}', '{"label": "c"}'])
+        envelope = json.loads(body(content))
+        envelope["id"] = f"c{i}"
+        message = envelope["choices"][0]["message"]
+        message["hints"] = rng.choice([[], [], [], {}, [1], None])
+        if rng.random() < 0.1:
+            envelope["usage_extra"] = rng.choice(["[]", '{"n": 2}'])
+        bodies.append(json.dumps(envelope, ensure_ascii=rng.random() < 0.5))
+    assert_same(bodies, schema)
+    rescued = CpuParser(schema).parse(bodies).column("_rescued_data").to_pylist()
+    assert sum(text == '{"choices[0].message.hints":[]}' for text in rescued) > 100

@@ -74,8 +74,9 @@ def _scan(bodies, table, shapes):
 
 
 def _meant(scan):
-    """A scan's results, the unused path entries of nested keys (scratch) left out."""
-    *head, nested = scan
+    """A scan's results, the unused path entries of nested keys (scratch) left out, and which
+    rows repeat another's keys (the walk does not tell) left out."""
+    *head, nested, _ = scan
     entries = nested.reshape(-1, NESTED_STRIDE).copy()
     for entry in entries:
         entry[5 + entry[4] :] = 0
