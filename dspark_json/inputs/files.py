@@ -165,27 +165,35 @@ def pack_rows(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray
     The same rows as :func:`rows_of`: lines end at LF, CR or CRLF (the blank line between a CR
     and an LF is not a row anyway), a UTF-8 BOM opening a line is dropped, and a line of
     spaces, tabs, VT and FF only is blank."""
-    if b"\r" not in text:
-        plain = _split_plain(text, max(skip, 0), max(take, 0))
-        if plain is not None:
-            return plain
+    skip, take = max(skip, 0), max(take, 0)
+    lone_lf = b"\r" not in text
+    if lone_lf:
+        split = _split_lf_only(text, skip, take)
+        if split is not None:
+            return split
     data = np.frombuffer(text, np.uint8)
     ends = data == 10
-    if b"\r" in text:
+    if not lone_lf:
         ends |= data == 13
-    return _pack(data, np.flatnonzero(ends), skip, max(take, 0))
+    return _pack(data, np.flatnonzero(ends), skip, take)
 
 
-def _split_plain(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`pack_rows` of a text whose lines end at LF only, by Arrow's split (one C++ pass
-    that finds the line ends and copies the lines end to end, 3x faster than :func:`_pack`);
-    ``None`` where a line may not be a row as it stands (empty, or first byte a space, a tab,
-    VT, FF or a BOM's first byte): :func:`_pack` decides those."""
-    whole = pa.LargeBinaryArray.from_buffers(
+def one_binary(data: bytes | np.ndarray) -> pa.Array:
+    """``data`` as an Arrow binary array of one value, without a copy."""
+    return pa.LargeBinaryArray.from_buffers(
         pa.large_binary(),
         1,
-        [None, pa.py_buffer(np.array([0, len(text)], np.int64)), pa.py_buffer(text)],
+        [None, pa.py_buffer(np.array([0, len(data)], np.int64)), pa.py_buffer(data)],
     )
+
+
+def _split_lf_only(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`pack_rows` of a text whose lines end at LF only, by Arrow's split (one C++ pass
+    that finds the line ends and copies the lines end to end: 24 ms where :func:`_pack` takes
+    49 ms for 50,000 vLLM answers); ``None`` where a line may not be a row as it stands (empty,
+    or its first byte a space, a tab, VT, FF or 0xEF, a BOM's first byte): :func:`_pack`
+    decides those."""
+    whole = one_binary(text)
     lines = pc.split_pattern(whole, b"\n").values
     n = len(lines)
     _, offset_buffer, data_buffer = lines.buffers()

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
+from dspark_json.inputs.files import one_binary
 from dspark_json.inputs.listing import Segment, segment_packed
 from dspark_json.parse.columns import shown_as_text, string_buffers
 from dspark_json.parse.conform import (
@@ -149,12 +150,7 @@ def _holds(data: np.ndarray, needle: bytes) -> bool:
 
 def _holds_escaped_letter(data: np.ndarray) -> bool:
     """Whether the bytes ``data`` hold a ``\\u`` escape of a letter of ``custom_id``."""
-    whole = pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(),
-        1,
-        [None, pa.py_buffer(np.array([0, len(data)], np.int64)), pa.py_buffer(data)],
-    )
-    return bool(pc.match_substring_regex(whole, _ESCAPED_LETTER_PATTERN)[0].as_py())
+    return bool(pc.match_substring_regex(one_binary(data), _ESCAPED_LETTER_PATTERN)[0].as_py())
 
 
 #: A batch line as the scan checks it: ``body`` is left out so that the scan records its span

@@ -193,7 +193,7 @@ class CpuParser:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events, nested_rows, nested, same = by_row_ranges(
+        codes, deep, found_rows, found_spans, events, nested_rows, nested, groups = by_row_ranges(
             scan_envelope_fit,
             n,
             self.threads,
@@ -205,7 +205,7 @@ class CpuParser:
             True,
             apart=4,
         )
-        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested, same)
+        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested, groups)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self._read(
             data,
@@ -444,7 +444,7 @@ class CpuParser:
         if len(slow):
             with gc_paused():
                 slow_rescued = self._rescued_rows(
-                    texts, slow, walk | content_keys, found, contents, alone=walk
+                    texts, slow, found, contents, walk=walk, content_keys=content_keys
                 )
             index = np.arange(n)
             index[slow] = n + np.arange(len(slow))
@@ -455,22 +455,26 @@ class CpuParser:
         self,
         texts: pa.Array,
         slow: np.ndarray,
-        own: np.ndarray,
         found: _Found,
         contents: _Contents | None,
         *,
-        alone: np.ndarray,
+        walk: np.ndarray,
+        content_keys: np.ndarray,
     ) -> pa.Array:
         """``_rescued_data`` of the rows ``slow``, in Python (:meth:`_rescued_in_python`);
-        ``alone``: the rows with more unknown keys than the scans record (walked).
+        ``walk``: the rows with more unknown keys than the scans record (walked);
+        ``content_keys``: the rows whose choices' contents record unknown keys.
 
-        Rows that repeat the unknown keys and values of a row before them byte for byte (an
-        envelope shape's, ``found.same_keys``) rescue the same text: it is rendered once for
-        each such group, from its first row; ``own``: rows that rescue more than those keys
-        (their contents' keys too, or walked), rendered each on its own."""
+        Rows that repeat the envelope's unknown keys and values of another row byte for byte
+        (matched by one shape: ``found.repeats_keys_of``) and rescue nothing else rescue the
+        same text: each such group's keys are gathered, ordered and rendered once, from its
+        first row, instead of once a row (rendering alone was already cached by
+        :meth:`_rescued_in_python`; the gathering cost about 5 us a row). Walked rows, and rows
+        with their contents' keys too, are rendered each on its own."""
         group = np.full(len(slow), -1, np.int64)
-        if found.same_keys is not None:
-            group = np.where(own[slow], -1, found.same_keys[slow])
+        if found.repeats_keys_of is not None:
+            alone = (walk | content_keys)[slow]
+            group = np.where(alone, -1, found.repeats_keys_of[slow])
         shared = group >= 0
         _, first, inverse = np.unique(group[shared], return_index=True, return_inverse=True)
         own_rows = np.flatnonzero(~shared)
@@ -487,7 +491,7 @@ class CpuParser:
                     texts,
                     row,
                     contents,
-                    walk=bool(alone[row]),
+                    walk=bool(walk[row]),
                     keys=keys,
                     choice_keys=choice_keys,
                 )
@@ -773,9 +777,10 @@ class _Found:
     #: :func:`~dspark_json.parse.conform.check_row`).
     nested_rows: np.ndarray
     nested: np.ndarray
-    #: Per row, the row whose unknown keys and values it repeats byte for byte (-1: none, or
-    #: not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last result.
-    same_keys: np.ndarray | None = None
+    #: Per row, a group id: the row whose unknown keys and values it repeats byte for byte
+    #: (-1: none, or not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last
+    #: result, for the envelope's keys.
+    repeats_keys_of: np.ndarray | None = None
 
     def select(self, rows: np.ndarray) -> dict[int, list[_Key]]:
         """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its

@@ -14,10 +14,11 @@ This module turns the events into Arrow arrays:
 
 Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
 an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
-(a string's without the quotes). Strings are unescaped and doubles converted column-wise
-afterwards; doubles in one IEEE operation (Clinger's exact fast path: <= 15 digits, decimal
-exponent within +-22), the rest (rare for model output) by Python's ``float``, so every value is
-the one the reference parser reads.
+(a string's without the quotes). Strings are unescaped afterwards in one forward pass over
+the events in document order (each node's strings into its own region:
+:func:`strings_in_order`); doubles are converted column-wise, in one IEEE operation (Clinger's
+exact fast path: <= 15 digits, decimal exponent within +-22), the rest (rare for model output)
+by Python's ``float``, so every value is the one the reference parser reads.
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ def group_events(
     parts: Sequence[np.ndarray], nodes: int, threads: int = 1
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
     """The events of ``parts`` (in order) grouped by node, in order within each node: their
-    ``a`` and ``b``, where each node's run starts (``nodes + 1`` bounds), and where each
-    part's events of each node go in it."""
+    ``a`` and ``b``, where each node's run starts (``nodes + 1`` bounds), and per part, the
+    index in ``a`` / ``b`` where that part's events of each node begin (its *places*)."""
     counts = [count_events(part, nodes) for part in parts]
     bounds = np.zeros(nodes + 1, np.int64)
     np.cumsum(np.sum(counts, axis=0), out=bounds[1:])
@@ -103,6 +104,7 @@ def strings_in_order(
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Every string node's strings (``is_string``), unescaped by :func:`unescape_in_order`
     (a part per thread): per node, its Arrow offsets and UTF-8 data, in the node's order."""
+    # Indexed as a / b are (every event's place), though only the strings' entries are written.
     ends = np.empty(max(int(bounds[-1]), 1), np.int64)
     pieces = []
     jobs = []
@@ -167,25 +169,6 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
         pos += 1
         j += 2
     return pos
-
-
-@_jit
-def unescape_strings(data: Any, a: Any, b: Any) -> tuple[Any, Any]:
-    """The strings at ``data[a[i]:b[i]]`` (valid JSON string bodies; null where ``a[i] < 0``)
-    unescaped, as Arrow offsets and UTF-8 data (an escape is never shorter unescaped)."""
-    n = len(a)
-    offsets = np.zeros(n + 1, np.int64)
-    size = 0
-    for i in range(n):
-        if a[i] >= 0:
-            size += b[i] - a[i]
-    out = np.empty(max(size, 1), np.uint8)
-    pos = 0
-    for i in range(n):
-        if a[i] >= 0:
-            pos = _unescape_into(data, a[i], b[i], out, pos)
-        offsets[i + 1] = pos
-    return offsets, out[:pos]
 
 
 @_jit

@@ -40,12 +40,13 @@ __all__ = ["scan_content_fit", "scan_envelope_fit"]
 
 _jit = njit(cache=True, nogil=True)
 
-#: After this many rows that fit but do not match the shape (since it last matched one), the
-#: latest becomes the shape.
+#: After a shape is learnt: once this many rows that fit have not matched it (since it last
+#: matched one, or since the last try to learn), the latest is learnt instead.
 _RELEARN = 8
-#: A row that cannot be learnt (an unknown key's value holds values) doubles the wait before
-#: the next try, up to this many rows: rows that all hold such keys pay for few tries.
-_MOST_WAIT = 1024
+#: A row that cannot be learnt (an unknown key holds a string, number or boolean, or there are
+#: more unknown keys than recorded) doubles the wait before the next try, up to this many rows:
+#: a batch whose rows all hold such keys pays for few tries.
+_MAX_LEARN_WAIT = 1024
 
 
 @_jit
@@ -127,9 +128,10 @@ def scan_envelope_fit(
     events of the rows that fit (a null row for the others), for
     :mod:`dspark_json.parse.decode`; the unknown keys deeper down: their rows and spans
     with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them); and per
-    row, the row whose unknown keys and values it repeats byte for byte (the row a shape was
-    learnt from, for each row that matched it, and for that row itself), else -1: such rows
-    rescue the same text."""
+    row, the index (among all rows, not from ``lo``) of the row whose envelope unknown keys
+    and values it repeats byte for byte: the row a shape with such keys was learnt from, for
+    each row that matched it and for that row itself; else -1. A group id: rows in one group
+    rescue the same envelope keys (their contents' keys may differ)."""
     kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
@@ -145,13 +147,13 @@ def scan_envelope_fit(
     widest = _widest(closure_at)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
-    same_keys = np.full(hi - lo, -1, np.int64)
+    repeats_keys_of = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
     shape_row = -1  # the row the shape was learnt from
     seg_pos = np.empty(1, np.int64)  # where the shape's static segments start in a row
     learnt_any = False
-    unlike = 0  # rows that fit but did not match the shape, since it last matched one
-    wait = 1  # learn at the row that brings ``unlike`` to this
+    unlike = 0  # rows that fit but did not match, since the shape last matched or a try to learn
+    learn_after = 1  # try to learn at the row that brings ``unlike`` to this
     for i in range(lo, hi):
         start, end = offsets[i], offsets[i + 1]
         n0 = n_events[0]
@@ -168,7 +170,7 @@ def scan_envelope_fit(
                 if records_keys(shape):  # its unknown keys, where the walk records them
                     replay_keys(shape, seg_pos, found, found_n)
                     codes[i - lo] = CODE_EXTRA
-                    same_keys[i - lo] = shape_row
+                    repeats_keys_of[i - lo] = shape_row
         if valid[i] and not matched:
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
@@ -179,7 +181,7 @@ def scan_envelope_fit(
             fits = codes[i - lo] == CODE_FITS or codes[i - lo] == CODE_EXTRA
             if shapes and fits:
                 unlike += 1
-                if unlike >= wait:  # the first shape, or a new one
+                if unlike >= learn_after:  # the first shape, or a new one
                     learnt, learned = learn_shape(
                         data, start, end, events, n0, n_events[0], kind, found, found_n
                     )
@@ -188,12 +190,12 @@ def scan_envelope_fit(
                         shape = learned
                         shape_row = i
                         if records_keys(shape):
-                            same_keys[i - lo] = i
+                            repeats_keys_of[i - lo] = i
                         seg_pos = np.empty(len(shape[1]), np.int64)
                         learnt_any = True
-                        wait = _RELEARN
-                    else:  # unknown values that are not static: try again ever later
-                        wait = min(2 * wait, _MOST_WAIT)
+                        learn_after = _RELEARN
+                    else:  # not learnable: wait twice as long before the next try
+                        learn_after = min(2 * learn_after, _MAX_LEARN_WAIT)
         if codes[i - lo] == CODE_EXTRA:
             deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
                 found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
@@ -208,7 +210,7 @@ def scan_envelope_fit(
         events[: 3 * n_events[0]],
         nested_rows[:nested_kept],
         nested[: NESTED_STRIDE * nested_kept],
-        same_keys,
+        repeats_keys_of,
     )
 
 

@@ -26,8 +26,9 @@ each such key and its value lie in the static bytes (``"tool_calls": []`` in a m
 schema leaves it out of; never a value with a string, number or boolean in it): the shape then
 keeps where each recorded key sits (its static segment and the offset in it, and the path of a
 nested one), and a row that matches records the same keys at its own positions, as the walk
-would (the rescue needs their spans). A row whose unknown values hold values is walked; its
-keys are not in any shape's static bytes, so it never matches one learnt without them.
+would (the rescue needs their spans). A row whose unknown keys hold a string, a number or a
+boolean is not learnt (such a value has no event to pair with) and is walked each time; its keys
+are not in any shape's static bytes, so it never matches a shape learnt without them.
 """
 
 from __future__ import annotations
@@ -49,7 +50,6 @@ from dspark_json.parse.conform import (
 from dspark_json.parse.kernels import scan_literal, scan_number, scan_string, skip_ws
 
 __all__ = [
-    "SEGMENT",
     "Shape",
     "learn_shape",
     "match_shape",
@@ -67,11 +67,12 @@ _jit = njit(cache=True, nogil=True)
 #: entries each, as :func:`~dspark_json.parse.conform.check_row` writes them). ``top`` and
 #: ``nested``: the unknown keys a matching row records, as ``check_row`` records them (four
 #: entries a top-level key, ``NESTED_STRIDE`` a nested one), each position written as
-#: ``segment * SEGMENT + offset`` in that static segment.
+#: ``segment * _SEGMENT_RADIX + offset`` in that static segment.
 Shape = tuple[Any, Any, Any, Any, Any, Any, Any]
 
-#: Positions in a shape's recorded keys: ``segment * SEGMENT + offset`` (rows are < 2**40).
-SEGMENT = 2**40
+#: Positions in a shape's recorded keys: ``segment * _SEGMENT_RADIX + offset`` (a row is
+#: shorter than 2**40 bytes).
+_SEGMENT_RADIX = 2**40
 
 
 @_jit
@@ -109,8 +110,8 @@ def learn_shape(
     """The shape of the row ``data[start:end]``, which fits (``CODE_FITS``, or ``CODE_EXTRA``
     with the unknown keys ``check_row`` recorded in ``found`` / ``found_n``) and whose events
     are ``first..stop`` of ``events``; ``(False, no_shape())`` where its values and its events
-    do not pair up one to one (never for a row that fits: a safety net), or where an unknown
-    key's value holds a value (it is not static)."""
+    do not pair up one to one: always where an unknown key's value holds a string, a number or
+    a boolean (it has no event), never for a row without unknown keys (a safety net)."""
     if found_n[0] < 0:  # more unknown keys than recorded: walked in Python
         return False, no_shape()
     written = events[3 * first : 3 * stop].copy()
@@ -194,8 +195,9 @@ def learn_shape(
 @_jit
 def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: int) -> bool:
     """A recorded key's four positions (``found[at:at + 4]``: key start and end, value start
-    and end) as ``segment * SEGMENT + offset`` into ``out[to:to + 4]``, all in one static
-    segment; False where they are not (a value lies between them)."""
+    and end) as ``segment * _SEGMENT_RADIX + offset`` into ``out[to:to + 4]``, all in one static
+    segment; False where they are not (a safety net: once the values and the events have paired
+    up, no value lies between them)."""
     p = found[at]
     j = len(seg_start) - 1
     while j > 0 and seg_start[j] > p:
@@ -206,7 +208,7 @@ def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: 
         q = found[at + c]
         if q < base or q > base + length:
             return False
-        out[to + c] = j * SEGMENT + (q - base)
+        out[to + c] = j * _SEGMENT_RADIX + (q - base)
     return True
 
 
@@ -220,13 +222,13 @@ def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
     for r in range(kt):
         for c in range(4):
             v = top[4 * r + c]
-            found[4 * r + c] = seg_pos[v // SEGMENT] + v % SEGMENT
+            found[4 * r + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX
     kn = len(nested) // NESTED_STRIDE
     for r in range(kn):
         at = 4 * FOUND + NESTED_STRIDE * r
         for c in range(NESTED_STRIDE):
             v = nested[NESTED_STRIDE * r + c]
-            found[at + c] = seg_pos[v // SEGMENT] + v % SEGMENT if c < 4 else v
+            found[at + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX if c < 4 else v
     found_n[0] = kt
     found_n[1] = kn
 

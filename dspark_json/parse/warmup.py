@@ -16,7 +16,8 @@ an ephemeral node compiles once, in the background, per node.
 A process that ends while the thread still compiles waits for it (:func:`_join_at_exit`, up to
 :data:`EXIT_WAIT` seconds): a daemon thread stopped inside LLVM as the interpreter tears down
 can abort the process ("terminate called without an active exception", exit code 134) after its
-work is done. The wait happens once per machine at most, on an empty cache.
+work is done. The wait happens once per machine at most where numba's cache is writable (an empty
+cache), in every such process where it is not.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def ready() -> bool:
 
 def start(job: Callable[[], None]) -> None:
     """Run ``job`` (a parse that touches every kernel) in a daemon thread, once per process;
-    :func:`ready` from when it ends."""
+    :func:`ready` from when it ends. The process waits for it at exit (:func:`_join_at_exit`)."""
     with _lock:
         if _thread or _ready.is_set():
             return

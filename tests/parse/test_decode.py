@@ -11,7 +11,7 @@ import pytest
 from dspark_json import response_schema
 from dspark_json.parse.columns import JsonLines
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.decode import _POW10, parse_doubles, unescape_strings
+from dspark_json.parse.decode import _POW10, group_events, parse_doubles, strings_in_order
 from dspark_json.parse.reference import ReferenceParser
 
 CONTENT = {
@@ -160,15 +160,31 @@ def test_doubles_match_python_float_on_every_form():
     assert slow.mean() < 0.5  # most take the exact fast path
 
 
-def test_unescape_gives_the_utf8_of_every_escape():
+def test_strings_are_unescaped_in_order_into_each_nodes_column_across_parts():
+    # Two string nodes' strings interleaved in document order, a null among them, a number
+    # node's events between, split in two parts (as two threads' row ranges): each node's
+    # column holds its own strings, unescaped, in order.
     texts = ['a\\"b', "\\\\", "\\/", "\\b\\f\\n\\r\\t", "\\u00e9", "\\ud83d\\ude00"]
-    texts += ["x\\u0000y", ""]
+    texts += ["x\\u0000y", "", "plain", "\\u2028 é"]
     raw = "".join(texts).encode()
-    ends = np.cumsum([len(t) for t in texts])
-    starts = ends - [len(t) for t in texts]
-    offsets, out = unescape_strings(np.frombuffer(raw, np.uint8), starts, ends)
-    got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
-    assert got == [json.loads(f'"{t}"') for t in texts]
+    lengths = [len(t.encode()) for t in texts]
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    events = []  # (node, a, b) and, for the check, the text a string event stands for
+    for i, (s0, e0) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        events += [(i % 2, s0, e0, texts[i]), (2, 1, i, None)]
+    events.insert(5, (1, -1, -1, None))  # a null string
+    flat = np.array([e[:3] for e in events], np.int64).reshape(-1)
+    parts = [flat[: 3 * 7], flat[3 * 7 :]]
+    _, _, bounds, places = group_events(parts, 3)
+    is_string = np.array([True, True, False])
+    strings = strings_in_order(np.frombuffer(raw, np.uint8), parts, is_string, bounds, places)
+    assert sorted(strings) == [0, 1]
+    for node in (0, 1):
+        offsets, out = strings[node]
+        got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(offsets) - 1)]
+        mine = [text for n, _, _, text in events if n == node]
+        assert got == [json.loads(f'"{t}"') if t is not None else "" for t in mine]
 
 
 def test_rows_split_over_threads_read_as_one_range():

@@ -144,7 +144,7 @@ def test_rows_that_repeat_a_shapes_static_unknown_keys_rescue_as_the_reference(s
         message = envelope["choices"][0]["message"]
         message["hints"] = rng.choice([[], [], [], {}, [1], None])
         if rng.random() < 0.1:
-            envelope["usage_extra"] = rng.choice(["[]", '{"n": 2}'])
+            envelope["usage_extra"] = rng.choice([[], {"n": 2}])
         bodies.append(json.dumps(envelope, ensure_ascii=rng.random() < 0.5))
     assert_same(bodies, schema)
     rescued = CpuParser(schema).parse(bodies).column("_rescued_data").to_pylist()

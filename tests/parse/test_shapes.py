@@ -298,3 +298,40 @@ def test_unknown_keys_with_values_in_them_are_not_learnt():
             data, 0, offsets[1], events, 0, len(events) // 3, table.kind, found, found_n
         )
         assert not learnt, body
+
+
+def _keys_by_row(scan, data):
+    """Each row's recorded unknown keys as bytes: (key, value, path) in the scan's order."""
+    _, _, rows, spans, _, nested_rows, nested, _ = scan
+    out = {}
+    for row, (k0, k1, v0, v1) in zip(rows.tolist(), spans.reshape(-1, 4).tolist(), strict=True):
+        out.setdefault(row, []).append((data[k0:k1].tobytes(), data[v0:v1].tobytes(), ()))
+    for row, e in zip(
+        nested_rows.tolist(), nested.reshape(-1, NESTED_STRIDE).tolist(), strict=True
+    ):
+        key = (data[e[0] : e[1]].tobytes(), data[e[2] : e[3]].tobytes(), tuple(e[5 : 5 + e[4]]))
+        out.setdefault(row, []).append(key)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_grouped_by_repeats_keys_of_hold_the_same_unknown_keys(seed):
+    rng = random.Random(seed)
+    table = compile_type(TYPE, timestamp_range=SECONDS)
+    bodies = []
+    for run in range(20):  # runs of 20 rows with one kind of unknown keys
+        extra = rng.choice([*STATIC_EXTRAS[:4], {}, {"z": [1]}])
+        for i in range(20):
+            row = dict(BASE, **extra, id=f"c-{run}-{i}", n=rng.randrange(10**6))
+            text = json.dumps(row)
+            bodies.append(text if rng.random() < 0.9 else _mutate(rng, text))
+    _, data, _ = string_buffers(to_string_array(bodies))
+    scan = _scan(bodies, table, True)
+    groups, keys = scan[7], _keys_by_row(scan, data)
+    grouped = np.flatnonzero(groups >= 0)
+    assert len(grouped) > 60  # shapes with static unknown keys were learnt and matched
+    for i in grouped.tolist():
+        g = int(groups[i])
+        assert keys.get(i) and keys.get(i) == keys.get(g), (bodies[i], bodies[g])
+    # Rows that record keys no shape holds (values inside) are in no group.
+    assert all(groups[i] < 0 for i, b in enumerate(bodies) if '"z": [1]' in b)
