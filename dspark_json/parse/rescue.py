@@ -15,8 +15,9 @@ string buffer — no Python object per row:
   ``float``/``repr`` per number, no JSON per row).
 
 A value whose canonical form needs Python (a double other than a short positional decimal, as
-Python's ``repr`` would print it; ``-0``; an integer past Python's digit limit), or a key that
-could collide with a path, makes the row *fall back*: the caller rescues it in Python. That is
+Python's ``repr`` would print it; ``-0``; an integer past Python's digit limit; an object that
+repeats a key, or spells one with an escape), or a key that could collide with a path, makes the
+row *fall back*: the caller rescues it in Python. That is
 rare on real answers; the conformance suite checks that both ways agree.
 """
 
@@ -40,6 +41,16 @@ _MAX_INT_DIGITS = 4300
 _CHOICES = np.frombuffer(b"choices[", np.uint8)
 _MESSAGE_PARSED = np.frombuffer(b"].message.parsed.", np.uint8)
 _PARSED = np.frombuffer(b"parsed.", np.uint8)
+#: Keys held at once on the way down a rescued value (the open objects' keys), and containers
+#: open at once in it; a value with more falls back to Python.
+_MAX_KEYS = 64
+_MAX_DEPTH = 64
+
+
+@_jit
+def _seen() -> Any:
+    """Scratch for :func:`_put_value`: the keys it holds, then where each container's begin."""
+    return np.empty(2 * _MAX_KEYS + _MAX_DEPTH, np.int64)
 
 
 @_jit
@@ -196,10 +207,18 @@ def _number(data: Any, start: int, end: int) -> int:
 
 
 @_jit
-def _put_value(out: Any, pos: int, data: Any, start: int, end: int, checks: Any, row: int) -> int:
+def _put_value(
+    out: Any, pos: int, data: Any, start: int, end: int, checks: Any, row: int, seen: Any
+) -> int:
     """A valid JSON value ``data[start:end]`` in Python's canonical form; -1 where it needs
-    Python (see :func:`_number`). Numbers to verify are noted in ``checks``: ``checks[0]``
-    triples follow, (row, start, end) in ``out``."""
+    Python (see :func:`_number`; an object in it that repeats a key, :func:`_new_key`; nesting
+    deeper than :data:`_MAX_DEPTH`). Numbers to verify are noted in ``checks``: ``checks[0]``
+    triples follow, (row, start, end) in ``out``. ``seen``: scratch (:func:`_seen`)."""
+    # The keys of the objects open on the way down (start, end each) and where each open
+    # container's keys begin among them: a repeated key is Python's to settle.
+    keys, frames = seen[: 2 * _MAX_KEYS], seen[2 * _MAX_KEYS :]
+    depth = held = 0
+    last_start = last_end = 0
     i = start
     while i < end:
         c = data[i]
@@ -213,6 +232,7 @@ def _put_value(out: Any, pos: int, data: Any, start: int, end: int, checks: Any,
             pos = _put_string_body(out, pos + 1, data, i + 1, j)
             out[pos] = _QUOTE
             pos += 1
+            last_start, last_end = i + 1, j
             i = j + 1
         elif c == 45 or 48 <= c <= 57:
             j = i + 1
@@ -233,14 +253,51 @@ def _put_value(out: Any, pos: int, data: Any, start: int, end: int, checks: Any,
                 pos += 1
             i = j
         elif c == 58 or c == 44:  # : and , get no space after them
+            if c == 58:  # the string before it is a key of the innermost object
+                if not _new_key(data, keys, frames[depth - 1], held, last_start, last_end):
+                    return -1
+                keys[2 * held], keys[2 * held + 1] = last_start, last_end
+                held += 1
             out[pos] = c
             pos += 1
             i += 1
         else:  # { } [ ] and the letters of true, false, null
+            if c == 123 or c == 91:
+                if depth == _MAX_DEPTH:
+                    return -1
+                frames[depth] = held
+                depth += 1
+            elif c == 125 or c == 93:
+                depth -= 1
+                held = frames[depth]
             out[pos] = c
             pos += 1
             i += 1
     return pos
+
+
+@_jit
+def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) -> bool:
+    """Whether the key ``data[start:end]`` may be written as it is: not one of the keys
+    ``first..held`` of its object (Python's dict keeps one entry, the last value at the first
+    key's place), without an escape (two spellings of one key), and room left to hold it."""
+    if held >= _MAX_KEYS:
+        return False
+    for b in range(start, end):
+        if data[b] == _BACKSLASH:
+            return False
+    for k in range(first, held):
+        k0, k1 = keys[2 * k], keys[2 * k + 1]
+        if k1 - k0 != end - start:
+            continue
+        same = True
+        for b in range(end - start):
+            if data[k0 + b] != data[start + b]:
+                same = False
+                break
+        if same:
+            return False
+    return True
 
 
 @_jit
@@ -291,6 +348,7 @@ def _entry(
     s: int,
     checks: Any,
     row: int,
+    seen: Any,
 ) -> tuple[int, int]:
     """``"<head><k>.message.parsed.<key>":<value>`` (``k >= 0``) or ``"<head><key>":<value>``,
     after a comma where one is due; (-1, count) when the value needs Python."""
@@ -305,7 +363,7 @@ def _entry(
     pos = _put_string_body(out, pos, data, span[s], span[s + 1])
     out[pos] = _QUOTE
     out[pos + 1] = 58
-    pos = _put_value(out, pos + 2, data, span[s + 2], span[s + 3], checks, row)
+    pos = _put_value(out, pos + 2, data, span[s + 2], span[s + 3], checks, row, seen)
     return pos, count + 1
 
 
@@ -362,6 +420,7 @@ def rescue_rows(
         bound[row + 1] = bound[row] + size
     out = np.empty(bound[n], np.uint8)
     checks = np.zeros(1 + 3 * dots, np.int64)
+    seen = _seen()
     offsets = np.zeros(n + 1, np.int64)
     valid = np.zeros(n, np.bool_)
     fallback = np.zeros(n, np.bool_)
@@ -386,8 +445,9 @@ def rescue_rows(
                         failed = True
                         break
                     pos, count = _entry(
-                        out, pos, count, _CHOICES[:0], -1, env_data, env_spans, s, checks, row
-                    )
+                        out, pos, count, _CHOICES[:0], -1, env_data, env_spans, s, checks, row,
+                        seen,
+                    )  # fmt: skip
                     if pos < 0:
                         failed = True
                         break
@@ -407,12 +467,12 @@ def rescue_rows(
                     if parsed_group:
                         pos, count = _entry(
                             out, pos, count, _PARSED, -1, content_data, content_spans, 4 * j,
-                            checks, row,
+                            checks, row, seen,
                         )  # fmt: skip
                     else:
                         pos, count = _entry(
                             out, pos, count, _CHOICES, k, content_data, content_spans, 4 * j,
-                            checks, row,
+                            checks, row, seen,
                         )  # fmt: skip
                     if pos < 0:
                         failed = True

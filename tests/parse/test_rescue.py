@@ -149,3 +149,26 @@ def test_rows_that_repeat_a_shapes_static_unknown_keys_rescue_as_the_reference(s
     assert_same(bodies, schema)
     rescued = CpuParser(schema).parse(bodies).column("_rescued_data").to_pylist()
     assert sum(text == '{"choices[0].message.hints":[]}' for text in rescued) > 100
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        '{"x": [], "x": {}}',
+        '{"x": 1, "x": 2}',
+        '{"x": "a", "y": 0, "x": "b"}',
+        '[{"k": 1, "k": 2}, {"k": 3}]',
+        '{"a": {"x": 1}, "b": {"x": 2}}',  # the same key in two objects: no repeat
+        '{"a": {"x": 1, "x": 2}, "x": 3}',
+        '{"\\u0078": 1, "x": 2}',  # one key, two spellings
+        "{" + ", ".join(f'"k{i}": {i}' for i in range(100)) + "}",
+        '{"a": ' * 70 + "1" + "}" * 70,  # deeper than the compiled rescue holds
+    ],
+)
+def test_a_rescued_object_that_repeats_a_key_keeps_pythons_last_value(value):
+    # A hostile review found the compiled rescue copying {"x":1,"x":2} as written, where the
+    # reference (json.loads) keeps {"x":2}.
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    content = json.dumps({"label": "a", "more": json.loads(value)})
+    bodies = [body(f'{{"label": "a", "more": {value}}}', w=value), body(content)]
+    assert_same(bodies, schema)
