@@ -343,6 +343,25 @@ def room(events: Any, n: int, need: int) -> Any:
 
 
 @_jit
+def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> bool:
+    """Whether the key ``data[start:stop]`` has the bytes of an unknown key recorded so far in
+    the row (at any depth: a key of another object with the same name counts too)."""
+    for r in range(found_n[0] + found_n[1]):
+        at = 4 * r if r < found_n[0] else 4 * FOUND + NESTED_STRIDE * (r - found_n[0])
+        k0, k1 = found[at], found[at + 1]
+        if k1 - k0 != stop - start:
+            continue
+        same = True
+        for b in range(stop - start):
+            if data[k0 + b] != data[start + b]:
+                same = False
+                break
+        if same:
+            return True
+    return False
+
+
+@_jit
 def check_row(
     data: Any,
     start: int,
@@ -532,6 +551,12 @@ def check_row(
                         nesting = depth
                     else:
                         found_n[0] = -1
+                elif found_n[0] >= 0 and found_n[0] + found_n[1] > 0 and _recorded(
+                    data, key_begin, key_stop, found, found_n
+                ):
+                    # A null for a key recorded before it: Python keeps the last value (no
+                    # rescue for it), which the recorded spans cannot say. The reference decides.
+                    misfit = True
                 unknown = False
             t = kind[node] if node >= 0 else 0
             if c == 123 or c == 91:

@@ -172,3 +172,21 @@ def test_a_rescued_object_that_repeats_a_key_keeps_pythons_last_value(value):
     content = json.dumps({"label": "a", "more": json.loads(value)})
     bodies = [body(f'{{"label": "a", "more": {value}}}', w=value), body(content)]
     assert_same(bodies, schema)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"id":"a","choices":[],"z":1,"z":null}',
+        '{"id":"a","choices":[{"index":0,"z":[],"z":null}]}',
+        '{"id":"a","choices":[{"index":0,"w":[]}],"w":null}',  # the name elsewhere: same result
+        '{"id":"a","choices":[],"z":null,"z":1}',
+        '{"id":"a","choices":[{"index":0,"message":{"content":"{\\"label\\":\\"a\\",\\"m\\":1,\\"m\\":null}"}}]}',
+    ],
+)
+def test_an_unknown_key_repeated_with_null_last_rescues_as_the_reference(text):
+    # A hostile review found "z":1,"z":null rescuing {"z":1}: the scans do not record a null,
+    # so the repeat went unseen; the reference (last value wins, nulls are not rescued) gives
+    # nothing.
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    assert_same([text, text], schema)
