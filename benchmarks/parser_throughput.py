@@ -695,9 +695,10 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         colors = ["#2a7" if n.startswith("dspark") else "#999" for n in names]
         ax.barh(names, speeds, color=colors)
         ax.set_title(f"corpus {run['corpus']}: {run['rows']:,} bodies (MB/s, higher is better)")
-    fig.suptitle(f"Parser throughput, {meta['cpu_cores']} cores; GPU: {meta['gpu']}")
+    title = f"Parser throughput, {meta['cpu_cores']} cores; GPU: {meta['gpu']}"
+    fig.suptitle(textwrap.fill(title, 90))
     fig.tight_layout()
-    fig.savefig(out / "parser_throughput.png", dpi=110)
+    fig.savefig(out / "parser_throughput.png", dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
