@@ -551,8 +551,10 @@ def check_row(
                         nesting = depth
                     else:
                         found_n[0] = -1
-                elif found_n[0] >= 0 and found_n[0] + found_n[1] > 0 and _recorded(
-                    data, key_begin, key_stop, found, found_n
+                elif (
+                    found_n[0] >= 0
+                    and found_n[0] + found_n[1] > 0
+                    and _recorded(data, key_begin, key_stop, found, found_n)
                 ):
                     # A null for a key recorded before it: Python keeps the last value (no
                     # rescue for it), which the recorded spans cannot say. The reference decides.
