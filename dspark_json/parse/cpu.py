@@ -61,13 +61,20 @@ from dspark_json.parse.conform import (
     CODE_MISFIT,
     CODE_NONE,
     CODE_NULL,
-    NESTED_STRIDE,
-    T_STRUCT,
     TypeTable,
     compile_type,
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
 from dspark_json.parse.decode import read_events
+from dspark_json.parse.found import (
+    LAST,
+    RENDERED,
+    FoundKeys,
+    Key,
+    NodePaths,
+    RescuePaths,
+    unlike_repr,
+)
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
 from dspark_json.parse.rescue import rescue_rows
 from dspark_json.parse.scans import scan_content_fit, scan_envelope_fit
@@ -205,7 +212,7 @@ class CpuParser:
             True,
             apart=4,
         )
-        found = _Found(data, deep, found_rows, found_spans, nested_rows, nested, groups)
+        found = FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested, groups)
         fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
         envelopes, read = self._read(
             data,
@@ -268,7 +275,7 @@ class CpuParser:
         envelopes: pa.Table,
         codes: np.ndarray,
         texts: pa.Array,
-        found: _Found,
+        found: FoundKeys,
         bad: set[int],
     ) -> pa.Table:
         """The target columns, one row per body, right for the bodies that fit; adds to ``bad``
@@ -371,14 +378,14 @@ class CpuParser:
             starts=starts,
             ends=ends,
             data=data,
-            found=_Found(data, deep, found_rows, found_spans, nested_rows, nested),
+            found=FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested),
         )
 
     def _rescued(
         self,
         texts: pa.Array,
         codes: np.ndarray,
-        found: _Found,
+        found: FoundKeys,
         contents: _Contents | None,
         bad: set[int],
     ) -> pa.Array:
@@ -432,7 +439,7 @@ class CpuParser:
             order.get("choices", 0) < order.get("parsed", 0),
         )
         if len(checks):
-            fallback[_unlike_repr(data, checks)] = True
+            fallback[unlike_repr(data, checks)] = True
             valid &= ~fallback
         rescued = pa.LargeStringArray.from_buffers(
             n,
@@ -455,7 +462,7 @@ class CpuParser:
         self,
         texts: pa.Array,
         slow: np.ndarray,
-        found: _Found,
+        found: FoundKeys,
         contents: _Contents | None,
         *,
         walk: np.ndarray,
@@ -480,7 +487,7 @@ class CpuParser:
         own_rows = np.flatnonzero(~shared)
         rendered = np.concatenate([slow[own_rows], slow[shared][first]])
         keys = found.select(rendered)
-        choice_keys: dict[int, list[_Key]] = {}
+        choice_keys: dict[int, list[Key]] = {}
         if contents is not None:
             starts, lengths = contents.first, contents.lengths
             ranges = [range(starts[r], starts[r] + lengths[r]) for r in rendered.tolist()]
@@ -511,8 +518,8 @@ class CpuParser:
         contents: _Contents | None,
         *,
         walk: bool,
-        keys: dict[int, list[_Key]],
-        choice_keys: dict[int, list[_Key]],
+        keys: dict[int, list[Key]],
+        choice_keys: dict[int, list[Key]],
     ) -> str | None:
         """One row's ``_rescued_data`` the slow way: by walking it (``walk``: more unknown keys
         than the scans record), or from the keys the scans found, each value through Python's
@@ -524,13 +531,13 @@ class CpuParser:
         paths = self._paths
         entries: list[tuple[tuple[int, ...], str, bytes]] = []
 
-        def add(found: list[_Key], prefix: str, sort: tuple[int, ...], table: _Paths) -> None:
+        def add(found: list[Key], prefix: str, sort: tuple[int, ...], table: NodePaths) -> None:
             for seq, (key, value, path) in enumerate(found):
                 if not path:
-                    entries.append(((*sort, _LAST, seq), f"{prefix}{key}", value))
+                    entries.append(((*sort, LAST, seq), f"{prefix}{key}", value))
                     continue
                 text, steps = table.path(path)
-                entries.append(((*sort, *steps, _LAST, seq), f"{prefix}{text}.{key}", value))
+                entries.append(((*sort, *steps, LAST, seq), f"{prefix}{text}.{key}", value))
 
         add(keys.get(row, []), "", (), paths.envelope)
         if contents is not None:
@@ -547,21 +554,19 @@ class CpuParser:
         if text is None:
             sink = {path: loads(value, checked=True, lenient=True) for path, value in rescued}
             text = dump_json(sink) if sink else ""
-            if len(paths.rendered) >= _RENDERED:
+            if len(paths.rendered) >= RENDERED:
                 paths.rendered.clear()
             paths.rendered[rescued] = text
         return text or None
 
     @functools.cached_property
-    def _paths(self) -> _RescuePaths:
-        """Column paths for the keys the scans record deeper down (:class:`_RescuePaths`)."""
+    def _paths(self) -> RescuePaths:
+        """Column paths for the keys the scans record deeper down (:class:`RescuePaths`)."""
         plan = self._plan
         assert plan is not None
-        return _RescuePaths(
-            StructType([f for f in self.schema.fields if f.name not in SYSTEM_COLUMNS]),
-            plan.envelope_table,
-            plan.content_table,
-            plan.content,
+        data = StructType([f for f in self.schema.fields if f.name not in SYSTEM_COLUMNS])
+        return RescuePaths(
+            data, plan.envelope_table, plan.content_table, plan.content, _message_type(data)
         )
 
     def _walk(self, texts: pa.Array, row: int, contents: _Contents | None) -> dict[str, Any]:
@@ -583,21 +588,6 @@ class CpuParser:
             if "parsed" in self._rescue_order:  # the schema has a top-level parsed column
                 envelope["parsed"] = values[0]
         return self.reference.converter.extras(envelope)
-
-
-def _unlike_repr(data: np.ndarray, checks: np.ndarray) -> np.ndarray:
-    """The rows of the numbers noted in ``checks`` (row, start, end) that Python's ``repr``
-    would write otherwise (one float() and repr() per number). Made without a container per
-    number: 22,000 small lists set off the cyclic GC's walk of the whole heap, up to 0.09 s of
-    a 0.65 s parse (strings and floats are not tracked by the GC)."""
-    triples = checks.reshape(-1, 3)
-    raw = data.tobytes()
-    texts = [
-        raw[s:e].decode("ascii")
-        for s, e in zip(triples[:, 1].tolist(), triples[:, 2].tolist(), strict=True)
-    ]
-    differs = np.fromiter((repr(float(x)) != x for x in texts), np.bool_, len(texts))
-    return np.unique(triples[differs, 0])
 
 
 def warm_kernels() -> None:
@@ -664,145 +654,7 @@ class _Contents:
     starts: np.ndarray
     ends: np.ndarray
     data: np.ndarray
-    found: _Found
-
-
-#: Sorts a struct's own unknown keys after its fields (any field position or index is less).
-_LAST = 2**62
-#: An unknown key a scan recorded: the key, its value's raw JSON, its path (see _Found).
-_Key = tuple[str, bytes, tuple[int, ...]]
-#: Distinct sets of rescued keys remembered per parser, rendered as ``_rescued_data``.
-_RENDERED = 4096
-
-
-class _RescuePaths:
-    """What :meth:`CpuParser._rescued_in_python` needs of the schema, worked out once: the
-    paths of the envelope's and the content's nodes, where each choice's content goes, and the
-    sets of rescued keys already rendered."""
-
-    def __init__(
-        self,
-        data: StructType,
-        envelope: TypeTable,
-        content_table: TypeTable | None,
-        content: DataType | None,
-    ) -> None:
-        self.data = data
-        self.envelope = _Paths(envelope, data)
-        self.content = (
-            _Paths(content_table, content)
-            if content_table is not None and content is not None
-            else None
-        )
-        self.rendered: dict[tuple[tuple[str, bytes], ...], str] = {}
-        self._choices: dict[int, tuple[str, tuple[int, ...]]] = {}
-
-    def choice(self, k: int) -> tuple[str, tuple[int, ...]]:
-        """Where choice ``k``'s content keys go: their path prefix and sort key (the first
-        choice's under ``parsed`` where the schema has that column, as the reference does)."""
-        known = self._choices.get(k)
-        if known is None:
-            data = self.data
-            if k == 0 and "parsed" in data.names:
-                known = ("parsed.", (data.names.index("parsed"),))
-            else:
-                message = _message_type(data)
-                choices = data["choices"].dataType
-                assert isinstance(choices, ArrayType)
-                choice = choices.elementType
-                assert message is not None and isinstance(choice, StructType)
-                steps = (
-                    data.names.index("choices"),
-                    k,
-                    choice.names.index("message"),
-                    message.names.index("parsed"),
-                )
-                known = (f"choices[{k}].message.parsed.", steps)
-            self._choices[k] = known
-        return known
-
-
-class _Paths:
-    """Column paths of nested unknown keys, from the paths the scans record (per level: a type
-    node of ``table`` entered through a field, or ``-(index + 1)`` of an array element), with
-    each step's schema position in ``dtype`` (the type of ``table``'s node 0), for sorting."""
-
-    def __init__(self, table: TypeTable, dtype: DataType) -> None:
-        self.dtype = dtype
-        self.known: dict[tuple[int, ...], tuple[str, tuple[int, ...]]] = {}
-        self.names: dict[int, str] = {}
-        for node in np.flatnonzero(table.kind == T_STRUCT).tolist():
-            start = int(table.first[node])
-            for j in range(start, start + int(table.count[node])):
-                if table.key_end[j] < table.key_start[j]:  # never matched (compile_type)
-                    continue
-                name = table.keys[table.key_start[j] : table.key_end[j]].tobytes()
-                self.names[int(table.field_node[j])] = name.decode("utf-8")
-
-    def path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
-        """The column path of the object the steps lead to, and its sort key."""
-        known = self.known.get(steps)
-        if known is None:
-            known = self.known[steps] = self._path(steps)
-        return known
-
-    def _path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
-        text, sort, dtype = "", [], self.dtype
-        for step in steps:
-            if step < 0:
-                assert isinstance(dtype, ArrayType)
-                text += f"[{-step - 1}]"
-                sort.append(-step - 1)
-                dtype = dtype.elementType
-            else:
-                assert isinstance(dtype, StructType)
-                name = self.names[step]
-                text += f".{name}" if text else name
-                sort.append(dtype.names.index(name))
-                dtype = dtype[name].dataType
-        return text, tuple(sort)
-
-
-@dataclass(frozen=True)
-class _Found:
-    """Unknown keys a scan found at the top level of documents in ``data``: ``rows[i]`` holds a
-    key at ``data[s[0]:s[1]]`` with the value at ``data[s[2]:s[3]]``, ``s = spans[4*i:4*i+4]``;
-    ``deep[row]`` where a row's unknown keys need a walk in Python instead."""
-
-    data: np.ndarray
-    deep: np.ndarray
-    rows: np.ndarray
-    spans: np.ndarray
-    #: The unknown keys deeper down, by row: ``NESTED_STRIDE`` entries each (see
-    #: :func:`~dspark_json.parse.conform.check_row`).
-    nested_rows: np.ndarray
-    nested: np.ndarray
-    #: Per row, a group id: the row whose unknown keys and values it repeats byte for byte
-    #: (-1: none, or not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last
-    #: result, for the envelope's keys.
-    repeats_keys_of: np.ndarray | None = None
-
-    def select(self, rows: np.ndarray) -> dict[int, list[_Key]]:
-        """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its
-        value's raw JSON, and its path (empty at the top level; else per level above the key's
-        object, a type node entered through a field or ``-(index + 1)`` of an element)."""
-        view = memoryview(self.data.data)
-        out: dict[int, list[_Key]] = {}
-        top = np.isin(self.rows, rows)
-        for row, (k0, k1, v0, v1) in zip(
-            self.rows[top].tolist(), self.spans.reshape(-1, 4)[top].tolist(), strict=True
-        ):
-            out.setdefault(row, []).append((str(view[k0:k1], "utf-8"), bytes(view[v0:v1]), ()))
-        deeper = np.isin(self.nested_rows, rows)
-        entries = self.nested.reshape(-1, NESTED_STRIDE)[deeper].tolist()
-        for row, e in zip(self.nested_rows[deeper].tolist(), entries, strict=True):
-            key = (
-                str(view[e[0] : e[1]], "utf-8"),
-                bytes(view[e[2] : e[3]]),
-                tuple(e[5 : 5 + e[4]]),
-            )
-            out.setdefault(row, []).append(key)
-        return out
+    found: FoundKeys
 
 
 def _threads() -> int:
