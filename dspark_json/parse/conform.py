@@ -48,6 +48,7 @@ from dspark_json.parse.kernels import (
     KIND_SCALAR,
     MAX_DEPTH,
     fallback_candidate,
+    same_bytes,
     scan_literal,
     scan_number,
     scan_string,
@@ -348,15 +349,7 @@ def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> boo
     the row (at any depth: a key of another object with the same name counts too)."""
     for r in range(found_n[0] + found_n[1]):
         at = 4 * r if r < found_n[0] else 4 * FOUND + NESTED_STRIDE * (r - found_n[0])
-        k0, k1 = found[at], found[at + 1]
-        if k1 - k0 != stop - start:
-            continue
-        same = True
-        for b in range(stop - start):
-            if data[k0 + b] != data[start + b]:
-                same = False
-                break
-        if same:
+        if same_bytes(data, found[at], found[at + 1], start, stop):
             return True
     return False
 

@@ -36,6 +36,7 @@ __all__ = [
     "gather_lines",
     "hex4",
     "put_utf8",
+    "same_bytes",
     "scan_literal",
     "scan_number",
     "scan_string",
@@ -125,6 +126,17 @@ def _utf8_length(data: Any, pos: int, end: int) -> int:
         if data[i] < 0x80 or data[i] > 0xBF:
             return 0
     return need + 1
+
+
+@_jit
+def same_bytes(data: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
+    """Whether ``data[a:a_end]`` and ``data[b:b_end]`` are the same bytes."""
+    if a_end - a != b_end - b:
+        return False
+    for i in range(a_end - a):  # noqa: SIM110  (numba compiles no generator into all())
+        if data[a + i] != data[b + i]:
+            return False
+    return True
 
 
 @_jit

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from dspark_json.parse.kernels import hex4, put_utf8
+from dspark_json.parse.kernels import hex4, put_utf8, same_bytes
 
 __all__ = ["rescue_rows"]
 
@@ -287,15 +287,7 @@ def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) 
         if data[b] == _BACKSLASH:
             return False
     for k in range(first, held):
-        k0, k1 = keys[2 * k], keys[2 * k + 1]
-        if k1 - k0 != end - start:
-            continue
-        same = True
-        for b in range(end - start):
-            if data[k0 + b] != data[start + b]:
-                same = False
-                break
-        if same:
+        if same_bytes(data, keys[2 * k], keys[2 * k + 1], start, end):
             return False
     return True
 
@@ -311,17 +303,8 @@ def _repeats(data: Any, spans: Any, lo: int, hi: int) -> bool:
     """Whether two of the keys ``lo..hi`` are the same bytes (Python's dict keeps the last
     value at the first key's place: the row falls back)."""
     for a in range(lo, hi):
-        a0, a1 = spans[4 * a], spans[4 * a + 1]
         for b in range(a + 1, hi):
-            b0, b1 = spans[4 * b], spans[4 * b + 1]
-            if a1 - a0 != b1 - b0:
-                continue
-            same = True
-            for i in range(a1 - a0):
-                if data[a0 + i] != data[b0 + i]:
-                    same = False
-                    break
-            if same:
+            if same_bytes(data, spans[4 * a], spans[4 * a + 1], spans[4 * b], spans[4 * b + 1]):
                 return True
     return False
 
