@@ -149,9 +149,8 @@ def scan_envelope_fit(
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
-    shape_row = -1  # the row the shape was learnt from
+    shape_row = -1  # the row the shape was learnt from (-1: none learnt yet)
     seg_pos = np.empty(1, np.int64)  # where the shape's static segments start in a row
-    learnt_any = False
     unlike = 0  # rows that fit but did not match, since the shape last matched or a try to learn
     learn_after = 1  # try to learn at the row that brings ``unlike`` to this
     for i in range(lo, hi):
@@ -160,7 +159,7 @@ def scan_envelope_fit(
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         events = room(events, n0, (end - start + 1) * widest)
         matched = False
-        if valid[i] and shapes and learnt_any:
+        if valid[i] and shapes and shape_row >= 0:
             n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
             if n1 >= 0:
                 n_events[0] = n1
@@ -192,7 +191,6 @@ def scan_envelope_fit(
                         if records_keys(shape):
                             repeats_keys_of[i - lo] = i
                         seg_pos = np.empty(len(shape[1]), np.int64)
-                        learnt_any = True
                         learn_after = _RELEARN
                     else:  # not learnable: wait twice as long before the next try
                         learn_after = min(2 * learn_after, _MAX_LEARN_WAIT)
