@@ -42,6 +42,7 @@ from dspark_json.parse.conform import (
     TypeTable,
 )
 from dspark_json.parse.kernels import hex4, put_utf8
+from dspark_json.parse.words import WORD, backslashes, first_byte, load_word, store_word
 
 __all__ = ["read_events"]
 
@@ -137,8 +138,23 @@ def strings_in_order(
 @_jit
 def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     """The valid JSON string body ``data[j:end]`` unescaped into ``out`` from ``pos`` on; where
-    it ends there."""
+    it ends there. Runs without a backslash are copied a word at a time: a word may write past
+    the string's end, never past ``out[pos + end - j]`` (an escape only shortens), which is
+    the room the caller gave the string (the next string written there overwrites it)."""
     while j < end:
+        while j + WORD <= end:
+            word = load_word(data, j)
+            store_word(out, pos, word)
+            escapes = backslashes(word)
+            if escapes:
+                run = first_byte(escapes)
+                j += run
+                pos += run
+                break
+            j += WORD
+            pos += WORD
+        if j >= end:
+            break
         c = data[j]
         if c != 92:
             out[pos] = c

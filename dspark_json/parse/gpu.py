@@ -3,8 +3,9 @@
 :class:`GpuParser` is the CPU parser with pyarrow's JSON reader swapped for cuDF's
 (``cudf.read_json`` with ``lines=True``, explicit dtypes and column pruning): the envelope and
 content reads, the bulk of the work, run on the device; the numba scans that validate bodies,
-check them against the schema and find the JSON in each message still run on the CPU (their
-functions are written so they can become ``numba.cuda`` device code: no allocation, no objects).
+check them against the schema and find the JSON in each message still run on the CPU (no
+allocation, no objects: device code could take them over, but for the word loads of
+:mod:`dspark_json.parse.words`, which are CPU instructions).
 
 Status: written without a device to try it on. It has not run yet, so ``parseMode=auto`` does not
 pick it; ``parseMode=gpu`` does, and the conformance suite (``tests/test_conformance.py``, the

@@ -2,8 +2,8 @@
 candidates of the content rule, and copying rows into JSON lines for a reader.
 
 Every function here works on ``data[start:end]`` of a ``uint8`` buffer, with no allocation and
-no Python objects, so the same code compiles with ``numba.njit`` for the CPU and can compile with
-``numba.cuda.jit(device=True)`` for the GPU. Whole documents are checked in
+no Python objects; a string's plain runs and a run compare are read a word of eight bytes at a
+time (:mod:`dspark_json.parse.words`, for the CPU). Whole documents are checked in
 :mod:`dspark_json.parse.conform`, which puts these pieces together.
 
 What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold):
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from dspark_json.parse.words import WORD, first_byte, load_word, string_stops
 from dspark_json.rows import MAX_NESTING
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "hex4",
     "put_utf8",
     "same_bytes",
+    "same_run",
     "scan_literal",
     "scan_number",
     "scan_string",
@@ -133,9 +135,21 @@ def same_bytes(data: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
     """Whether ``data[a:a_end]`` and ``data[b:b_end]`` are the same bytes."""
     if a_end - a != b_end - b:
         return False
-    for i in range(a_end - a):  # noqa: SIM110  (numba compiles no generator into all())
-        if data[a + i] != data[b + i]:
+    return same_run(data, a, data, b, a_end - a)
+
+
+@_jit
+def same_run(x: Any, a: int, y: Any, b: int, length: int) -> bool:
+    """Whether ``x[a:a + length]`` and ``y[b:b + length]`` are the same bytes (both in range)."""
+    i = 0
+    while i + WORD <= length:
+        if load_word(x, a + i) != load_word(y, b + i):
             return False
+        i += WORD
+    while i < length:
+        if x[a + i] != y[b + i]:
+            return False
+        i += 1
     return True
 
 
@@ -180,6 +194,15 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     pos += 1
     plain = _PLAIN_LENIENT if lenient else _PLAIN
     while pos < end:
+        # Eight plain bytes at a time up to the next byte that needs a look.
+        while pos + WORD <= end:
+            stops = string_stops(load_word(data, pos), lenient)
+            if stops:
+                pos += first_byte(stops)
+                break
+            pos += WORD
+        if pos >= end:
+            return -1
         c = data[pos]
         if plain[c]:  # most bytes: printable ASCII other than a quote or a backslash
             pos += 1

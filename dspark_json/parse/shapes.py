@@ -47,7 +47,7 @@ from dspark_json.parse.conform import (
     T_STRING,
     number_fits,
 )
-from dspark_json.parse.kernels import scan_literal, scan_number, scan_string, skip_ws
+from dspark_json.parse.kernels import same_run, scan_literal, scan_number, scan_string, skip_ws
 
 __all__ = [
     "Shape",
@@ -272,9 +272,8 @@ def match_shape(
         if pos + length > end:
             return -1
         seg_pos[j] = pos
-        for b in range(length):
-            if data[pos + b] != static[s0 + b]:
-                return -1
+        if not same_run(data, pos, static, s0, length):
+            return -1
         pos += length
         if j == values:
             break

@@ -1,0 +1,196 @@
+"""The word-at-a-time pieces (:mod:`dspark_json.parse.words`) and the scans built on them, held
+to byte-by-byte definitions at every alignment: a mask's lowest bit, a string's end, an
+unescaped string and what it may overwrite, two runs of bytes compared."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+from numba import njit
+
+from dspark_json.parse.decode import _unescape_into
+from dspark_json.parse.kernels import same_run, scan_string
+from dspark_json.parse.rules import loads_python
+from dspark_json.parse.words import (
+    WORD,
+    backslashes,
+    first_byte,
+    load_word,
+    store_word,
+    string_stops,
+)
+
+
+@njit
+def _stops(word, lenient):
+    mask = string_stops(word, lenient)
+    return first_byte(mask) if mask else WORD
+
+
+@njit
+def _backslash(word):
+    mask = backslashes(word)
+    return first_byte(mask) if mask else WORD
+
+
+@njit
+def _load(data, pos):
+    return load_word(data, pos)
+
+
+@njit
+def _store(data, pos, word):
+    store_word(data, pos, word)
+
+
+def _special(byte: int, lenient: bool) -> bool:
+    return byte in (0x22, 0x5C) or byte >= 0x80 or (byte < 0x20 and not lenient)
+
+
+def test_words_load_and_store_little_endian_at_every_alignment():
+    data = np.arange(32, dtype=np.uint8)
+    for pos in range(32 - WORD + 1):
+        assert int(_load(data, pos)) == int.from_bytes(bytes(data[pos : pos + WORD]), "little")
+    out = np.zeros(24, np.uint8)
+    _store(out, np.int64(5), np.uint64(0x0807060504030201))
+    assert out.tolist() == [0] * 5 + list(range(1, 9)) + [0] * 11
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_the_lowest_stop_of_a_word_is_its_first_special_byte(lenient):
+    rng = random.Random(7)
+    # Every byte value at every place, among neighbours that provoke a borrow (0x00, 0x1f,
+    # 0x20, 0x21, 0x22, 0x23, 0x5b-0x5d, 0x7f, 0x80, 0xff) and plain letters.
+    near = [0x00, 0x01, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xFF, 0x61]
+    cases = []
+    for value in range(256):
+        for place in range(WORD):
+            word = [rng.choice(near) if rng.random() < 0.3 else 0x61 for _ in range(WORD)]
+            word[place] = value
+            cases.append(word)
+    cases += [[rng.choice(near) for _ in range(WORD)] for _ in range(20_000)]
+    for word in cases:
+        value = np.uint64(int.from_bytes(bytes(word), "little"))
+        expected = next((i for i, b in enumerate(word) if _special(b, lenient)), WORD)
+        assert _stops(value, lenient) == expected, word
+        expected = next((i for i, b in enumerate(word) if b == 0x5C), WORD)
+        assert _backslash(value) == expected, word
+
+
+_PIECES = [
+    b"a",
+    b"abcdefgh",
+    b" ",
+    b"~",
+    b"\x7f",
+    b'"',
+    b"\\",
+    b'\\"',
+    b"\\\\",
+    b"\\/",
+    b"\\n",
+    b"\\t",
+    b"\\b",
+    b"\\f",
+    b"\\r",
+    b"\\x",
+    b"\\u00e9",
+    b"\\u0022",
+    b"\\ud83d\\ude00",
+    b"\\ud800",
+    b"\\udc00",
+    b"\\u12",
+    b"\x01",
+    b"\x1f",
+    "é".encode(),
+    "€".encode(),
+    "😀".encode(),
+    b"\xff",
+    b"\xc3",
+    b"\xed\xa0\x80",
+    b"\xf4\x90\x80\x80",
+]
+
+
+def _random_string(rng: random.Random) -> bytes:
+    plain = rng.random() < 0.5  # long plain runs, as in real answers, half the time
+    pieces = []
+    for _ in range(rng.randrange(0, 12)):
+        if plain and rng.random() < 0.7:
+            pieces.append(b"x" * rng.randrange(1, 20))
+        else:
+            pieces.append(rng.choice(_PIECES))
+    return b"".join(pieces)
+
+
+def _expected_end(buffer: bytes, start: int, end: int, lenient: bool) -> int:
+    """The position after the closing quote of the string at ``start`` if it is valid JSON by
+    the kernels' rules (:func:`loads_python`), else -1."""
+    i = start + 1
+    while i < end:
+        if buffer[i] == 0x5C:
+            i += 2
+        elif buffer[i] == 0x22:
+            try:
+                loads_python(buffer[start : i + 1], lenient=lenient)
+            except ValueError:
+                return -1
+            return i + 1
+        else:
+            i += 1
+    return -1
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_string_scan_ends_where_the_byte_by_byte_rule_does(lenient):
+    rng = random.Random(11 + lenient)
+    for _ in range(6_000):
+        body = _random_string(rng)
+        close = b'"' if rng.random() < 0.9 else b""
+        lead = rng.randrange(0, WORD)  # the string at every alignment
+        tail = b"x" * rng.randrange(0, 2 * WORD)
+        buffer = b"#" * lead + b'"' + body + close + tail
+        data = np.frombuffer(buffer, np.uint8)
+        # The scan stops at ``end``: at the buffer's end, or cut short inside the string.
+        for end in {len(buffer), rng.randrange(lead + 1, len(buffer) + 1)}:
+            got = scan_string(data, lead, end, lenient)
+            assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
+
+
+def test_strings_unescape_as_json_reads_them_and_write_only_their_room():
+    rng = random.Random(5)
+    checked = 0
+    while checked < 4_000:
+        body = _random_string(rng)
+        try:
+            expected = json.loads(b'"' + body + b'"')
+            loads_python(b'"' + body + b'"', lenient=True)
+        except ValueError:
+            continue
+        if body.count(b'"') != body.count(b'\\"'):  # a quote ends the string early
+            continue
+        checked += 1
+        lead = rng.randrange(0, WORD)
+        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, WORD), np.uint8)
+        at = rng.randrange(0, WORD)
+        out = np.full(at + len(body) + 2 * WORD, 0xAA, np.uint8)
+        after = _unescape_into(data, lead, lead + len(body), out, at)
+        assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
+        assert (out[:at] == 0xAA).all()  # nothing before the string's place
+        assert (out[at + len(body) :] == 0xAA).all()  # nor past its room (its escaped length)
+
+
+def test_runs_compare_equal_only_when_every_byte_is():
+    rng = random.Random(3)
+    x = np.frombuffer(bytes(rng.randrange(256) for _ in range(64)), np.uint8)
+    for length in range(0, 40):
+        for a in range(0, WORD + 1):
+            b = rng.randrange(0, 64 - length)
+            y = x.copy()
+            y[b : b + length] = x[a : a + length]
+            assert same_run(x, a, y, b, length)
+            if length:
+                flip = b + rng.randrange(length)
+                y[flip] ^= 1 << rng.randrange(8)
+                assert not same_run(x, a, y, b, length)
