@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -40,6 +39,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.parse.compiled import kernel, leaf
 from dspark_json.parse.kernels import (
     KIND_ARRAY,
     KIND_INVALID,
@@ -99,7 +99,6 @@ _MAX_EXPONENT = 300
 #: Integers with more digits go to the reference parser (19 digits can overflow a long).
 _MAX_INT_DIGITS = 18
 
-_jit = njit(cache=True, nogil=True)
 #: Top-level unknown keys recorded per row; a row with more is walked in Python.
 FOUND = 64
 #: Unknown keys deeper down recorded per row, with their path of at most ``NESTED_PATH``
@@ -242,7 +241,7 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
     )
 
 
-@_jit
+@leaf
 def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> tuple[int, int]:
     """``pos`` at a valid number: its end when it fits the node, else -1; and, for an integer
     node, its value."""
@@ -291,7 +290,7 @@ def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int)
     return pos, 0
 
 
-@_jit
+@leaf
 def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
     """Event ``n`` (the caller made room); returns ``n + 1``."""
     events[3 * n] = node
@@ -300,7 +299,7 @@ def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
     return n + 1
 
 
-@_jit
+@leaf
 def emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> int:
     """A null for ``node`` and for every node below it through struct fields."""
     for k in range(closure_at[node], closure_at[node + 1]):
@@ -308,7 +307,7 @@ def emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> 
     return n
 
 
-@_jit
+@leaf
 def _emit_close(
     events: Any,
     n: int,
@@ -333,7 +332,7 @@ def _emit_close(
     return _emit(events, n, node, 1, 0)
 
 
-@_jit
+@kernel
 def room(events: Any, n: int, need: int) -> Any:
     """``events``, grown when fewer than ``need`` events fit after the first ``n``."""
     if 3 * (n + need) <= len(events):
@@ -343,7 +342,7 @@ def room(events: Any, n: int, need: int) -> Any:
     return grown
 
 
-@_jit
+@leaf
 def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> bool:
     """Whether the key ``data[start:stop]`` has the bytes of an unknown key recorded so far in
     the row (at any depth: a key of another object with the same name counts too)."""
@@ -354,7 +353,7 @@ def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> boo
     return False
 
 
-@_jit
+@leaf
 def check_row(
     data: Any,
     start: int,
@@ -617,7 +616,7 @@ def check_row(
             state = 1
 
 
-@_jit
+@kernel
 def scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
     """The scratch :func:`check_row` needs: bracket, node and stamp stacks, per-field stamps,
     the stamp clock, room for the unknown keys it records (see its docstring), and the

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from dspark_json.parse.columns import on_threads
+from dspark_json.parse.compiled import kernel, leaf
 from dspark_json.parse.conform import (
     T_ARRAY,
     T_BOOL,
@@ -46,14 +46,13 @@ from dspark_json.parse.words import WORD, backslashes, first_byte, load_word, st
 
 __all__ = ["read_events"]
 
-_jit = njit(cache=True, nogil=True)
 
 #: 10**0 .. 10**22: exact as doubles, so one multiplication or division rounds correctly.
 _POW10 = np.array([10.0**k for k in range(23)], np.float64)
 _EXACT = 2**53
 
 
-@_jit
+@kernel
 def count_events(events: Any, nodes: int) -> Any:
     """How many events each node has."""
     counts = np.zeros(nodes, np.int64)
@@ -62,7 +61,7 @@ def count_events(events: Any, nodes: int) -> Any:
     return counts
 
 
-@_jit
+@leaf
 def scatter_events(events: Any, at: Any, a: Any, b: Any) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
     of a counting sort by node; parts with disjoint places may run at once."""
@@ -135,7 +134,7 @@ def strings_in_order(
     return strings
 
 
-@_jit
+@leaf
 def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     """The valid JSON string body ``data[j:end]`` unescaped into ``out`` from ``pos`` on; where
     it ends there. Runs without a backslash are copied a word at a time: a word may write past
@@ -187,7 +186,7 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     return pos
 
 
-@_jit
+@kernel
 def string_bytes(events: Any, is_string: Any) -> Any:
     """Per node, the bytes of its strings among ``events`` as they stand (escaped): room
     enough for them unescaped."""
@@ -199,7 +198,7 @@ def string_bytes(events: Any, is_string: Any) -> Any:
     return totals
 
 
-@_jit
+@leaf
 def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
     data: Any, events: Any, is_string: Any, byte_at: Any, index_at: Any, ends: Any, out: Any
 ) -> None:
@@ -219,7 +218,7 @@ def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
         index_at[node] += 1
 
 
-@_jit
+@leaf
 def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
     """A valid JSON number at ``data[pos:end]`` as ``(negative, mantissa, significant digits,
     decimal exponent)``: its value is ``mantissa * 10**exponent`` while it has at most 19
@@ -261,7 +260,7 @@ def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
     return negative, mantissa, digits, scale
 
 
-@_jit
+@kernel
 def parse_doubles(data: Any, a: Any, b: Any, pow10: Any) -> tuple[Any, Any]:
     """The numbers at ``data[a[i]:b[i]]`` as doubles, and which need Python's ``float``
     instead (more than 15 significant digits, or a decimal exponent beyond +-22)."""

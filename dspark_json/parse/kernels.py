@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from dspark_json.parse.compiled import leaf
 from dspark_json.parse.words import WORD, first_byte, load_word, string_stops
 from dspark_json.rows import MAX_NESTING
 
@@ -56,7 +56,6 @@ KIND_OBJECT = 1
 KIND_ARRAY = 2
 KIND_SCALAR = 3
 
-_jit = njit(cache=True, nogil=True)
 
 _SPACE, _TAB, _LF, _CR = 32, 9, 10, 13
 _QUOTE, _BACKSLASH, _MINUS, _DOT = 34, 92, 45, 46
@@ -67,19 +66,19 @@ _PLAIN_LENIENT = np.array([c < 128 and c not in (34, 92) for c in range(256)], n
 _LBRACE, _RBRACE, _LBRACKET, _BACKTICK = 123, 125, 91, 96
 
 
-@_jit
+@leaf
 def _is_ws(c: int) -> bool:
     return c == _SPACE or c == _TAB or c == _LF or c == _CR
 
 
-@_jit
+@leaf
 def skip_ws(data: Any, pos: int, end: int) -> int:
     while pos < end and _is_ws(data[pos]):
         pos += 1
     return pos
 
 
-@_jit
+@leaf
 def _hex4(data: Any, pos: int, end: int) -> int:
     if pos + 4 > end:
         return -1
@@ -98,7 +97,7 @@ def _hex4(data: Any, pos: int, end: int) -> int:
     return value
 
 
-@_jit
+@leaf
 def _utf8_length(data: Any, pos: int, end: int) -> int:
     """Length of the valid UTF-8 sequence at ``pos`` (a non-ASCII lead byte), else 0."""
     c = data[pos]
@@ -130,7 +129,7 @@ def _utf8_length(data: Any, pos: int, end: int) -> int:
     return need + 1
 
 
-@_jit
+@leaf
 def same_bytes(data: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
     """Whether ``data[a:a_end]`` and ``data[b:b_end]`` are the same bytes."""
     if a_end - a != b_end - b:
@@ -138,7 +137,7 @@ def same_bytes(data: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
     return same_run(data, a, data, b, a_end - a)
 
 
-@_jit
+@leaf
 def same_run(x: Any, a: int, y: Any, b: int, length: int) -> bool:
     """Whether ``x[a:a + length]`` and ``y[b:b + length]`` are the same bytes (both in range)."""
     i = 0
@@ -153,7 +152,7 @@ def same_run(x: Any, a: int, y: Any, b: int, length: int) -> bool:
     return True
 
 
-@_jit
+@leaf
 def hex4(data: Any, pos: int) -> int:
     """The value of four hex digits at ``pos`` that a scan already checked."""
     value = 0
@@ -164,7 +163,7 @@ def hex4(data: Any, pos: int) -> int:
     return value
 
 
-@_jit
+@leaf
 def put_utf8(out: Any, pos: int, code: int) -> int:
     """Code point ``code`` as UTF-8 at ``out[pos:]``; returns the position after it."""
     if code < 0x80:
@@ -186,7 +185,7 @@ def put_utf8(out: Any, pos: int, code: int) -> int:
     return pos + 4
 
 
-@_jit
+@leaf
 def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     """``pos`` is at an opening quote; the position after the closing quote, or -1.
     ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
@@ -245,7 +244,7 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     return -1
 
 
-@_jit
+@leaf
 def _scan_digits(data: Any, pos: int, end: int) -> int:
     """At least one digit at ``pos``: the position after the run, else -1."""
     if pos >= end or not (48 <= data[pos] <= 57):
@@ -255,7 +254,7 @@ def _scan_digits(data: Any, pos: int, end: int) -> int:
     return pos
 
 
-@_jit
+@leaf
 def scan_number(data: Any, pos: int, end: int) -> int:
     if data[pos] == _MINUS:
         pos += 1
@@ -279,7 +278,7 @@ def scan_number(data: Any, pos: int, end: int) -> int:
     return pos
 
 
-@_jit
+@leaf
 def scan_literal(data: Any, pos: int, end: int) -> int:
     c = data[pos]
     if c == 116:  # true
@@ -298,7 +297,7 @@ def scan_literal(data: Any, pos: int, end: int) -> int:
     return pos + 5
 
 
-@_jit
+@leaf
 def strip(data: Any, start: int, end: int) -> tuple[int, int]:
     """Drop whitespace and byte-order marks (EF BB BF) from both ends."""
     while start < end:
@@ -328,7 +327,7 @@ def strip(data: Any, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-@_jit
+@leaf
 def _find_fence(data: Any, start: int, end: int) -> int:
     for i in range(start, end - 2):
         if data[i] == _BACKTICK and data[i + 1] == _BACKTICK and data[i + 2] == _BACKTICK:
@@ -336,7 +335,7 @@ def _find_fence(data: Any, start: int, end: int) -> int:
     return -1
 
 
-@_jit
+@leaf
 def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
     for i in range(start, end):
         if data[i] == byte:
@@ -344,7 +343,7 @@ def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
     return -1
 
 
-@_jit
+@leaf
 def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]:
     """Rules 2 and 3 of :func:`extract_row` for stripped text that is not JSON as a whole:
     ``(found, start, end)`` of the candidate."""
@@ -369,7 +368,7 @@ def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]
     return False, start, end
 
 
-@_jit
+@leaf
 def gather_lines(
     data: Any, starts: Any, ends: Any, take: Any, prefix: Any, suffix: Any, out: Any
 ) -> None:

@@ -26,13 +26,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from dspark_json.parse.compiled import kernel, leaf
 from dspark_json.parse.kernels import hex4, put_utf8, same_bytes
 
 __all__ = ["rescue_rows"]
 
-_jit = njit(cache=True, nogil=True)
 
 _QUOTE, _BACKSLASH = 34, 92
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
@@ -47,13 +46,13 @@ _MAX_KEYS = 64
 _MAX_DEPTH = 64
 
 
-@_jit
+@kernel
 def _seen() -> Any:
     """Scratch for :func:`_put_value`: the keys it holds, then where each container's begin."""
     return np.empty(2 * _MAX_KEYS + _MAX_DEPTH, np.int64)
 
 
-@_jit
+@leaf
 def _put(out: Any, pos: int, data: Any) -> int:
     for b in data:
         out[pos] = b
@@ -61,7 +60,7 @@ def _put(out: Any, pos: int, data: Any) -> int:
     return pos
 
 
-@_jit
+@leaf
 def _put_int(out: Any, pos: int, value: int) -> int:
     if value == 0:
         out[pos] = 48
@@ -77,7 +76,7 @@ def _put_int(out: Any, pos: int, value: int) -> int:
     return pos + digits
 
 
-@_jit
+@leaf
 def _put_char(out: Any, pos: int, code: int) -> int:
     """One code point as json.dumps(ensure_ascii=False) writes it inside a string."""
     if code == _QUOTE or code == _BACKSLASH:
@@ -109,7 +108,7 @@ def _put_char(out: Any, pos: int, code: int) -> int:
     return put_utf8(out, pos, code)
 
 
-@_jit
+@leaf
 def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int:
     """The characters of a valid JSON string ``data[start:end]`` (quotes excluded), in
     Python's canonical form."""
@@ -154,7 +153,7 @@ def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int
 _NOT_CANONICAL, _CANONICAL, _VERIFY = 0, 1, 2
 
 
-@_jit
+@leaf
 def _number(data: Any, start: int, end: int) -> int:
     """Whether the number ``data[start:end]`` is already in Python's canonical form:
     ``_CANONICAL`` for an integer (not ``-0``) or a double that ``repr`` prints back as written
@@ -206,7 +205,7 @@ def _number(data: Any, start: int, end: int) -> int:
     return _VERIFY if significant <= 17 else _NOT_CANONICAL
 
 
-@_jit
+@leaf
 def _put_value(
     out: Any, pos: int, data: Any, start: int, end: int, checks: Any, row: int, seen: Any
 ) -> int:
@@ -276,7 +275,7 @@ def _put_value(
     return pos
 
 
-@_jit
+@leaf
 def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) -> bool:
     """Whether the key ``data[start:end]`` may be written as it is: not one of the keys
     ``first..held`` of its object (Python's dict keeps one entry, the last value at the first
@@ -292,13 +291,13 @@ def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) 
     return True
 
 
-@_jit
+@leaf
 def _collides(data: Any, start: int, end: int) -> bool:
     """An envelope key that reads like one of the content's paths."""
     return _starts_with(data, start, end, _PARSED) or _starts_with(data, start, end, _CHOICES)
 
 
-@_jit
+@leaf
 def _repeats(data: Any, spans: Any, lo: int, hi: int) -> bool:
     """Whether two of the keys ``lo..hi`` are the same bytes (Python's dict keeps the last
     value at the first key's place: the row falls back)."""
@@ -309,7 +308,7 @@ def _repeats(data: Any, spans: Any, lo: int, hi: int) -> bool:
     return False
 
 
-@_jit
+@leaf
 def _starts_with(data: Any, start: int, end: int, prefix: Any) -> bool:
     if end - start < len(prefix):
         return False
@@ -319,7 +318,7 @@ def _starts_with(data: Any, start: int, end: int, prefix: Any) -> bool:
     return True
 
 
-@_jit
+@leaf
 def _entry(
     out: Any,
     pos: int,
@@ -350,7 +349,7 @@ def _entry(
     return pos, count + 1
 
 
-@_jit
+@kernel
 def rescue_rows(
     needs: Any,
     env_data: Any,
@@ -479,7 +478,7 @@ def rescue_rows(
     return offsets, out[:pos], valid, fallback, checks[1 : 1 + 3 * checks[0]]
 
 
-@_jit
+@leaf
 def _count(data: Any, start: int, end: int, byte: int) -> int:
     found = 0
     for i in range(start, end):

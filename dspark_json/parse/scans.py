@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from dspark_json.parse.compiled import kernel, leaf
 from dspark_json.parse.conform import (
     CODE_EXTRA,
     CODE_FITS,
@@ -38,7 +38,6 @@ from dspark_json.parse.shapes import learn_shape, match_shape, no_shape, records
 
 __all__ = ["scan_content_fit", "scan_envelope_fit"]
 
-_jit = njit(cache=True, nogil=True)
 
 #: After a shape is learnt: once this many rows that fit have not matched it (since it last
 #: matched one, or since the last try to learn), the latest is learnt instead.
@@ -49,7 +48,7 @@ _RELEARN = 8
 _MAX_LEARN_WAIT = 1024
 
 
-@_jit
+@leaf
 def _widest(closure_at: Any) -> int:
     """The most events one value writes (a null struct writes its whole closure)."""
     widest = 1
@@ -58,7 +57,7 @@ def _widest(closure_at: Any) -> int:
     return widest
 
 
-@_jit
+@kernel
 def _keep(
     found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
 ) -> tuple[Any, Any, int]:
@@ -83,7 +82,7 @@ def _keep(
     return rows, spans, count
 
 
-@_jit
+@kernel
 def _keep_row(
     found: Any,
     found_n: Any,
@@ -106,7 +105,7 @@ def _keep_row(
     return False, rows, spans, kept, nested_rows, nested, nested_kept
 
 
-@_jit
+@kernel
 def scan_envelope_fit(
     offsets: Any,
     data: Any,
@@ -212,7 +211,7 @@ def scan_envelope_fit(
     )
 
 
-@_jit
+@kernel
 def scan_content_fit(
     offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
 ) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:

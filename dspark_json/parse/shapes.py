@@ -36,8 +36,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
+from dspark_json.parse.compiled import kernel, leaf
 from dspark_json.parse.conform import (
     FOUND,
     NESTED_STRIDE,
@@ -58,7 +58,6 @@ __all__ = [
     "replay_keys",
 ]
 
-_jit = njit(cache=True, nogil=True)
 
 #: A shape as numba passes it: ``(static, segments, slot_nodes, slot_events, events, top,
 #: nested)``: static bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the
@@ -75,7 +74,7 @@ Shape = tuple[Any, Any, Any, Any, Any, Any, Any]
 _SEGMENT_RADIX = 2**40
 
 
-@_jit
+@kernel
 def no_shape() -> Shape:
     """A placeholder of a shape's type, before one is learnt: not to be matched (it would match
     a blank row)."""
@@ -90,12 +89,12 @@ def no_shape() -> Shape:
     )
 
 
-@_jit
+@leaf
 def _is_value(kind: int) -> bool:
     return kind == T_STRING or kind == T_INT or kind == T_DOUBLE or kind == T_BOOL
 
 
-@_jit
+@kernel
 def learn_shape(
     data: Any,
     start: int,
@@ -192,7 +191,7 @@ def learn_shape(
     return True, shape
 
 
-@_jit
+@leaf
 def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: int) -> bool:
     """A recorded key's four positions (``found[at:at + 4]``: key start and end, value start
     and end) as ``segment * _SEGMENT_RADIX + offset`` into ``out[to:to + 4]``, all in one static
@@ -212,7 +211,7 @@ def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: 
     return True
 
 
-@_jit
+@leaf
 def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
     """The unknown keys of a row that matched ``shape`` (its static segments start at
     ``seg_pos``), into ``found`` / ``found_n`` as :func:`~dspark_json.parse.conform.check_row`
@@ -233,13 +232,13 @@ def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
     found_n[1] = kn
 
 
-@_jit
+@leaf
 def records_keys(shape: Shape) -> bool:
     """Whether a row that matches ``shape`` records unknown keys (``CODE_EXTRA``)."""
     return len(shape[5]) > 0 or len(shape[6]) > 0
 
 
-@_jit
+@leaf
 def match_shape(
     data: Any,
     start: int,

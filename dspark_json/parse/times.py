@@ -11,15 +11,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
+
+from dspark_json.parse.compiled import kernel, leaf
 
 __all__ = ["scan_dates", "scan_timestamps"]
 
-_jit = njit(cache=True, nogil=True)
 _DAY_US = 86_400_000_000
 
 
-@_jit
+@leaf
 def _digits(data: Any, pos: int, count: int) -> int:
     value = 0
     for i in range(pos, pos + count):
@@ -30,7 +30,7 @@ def _digits(data: Any, pos: int, count: int) -> int:
     return value
 
 
-@_jit
+@leaf
 def _days(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 of a valid proleptic Gregorian date (Hinnant's algorithm);
     -10**9 when the date does not exist."""
@@ -53,7 +53,7 @@ def _days(year: int, month: int, day: int) -> int:
     return era * 146097 + doe - 719468
 
 
-@_jit
+@leaf
 def _date_at(data: Any, pos: int) -> int:
     """``YYYY-MM-DD`` at ``pos``: days since the epoch, or -10**9."""
     if data[pos + 4] != 45 or data[pos + 7] != 45:
@@ -64,7 +64,7 @@ def _date_at(data: Any, pos: int) -> int:
     return _days(year, month, day)
 
 
-@_jit
+@kernel
 def scan_dates(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any]:
     """Per text: ``(days since the epoch, converted)``; not converted = null or another shape."""
     n = len(offsets) - 1
@@ -80,7 +80,7 @@ def scan_dates(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any]:
     return out, done
 
 
-@_jit
+@leaf
 def _timestamp(data: Any, start: int, end: int) -> tuple[int, bool]:
     if end - start < 19:
         return 0, False
@@ -127,7 +127,7 @@ def _timestamp(data: Any, start: int, end: int) -> tuple[int, bool]:
     return value, True
 
 
-@_jit
+@kernel
 def scan_timestamps(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any]:
     """Per text: ``(microseconds since the epoch, UTC; converted)``."""
     n = len(offsets) - 1

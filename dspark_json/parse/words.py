@@ -20,15 +20,15 @@ from typing import Any, cast
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from dspark_json.parse.compiled import leaf
 
 __all__ = ["WORD", "backslashes", "first_byte", "load_word", "store_word", "string_stops"]
 
 #: Bytes in a word.
 WORD = 8
-
-_jit = njit(cache=True, nogil=True, inline="always")
 
 _ONES = np.uint64(0x0101010101010101)
 _HIGH = np.uint64(0x8080808080808080)
@@ -107,26 +107,26 @@ def _trailing_zeros_of(typingctx: Any, word: Any) -> Any:
 _trailing_zeros = cast(Callable[[Any], int], _trailing_zeros_of)
 
 
-@_jit
-def first_byte(mask: Any) -> int:
+@leaf
+def first_byte(mask: np.uint64) -> int:
     """Which byte of a word (0-7) the lowest set bit of a non-zero ``mask`` marks."""
     return _trailing_zeros(mask) >> 3
 
 
-@_jit
-def _zero_bytes(word: Any) -> Any:
+@leaf
+def _zero_bytes(word: np.uint64) -> np.uint64:
     """The high bit of each byte of ``word`` that is zero (exact up to the lowest)."""
     return (word - _ONES) & ~word & _HIGH
 
 
-@_jit
-def backslashes(word: Any) -> Any:
+@leaf
+def backslashes(word: np.uint64) -> np.uint64:
     """The mask of the backslashes of ``word``."""
     return _zero_bytes(word ^ _BACKSLASHES)
 
 
-@_jit
-def string_stops(word: Any, lenient: bool) -> Any:
+@leaf
+def string_stops(word: np.uint64, lenient: bool) -> np.uint64:
     """The mask of the bytes a string scan must look at: a quote, a backslash, a byte of 0x80
     or above (UTF-8 to check), and, unless ``lenient``, a control character (below 0x20)."""
     stops = _zero_bytes(word ^ _QUOTES) | backslashes(word) | (word & _HIGH)
