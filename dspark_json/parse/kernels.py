@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dspark_json.parse.compiled import leaf
-from dspark_json.parse.words import WORD, first_byte, load_word, string_stops
+from dspark_json.parse.words import WORD, backslashes, first_byte, load_word, string_stops
 from dspark_json.rows import MAX_NESTING
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "fallback_candidate",
     "gather_lines",
     "hex4",
+    "holds_escape",
     "put_utf8",
     "same_bytes",
     "same_run",
@@ -341,6 +342,31 @@ def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
         if data[i] == byte:
             return i
     return -1
+
+
+@leaf
+def holds_escape(data: Any, low: int, high: int) -> bool:
+    """Whether the bytes ``data`` hold a ``\\u00XX`` escape of a code point from ``low`` to
+    ``high`` (both below U+0100), inside a string or not: a word at a time to each backslash."""
+    pos = 0
+    end = len(data) - 5
+    while pos < end:
+        while pos + WORD <= end:
+            escapes = backslashes(load_word(data, pos))
+            if escapes:
+                pos += first_byte(escapes)
+                break
+            pos += WORD
+        while pos < end and data[pos] != _BACKSLASH:  # the last few bytes
+            pos += 1
+        if pos >= end:
+            return False
+        if data[pos + 1] == 117 and data[pos + 2] == 48 and data[pos + 3] == 48:
+            code = _hex4(data, pos + 2, pos + 6)
+            if low <= code <= high:
+                return True
+        pos += 1
+    return False
 
 
 @leaf

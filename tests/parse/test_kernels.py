@@ -77,3 +77,19 @@ def test_bytes_with_invalid_utf8_stay_bytes_for_the_scan():
     array = to_string_array([b'{"a": "\xff"}', '{"a": "ok"}'])
     assert pa.types.is_large_string(array.type)
     assert kinds_of(array) == [KIND_INVALID, KIND_OBJECT]
+
+
+def test_an_escape_is_found_wherever_it_sits_and_only_in_its_range():
+    import random
+    import re
+
+    from dspark_json.parse.kernels import holds_escape
+
+    rng = random.Random(2)
+    pieces = [b"a", b"\\", b'\\"', b"\\u00", b"\\u0063", b"\\u005F", b"\\u00e9", b"\\u0", b"u0063"]
+    for _ in range(4_000):
+        text = b"".join(rng.choice(pieces) for _ in range(rng.randrange(0, 14)))
+        escapes = [int(m, 16) for m in re.findall(rb"\\u00([0-9a-fA-F]{2})", text)]
+        # the reference reads every escape, even one whose backslash is itself escaped
+        expected = any(0x5F <= code <= 0x75 for code in escapes)
+        assert holds_escape(np.frombuffer(text, np.uint8), 0x5F, 0x75) == expected, text
