@@ -23,14 +23,18 @@ rare on real answers; the conformance suite checks that both ways agree.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from dspark_json.parse.columns import string_buffers
 from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.kernels import hex4, put_utf8, same_bytes
+from dspark_json.parse.kernels import hex4, put_utf8, same_bytes, scan_string, skip_ws
 
-__all__ = ["rescue_rows"]
+__all__ = ["rescue_rows", "rescued_keys"]
 
 
 _QUOTE, _BACKSLASH = 34, 92
@@ -485,3 +489,119 @@ def _count(data: Any, start: int, end: int, byte: int) -> int:
         if data[i] == byte:
             found += 1
     return found
+
+
+def rescued_keys(rescued: pa.Array | pa.ChunkedArray) -> list[str]:
+    """The distinct top-level keys of the ``_rescued_data`` objects ``rescued`` (nulls skipped),
+    in the order first met: one compiled pass copies every key's bytes end to end, Arrow keeps
+    the distinct ones, and only those are decoded (a key with an escape by Python's json). A
+    text the pass cannot walk as an object (none that this package writes) is read by Python's
+    json. Where each object was read whole by ``json.loads``, 20,000 rows rescuing a block each
+    (the drift corpus) took 0.12 s of a 0.45 s partition."""
+    if isinstance(rescued, pa.ChunkedArray):
+        rescued = rescued.combine_chunks()
+    if rescued.null_count == len(rescued):
+        return []
+    if pa.types.is_string(rescued.type):
+        rescued = rescued.cast(pa.large_string())
+    offsets, data, valid = string_buffers(rescued)
+    key_offsets, key_bytes, odd = _object_keys(offsets, data, valid)
+    keys = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        len(key_offsets) - 1,
+        [None, pa.py_buffer(key_offsets), pa.py_buffer(key_bytes)],
+    )
+    found: dict[str, None] = {}
+    for key in pc.unique(keys).to_pylist():
+        found[json.loads(b'"' + key + b'"') if b"\\" in key else key.decode("utf-8")] = None
+    for row in np.flatnonzero(odd).tolist():
+        value = json.loads(rescued[row].as_py())
+        found.update(dict.fromkeys(value if isinstance(value, dict) else ()))
+    return list(found)
+
+
+@kernel
+def _object_keys(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
+    """Every top-level key of each valid JSON object text ``data[offsets[i]:offsets[i + 1]]``,
+    as written (escapes kept), end to end: ``(key offsets, key bytes)``; and the rows it could
+    not walk (not an object, or not as this package writes them), for Python."""
+    n = len(offsets) - 1
+    odd = np.zeros(n, np.bool_)
+    size = 0
+    for i in range(n):
+        size += offsets[i + 1] - offsets[i] if valid[i] else 0
+    out = np.empty(max(size, 1), np.uint8)
+    ends = np.empty(16, np.int64)
+    ends[0] = 0
+    count = 0
+    at = 0
+    for i in range(n):
+        if not valid[i]:
+            continue
+        end = offsets[i + 1]
+        first = count
+        pos = skip_ws(data, offsets[i], end)
+        if pos >= end:
+            continue  # an empty text holds no keys
+        ok = data[pos] == 123
+        pos = skip_ws(data, pos + 1, end)
+        if ok and pos < end and data[pos] == 125:
+            continue  # {}
+        while ok:
+            ok = pos < end and data[pos] == _QUOTE
+            after = scan_string(data, pos, end, True) if ok else -1
+            ok = after > 0
+            if not ok:
+                break
+            if count + 2 > len(ends):
+                grown = np.empty(2 * len(ends), np.int64)
+                grown[: count + 1] = ends[: count + 1]
+                ends = grown
+            for b in range(pos + 1, after - 1):
+                out[at] = data[b]
+                at += 1
+            count += 1
+            ends[count] = at
+            pos = skip_ws(data, after, end)
+            ok = pos < end and data[pos] == 58  # :
+            pos = _skip_value(data, skip_ws(data, pos + 1, end), end)
+            ok = ok and pos > 0
+            pos = skip_ws(data, pos, end) if ok else end
+            if ok and pos < end and data[pos] == 44:  # ,
+                pos = skip_ws(data, pos + 1, end)
+                continue
+            ok = ok and pos < end and data[pos] == 125 and skip_ws(data, pos + 1, end) == end
+            break
+        if not ok:
+            odd[i] = True
+            count = first
+            at = ends[count]
+    return ends[: count + 1].copy(), out[:at].copy(), odd
+
+
+@leaf
+def _skip_value(data: Any, pos: int, end: int) -> int:
+    """``pos`` at a JSON value: the position after it, or -1. Checked only as far as skipping
+    needs (strings closed, brackets balanced): the texts are this package's own output."""
+    depth = 0
+    while pos < end:
+        c = data[pos]
+        if c == _QUOTE:
+            pos = scan_string(data, pos, end, True)
+            if pos < 0:
+                return -1
+        elif c == 123 or c == 91:
+            depth += 1
+            pos += 1
+        elif c == 125 or c == 93:
+            if depth == 0:
+                return pos  # the end of the object holding a scalar
+            depth -= 1
+            pos += 1
+        elif depth == 0 and (c == 44 or c == 32 or c == 9 or c == 10 or c == 13):
+            return pos  # after a scalar
+        else:
+            pos += 1
+        if depth == 0 and (c == _QUOTE or c == 125 or c == 93):
+            return pos
+    return pos if depth == 0 else -1

@@ -9,7 +9,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -21,7 +20,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.memory import gc_paused
+from dspark_json.parse.rescue import rescued_keys
 from dspark_json.rows import ERROR_TYPE
 from dspark_json.schema.json_schema import json_schema_to_spark
 
@@ -63,11 +62,9 @@ def is_documented_extra(path: str) -> bool:
 
 def new_fields(rescued: pa.Array | pa.ChunkedArray) -> set[str]:
     """The keys of the ``_rescued_data`` objects ``rescued`` that are drift, not documented
-    extras (:func:`is_documented_extra`). Each distinct object is read once, with the cyclic GC
-    paused: 20,000 drift rows' dicts set off a full collection of the heap otherwise."""
-    texts = pc.unique(rescued.drop_null()).to_pylist()
-    with gc_paused():
-        return {key for text in texts for key in drift_keys(text)}
+    extras (:func:`is_documented_extra`); the keys are read without the values
+    (:func:`~dspark_json.parse.rescue.rescued_keys`)."""
+    return {key for key in rescued_keys(rescued) if not is_documented_extra(key)}
 
 
 def drift_keys(rescued: str | None) -> list[str]:

@@ -190,3 +190,48 @@ def test_an_unknown_key_repeated_with_null_last_rescues_as_the_reference(text):
     # nothing.
     schema = dspark_json.response_schema(response_format=CONTENT)
     assert_same([text, text], schema)
+
+
+def _random_value(rng: random.Random, depth: int = 0):
+    pick = rng.randrange(8 if depth < 3 else 5)
+    if pick == 0:
+        return rng.choice([None, True, False])
+    if pick == 1:
+        return rng.choice([0, -7, 12345678901234, 0.5, -1e-7, 1e300])
+    if pick in (2, 3, 4):
+        return rng.choice(["", "x", 'q"uote', "b\\ack", "{[,:]}", "é😀", "\n\t", "\u0001"])
+    if pick in (5, 6):
+        return {_random_key(rng): _random_value(rng, depth + 1) for _ in range(rng.randrange(3))}
+    return [_random_value(rng, depth + 1) for _ in range(rng.randrange(3))]
+
+
+def _random_key(rng: random.Random) -> str:
+    return rng.choice(["a", "metadata", "choices[0].x", 'k"q', "k\\b", "é", "{", "", "a.b"])
+
+
+def test_rescued_keys_are_every_top_level_key_in_the_order_first_met():
+    """What the metrics' new_fields and failOnNewColumns read: the keys of every object, by
+    one compiled pass, as json.loads reads them; the formats any writer might use."""
+    from dspark_json.parse.convert import dump_json
+    from dspark_json.parse.rescue import rescued_keys
+
+    rng = random.Random(9)
+    for _ in range(300):
+        objects = [
+            {_random_key(rng): _random_value(rng) for _ in range(rng.randrange(4))}
+            for _ in range(rng.randrange(1, 6))
+        ]
+        writers = [
+            dump_json,
+            json.dumps,
+            lambda o: json.dumps(o, indent=1),
+            lambda o: " " + json.dumps(o, ensure_ascii=True) + "\n",
+        ]
+        texts = [rng.choice(writers)(o) if o or rng.random() < 0.5 else None for o in objects]
+        texts.append("[1, 2]" if rng.random() < 0.1 else None)  # not an object: no keys
+        expected = {}
+        for text in texts:
+            value = json.loads(text) if text else {}
+            expected.update(dict.fromkeys(value if isinstance(value, dict) else ()))
+        for array in (pa.array(texts, pa.string()), pa.chunked_array([pa.array(texts, pa.large_string())])):
+            assert rescued_keys(array) == list(expected), texts
