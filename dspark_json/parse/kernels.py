@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dspark_json.parse.compiled import leaf
-from dspark_json.parse.words import WORD, backslashes, first_byte, load_word, string_stops
+from dspark_json.parse.words import WORD, first_byte, load_word, string_stops, unicode_escapes
 from dspark_json.rows import MAX_NESTING
 
 __all__ = [
@@ -347,25 +347,29 @@ def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
 @leaf
 def holds_escape(data: Any, low: int, high: int) -> bool:
     """Whether the bytes ``data`` hold a ``\\u00XX`` escape of a code point from ``low`` to
-    ``high`` (both below U+0100), inside a string or not: a word at a time to each backslash."""
+    ``high`` (both below U+0100), inside a string or not: seven bytes a step to each ``\\u``
+    (a backslash alone, as in the quotes of JSON inside a string, costs nothing)."""
     pos = 0
-    end = len(data) - 5
+    end = len(data) - 5  # an escape is six bytes
     while pos < end:
+        at = -1
         while pos + WORD <= end:
-            escapes = backslashes(load_word(data, pos))
-            if escapes:
-                pos += first_byte(escapes)
+            pairs = unicode_escapes(load_word(data, pos))
+            if pairs:
+                at = pos + first_byte(pairs)
                 break
-            pos += WORD
-        while pos < end and data[pos] != _BACKSLASH:  # the last few bytes
-            pos += 1
-        if pos >= end:
-            return False
-        if data[pos + 1] == 117 and data[pos + 2] == 48 and data[pos + 3] == 48:
-            code = _hex4(data, pos + 2, pos + 6)
+            pos += WORD - 1
+        if at < 0:  # the last few bytes
+            at = pos
+            while at < end and not (data[at] == _BACKSLASH and data[at + 1] == 117):
+                at += 1
+            if at >= end:
+                return False
+        if data[at + 1] == 117 and data[at + 2] == 48 and data[at + 3] == 48:
+            code = _hex4(data, at + 2, at + 6)
             if low <= code <= high:
                 return True
-        pos += 1
+        pos = at + 1
     return False
 
 

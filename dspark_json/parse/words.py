@@ -25,7 +25,15 @@ from numba.extending import intrinsic
 
 from dspark_json.parse.compiled import leaf
 
-__all__ = ["WORD", "backslashes", "first_byte", "load_word", "store_word", "string_stops"]
+__all__ = [
+    "WORD",
+    "backslashes",
+    "first_byte",
+    "load_word",
+    "store_word",
+    "string_stops",
+    "unicode_escapes",
+]
 
 #: Bytes in a word.
 WORD = 8
@@ -35,6 +43,7 @@ _HIGH = np.uint64(0x8080808080808080)
 _QUOTES = np.uint64(0x2222222222222222)
 _BACKSLASHES = np.uint64(0x5C5C5C5C5C5C5C5C)
 _SPACES = np.uint64(0x2020202020202020)
+_US = np.uint64(0x7575757575757575)
 
 
 def _contiguous_bytes(array: Any) -> bool:
@@ -123,6 +132,14 @@ def _zero_bytes(word: np.uint64) -> np.uint64:
 def backslashes(word: np.uint64) -> np.uint64:
     """The mask of the backslashes of ``word``."""
     return _zero_bytes(word ^ _BACKSLASHES)
+
+
+@leaf
+def unicode_escapes(word: np.uint64) -> np.uint64:
+    """The mask of the backslashes of ``word`` followed by a ``u`` in it (bytes 0-6; a scan
+    steps seven bytes to see a pair across words). Its lowest bit may be a false hit, never
+    past a real one: the caller checks the bytes."""
+    return backslashes(word) & (_zero_bytes(word ^ _US) >> np.uint64(8))
 
 
 @leaf

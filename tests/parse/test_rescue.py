@@ -233,5 +233,8 @@ def test_rescued_keys_are_every_top_level_key_in_the_order_first_met():
         for text in texts:
             value = json.loads(text) if text else {}
             expected.update(dict.fromkeys(value if isinstance(value, dict) else ()))
-        for array in (pa.array(texts, pa.string()), pa.chunked_array([pa.array(texts, pa.large_string())])):
+        for array in (
+            pa.array(texts, pa.string()),
+            pa.chunked_array([pa.array(texts, pa.large_string())]),
+        ):
             assert rescued_keys(array) == list(expected), texts

@@ -19,6 +19,7 @@ from dspark_json.parse.words import (
     load_word,
     store_word,
     string_stops,
+    unicode_escapes,
 )
 
 
@@ -32,6 +33,11 @@ def _stops(word, lenient):
 def _backslash(word):
     mask = backslashes(word)
     return first_byte(mask) if mask else WORD
+
+
+@njit
+def _unicode(word):
+    return unicode_escapes(word)
 
 
 @njit
@@ -76,6 +82,19 @@ def test_the_lowest_stop_of_a_word_is_its_first_special_byte(lenient):
         assert _stops(value, lenient) == expected, word
         expected = next((i for i, b in enumerate(word) if b == 0x5C), WORD)
         assert _backslash(value) == expected, word
+
+
+def test_every_backslash_u_pair_of_a_word_is_marked():
+    """No miss (a false hit is checked by the caller): bytes 0-6, among neighbours that
+    provoke a borrow (u - 1 = t, a backslash + 1 = ])."""
+    rng = random.Random(13)
+    alphabet = [0x5C, 0x75, 0x74, 0x5D, 0x5B, 0x76, 0x00, 0x01, 0x61]
+    for _ in range(50_000):
+        word = [rng.choice(alphabet) for _ in range(WORD)]
+        mask = int(_unicode(np.uint64(int.from_bytes(bytes(word), "little"))))
+        for i in range(WORD - 1):
+            if word[i] == 0x5C and word[i + 1] == 0x75:
+                assert mask >> (8 * i + 7) & 1, word
 
 
 _PIECES = [
