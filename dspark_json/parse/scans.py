@@ -156,7 +156,9 @@ def scan_envelope_fit(
         start, end = offsets[i], offsets[i + 1]
         n0 = n_events[0]
         # A byte starts at most one value, and a value writes at most ``widest`` events.
-        events = room(events, n0, (end - start + 1) * widest)
+        need = (end - start + 1) * widest
+        if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
+            events = room(events, n0, need, i - lo, hi - lo)
         matched = False
         if valid[i] and shapes and shape_row >= 0:
             n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
@@ -245,12 +247,15 @@ def scan_content_fit(
     n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
         n0 = n_events[0]
-        events = room(events, n0, widest)
+        if 3 * (n0 + widest) > len(events):
+            events = room(events, n0, widest, i - lo, hi - lo)
         if not valid[i]:
             n_events[0] = emit_null(events, n0, 0, closure, closure_at)
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
-        events = room(events, n0, (end - start + 1) * widest)
+        need = (end - start + 1) * widest
+        if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
+            events = room(events, n0, need, i - lo, hi - lo)
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(
