@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 
 from dspark_json.parse.compiled import leaf
-from dspark_json.parse.words import WORD, first_byte, load_word, string_stops, unicode_escapes
+from dspark_json.parse.words import (
+    WORD,
+    bytes_equal,
+    first_byte,
+    load_word,
+    string_stops,
+    unicode_escapes,
+)
 from dspark_json.rows import MAX_NESTING
 
 __all__ = [
@@ -330,17 +337,27 @@ def strip(data: Any, start: int, end: int) -> tuple[int, int]:
 
 @leaf
 def _find_fence(data: Any, start: int, end: int) -> int:
-    for i in range(start, end - 2):
-        if data[i] == _BACKTICK and data[i + 1] == _BACKTICK and data[i + 2] == _BACKTICK:
+    i = _find_byte(data, start, end - 2, _BACKTICK)
+    while i >= 0:
+        if data[i + 1] == _BACKTICK and data[i + 2] == _BACKTICK:
             return i
+        i = _find_byte(data, i + 1, end - 2, _BACKTICK)
     return -1
 
 
 @leaf
 def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
-    for i in range(start, end):
+    """Where ``byte`` first is in ``data[start:end]`` (a word at a time), or -1."""
+    i = start
+    while i + WORD <= end:
+        hits = bytes_equal(load_word(data, i), byte)
+        if hits:
+            return i + first_byte(hits)
+        i += WORD
+    while i < end:
         if data[i] == byte:
             return i
+        i += 1
     return -1
 
 

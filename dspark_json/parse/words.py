@@ -28,6 +28,7 @@ from dspark_json.parse.compiled import leaf
 __all__ = [
     "WORD",
     "backslashes",
+    "bytes_equal",
     "first_byte",
     "load_word",
     "store_word",
@@ -126,6 +127,12 @@ def first_byte(mask: np.uint64) -> int:
 def _zero_bytes(word: np.uint64) -> np.uint64:
     """The high bit of each byte of ``word`` that is zero (exact up to the lowest)."""
     return (word - _ONES) & ~word & _HIGH
+
+
+@leaf
+def bytes_equal(word: np.uint64, byte: int) -> np.uint64:
+    """The mask of the bytes of ``word`` equal to ``byte``."""
+    return _zero_bytes(word ^ (_ONES * np.uint64(byte)))
 
 
 @leaf

@@ -213,3 +213,17 @@ def test_runs_compare_equal_only_when_every_byte_is():
                 flip = b + rng.randrange(length)
                 y[flip] ^= 1 << rng.randrange(8)
                 assert not same_run(x, a, y, b, length)
+
+
+def test_a_byte_and_a_fence_are_found_where_python_finds_them():
+    from dspark_json.parse.kernels import _find_byte, _find_fence
+
+    rng = random.Random(17)
+    for _ in range(5_000):
+        text = bytes(rng.choice(b"ab`{}\n\x7b\xff") for _ in range(rng.randrange(0, 40)))
+        data = np.frombuffer(text, np.uint8)
+        start = rng.randrange(0, len(text) + 1)
+        end = rng.randrange(start, len(text) + 1)
+        for byte in (ord("`"), ord("{"), 0xFF):
+            assert _find_byte(data, start, end, byte) == text.find(bytes([byte]), start, end)
+        assert _find_fence(data, start, end) == text.find(b"```", start, end), (text, start, end)
