@@ -49,6 +49,7 @@ from dspark_json.parse.kernels import (
     MAX_DEPTH,
     fallback_candidate,
     same_bytes,
+    same_run,
     scan_literal,
     scan_number,
     scan_string,
@@ -131,6 +132,9 @@ class TypeTable:
     keys: np.ndarray
     closure: np.ndarray
     closure_at: np.ndarray
+    #: Each field slot's name (``field_node``'s order), for Python: a name that is not plain
+    #: has no ``key_end``.
+    names: tuple[str, ...] = ()
 
     def arrays(self) -> tuple[np.ndarray, ...]:
         return (
@@ -165,6 +169,7 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
     field_node: list[int] = []
     key_start: list[int] = []
     key_end: list[int] = []
+    names: list[str] = []
     keys = bytearray()
 
     def add(t: DataType) -> int:
@@ -178,15 +183,17 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
             kind[index] = T_STRUCT
             # Reserve the struct's field slots before compiling children.
             start = len(field_node)
-            names = [f.name.encode() for f in t.fields]
-            for name in names:
+            names.extend(f.name for f in t.fields)
+            for name in (f.name.encode() for f in t.fields):
                 field_node.append(-1)
                 key_start.append(len(keys))
                 keys.extend(name)
-                # A name with a backslash never matches a key as written: such a key is
-                # escaped, and the reference parser decides what it names.
-                key_end.append(len(keys) if b"\\" not in name else -1)
-            first[index], count[index] = start, len(names)
+                # A name with a quote, a backslash or a control character never matches a
+                # key as written: such a key is escaped (or holds raw control characters,
+                # in lenient content), and the reference parser decides what it names.
+                plain = not any(b < 32 or b in (34, 92) for b in name)
+                key_end.append(len(keys) if plain else -1)
+            first[index], count[index] = start, len(t.fields)
             for offset, f in enumerate(t.fields):
                 field_node[start + offset] = add(f.dataType)
         elif isinstance(t, ArrayType):
@@ -238,6 +245,7 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
         keys=np.frombuffer(bytes(keys) or b"\0", dtype=np.uint8).copy(),
         closure=ints([k for c in closures for k in c] or [0]),
         closure_at=ints([0, *np.cumsum([len(c) for c in closures]).tolist()]),
+        names=tuple(names),
     )
 
 
@@ -475,19 +483,31 @@ def check_row(
             if pos >= end or data[pos] != 34:
                 return KIND_INVALID, CODE_MISFIT
             key_begin = pos + 1
-            pos = scan_string(data, pos, end, lenient)
-            if pos < 0:
-                return KIND_INVALID, CODE_MISFIT
-            key_stop = pos - 1
             parent = stack_node[depth - 1]
+            # Documents mostly hold their keys in the schema's order: the field after the last
+            # one found (an object's stack_count holds it) is looked at first, and where the
+            # key is its name as written, followed by the closing quote, the key needs no scan
+            # (a name matched as written is plain: no quote, backslash or control character).
+            expected = stack_count[depth - 1] if parent >= 0 and count[parent] > 0 else -1
+            length = key_end[expected] - key_start[expected] if expected >= 0 else -1
+            if (
+                length >= 0
+                and key_begin + length < end
+                and data[key_begin + length] == 34
+                and same_run(keys, key_start[expected], data, key_begin, length)
+            ):
+                key_stop = key_begin + length
+                pos = key_stop + 1
+            else:
+                pos = scan_string(data, pos, end, lenient)
+                if pos < 0:
+                    return KIND_INVALID, CODE_MISFIT
+                key_stop = pos - 1
             node = -1
             unknown = False
             if parent >= 0:
-                # Documents mostly hold their keys in the schema's order: look at the field
-                # after the last one found first (an object's stack_count holds it).
                 field = -1
                 lo, hi = first[parent], first[parent] + count[parent]
-                expected = stack_count[depth - 1]
                 for k in range(hi - lo):
                     j = expected + k
                     if j >= hi:
@@ -503,10 +523,10 @@ def check_row(
                         field = j
                         stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
                         break
-                if field < 0:  # a known name holds no backslash (compile_type)
+                if field < 0:  # a name matched as written is plain (compile_type)
                     for b in range(key_begin, key_stop):
-                        if data[b] == 92:  # an escaped key: the reference parser decides
-                            misfit = True
+                        if data[b] == 92 or data[b] < 32:  # escaped, or raw control bytes:
+                            misfit = True  # the reference parser decides what it names
                             break
                 if field < 0:
                     unknown = True

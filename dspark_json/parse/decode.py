@@ -357,10 +357,7 @@ class _Columns:
     def _fields(self, node: int) -> dict[str, int]:
         t = self.table
         start = int(t.first[node])
-        return {
-            t.keys[t.key_start[j] : t.key_end[j]].tobytes().decode("utf-8"): int(t.field_node[j])
-            for j in range(start, start + int(t.count[node]))
-        }
+        return {t.names[j]: int(t.field_node[j]) for j in range(start, start + int(t.count[node]))}
 
 
 def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:

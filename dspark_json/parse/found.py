@@ -94,8 +94,7 @@ class NodePaths:
             for j in range(start, start + int(table.count[node])):
                 if table.key_end[j] < table.key_start[j]:  # never matched (compile_type)
                     continue
-                name = table.keys[table.key_start[j] : table.key_end[j]].tobytes()
-                self.names[int(table.field_node[j])] = name.decode("utf-8")
+                self.names[int(table.field_node[j])] = table.names[j]
 
     def path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
         """The column path of the object the steps lead to, and its sort key."""

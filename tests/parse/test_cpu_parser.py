@@ -137,3 +137,26 @@ def test_string_columns_take_any_json_value_as_text(parser):
 def test_nan_and_infinity_are_not_json(parser):
     (row,) = rows(parser, [body('{"score": NaN}')])
     assert row["_status"] == "corrupt_content"
+
+
+@pytest.mark.parametrize("lenient", [True, False])
+def test_names_with_quotes_backslashes_or_control_characters_read_as_the_reference(lenient):
+    """Such a name is never matched as written (the scan's fast key match needs plain names):
+    the reference decides, and both agree, raw control characters in lenient content too."""
+    from dspark_json.parse.reference import ReferenceParser
+
+    names = ['q"uote', "back\\slash", "ctl\x01char", "plain"]
+    content = {"type": "object", "properties": {name: {"type": "integer"} for name in names}}
+    schema = output_schema(response_format=content)
+    schema = type(schema)([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
+    texts = [
+        json.dumps({name: i for i, name in enumerate(names)}),
+        '{"ctl\x01char": 2, "plain": 3}',  # a raw control character in a key
+        '{"plain": 3, "ctl\\u0001char": 2}',
+        '{"plain": 1, "extra\x02": 5}',
+    ]
+    bodies = [body(text) for text in texts]
+    expected = ReferenceParser(schema, lenient=lenient).parse(bodies).to_pylist()
+    got = CpuParser(schema, lenient=lenient).parse_vectorised(bodies).to_pylist()
+    assert got == expected
+    assert expected[0]["parsed"] == {name: i for i, name in enumerate(names)}
