@@ -341,17 +341,20 @@ def _emit_close(
 
 
 @kernel
-def room(events: Any, n: int, need: int, done: int = 0, rows: int = 0) -> Any:
+def room(events: Any, n: int, need: int, done: int = 0, rows: int = 0, most: int = 0) -> Any:
     """``events``, grown when fewer than ``need`` events fit after the first ``n``: at least
     twice as large, and once ``done`` of a scan's ``rows`` are scanned, to what they project
-    for all of them (an eighth more): one or two copies of a large array instead of one per
-    doubling (growing 19 MB of content events to 150 MB copied 130 MB)."""
+    for all of them (an eighth more), but never past ``most``, the most events the scan can
+    still write (its bytes left, each a value of the widest node: rows that start long do not
+    project a huge array): one or two copies of a large array instead of one per doubling
+    (growing 19 MB of content events to 150 MB copied 130 MB)."""
     if 3 * (n + need) <= len(events):
         return events
     size = max(2 * len(events), 3 * (n + need))
     if done >= 64:
         projected = n * rows // done
-        size = max(size, 3 * (projected + projected // 8 + need))
+        projected = min(projected + projected // 8 + need, most)
+        size = max(size, 3 * projected)
     grown = np.empty(size, np.int64)
     grown[: 3 * n] = events[: 3 * n]
     return grown

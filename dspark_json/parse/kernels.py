@@ -382,7 +382,8 @@ def holds_escape(data: Any, low: int, high: int) -> bool:
                 at += 1
             if at >= end:
                 return False
-        if data[at + 1] == 117 and data[at + 2] == 48 and data[at + 3] == 48:
+        is_escape = data[at] == _BACKSLASH and data[at + 1] == 117  # (a mask may hit falsely)
+        if is_escape and data[at + 2] == 48 and data[at + 3] == 48:
             code = _hex4(data, at + 2, at + 6)
             if low <= code <= high:
                 return True

@@ -158,7 +158,8 @@ def scan_envelope_fit(
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         need = (end - start + 1) * widest
         if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
-            events = room(events, n0, need, i - lo, hi - lo)
+            left = offsets[hi] - offsets[i]
+            events = room(events, n0, need, i - lo, hi - lo, n0 + (left + hi - i) * widest)
         matched = False
         if valid[i] and shapes and shape_row >= 0:
             n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
@@ -248,14 +249,16 @@ def scan_content_fit(
     for i in range(lo, hi):
         n0 = n_events[0]
         if 3 * (n0 + widest) > len(events):
-            events = room(events, n0, widest, i - lo, hi - lo)
+            left = offsets[hi] - offsets[i]
+            events = room(events, n0, widest, i - lo, hi - lo, n0 + (left + hi - i) * widest)
         if not valid[i]:
             n_events[0] = emit_null(events, n0, 0, closure, closure_at)
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
         need = (end - start + 1) * widest
         if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
-            events = room(events, n0, need, i - lo, hi - lo)
+            left = offsets[hi] - offsets[i]
+            events = room(events, n0, need, i - lo, hi - lo, n0 + (left + hi - i) * widest)
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(

@@ -93,3 +93,22 @@ def test_an_escape_is_found_wherever_it_sits_and_only_in_its_range():
         # the reference reads every escape, even one whose backslash is itself escaped
         expected = any(0x5F <= code <= 0x75 for code in escapes)
         assert holds_escape(np.frombuffer(text, np.uint8), 0x5F, 0x75) == expected, text
+
+
+def test_a_mask_hit_that_is_no_escape_is_not_taken_for_one():
+    from dspark_json.parse.kernels import holds_escape
+
+    # ']' is a backslash plus one: a borrow can mark it in the mask; it is checked.
+    assert not holds_escape(np.frombuffer(b"\\]u0063" + b"x" * 10, np.uint8), 0x5F, 0x75)
+
+
+def test_events_grow_to_the_projection_but_never_past_what_the_rest_can_write():
+    """Long rows first, short ones after (found by a hostile review: the projection of the
+    first 64 rows asked for 290 GB); the most the scan can still write caps it."""
+    from dspark_json.parse.conform import room
+
+    events = np.zeros(3 * 1_000, np.int64)
+    grown = room(events, 1_000, 10, 64, 10**9, 5_000)
+    assert 3 * 1_010 <= len(grown) <= 3 * 5_000
+    assert (grown[: 3 * 1_000] == 0).all()
+    assert len(room(events, 1_000, 10, 64, 128, 10**9)) >= 3 * (2_000 + 2_000 // 8)
