@@ -9,7 +9,11 @@ import pkgutil
 
 import dspark_json.parse
 
-_ALLOCATING = {"empty", "zeros", "full", "ones", "array", "concatenate", "arange", "copy"}
+_ALLOCATING = {
+    *("empty", "zeros", "full", "ones", "array", "concatenate", "arange", "copy", "astype"),
+    *("empty_like", "zeros_like", "where", "cumsum", "nonzero", "flatnonzero", "unique"),
+    *("sort", "argsort", "searchsorted", "view", "reshape"),
+}
 
 
 def _dispatchers():
