@@ -517,12 +517,7 @@ def check_row(
                         j -= hi - lo
                     if key_end[j] - key_start[j] != key_stop - key_begin:
                         continue
-                    same = True
-                    for b in range(key_stop - key_begin):
-                        if keys[key_start[j] + b] != data[key_begin + b]:
-                            same = False
-                            break
-                    if same:
+                    if same_run(keys, key_start[j], data, key_begin, key_stop - key_begin):
                         field = j
                         stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
                         break

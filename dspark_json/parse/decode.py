@@ -290,22 +290,6 @@ def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
     return negative, mantissa, digits, scale
 
 
-@kernel
-def parse_doubles(data: Any, a: Any, b: Any, pow10: Any) -> tuple[Any, Any]:
-    """The numbers at ``data[a[i]:b[i]]`` as doubles, and which need Python's ``float``
-    instead (more than 15 significant digits, or a decimal exponent beyond +-22)."""
-    n = len(a)
-    values = np.zeros(n, np.float64)
-    slow = np.zeros(n, np.bool_)
-    for i in range(n):
-        if a[i] < 0:
-            continue
-        fast, value = _double_of(data, a[i], b[i], pow10)
-        slow[i] = not fast
-        values[i] = value
-    return values, slow
-
-
 @leaf
 def _double_of(data: Any, start: int, end: int, pow10: Any) -> tuple[bool, float]:
     """The number at ``data[start:end]`` as a double, exactly, and True; or False where it

@@ -58,6 +58,17 @@ def _widest(closure_at: Any) -> int:
 
 
 @kernel
+def _grown(
+    events: Any, n: int, need: int, offsets: Any, i: int, lo: int, hi: int, widest: int
+) -> Any:
+    """:func:`~dspark_json.parse.conform.room` for ``need`` events at row ``i`` of the rows
+    ``lo..hi``: projected from the rows scanned so far, at most what the rows from ``i`` on can
+    write (each byte, and each row's end, a value of ``widest`` events)."""
+    most = n + (offsets[hi] - offsets[i] + hi - i) * widest
+    return room(events, n, need, i - lo, hi - lo, most)
+
+
+@kernel
 def _keep(
     found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
 ) -> tuple[Any, Any, int]:
@@ -158,8 +169,7 @@ def scan_envelope_fit(
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         need = (end - start + 1) * widest
         if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
-            left = offsets[hi] - offsets[i]
-            events = room(events, n0, need, i - lo, hi - lo, n0 + (left + hi - i) * widest)
+            events = _grown(events, n0, need, offsets, i, lo, hi, widest)
         matched = False
         if valid[i] and shapes and shape_row >= 0:
             n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
@@ -249,16 +259,14 @@ def scan_content_fit(
     for i in range(lo, hi):
         n0 = n_events[0]
         if 3 * (n0 + widest) > len(events):
-            left = offsets[hi] - offsets[i]
-            events = room(events, n0, widest, i - lo, hi - lo, n0 + (left + hi - i) * widest)
+            events = _grown(events, n0, widest, offsets, i, lo, hi, widest)
         if not valid[i]:
             n_events[0] = emit_null(events, n0, 0, closure, closure_at)
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
         need = (end - start + 1) * widest
         if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
-            left = offsets[hi] - offsets[i]
-            events = room(events, n0, need, i - lo, hi - lo, n0 + (left + hi - i) * widest)
+            events = _grown(events, n0, need, offsets, i, lo, hi, widest)
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(
