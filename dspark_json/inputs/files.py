@@ -29,11 +29,11 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from numba import njit
 
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import read_bytes, read_range, resolve
+from dspark_json.parse.compiled import kernel
+from dspark_json.parse.words import BLOCK, block_equal, copy_block, lowest_bit
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -164,60 +164,48 @@ def pack_rows(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray
 
     The same rows as :func:`rows_of`: lines end at LF, CR or CRLF (the blank line between a CR
     and an LF is not a row anyway), a UTF-8 BOM opening a line is dropped, and a line of
-    spaces, tabs, VT and FF only is blank."""
-    skip, take = max(skip, 0), max(take, 0)
-    lone_lf = b"\r" not in text
-    if lone_lf:
-        split = _split_lf_only(text, skip, take)
-        if split is not None:
-            return split
+    spaces, tabs, VT and FF only is blank. Compiled, 64 bytes at a time: 12 ms for 50,000
+    vLLM answers (83 MB), where Arrow's split took 24 ms and numpy's search with a byte loop's
+    copy 90 ms."""
     data = np.frombuffer(text, np.uint8)
-    ends = data == 10
-    if not lone_lf:
-        ends |= data == 13
-    return _pack(data, np.flatnonzero(ends), skip, take)
+    ends = _line_ends(data, b"\r" not in text)
+    return _pack(data, ends, max(skip, 0), max(take, 0))
 
 
-def one_binary(data: bytes | np.ndarray) -> pa.Array:
-    """``data`` as an Arrow binary array of one value, without a copy."""
-    return pa.LargeBinaryArray.from_buffers(
-        pa.large_binary(),
-        1,
-        [None, pa.py_buffer(np.array([0, len(data)], np.int64)), pa.py_buffer(data)],
-    )
+@kernel
+def _line_ends(data: np.ndarray, lone_lf: bool) -> np.ndarray:
+    """Where the lines of ``data`` end: each LF, and each CR unless ``lone_lf``."""
+    found = 0
+    for counting in (True, False):
+        if not counting:
+            ends = np.empty(found, np.int64)
+        k = pos = 0
+        while pos <= len(data) - BLOCK:
+            mask = block_equal(data, pos, 10)
+            if not lone_lf:
+                mask |= block_equal(data, pos, 13)
+            while mask:
+                if not counting:
+                    ends[k] = pos + lowest_bit(mask)
+                k += 1
+                mask &= mask - np.uint64(1)
+            pos += BLOCK
+        for i in range(pos, len(data)):
+            if data[i] == 10 or (data[i] == 13 and not lone_lf):
+                if not counting:
+                    ends[k] = i
+                k += 1
+        found = k
+    return ends
 
 
-def _split_lf_only(text: bytes, skip: int, take: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`pack_rows` of a text whose lines end at LF only, by Arrow's split (one C++ pass
-    that finds the line ends and copies the lines end to end: 24 ms where :func:`_pack` takes
-    49 ms for 50,000 vLLM answers); ``None`` where a line may not be a row as it stands (empty,
-    or its first byte a space, a tab, VT, FF or 0xEF, a BOM's first byte): :func:`_pack`
-    decides those."""
-    whole = one_binary(text)
-    lines = pc.split_pattern(whole, b"\n").values
-    n = len(lines)
-    _, offset_buffer, data_buffer = lines.buffers()
-    offsets = np.frombuffer(offset_buffer, np.int64)[lines.offset : lines.offset + n + 1]
-    data = (
-        np.frombuffer(data_buffer, np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    )
-    if n and offsets[n] == offsets[n - 1]:  # what follows the last LF: nothing
-        n -= 1
-    starts, stops = offsets[:n], offsets[1 : n + 1]
-    if (stops <= starts).any() or np.isin(data[starts], _MAYBE_BLANK).any():
-        return None
-    first = min(skip, n)
-    last = min(first + take, n)
-    base = offsets[first]
-    return data[base : offsets[last]], offsets[first : last + 1] - base
-
-
-@njit(cache=True, nogil=True)
+@kernel
 def _pack(
     data: np.ndarray, ends: np.ndarray, skip: int, take: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`pack_rows` of ``data`` whose lines end at ``ends``."""
-    out = np.empty(len(data), np.uint8)
+    """:func:`pack_rows` of ``data`` whose lines end at ``ends``; each row copied a block at a
+    time (a block may write past its end: the next row, or the block of slack, takes it)."""
+    out = np.empty(len(data) + BLOCK, np.uint8)
     offsets = np.zeros(take + 1, np.int64)
     rows = 0
     size = 0
@@ -240,7 +228,14 @@ def _pack(
         if skip > 0:
             skip -= 1
             continue
-        out[size : size + j - s] = data[s:j]
+        shift = size - s  # data[k] goes to out[k + shift]
+        k = s
+        while k < j and k + BLOCK <= len(data):
+            copy_block(data, k, out, k + shift)
+            k += BLOCK
+        while k < j:
+            out[k + shift] = data[k]
+            k += 1
         size += j - s
         rows += 1
         offsets[rows] = size

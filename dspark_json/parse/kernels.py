@@ -24,10 +24,17 @@ import numpy as np
 
 from dspark_json.parse.compiled import leaf
 from dspark_json.parse.words import (
+    BLOCK,
     WORD,
+    block_below,
+    block_equal,
+    block_high,
     bytes_equal,
+    escaped_bytes,
     first_byte,
+    leading_zeros,
     load_word,
+    lowest_bit,
     string_stops,
     unicode_escapes,
 )
@@ -43,6 +50,7 @@ __all__ = [
     "fallback_candidate",
     "gather_lines",
     "hex4",
+    "holds_bytes",
     "holds_escape",
     "put_utf8",
     "same_bytes",
@@ -194,6 +202,49 @@ def put_utf8(out: Any, pos: int, code: int) -> int:
 
 
 @leaf
+def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
+    """A string's bytes from ``pos`` (outside an escape) a block of 64 at a time, for as long
+    as whole blocks fit before ``end``: ``-p`` where the string closes (``p`` after its quote),
+    else where the byte scan goes on: at the first byte it must look at (a control or
+    non-ASCII byte, or the backslash of an escape other than ``\\"``, ``\\\\``, ``\\/``,
+    ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t``), or after the last whole block."""
+    while pos + BLOCK <= end:
+        quotes = block_equal(data, pos, _QUOTE)
+        slashes = block_equal(data, pos, _BACKSLASH)
+        odd = block_high(data, pos)
+        if not lenient:
+            odd |= block_below(data, pos, 32)
+        usable = BLOCK
+        if slashes >> np.uint64(63):  # a run of backslashes to the end: the next block starts
+            usable = BLOCK - leading_zeros(~slashes)  # at the run, outside an escape
+            if usable == 0:
+                return pos
+        escaped = escaped_bytes(slashes)
+        other = escaped & ~(quotes | slashes)
+        if other:
+            other &= ~(
+                block_equal(data, pos, 47)  # /
+                | block_equal(data, pos, 98)  # b
+                | block_equal(data, pos, 102)  # f
+                | block_equal(data, pos, 110)  # n
+                | block_equal(data, pos, 114)  # r
+                | block_equal(data, pos, 116)  # t
+            )
+        stops = (quotes & ~escaped) | odd | other
+        if usable < BLOCK:
+            stops &= (np.uint64(1) << np.uint64(usable)) - np.uint64(1)
+        if not stops:
+            pos += usable
+            continue
+        at = lowest_bit(stops)
+        was_escaped = (escaped >> np.uint64(at)) & np.uint64(1)
+        if not was_escaped and (quotes >> np.uint64(at)) & np.uint64(1):
+            return -(pos + at + 1)
+        return pos + at - int(was_escaped)
+    return pos
+
+
+@leaf
 def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     """``pos`` is at an opening quote; the position after the closing quote, or -1.
     ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
@@ -201,6 +252,9 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     pos += 1
     plain = _PLAIN_LENIENT if lenient else _PLAIN
     while pos < end:
+        pos = _string_blocks(data, pos, end, lenient)
+        if pos < 0:
+            return -pos
         # Eight plain bytes at a time up to the next byte that needs a look.
         while pos + WORD <= end:
             stops = string_stops(load_word(data, pos), lenient)
@@ -368,6 +422,19 @@ def holds_escape(data: Any, low: int, high: int) -> bool:
     (a backslash alone, as in the quotes of JSON inside a string, costs nothing)."""
     pos = 0
     end = len(data) - 5  # an escape is six bytes
+    while pos + 3 + BLOCK <= len(data):  # a block at a time: every \\u00 in it, exactly
+        found = (
+            block_equal(data, pos, _BACKSLASH)
+            & block_equal(data, pos + 1, 117)
+            & block_equal(data, pos + 2, 48)
+            & block_equal(data, pos + 3, 48)
+        )
+        while found:
+            at = pos + lowest_bit(found)
+            if at < end and low <= _hex4(data, at + 2, at + 6) <= high:
+                return True
+            found &= found - np.uint64(1)
+        pos += BLOCK
     while pos < end:
         at = -1
         while pos + WORD <= end:
@@ -388,6 +455,27 @@ def holds_escape(data: Any, low: int, high: int) -> bool:
             if low <= code <= high:
                 return True
         pos = at + 1
+    return False
+
+
+@leaf
+def holds_bytes(data: Any, needle: Any) -> bool:
+    """Whether the bytes ``data`` hold the bytes ``needle`` (not empty): a block at a time, the
+    places where both its first and its last byte are compared whole."""
+    n = len(needle)
+    first, last = needle[0], needle[n - 1]
+    pos = 0
+    while pos + n - 1 + BLOCK <= len(data):
+        found = block_equal(data, pos, first) & block_equal(data, pos + n - 1, last)
+        while found:
+            if same_run(data, pos + lowest_bit(found), needle, 0, n):
+                return True
+            found &= found - np.uint64(1)
+        pos += BLOCK
+    while pos + n <= len(data):
+        if data[pos] == first and same_run(data, pos, needle, 0, n):
+            return True
+        pos += 1
     return False
 
 

@@ -1,5 +1,5 @@
-"""Eight bytes at a time: the word loads, stores and masks the byte scans use to pass over runs
-of plain bytes (SWAR: SIMD within a register).
+"""Eight and sixty-four bytes at a time: the word and block loads, stores and masks the byte
+scans use to pass over runs of plain bytes.
 
 A scan that looks at one byte per step spends about a nanosecond a byte; most of a response is
 runs that need no decision (the text of a string between its escapes, the bytes of a shape's
@@ -8,9 +8,16 @@ Each mask below has, for each byte of a word, its high bit set where that byte i
 asked. A set bit may also follow a real one (a borrow carries into the next byte), never
 precede it: the *lowest* set bit is exact, which is all a scan reads (:func:`first_byte`).
 
+A *block* is 64 bytes compared at once by LLVM vector instructions (SIMD: AVX2 or AVX-512 on
+x86, NEON on ARM; LLVM picks for the machine), each answer a ``uint64`` with bit ``i`` set where
+byte ``i`` is of the kind asked: exact for every byte, so a scan can resolve a whole block's
+escapes with arithmetic (:func:`escaped_bytes`) instead of a branch per escape. A JSON string
+with a ``\\"`` every eleven bytes (a model's JSON inside the envelope's content) costs a
+mispredicted branch per escape in a byte or word loop, and a few instructions in a block.
+
 The loads and stores are unaligned, little-endian, and not bounds-checked: the caller keeps
-``pos + 8 <= len(array)``. They are LLVM instructions (numba intrinsics): compiled code only,
-for the CPU (a GPU scan would need its own).
+``pos + 8 <= len(array)`` for a word, ``pos + 64 <= len(array)`` for a block. They are LLVM
+instructions (numba intrinsics): compiled code only, for the CPU (a GPU scan would need its own).
 """
 
 from __future__ import annotations
@@ -26,11 +33,19 @@ from numba.extending import intrinsic
 from dspark_json.parse.compiled import leaf
 
 __all__ = [
+    "BLOCK",
     "WORD",
     "backslashes",
+    "block_below",
+    "block_equal",
+    "block_high",
     "bytes_equal",
+    "copy_block",
+    "escaped_bytes",
     "first_byte",
+    "leading_zeros",
     "load_word",
+    "lowest_bit",
     "store_word",
     "string_stops",
     "unicode_escapes",
@@ -38,6 +53,8 @@ __all__ = [
 
 #: Bytes in a word.
 WORD = 8
+#: Bytes in a block.
+BLOCK = 64
 
 _ONES = np.uint64(0x0101010101010101)
 _HIGH = np.uint64(0x8080808080808080)
@@ -155,3 +172,144 @@ def string_stops(word: np.uint64, lenient: bool) -> np.uint64:
     if not lenient:
         stops |= (word - _SPACES) & ~word & _HIGH
     return stops
+
+
+# Sixty-four bytes at a time.
+
+_BLOCK_TYPE = ir.VectorType(ir.IntType(8), BLOCK)
+_MASK_TYPE = ir.IntType(64)
+_EVEN = np.uint64(0x5555555555555555)
+_ODD = np.uint64(0xAAAAAAAAAAAAAAAA)
+
+
+def _block_pointer(context: Any, builder: Any, array_type: Any, array: Any, pos: Any) -> Any:
+    data = context.make_array(array_type)(context, builder, array)
+    at = context.cast(builder, pos, types.intp, types.intp)
+    return builder.bitcast(builder.gep(data.data, [at]), _BLOCK_TYPE.as_pointer())
+
+
+def _load_block(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+    at = context.cast(builder, args[1], signature.args[1], types.intp)
+    return builder.load(_block_pointer(context, builder, signature.args[0], args[0], at), align=1)
+
+
+def _splat(context: Any, builder: Any, value: Any, value_type: Any) -> Any:
+    """A block of 64 copies of the byte ``value``."""
+    byte = builder.trunc(context.cast(builder, value, value_type, types.int64), ir.IntType(8))
+    one = builder.insert_element(ir.Constant(_BLOCK_TYPE, ir.Undefined), byte, ir.IntType(32)(0))
+    every = ir.Constant(ir.VectorType(ir.IntType(32), BLOCK), [0] * BLOCK)
+    return builder.shuffle_vector(one, ir.Constant(_BLOCK_TYPE, ir.Undefined), every)
+
+
+def _compare_signature(array: Any, pos: Any, byte: Any) -> Any:
+    if not (_contiguous_bytes(array) and isinstance(pos, types.Integer)):
+        return None
+    if not isinstance(byte, types.Integer):
+        return None
+    return types.uint64(array, pos, byte)
+
+
+@intrinsic
+def _block_equal(typingctx: Any, array: Any, pos: Any, byte: Any) -> Any:
+    sig = _compare_signature(array, pos, byte)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        block = _load_block(context, builder, signature, args)
+        splat = _splat(context, builder, args[2], signature.args[2])
+        return builder.bitcast(builder.icmp_unsigned("==", block, splat), _MASK_TYPE)
+
+    return (sig, codegen) if sig is not None else None
+
+
+@intrinsic
+def _block_below(typingctx: Any, array: Any, pos: Any, byte: Any) -> Any:
+    sig = _compare_signature(array, pos, byte)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        block = _load_block(context, builder, signature, args)
+        splat = _splat(context, builder, args[2], signature.args[2])
+        return builder.bitcast(builder.icmp_unsigned("<", block, splat), _MASK_TYPE)
+
+    return (sig, codegen) if sig is not None else None
+
+
+@intrinsic
+def _block_high(typingctx: Any, array: Any, pos: Any) -> Any:
+    if not (_contiguous_bytes(array) and isinstance(pos, types.Integer)):
+        return None
+    sig = types.uint64(array, pos)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        block = _load_block(context, builder, signature, args)
+        zero = ir.Constant(_BLOCK_TYPE, [0] * BLOCK)
+        return builder.bitcast(builder.icmp_signed("<", block, zero), _MASK_TYPE)
+
+    return sig, codegen
+
+
+@intrinsic
+def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> Any:
+    if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
+        return None
+    if not (isinstance(pos, types.Integer) and isinstance(at, types.Integer)):
+        return None
+    sig = types.void(source, pos, target, at)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        src, read_at, dst, write_at = args
+        read = context.cast(builder, read_at, signature.args[1], types.intp)
+        write = context.cast(builder, write_at, signature.args[3], types.intp)
+        block = builder.load(
+            _block_pointer(context, builder, signature.args[0], src, read), align=1
+        )
+        builder.store(
+            block, _block_pointer(context, builder, signature.args[2], dst, write), align=1
+        )
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _leading_zeros_of(typingctx: Any, word: Any) -> Any:
+    if word != types.uint64:
+        return None
+    sig = types.int64(word)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
+
+    return sig, codegen
+
+
+#: ``block_equal(array, pos, byte)``: bit ``i`` set where ``array[pos + i] == byte``.
+block_equal = cast(Callable[[Any, int, int], Any], _block_equal)
+#: ``block_below(array, pos, byte)``: bit ``i`` set where ``array[pos + i] < byte``.
+block_below = cast(Callable[[Any, int, int], Any], _block_below)
+#: ``block_high(array, pos)``: bit ``i`` set where ``array[pos + i] >= 0x80`` (not ASCII).
+block_high = cast(Callable[[Any, int], Any], _block_high)
+#: ``copy_block(source, pos, target, at)``: ``target[at:at + 64] = source[pos:pos + 64]``.
+copy_block = cast(Callable[[Any, int, Any, int], None], _copy_block)
+#: ``leading_zeros(mask)``: the zero bits above the highest set bit of a ``uint64`` (64 for 0).
+leading_zeros = cast(Callable[[Any], int], _leading_zeros_of)
+
+
+@leaf
+def lowest_bit(mask: np.uint64) -> int:
+    """The index of the lowest set bit of ``mask`` (0-63), 64 where none is."""
+    return _trailing_zeros(mask)
+
+
+@leaf
+def escaped_bytes(backslashes: np.uint64) -> np.uint64:
+    """The bytes a run of backslashes of odd length escapes (a JSON string's escaped
+    characters), from the block's backslash mask; the block starts outside an escape, and a run
+    that reaches its last byte escapes nothing in it (the caller starts the next block there).
+
+    simdjson's carry trick: adding a run's lowest bit to the run carries past its end; where a
+    run starting at an even bit ends at an odd one, or the other way round, its length is odd.
+    """
+    starts = backslashes & ~(backslashes << np.uint64(1))
+    even_ends = (backslashes + (starts & _EVEN)) & ~backslashes
+    odd_ends = (backslashes + (starts & _ODD)) & ~backslashes
+    return (even_ends & _ODD) | (odd_ends & _EVEN)

@@ -1,6 +1,7 @@
-"""The word-at-a-time pieces (:mod:`dspark_json.parse.words`) and the scans built on them, held
-to byte-by-byte definitions at every alignment: a mask's lowest bit, a string's end, an
-unescaped string and what it may overwrite, two runs of bytes compared."""
+"""The word- and block-at-a-time pieces (:mod:`dspark_json.parse.words`) and the scans built on
+them, held to byte-by-byte definitions at every alignment: a mask's lowest bit, a block's masks
+and escapes, a string's end, an unescaped string and what it may overwrite, two runs of bytes
+compared, a needle found."""
 
 import json
 import random
@@ -10,13 +11,21 @@ import pytest
 from numba import njit
 
 from dspark_json.parse.decode import _unescape_into
-from dspark_json.parse.kernels import same_run, scan_string
+from dspark_json.parse.kernels import holds_bytes, holds_escape, same_run, scan_string
 from dspark_json.parse.rules import loads_python
 from dspark_json.parse.words import (
+    BLOCK,
     WORD,
     backslashes,
+    block_below,
+    block_equal,
+    block_high,
+    copy_block,
+    escaped_bytes,
     first_byte,
+    leading_zeros,
     load_word,
+    lowest_bit,
     store_word,
     string_stops,
     unicode_escapes,
@@ -48,6 +57,21 @@ def _load(data, pos):
 @njit
 def _store(data, pos, word):
     store_word(data, pos, word)
+
+
+@njit
+def _blocks(data, pos, byte):
+    return block_equal(data, pos, byte), block_below(data, pos, byte), block_high(data, pos)
+
+
+@njit
+def _copy(source, pos, target, at):
+    copy_block(source, pos, target, at)
+
+
+@njit
+def _bits(mask):
+    return lowest_bit(mask), leading_zeros(mask), escaped_bytes(mask)
 
 
 def _special(byte: int, lenient: bool) -> bool:
@@ -95,6 +119,46 @@ def test_every_backslash_u_pair_of_a_word_is_marked():
         for i in range(WORD - 1):
             if word[i] == 0x5C and word[i + 1] == 0x75:
                 assert mask >> (8 * i + 7) & 1, word
+
+
+def _mask(bits) -> int:
+    return sum(1 << i for i, bit in enumerate(bits) if bit)
+
+
+def test_a_block_marks_every_byte_exactly_at_every_alignment():
+    rng = random.Random(19)
+    text = bytes(range(256)) + bytes(rng.randrange(256) for _ in range(200))
+    data = np.frombuffer(text, np.uint8)
+    for pos in range(len(text) - BLOCK + 1):
+        block = text[pos : pos + BLOCK]
+        for byte in {0x00, 0x20, 0x22, 0x5C, 0x80, 0xFF, text[pos]}:
+            equal, below, high = (int(m) for m in _blocks(data, pos, byte))
+            assert equal == _mask(b == byte for b in block)
+            assert below == _mask(b < byte for b in block)
+            assert high == _mask(b >= 0x80 for b in block)
+    out = np.zeros(3 * BLOCK, np.uint8)
+    _copy(data, 7, out, 13)
+    assert bytes(out[13 : 13 + BLOCK]) == text[7 : 7 + BLOCK] and not out[:13].any()
+    assert not out[13 + BLOCK :].any()
+
+
+def test_a_block_escapes_the_byte_after_each_odd_run_of_backslashes():
+    rng = random.Random(23)
+    masks = [0, 1, 1 << 63, (1 << 64) - 1, 0x5555555555555555, 0xAAAAAAAAAAAAAAAA]
+    masks += [rng.getrandbits(64) & rng.getrandbits(64) for _ in range(20_000)]
+    masks += [((1 << rng.randrange(1, 64)) - 1) << rng.randrange(0, 8) & (2**64 - 1)]
+    for mask in masks:
+        lowest, leading, escaped = _bits(np.uint64(mask))
+        assert lowest == ((mask & -mask).bit_length() - 1 if mask else 64)
+        assert leading == 64 - mask.bit_length()
+        expected, run = 0, 0
+        for i in range(64):
+            if mask >> i & 1:
+                run += 1
+            else:
+                expected |= (run % 2) << i
+                run = 0
+        assert int(escaped) == expected, hex(mask)
 
 
 _PIECES = [
@@ -198,6 +262,76 @@ def test_strings_unescape_as_json_reads_them_and_write_only_their_room():
         assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
         assert (out[:at] == 0xAA).all()  # nothing before the string's place
         assert (out[at + len(body) :] == 0xAA).all()  # nor past its room (its escaped length)
+
+
+def _long_string(rng: random.Random) -> bytes:
+    """Strings of several blocks: dense escapes (a model's JSON in the content), runs of
+    backslashes of every length (across a block's end, longer than a block), a stray byte."""
+    pieces = []
+    for _ in range(rng.randrange(10, 90)):
+        roll = rng.random()
+        if roll < 0.35:
+            pieces.append(b"x" * rng.randrange(1, 14))
+        elif roll < 0.55:
+            pieces.append(b'\\"')
+        elif roll < 0.6:
+            pieces.append(b"\\" * rng.randrange(1, 40) + rng.choice([b'"', b"n", b"\\", b"u"]))
+        else:
+            pieces.append(rng.choice(_PIECES))
+    return b"".join(pieces)
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_a_long_string_scan_ends_where_the_byte_by_byte_rule_does(lenient):
+    rng = random.Random(29 + lenient)
+    for _ in range(3_000):
+        body = _long_string(rng)
+        if rng.random() < 0.7:  # mostly valid ones, which reach the closing quote
+            body = bytes(b for b in body if b >= 0x20 or lenient).replace(b"\\u12", b"")
+        lead = rng.randrange(0, BLOCK)
+        buffer = b"#" * lead + b'"' + body + b'"' + b"x" * rng.randrange(0, BLOCK)
+        data = np.frombuffer(buffer, np.uint8)
+        for end in {len(buffer), rng.randrange(lead + 1, len(buffer) + 1)}:
+            got = scan_string(data, lead, end, lenient)
+            assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
+
+
+def test_long_strings_unescape_as_json_reads_them_and_write_only_their_room():
+    rng = random.Random(31)
+    checked = 0
+    while checked < 2_000:
+        body = _long_string(rng)
+        try:
+            expected = json.loads(b'"' + body + b'"')
+            loads_python(b'"' + body + b'"', lenient=True)
+        except ValueError:
+            continue
+        checked += 1
+        lead = rng.randrange(0, BLOCK)
+        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, BLOCK), np.uint8)
+        at = rng.randrange(0, BLOCK)
+        out = np.full(at + len(body) + 2 * BLOCK, 0xAA, np.uint8)
+        after = _unescape_into(data, lead, lead + len(body), out, at)
+        assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
+        assert (out[:at] == 0xAA).all()
+        assert (out[at + len(body) :] == 0xAA).all()
+
+
+def test_a_needle_and_an_escape_are_found_at_every_place_and_nowhere_else():
+    rng = random.Random(37)
+    needle = np.frombuffer(b"custom_id", np.uint8)
+    for _ in range(2_000):
+        hay = bytes(rng.choice(b"cdustom_i\\u0x") for _ in range(rng.randrange(0, 300)))
+        for piece in (b"custom_id", b"\\u00%02x" % rng.randrange(0x50, 0x80)):
+            if rng.random() < 0.4:
+                at = rng.randrange(0, len(hay) + 1)
+                hay = hay[:at] + piece[: rng.choice([len(piece), len(piece), 8, 5])] + hay[at:]
+        data = np.frombuffer(hay, np.uint8)
+        assert holds_bytes(data, needle) == (b"custom_id" in hay), hay
+        escapes = [hay[i + 2 : i + 6] for i in range(len(hay) - 5) if hay[i : i + 4] == b"\\u00"]
+        hexes = [e for e in escapes if all(chr(c) in "0123456789abcdefABCDEF" for c in e)]
+        hit = any(0x5F <= int(e, 16) <= 0x75 for e in hexes)
+        assert holds_escape(data, 0x5F, 0x75) == hit, hay
 
 
 def test_runs_compare_equal_only_when_every_byte_is():
