@@ -149,7 +149,9 @@ def strings_in_order(
     pieces = []
     jobs = []
     for part, place in zip(parts, places, strict=True):
-        totals = string_bytes(part, is_string)
+        # Each node's region: its strings' room, and ROOM_AFTER bytes for the copies that
+        # write past its last string's end.
+        totals = string_bytes(part, is_string) + ROOM_AFTER
         starts = np.zeros(len(totals), np.int64)
         np.cumsum(totals[:-1], out=starts[1:])
         out = np.empty(max(int(totals.sum()), 1), np.uint8)
@@ -180,15 +182,24 @@ _UNESCAPED = np.arange(256, dtype=np.uint8)
 _UNESCAPED[[98, 102, 110, 114, 116]] = [8, 12, 10, 13, 9]
 
 
+#: Bytes a string's unescape may write past its room (the room: its escaped length), which
+#: :func:`strings_in_order` leaves after each node's region.
+ROOM_AFTER = BLOCK
+
+
 @leaf
 def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[int, int]:
-    """:func:`_unescape_into` a block of 64 bytes at a time while two blocks fit before
-    ``end``: each block's backslashes found at once, the runs between them copied a block at a
-    time (``data[j:end]`` from outside an escape). Where to go on, in ``data`` and ``out``: at
-    a ``\\u`` escape, or where fewer than two blocks are left."""
-    while j + 2 * BLOCK <= end:
+    """:func:`_unescape_into` a block of 64 bytes at a time: each block's backslashes found at
+    once, the runs between them copied a block at a time (``data[j:end]`` from outside an
+    escape); a string of one block without a backslash is one copy. Where to go on, in
+    ``data`` and ``out``: at the end, at a ``\\u`` escape, or within the buffer's last two
+    blocks (where a block copy would read past ``data``)."""
+    while j < end and j + 2 * BLOCK <= len(data):
         base = j
         slashes = block_equal(data, base, 92)
+        stop = min(base + BLOCK, end)
+        if stop - base < BLOCK:
+            slashes &= (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
         while slashes:
             at = base + lowest_bit(slashes)
             copy_block(data, j, out, pos)  # the run to the backslash, and bytes overwritten next
@@ -201,10 +212,10 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
             j = at + 2
             # The backslash, and the one it escapes if it does (``\\\\``).
             slashes &= ~(np.uint64(3) << np.uint64(at - base))
-        if j < base + BLOCK:
+        if j < stop:
             copy_block(data, j, out, pos)
-            pos += base + BLOCK - j
-            j = base + BLOCK
+            pos += stop - j
+            j = stop
     return j, pos
 
 
@@ -212,11 +223,13 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
 def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     """The valid JSON string body ``data[j:end]`` unescaped into ``out`` from ``pos`` on; where
     it ends there. Runs without a backslash are copied a block or a word at a time: a copy may
-    write past the string's end, never past ``out[pos + end - j]`` (an escape only shortens),
-    which is the room the caller gave the string (the next string written there overwrites
-    it)."""
+    write up to :data:`ROOM_AFTER` bytes past ``out[pos + end - j]`` (an escape only
+    shortens), the room the caller gave the string and the bytes it left after it (the next
+    string written there overwrites them)."""
     while j < end:
         j, pos = _unescape_blocks(data, j, end, out, pos)
+        if j >= end:
+            break
         while j + WORD <= end:
             word = load_word(data, j)
             store_word(out, pos, word)

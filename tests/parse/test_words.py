@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dspark_json.parse.decode import _unescape_into
+from dspark_json.parse.decode import ROOM_AFTER, _unescape_into
 from dspark_json.parse.kernels import holds_bytes, holds_escape, same_run, scan_string
 from dspark_json.parse.rules import loads_python
 from dspark_json.parse.words import (
@@ -257,11 +257,12 @@ def test_strings_unescape_as_json_reads_them_and_write_only_their_room():
         lead = rng.randrange(0, WORD)
         data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, WORD), np.uint8)
         at = rng.randrange(0, WORD)
-        out = np.full(at + len(body) + 2 * WORD, 0xAA, np.uint8)
+        out = np.full(at + len(body) + ROOM_AFTER + 2 * WORD, 0xAA, np.uint8)
         after = _unescape_into(data, lead, lead + len(body), out, at)
         assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
         assert (out[:at] == 0xAA).all()  # nothing before the string's place
-        assert (out[at + len(body) :] == 0xAA).all()  # nor past its room (its escaped length)
+        # nor past its room (its escaped length) and the bytes left after it
+        assert (out[at + len(body) + ROOM_AFTER :] == 0xAA).all()
 
 
 def _long_string(rng: random.Random) -> bytes:
@@ -308,13 +309,13 @@ def test_long_strings_unescape_as_json_reads_them_and_write_only_their_room():
             continue
         checked += 1
         lead = rng.randrange(0, BLOCK)
-        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, BLOCK), np.uint8)
+        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, 3 * BLOCK), np.uint8)
         at = rng.randrange(0, BLOCK)
-        out = np.full(at + len(body) + 2 * BLOCK, 0xAA, np.uint8)
+        out = np.full(at + len(body) + ROOM_AFTER + BLOCK, 0xAA, np.uint8)
         after = _unescape_into(data, lead, lead + len(body), out, at)
         assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
         assert (out[:at] == 0xAA).all()
-        assert (out[at + len(body) :] == 0xAA).all()
+        assert (out[at + len(body) + ROOM_AFTER :] == 0xAA).all()
 
 
 def test_a_needle_and_an_escape_are_found_at_every_place_and_nowhere_else():
