@@ -53,6 +53,7 @@ from dspark_json.parse.columns import (
     shown_as_text,
     string_buffers,
     to_string_array,
+    with_null_rows,
 )
 from dspark_json.parse.conform import (
     CODE_EXTRA,
@@ -683,6 +684,8 @@ def _first_choices(per_choice: pa.Array, first: np.ndarray, lengths: np.ndarray)
     choice (``first[row]``: where the row's choices start)."""
     if len(per_choice) == len(lengths) and (lengths == 1).all():
         return per_choice  # one choice per row, the usual answer: no copy
+    if (lengths <= 1).all():  # and some rows without one: their rows put in
+        return with_null_rows(per_choice, lengths == 1)
     return per_choice.take(pa.array(first, mask=lengths == 0))
 
 
