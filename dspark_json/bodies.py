@@ -18,6 +18,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
+from dspark_json.parse.columns import contiguous
 from dspark_json.rows import (
     PARSE_MODES,
     RECORD_MODES,
@@ -234,7 +235,7 @@ def parse_dataframe(
             keep = _apply_mode(table, mode)  # to the other columns too
             if keep is not None:
                 table, rest = table.filter(keep), rest.filter(keep)
-            columns = [*rest.columns, *(c.combine_chunks() for c in table.columns)]
+            columns = [*rest.columns, *(contiguous(c) for c in table.columns)]
             yield pa.RecordBatch.from_arrays(columns, names=out.names)
 
     return df.mapInArrow(parse, out)

@@ -27,6 +27,7 @@ from dspark_json.memory import keep_freed_memory
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
+from dspark_json.parse.columns import contiguous_table
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
@@ -165,7 +166,7 @@ def read_partition(
         partition=partition.index,
         what=f"partition {partition.index}",
     )
-    yield from kept.combine_chunks().to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
+    yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
 

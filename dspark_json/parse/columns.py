@@ -34,6 +34,8 @@ from dspark_json.parse.times import scan_dates, scan_timestamps
 __all__ = [
     "JsonLines",
     "by_row_ranges",
+    "contiguous",
+    "contiguous_table",
     "finish",
     "on_threads",
     "read_type",
@@ -75,6 +77,21 @@ def to_string_array(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | 
     except UnicodeEncodeError:  # lone surrogates in a str: keep them as bytes the scans reject
         raw = [b.encode("utf-8", "surrogatepass") if b is not None else None for b in items]
         return pa.array(raw, pa.large_binary()).view(pa.large_string())
+
+
+def contiguous(column: pa.ChunkedArray) -> pa.Array:
+    """``column`` as one array: its chunk where it has one (``combine_chunks`` copies even
+    that: 12 ms for the output of 50,000 vLLM answers), else its chunks concatenated."""
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
+
+
+def contiguous_table(table: pa.Table) -> pa.Table:
+    """``table`` with one chunk per column, copying only the columns that have several."""
+    if all(c.num_chunks == 1 for c in table.columns):
+        return table
+    return pa.Table.from_arrays([contiguous(c) for c in table.columns], schema=table.schema)
 
 
 def shown_as_text(array: pa.Array) -> pa.Array:

@@ -48,6 +48,7 @@ from dspark_json.parse import warmup
 from dspark_json.parse.columns import (
     JsonLines,
     by_row_ranges,
+    contiguous,
     finish,
     read_type,
     shown_as_text,
@@ -287,9 +288,7 @@ class CpuParser:
         rows = np.arange(n)
         columns: dict[str, pa.Array] = {}
         for f in plan.envelope.fields:
-            columns[f.name] = finish(
-                envelopes.column(f.name).combine_chunks(), f.dataType, rows, bad
-            )
+            columns[f.name] = finish(contiguous(envelopes.column(f.name)), f.dataType, rows, bad)
         status = np.full(n, _EMPTY, np.int8)
         corrupt = pa.nulls(n, pa.large_string())
         contents = None
@@ -351,7 +350,7 @@ class CpuParser:
         )
         codes[fitting & ~read] = CODE_MISFIT
         bad.update(parents[codes == CODE_MISFIT].tolist())
-        parsed = finish(values.column("v").combine_chunks(), plan.content, parents, bad)
+        parsed = finish(contiguous(values.column("v")), plan.content, parents, bad)
 
         first = np.cumsum(lengths) - lengths
         has_first = lengths > 0
