@@ -226,10 +226,13 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     write up to :data:`ROOM_AFTER` bytes past ``out[pos + end - j]`` (an escape only
     shortens), the room the caller gave the string and the bytes it left after it (the next
     string written there overwrites them)."""
+    blocks = True
     while j < end:
-        j, pos = _unescape_blocks(data, j, end, out, pos)
-        if j >= end:
-            break
+        if blocks:
+            j, pos = _unescape_blocks(data, j, end, out, pos)
+            if j >= end:
+                break
+        start = j
         while j + WORD <= end:
             word = load_word(data, j)
             store_word(out, pos, word)
@@ -241,6 +244,8 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
                 break
             j += WORD
             pos += WORD
+        if j - start >= WORD:
+            blocks = True  # after a plain word
         if j >= end:
             break
         c = data[j]
@@ -257,21 +262,12 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
                 code = 0x10000 + ((code - 0xD800) << 10) + (hex4(data, j + 2) - 0xDC00)
                 j += 6
             pos = put_utf8(out, pos, code)
+            blocks = False  # not between two \uXXXX: a block per escape costs more
             continue
-        if e == 98:
-            out[pos] = 8
-        elif e == 102:
-            out[pos] = 12
-        elif e == 110:
-            out[pos] = 10
-        elif e == 114:
-            out[pos] = 13
-        elif e == 116:
-            out[pos] = 9
-        else:  # \" \\ \/
-            out[pos] = e
+        out[pos] = _UNESCAPED[e]
         pos += 1
         j += 2
+        blocks = True
     return pos
 
 

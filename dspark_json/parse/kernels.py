@@ -217,8 +217,9 @@ def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
         usable = BLOCK
         if slashes >> np.uint64(63):  # a run of backslashes to the end: the next block starts
             usable = BLOCK - leading_zeros(~slashes)  # at the run, outside an escape
-            if usable == 0:
-                return pos
+            if usable == 0:  # 64 backslashes: 32 escapes, and outside one after them
+                pos += BLOCK
+                continue
         escaped = escaped_bytes(slashes)
         other = escaped & ~(quotes | slashes)
         if other:
@@ -251,17 +252,22 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow."""
     pos += 1
     plain = _PLAIN_LENIENT if lenient else _PLAIN
+    blocks = True
     while pos < end:
-        pos = _string_blocks(data, pos, end, lenient)
-        if pos < 0:
-            return -pos
+        if blocks:
+            pos = _string_blocks(data, pos, end, lenient)
+            if pos < 0:
+                return -pos
         # Eight plain bytes at a time up to the next byte that needs a look.
+        run = pos
         while pos + WORD <= end:
             stops = string_stops(load_word(data, pos), lenient)
             if stops:
                 pos += first_byte(stops)
                 break
             pos += WORD
+        if pos - run >= WORD:
+            blocks = True  # after a plain word
         if pos >= end:
             return -1
         c = data[pos]
@@ -284,14 +290,17 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
                         low = _hex4(data, pos + 2, end)
                         if 0xDC00 <= low <= 0xDFFF:
                             pos += 6
+                            blocks = False
                             continue
                     return -1
                 if 0xDC00 <= unit <= 0xDFFF:
                     return -1
+                blocks = False  # not between two \uXXXX: a block per escape costs more
                 continue
             # \" \\ \/ \b \f \n \r \t
             if e in (34, 92, 47, 98, 102, 110, 114, 116):
                 pos += 2
+                blocks = True
                 continue
             return -1
         if c < 32 and not lenient:
@@ -303,6 +312,7 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
         if length == 0:
             return -1
         pos += length
+        blocks = False  # not between two characters beyond ASCII: a block each costs more
     return -1
 
 
