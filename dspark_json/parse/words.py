@@ -117,16 +117,22 @@ load_word = cast(Callable[[Any, int], Any], _load_word)
 store_word = cast(Callable[[Any, int, Any], None], _store_word)
 
 
-@intrinsic
-def _trailing_zeros_of(typingctx: Any, word: Any) -> Any:
+def _zeros_counted(word: Any, leading: bool) -> Any:
+    """The signature and code of LLVM's count of trailing (or leading) zero bits of a
+    ``uint64`` (64 for 0); None for other types."""
     if word != types.uint64:
         return None
-    sig = types.int64(word)
 
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 0))
+        count = builder.ctlz if leading else builder.cttz
+        return count(args[0], ir.Constant(ir.IntType(1), 0))
 
-    return sig, codegen
+    return types.int64(word), codegen
+
+
+@intrinsic
+def _trailing_zeros_of(typingctx: Any, word: Any) -> Any:
+    return _zeros_counted(word, leading=False)
 
 
 _trailing_zeros = cast(Callable[[Any], int], _trailing_zeros_of)
@@ -201,36 +207,30 @@ def _splat(context: Any, builder: Any, value: Any, value_type: Any) -> Any:
     return builder.shuffle_vector(one, ir.Constant(_BLOCK_TYPE, ir.Undefined), every)
 
 
-def _compare_signature(array: Any, pos: Any, byte: Any) -> Any:
+def _compared(array: Any, pos: Any, byte: Any, operator: str) -> Any:
+    """The signature and code of ``array[pos:pos + 64] <operator> byte``, byte by byte
+    (unsigned), as a mask; None where the types do not fit."""
     if not (_contiguous_bytes(array) and isinstance(pos, types.Integer)):
         return None
     if not isinstance(byte, types.Integer):
         return None
-    return types.uint64(array, pos, byte)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        block = _load_block(context, builder, signature, args)
+        splat = _splat(context, builder, args[2], signature.args[2])
+        return builder.bitcast(builder.icmp_unsigned(operator, block, splat), _MASK_TYPE)
+
+    return types.uint64(array, pos, byte), codegen
 
 
 @intrinsic
 def _block_equal(typingctx: Any, array: Any, pos: Any, byte: Any) -> Any:
-    sig = _compare_signature(array, pos, byte)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        block = _load_block(context, builder, signature, args)
-        splat = _splat(context, builder, args[2], signature.args[2])
-        return builder.bitcast(builder.icmp_unsigned("==", block, splat), _MASK_TYPE)
-
-    return (sig, codegen) if sig is not None else None
+    return _compared(array, pos, byte, "==")
 
 
 @intrinsic
 def _block_below(typingctx: Any, array: Any, pos: Any, byte: Any) -> Any:
-    sig = _compare_signature(array, pos, byte)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        block = _load_block(context, builder, signature, args)
-        splat = _splat(context, builder, args[2], signature.args[2])
-        return builder.bitcast(builder.icmp_unsigned("<", block, splat), _MASK_TYPE)
-
-    return (sig, codegen) if sig is not None else None
+    return _compared(array, pos, byte, "<")
 
 
 @intrinsic
@@ -272,14 +272,7 @@ def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> 
 
 @intrinsic
 def _leading_zeros_of(typingctx: Any, word: Any) -> Any:
-    if word != types.uint64:
-        return None
-    sig = types.int64(word)
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        return builder.ctlz(args[0], ir.Constant(ir.IntType(1), 0))
-
-    return sig, codegen
+    return _zeros_counted(word, leading=True)
 
 
 #: ``block_equal(array, pos, byte)``: bit ``i`` set where ``array[pos + i] == byte``.

@@ -225,46 +225,6 @@ def _expected_end(buffer: bytes, start: int, end: int, lenient: bool) -> int:
     return -1
 
 
-@pytest.mark.parametrize("lenient", [False, True])
-def test_a_string_scan_ends_where_the_byte_by_byte_rule_does(lenient):
-    rng = random.Random(11 + lenient)
-    for _ in range(6_000):
-        body = _random_string(rng)
-        close = b'"' if rng.random() < 0.9 else b""
-        lead = rng.randrange(0, WORD)  # the string at every alignment
-        tail = b"x" * rng.randrange(0, 2 * WORD)
-        buffer = b"#" * lead + b'"' + body + close + tail
-        data = np.frombuffer(buffer, np.uint8)
-        # The scan stops at ``end``: at the buffer's end, or cut short inside the string.
-        for end in {len(buffer), rng.randrange(lead + 1, len(buffer) + 1)}:
-            got = scan_string(data, lead, end, lenient)
-            assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
-
-
-def test_strings_unescape_as_json_reads_them_and_write_only_their_room():
-    rng = random.Random(5)
-    checked = 0
-    while checked < 4_000:
-        body = _random_string(rng)
-        try:
-            expected = json.loads(b'"' + body + b'"')
-            loads_python(b'"' + body + b'"', lenient=True)
-        except ValueError:
-            continue
-        if body.count(b'"') != body.count(b'\\"'):  # a quote ends the string early
-            continue
-        checked += 1
-        lead = rng.randrange(0, WORD)
-        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, WORD), np.uint8)
-        at = rng.randrange(0, WORD)
-        out = np.full(at + len(body) + ROOM_AFTER + 2 * WORD, 0xAA, np.uint8)
-        after = _unescape_into(data, lead, lead + len(body), out, at)
-        assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
-        assert (out[:at] == 0xAA).all()  # nothing before the string's place
-        # nor past its room (its escaped length) and the bytes left after it
-        assert (out[at + len(body) + ROOM_AFTER :] == 0xAA).all()
-
-
 def _long_string(rng: random.Random) -> bytes:
     """Strings of several blocks: dense escapes (a model's JSON in the content), runs of
     backslashes of every length (across a block's end, longer than a block), a stray byte."""
@@ -282,39 +242,61 @@ def _long_string(rng: random.Random) -> bytes:
     return b"".join(pieces)
 
 
+def _short(rng: random.Random, lenient: bool) -> bytes:
+    return _random_string(rng) + (b'"' if rng.random() < 0.9 else b"")
+
+
+def _long(rng: random.Random, lenient: bool) -> bytes:
+    body = _long_string(rng)
+    if rng.random() < 0.7:  # mostly valid ones, which reach the closing quote
+        body = bytes(b for b in body if b >= 0x20 or lenient).replace(b"\\u12", b"")
+    return body + b'"'
+
+
+#: (strings, alignments and padding): short ones a word at a time, long ones over blocks.
+_SIZES = [(_short, WORD, 6_000), (_long, BLOCK, 3_000)]
+
+
+@pytest.mark.parametrize("make, align, cases", _SIZES, ids=["short", "long"])
 @pytest.mark.parametrize("lenient", [False, True])
-def test_a_long_string_scan_ends_where_the_byte_by_byte_rule_does(lenient):
-    rng = random.Random(29 + lenient)
-    for _ in range(3_000):
-        body = _long_string(rng)
-        if rng.random() < 0.7:  # mostly valid ones, which reach the closing quote
-            body = bytes(b for b in body if b >= 0x20 or lenient).replace(b"\\u12", b"")
-        lead = rng.randrange(0, BLOCK)
-        buffer = b"#" * lead + b'"' + body + b'"' + b"x" * rng.randrange(0, BLOCK)
+def test_a_string_scan_ends_where_the_byte_by_byte_rule_does(make, align, cases, lenient):
+    rng = random.Random(11 + lenient + align)
+    for _ in range(cases):
+        lead = rng.randrange(0, align)  # the string at every alignment
+        buffer = b"#" * lead + b'"' + make(rng, lenient) + b"x" * rng.randrange(0, 2 * align)
         data = np.frombuffer(buffer, np.uint8)
+        # The scan stops at ``end``: at the buffer's end, or cut short inside the string.
         for end in {len(buffer), rng.randrange(lead + 1, len(buffer) + 1)}:
             got = scan_string(data, lead, end, lenient)
             assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
 
 
-def test_long_strings_unescape_as_json_reads_them_and_write_only_their_room():
-    rng = random.Random(31)
+@pytest.mark.parametrize(
+    "make, align, cases", [(_random_string, WORD, 4_000), (_long_string, BLOCK, 2_000)],
+    ids=["short", "long"],
+)  # fmt: skip
+def test_strings_unescape_as_json_reads_them_and_write_only_their_room(make, align, cases):
+    rng = random.Random(5 + align)
     checked = 0
-    while checked < 2_000:
-        body = _long_string(rng)
+    while checked < cases:
+        body = make(rng)
         try:
             expected = json.loads(b'"' + body + b'"')
             loads_python(b'"' + body + b'"', lenient=True)
         except ValueError:
             continue
+        if body.count(b'"') != body.count(b'\\"'):  # a quote ends the string early
+            continue
         checked += 1
-        lead = rng.randrange(0, BLOCK)
-        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, 3 * BLOCK), np.uint8)
-        at = rng.randrange(0, BLOCK)
-        out = np.full(at + len(body) + ROOM_AFTER + BLOCK, 0xAA, np.uint8)
+        lead = rng.randrange(0, align)
+        # Padding past three blocks lets the block copies run to the string's end.
+        data = np.frombuffer(b"#" * lead + body + b"#" * rng.randrange(0, 3 * align), np.uint8)
+        at = rng.randrange(0, align)
+        out = np.full(at + len(body) + ROOM_AFTER + align, 0xAA, np.uint8)
         after = _unescape_into(data, lead, lead + len(body), out, at)
         assert bytes(out[at:after]) == expected.encode("utf-8", "surrogatepass"), body
-        assert (out[:at] == 0xAA).all()
+        assert (out[:at] == 0xAA).all()  # nothing before the string's place
+        # nor past its room (its escaped length) and the bytes left after it
         assert (out[at + len(body) + ROOM_AFTER :] == 0xAA).all()
 
 
