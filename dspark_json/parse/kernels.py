@@ -428,8 +428,9 @@ def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
 @leaf
 def holds_escape(data: Any, low: int, high: int) -> bool:
     """Whether the bytes ``data`` hold a ``\\u00XX`` escape of a code point from ``low`` to
-    ``high`` (both below U+0100), inside a string or not: seven bytes a step to each ``\\u``
-    (a backslash alone, as in the quotes of JSON inside a string, costs nothing)."""
+    ``high`` (both below U+0100), inside a string or not: a block of 64 bytes a step, each
+    ``\\u00`` in it found exactly (a backslash alone, as in the quotes of JSON inside a string,
+    costs nothing); the last bytes seven a step to each ``\\u``."""
     pos = 0
     end = len(data) - 5  # an escape is six bytes
     while pos + 3 + BLOCK <= len(data):  # a block at a time: every \\u00 in it, exactly
