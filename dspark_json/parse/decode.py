@@ -41,7 +41,7 @@ from dspark_json.parse.conform import (
     T_STRUCT,
     TypeTable,
 )
-from dspark_json.parse.kernels import hex4, put_utf8
+from dspark_json.parse.kernels import UNESCAPED, put_utf8, unicode_escape
 from dspark_json.parse.words import (
     BLOCK,
     WORD,
@@ -151,7 +151,7 @@ def strings_in_order(
     for part, place in zip(parts, places, strict=True):
         # Each node's region: its strings' room, and ROOM_AFTER bytes for the copies that
         # write past its last string's end.
-        totals = string_bytes(part, is_string) + ROOM_AFTER
+        totals = string_bytes(part, is_string) + ROOM_AFTER * is_string
         starts = np.zeros(len(totals), np.int64)
         np.cumsum(totals[:-1], out=starts[1:])
         out = np.empty(max(int(totals.sum()), 1), np.uint8)
@@ -174,12 +174,6 @@ def strings_in_order(
         text = texts[0] if len(texts) == 1 else np.concatenate(texts)
         strings[node] = (np.concatenate(offsets), text)
     return strings
-
-
-#: What the letter of a JSON escape stands for (``\\"``, ``\\\\``, ``\\/``: itself; the scan
-#: let no other through, ``\\u`` apart).
-_UNESCAPED = np.arange(256, dtype=np.uint8)
-_UNESCAPED[[98, 102, 110, 114, 116]] = [8, 12, 10, 13, 9]
 
 
 #: Bytes a string's unescape may write past its room (the room: its escaped length), which
@@ -207,7 +201,7 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
             letter = data[at + 1]
             if letter == 117:  # \uXXXX
                 return at, pos
-            out[pos] = _UNESCAPED[letter]
+            out[pos] = UNESCAPED[letter]
             pos += 1
             j = at + 2
             # The backslash, and the one it escapes if it does (``\\\\``).
@@ -256,15 +250,11 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
             continue
         e = data[j + 1]
         if e == 117:  # \uXXXX; a surrogate pair is one code point
-            code = hex4(data, j + 2)
-            j += 6
-            if 0xD800 <= code <= 0xDBFF:
-                code = 0x10000 + ((code - 0xD800) << 10) + (hex4(data, j + 2) - 0xDC00)
-                j += 6
+            code, j = unicode_escape(data, j)
             pos = put_utf8(out, pos, code)
             blocks = False  # not between two \uXXXX: a block per escape costs more
             continue
-        out[pos] = _UNESCAPED[e]
+        out[pos] = UNESCAPED[e]
         pos += 1
         j += 2
         blocks = True

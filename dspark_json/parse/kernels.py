@@ -47,6 +47,7 @@ __all__ = [
     "KIND_OBJECT",
     "KIND_SCALAR",
     "MAX_DEPTH",
+    "UNESCAPED",
     "fallback_candidate",
     "gather_lines",
     "hex4",
@@ -60,6 +61,7 @@ __all__ = [
     "scan_string",
     "skip_ws",
     "strip",
+    "unicode_escape",
 ]
 
 #: Deeper documents are rejected (Python's json module gives up near 1000): the row contract's
@@ -177,6 +179,22 @@ def hex4(data: Any, pos: int) -> int:
         digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
         value = value * 16 + digit
     return value
+
+
+#: What the letter of a valid JSON escape stands for (``\\"``, ``\\\\``, ``\\/``: itself;
+#: ``\\u`` apart: :func:`unicode_escape`).
+UNESCAPED = np.arange(256, dtype=np.uint8)
+UNESCAPED[[98, 102, 110, 114, 116]] = [8, 12, 10, 13, 9]
+
+
+@leaf
+def unicode_escape(data: Any, pos: int) -> tuple[int, int]:
+    """The code point of the ``\\uXXXX`` escape at ``pos`` that a scan already checked (a
+    surrogate pair as one), and the position after it."""
+    code = hex4(data, pos + 2)
+    if 0xD800 <= code <= 0xDBFF:
+        return 0x10000 + ((code - 0xD800) << 10) + (hex4(data, pos + 8) - 0xDC00), pos + 12
+    return code, pos + 6
 
 
 @leaf

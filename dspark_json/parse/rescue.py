@@ -32,7 +32,14 @@ import pyarrow.compute as pc
 
 from dspark_json.parse.columns import string_buffers
 from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.kernels import hex4, put_utf8, same_bytes, scan_string, skip_ws
+from dspark_json.parse.kernels import (
+    UNESCAPED,
+    put_utf8,
+    same_bytes,
+    scan_string,
+    skip_ws,
+    unicode_escape,
+)
 
 __all__ = ["rescue_rows", "rescued_keys"]
 
@@ -122,27 +129,10 @@ def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int
         if c == _BACKSLASH:
             e = data[i + 1]
             if e == 117:  # \uXXXX, a surrogate pair as one code point
-                code = hex4(data, i + 2)
-                i += 6
-                if 0xD800 <= code <= 0xDBFF:
-                    low = hex4(data, i + 2)
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                    i += 6
+                code, i = unicode_escape(data, i)
                 pos = _put_char(out, pos, code)
                 continue
-            if e == 98:
-                code = 8
-            elif e == 102:
-                code = 12
-            elif e == 110:
-                code = 10
-            elif e == 114:
-                code = 13
-            elif e == 116:
-                code = 9
-            else:  # \" \\ \/
-                code = e
-            pos = _put_char(out, pos, code)
+            pos = _put_char(out, pos, int(UNESCAPED[e]))
             i += 2
         elif c < 32:  # a raw control character (content read leniently)
             pos = _put_char(out, pos, c)
