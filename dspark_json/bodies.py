@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -106,25 +106,40 @@ def parse_responses(
     """
     check_keywords(backend, mode)
     target = response_schema(schema, response_format)
-    chosen = select_backend(PARSE_MODES[backend])
-    parser = make_parser(target, chosen, lenient=allow_unquoted_control_chars)
-    started = time.perf_counter()
-    table = parser.parse(bodies)
-    elapsed = time.perf_counter() - started
-    logger.info(
-        "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser)",
-        table.num_rows,
-        chosen,
-        elapsed,
-        parser.reference_rows,
-    )
+    parse = _parse_with(target, backend, allow_unquoted_control_chars)
+    table = parse(bodies)
     keep = _apply_mode(table, mode)
     return table if keep is None else table.filter(keep)
+
+
+def _parse_with(
+    target: StructType, backend: ParseMode, lenient: bool
+) -> Callable[[pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]], pa.Table]:
+    """One parser for ``target`` on ``backend``, as a function of bodies that logs each parse:
+    made once, then called for each batch (a task of ``parse_dataframe`` parses many)."""
+    chosen = select_backend(PARSE_MODES[backend])
+    parser = make_parser(target, chosen, lenient=lenient)
+
+    def parse(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
+        started = time.perf_counter()
+        table = parser.parse(bodies)
+        logger.info(
+            "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser)",
+            table.num_rows,
+            chosen,
+            time.perf_counter() - started,
+            parser.reference_rows,
+        )
+        return table
+
+    return parse
 
 
 def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:
     """The rows to keep (``None``: all) of a parsed table; FAILFAST raises on the first
     malformed body, quoting its start."""
+    if mode == "PERMISSIVE":  # keeps every row: no need to read the statuses
+        return None
 
     def snippet(row: int) -> str:
         text = table.column("_corrupt_record")[row].as_py() or ""
@@ -224,13 +239,9 @@ def parse_dataframe(
     index = df.columns.index(column)
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        parse_bodies = _parse_with(parsed, backend, allow_unquoted_control_chars)
         for batch in batches:
-            table = parse_responses(
-                batch.column(index),
-                schema=parsed,
-                backend=backend,
-                allow_unquoted_control_chars=allow_unquoted_control_chars,
-            )
+            table = parse_bodies(batch.column(index))
             rest = batch.drop_columns([column])
             keep = _apply_mode(table, mode)  # to the other columns too
             if keep is not None:

@@ -493,12 +493,13 @@ def check_row(
             # (a name matched as written is plain: no quote, backslash or control character).
             expected = stack_count[depth - 1] if parent >= 0 and count[parent] > 0 else -1
             length = key_end[expected] - key_start[expected] if expected >= 0 else -1
-            if (
+            as_expected = (
                 length >= 0
                 and key_begin + length < end
                 and data[key_begin + length] == 34
                 and same_run(keys, key_start[expected], data, key_begin, length)
-            ):
+            )
+            if as_expected:
                 key_stop = key_begin + length
                 pos = key_stop + 1
             else:
@@ -511,7 +512,10 @@ def check_row(
             if parent >= 0:
                 field = -1
                 lo, hi = first[parent], first[parent] + count[parent]
-                for k in range(hi - lo):
+                if as_expected:  # the field looked at first: no second compare
+                    field = expected
+                    stack_count[depth - 1] = expected + 1 if expected + 1 < hi else lo
+                for k in range(hi - lo if field < 0 else 0):
                     j = expected + k
                     if j >= hi:
                         j -= hi - lo

@@ -232,3 +232,39 @@ def test_parse_dataframe_types_a_column_of_bodies(spark):
     assert sorted(r["offset"] for r in dropped.collect()) == [1, 3]
     with pytest.raises(dspark_json.OptionError, match="column 'body' is not in the DataFrame"):
         dspark_json.parse_dataframe(df, "body")
+
+
+def test_parse_dataframe_reuses_one_parser_across_a_tasks_batches(spark):
+    """A task parses its Arrow batches with one parser: each batch's rows come out as
+    parse_responses gives them for all the bodies at once (no state carried from one batch to
+    the next, fast rows and reference rows mixed)."""
+    import dspark_json
+
+    content = {"type": "object", "properties": {"label": {"type": "string"}}}
+
+    def body(i: int) -> str | None:
+        if i % 5 == 3:
+            return None if i % 2 else "{broken"
+        text = {"label": f"l{i}"} if i % 3 else {"label": f"l{i}", "extra": i}
+        return json.dumps({"id": f"c{i}", "choices": [{"message": {"content": json.dumps(text)}}]})
+
+    bodies = [body(i) for i in range(23)]
+    df = spark.createDataFrame(list(enumerate(bodies)), "n INT, value STRING").coalesce(1)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key)
+    spark.conf.set(key, "4")
+    try:
+        got = dspark_json.parse_dataframe(df, response_format=content).orderBy("n").collect()
+        kept = dspark_json.parse_dataframe(df, response_format=content, mode="DROPMALFORMED")
+        kept_n = sorted(r["n"] for r in kept.collect())
+    finally:
+        spark.conf.set(key, before)
+    expected = dspark_json.parse_responses(bodies, response_format=content).to_pylist()
+    assert [r["_status"] for r in got] == [e["_status"] for e in expected]
+    assert [r["_rescued_data"] for r in got] == [e["_rescued_data"] for e in expected]
+    assert [r["parsed"] and r["parsed"]["label"] for r in got] == [
+        e["parsed"] and e["parsed"]["label"] for e in expected
+    ]
+    assert {"ok", "corrupt_envelope", None} <= {r["_status"] for r in got}
+    assert any(r["_rescued_data"] for r in got)
+    assert kept_n == [i for i, e in enumerate(expected) if e["_status"] != "corrupt_envelope"]
