@@ -515,16 +515,17 @@ def check_row(
                 if as_expected:  # the field looked at first: no second compare
                     field = expected
                     stack_count[depth - 1] = expected + 1 if expected + 1 < hi else lo
-                for k in range(hi - lo if field < 0 else 0):
-                    j = expected + k
-                    if j >= hi:
-                        j -= hi - lo
-                    if key_end[j] - key_start[j] != key_stop - key_begin:
-                        continue
-                    if same_run(keys, key_start[j], data, key_begin, key_stop - key_begin):
-                        field = j
-                        stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
-                        break
+                else:  # every field, from the expected one on
+                    for k in range(hi - lo):
+                        j = expected + k
+                        if j >= hi:
+                            j -= hi - lo
+                        if key_end[j] - key_start[j] != key_stop - key_begin:
+                            continue
+                        if same_run(keys, key_start[j], data, key_begin, key_stop - key_begin):
+                            field = j
+                            stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
+                            break
                 if field < 0:  # a name matched as written is plain (compile_type)
                     for b in range(key_begin, key_stop):
                         if data[b] == 92 or data[b] < 32:  # escaped, or raw control bytes:

@@ -234,11 +234,14 @@ def test_parse_dataframe_types_a_column_of_bodies(spark):
         dspark_json.parse_dataframe(df, "body")
 
 
-def test_parse_dataframe_reuses_one_parser_across_a_tasks_batches(spark):
-    """A task parses its Arrow batches with one parser: each batch's rows come out as
-    parse_responses gives them for all the bodies at once (no state carried from one batch to
-    the next, fast rows and reference rows mixed)."""
+def test_parse_dataframe_over_a_tasks_many_batches_equals_one_parse_of_all_bodies(spark):
+    """A task parses its Arrow batches one after another with one parser: its rows come out
+    as parse_responses gives them for all the bodies at once (nothing carried from one batch to
+    the next). Batches of SMALL_BATCH rows take the kernels' path even while they compile; the
+    last, short one may take the reference parser; rows that fit, rescues and malformed bodies
+    are in every batch."""
     import dspark_json
+    from dspark_json.parse.warmup import SMALL_BATCH
 
     content = {"type": "object", "properties": {"label": {"type": "string"}}}
 
@@ -248,11 +251,11 @@ def test_parse_dataframe_reuses_one_parser_across_a_tasks_batches(spark):
         text = {"label": f"l{i}"} if i % 3 else {"label": f"l{i}", "extra": i}
         return json.dumps({"id": f"c{i}", "choices": [{"message": {"content": json.dumps(text)}}]})
 
-    bodies = [body(i) for i in range(23)]
+    bodies = [body(i) for i in range(2 * SMALL_BATCH + 37)]
     df = spark.createDataFrame(list(enumerate(bodies)), "n INT, value STRING").coalesce(1)
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key)
-    spark.conf.set(key, "4")
+    spark.conf.set(key, str(SMALL_BATCH))
     try:
         got = dspark_json.parse_dataframe(df, response_format=content).orderBy("n").collect()
         kept = dspark_json.parse_dataframe(df, response_format=content, mode="DROPMALFORMED")
