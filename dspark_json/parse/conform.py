@@ -514,7 +514,6 @@ def check_row(
                 lo, hi = first[parent], first[parent] + count[parent]
                 if as_expected:  # the field looked at first: no second compare
                     field = expected
-                    stack_count[depth - 1] = expected + 1 if expected + 1 < hi else lo
                 else:  # every field, from the expected one on
                     for k in range(hi - lo):
                         j = expected + k
@@ -524,8 +523,9 @@ def check_row(
                             continue
                         if same_run(keys, key_start[j], data, key_begin, key_stop - key_begin):
                             field = j
-                            stack_count[depth - 1] = j + 1 if j + 1 < hi else lo
                             break
+                if field >= 0:  # the next key most likely names the field after it
+                    stack_count[depth - 1] = field + 1 if field + 1 < hi else lo
                 if field < 0:  # a name matched as written is plain (compile_type)
                     for b in range(key_begin, key_stop):
                         if data[b] == 92 or data[b] < 32:  # escaped, or raw control bytes:
