@@ -18,7 +18,7 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.columns import contiguous
+from dspark_json.parse.arrow import contiguous
 from dspark_json.rows import (
     PARSE_MODES,
     RECORD_MODES,

@@ -27,7 +27,7 @@ from dspark_json.memory import keep_freed_memory
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.columns import contiguous_table
+from dspark_json.parse.arrow import contiguous_table
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error

@@ -4,7 +4,7 @@ It defines the row semantics (docs/ARCHITECTURE.md, "The row contract"). The vec
 parser hands it the rows it cannot take whole (drift to rescue, values to convert, edge cases),
 and takes the whole batch only when the schema itself is beyond the vectorised reader (maps).
 What "valid JSON" means, and where the JSON inside a message is, come from the same byte scans
-the vectorised paths use (:mod:`dspark_json.parse.kernels`), so every path agrees on them.
+the vectorised paths use (:mod:`dspark_json.parse.json`), so every path agrees on them.
 
 ``kernels=False`` gives the same answers without numba: the same rules in plain Python
 (:func:`loads`' ``kernels`` flag, :func:`~dspark_json.parse.content.extract_json_python`), for the
@@ -22,10 +22,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.conform import validate_row
 from dspark_json.parse.content import extract_json, extract_json_python
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json, is_tuple
-from dspark_json.parse.kernels import KIND_INVALID
+from dspark_json.parse.json import KIND_INVALID, validate_row
 from dspark_json.parse.rules import json_float, loads_python
 from dspark_json.rows import SYSTEM_COLUMNS
 

@@ -1,13 +1,14 @@
-"""The CPU backend: response bodies -> Arrow with numba scans that check and shred each body.
+"""The vectorised path both backends run (:mod:`.cpu`, :mod:`.gpu`, by composition): response
+bodies -> Arrow with numba scans that check and shred each body.
 
 No Python loop per row on the common path:
 
 1. one numba scan over the bodies' Arrow buffer validates each body (strict JSON, UTF-8),
-   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.conform`; a body that
-   repeats the shape of one before it is matched byte for byte, :mod:`dspark_json.parse.shapes`)
-   and, in the same pass, shreds the fitting ones into events, which
-   :mod:`dspark_json.parse.decode` turns into Arrow arrays (the GPU backend reads the fitting
-   bodies with cuDF instead);
+   checks that it fits the envelope type exactly (:mod:`dspark_json.parse.json.conform`; a body
+   that repeats the shape of one before it is matched byte for byte,
+   :mod:`dspark_json.parse.json.shapes`) and, in the same pass, shreds the fitting ones into
+   events, which :mod:`dspark_json.parse.json.decode` turns into Arrow arrays (the GPU backend
+   reads the fitting bodies with cuDF instead);
 2. a second scan finds the JSON inside each choice's ``message.content`` (fences, prose, BOMs),
    checks it against the content type and shreds it the same way;
 3. statuses and ``_corrupt_record`` are computed column-wise.
@@ -20,7 +21,6 @@ place, so the output equals the reference's for every row and rows out always eq
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,58 +31,50 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import (
     ArrayType,
-    BooleanType,
     DataType,
-    DateType,
-    DoubleType,
-    LongType,
     MapType,
     StringType,
     StructField,
     StructType,
-    TimestampType,
 )
 
 from dspark_json.memory import gc_paused, keep_freed_memory
-from dspark_json.parse import warmup
-from dspark_json.parse.columns import (
-    JsonLines,
-    by_row_ranges,
+from dspark_json.parse.arrow import (
     contiguous,
-    finish,
-    read_type,
     shown_as_text,
     string_buffers,
     to_string_array,
     with_null_rows,
 )
-from dspark_json.parse.conform import (
+from dspark_json.parse.convert import arrow_schema, dump_json
+from dspark_json.parse.finish import finish, read_type
+from dspark_json.parse.json import (
     CODE_EXTRA,
     CODE_FITS,
     CODE_INVALID,
     CODE_MISFIT,
     CODE_NONE,
     CODE_NULL,
-    TypeTable,
-    compile_type,
-)
-from dspark_json.parse.convert import arrow_schema, dump_json
-from dspark_json.parse.decode import read_events
-from dspark_json.parse.found import (
     LAST,
     RENDERED,
     FoundKeys,
     Key,
     NodePaths,
     RescuePaths,
+    TypeTable,
+    compile_type,
+    read_events,
+    rescue_rows,
+    scan_content_fit,
+    scan_envelope_fit,
     unlike_repr,
 )
+from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser, content_type, loads
-from dspark_json.parse.rescue import rescue_rows
-from dspark_json.parse.scans import scan_content_fit, scan_envelope_fit
+from dspark_json.parse.threads import by_row_ranges
 from dspark_json.rows import SYSTEM_COLUMNS
 
-__all__ = ["CpuParser"]
+__all__ = ["Vectorised", "as_python"]
 
 #: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
 _SECONDS = (-62135596800, 253402300799)
@@ -145,11 +137,11 @@ def _plan_of(data: StructType) -> _Plan | None:
     return _Plan.of(data)
 
 
-class CpuParser:
+class Vectorised:
     """Parses response bodies into the columns of ``schema`` that come from the response:
-    the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``."""
-
-    backend = "cpu"
+    the envelope, ``parsed``, ``_status``, ``_rescued_data`` and ``_corrupt_record``, reading
+    the documents that fit from the scans' events, or with ``lines`` (a JSON lines reader: the
+    GPU backend's cuDF) where one is given."""
 
     def __init__(
         self, schema: StructType, *, lines: JsonLines | None = None, lenient: bool = True
@@ -176,29 +168,13 @@ class CpuParser:
         """The row-by-row parser, for the rows the scans set aside."""
         return ReferenceParser(self.schema, lenient=self.lenient)
 
-    @functools.cached_property
-    def cold(self) -> ReferenceParser:
-        """For small batches while the kernels compile: the same rules without numba."""
-        return ReferenceParser(self.schema, lenient=self.lenient, kernels=False)
-
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
-        """One row per body, in order. A small batch in a process whose kernels are still
-        compiling is parsed by the reference parser (same output; :mod:`.warmup`)."""
-        texts = to_string_array(bodies)
-        if self.backend == "cpu" and len(texts) < warmup.SMALL_BATCH and not warmup.ready():
-            warmup.start(warm_kernels)
-            self.reference_rows = len(texts)
-            return self.cold.parse(_as_python(texts))
-        return self.parse_vectorised(texts)
-
-    def parse_vectorised(
-        self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]
-    ) -> pa.Table:
-        """:meth:`parse` on the vectorised path, whatever the batch (compiling as needed)."""
+        """One row per body, in order, on the vectorised path, whatever the batch (compiling the
+        kernels as needed)."""
         texts = to_string_array(bodies)
         if self._plan is None:
             self.reference_rows = len(texts)
-            return self.reference.parse(_as_python(texts))
+            return self.reference.parse(as_python(texts))
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
@@ -234,7 +210,7 @@ class CpuParser:
         self.reference_rows = len(slow_rows)
         if not len(slow_rows):
             return table
-        reference = self.reference.parse(_as_python(texts.take(pa.array(slow_rows))))
+        reference = self.reference.parse(as_python(texts.take(pa.array(slow_rows))))
         index = np.arange(n)
         index[slow_rows] = n + np.arange(len(slow_rows))
         return pa.concat_tables([table, reference]).take(pa.array(index))
@@ -391,7 +367,7 @@ class CpuParser:
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
         choice's content), as the reference parser would rescue them: built in compiled code
-        from the spans the scans found (:mod:`dspark_json.parse.rescue`); rows with keys deeper
+        from the spans the scans found (:mod:`dspark_json.parse.json.rescue`); rows with keys deeper
         down, or values whose canonical form needs Python, in Python."""
         n = len(codes)
         needs = codes == CODE_EXTRA
@@ -590,56 +566,6 @@ class CpuParser:
         return self.reference.converter.extras(envelope)
 
 
-def warm_kernels() -> None:
-    """One vectorised parse that touches every kernel, with each kind of argument the real
-    schemas give (the same compiled code then serves them): :mod:`.warmup`'s job."""
-    content = StructType(
-        [
-            StructField("s", StringType()),
-            StructField("t", TimestampType()),
-            StructField("d", DateType()),
-            StructField("x", DoubleType()),
-            StructField("b", BooleanType()),
-            StructField("n", ArrayType(LongType())),
-        ]
-    )
-    message = StructType([StructField("content", StringType()), StructField("parsed", content)])
-    choice = StructType(
-        [
-            StructField("index", LongType()),
-            StructField("message", message),
-            StructField("finish_reason", StringType()),
-        ]
-    )
-    schema = StructType(
-        [
-            StructField("id", StringType()),
-            StructField("created", TimestampType()),
-            StructField("choices", ArrayType(choice)),
-            StructField("parsed", content),
-            StructField("_status", StringType()),
-            StructField("_rescued_data", StringType()),
-            StructField("_corrupt_record", StringType()),
-        ]
-    )
-    value = {
-        "s": "x\u00e9",
-        "t": "2026-01-01T00:00:00Z",
-        "d": "2026-01-01",
-        "x": 0.5,
-        "b": True,
-        "n": [1],
-        "extra": 0.5,
-    }
-    body = {
-        "id": "w",
-        "created": 1,
-        "choices": [{"index": 0, "message": {"content": json.dumps(value)}}],
-        "unexpected": [1],
-    }
-    CpuParser(schema).parse_vectorised([json.dumps(body)])
-
-
 @dataclass(frozen=True)
 class _Contents:
     """The content pass's results: per choice the parsed value, scan code and JSON span (in
@@ -668,7 +594,7 @@ def _threads() -> int:
     return os.cpu_count() or 1
 
 
-def _as_python(texts: pa.Array) -> list[str | bytes | None]:
+def as_python(texts: pa.Array) -> list[str | bytes | None]:
     """Rows for the reference parser: text where it is valid UTF-8, else the raw bytes."""
     try:
         texts.validate(full=True)

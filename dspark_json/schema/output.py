@@ -20,7 +20,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.rescue import rescued_keys
+from dspark_json.parse.json import rescued_keys
 from dspark_json.rows import ERROR_TYPE
 from dspark_json.schema.json_schema import json_schema_to_spark
 
@@ -63,7 +63,7 @@ def is_documented_extra(path: str) -> bool:
 def new_fields(rescued: pa.Array | pa.ChunkedArray) -> set[str]:
     """The keys of the ``_rescued_data`` objects ``rescued`` that are drift, not documented
     extras (:func:`is_documented_extra`); the keys are read without the values
-    (:func:`~dspark_json.parse.rescue.rescued_keys`)."""
+    (:func:`~dspark_json.parse.json.rescue.rescued_keys`)."""
     return {key for key in rescued_keys(rescued) if not is_documented_extra(key)}
 
 

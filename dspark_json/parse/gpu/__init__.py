@@ -1,32 +1,29 @@
-"""The GPU backend (cuDF). The only module that imports cuDF, RMM or CUDA, and only on use.
+"""The GPU backend (cuDF). Its modules are the only ones that import cuDF, RMM or CUDA, and only
+on use; this one says whether the backend can run (:func:`unavailable_reason`) and gives RMM its
+pool, without importing them.
 
-:class:`GpuParser` is the CPU parser with pyarrow's JSON reader swapped for cuDF's
-(``cudf.read_json`` with ``lines=True``, explicit dtypes and column pruning): the envelope and
-content reads, the bulk of the work, run on the device; the numba scans that validate bodies,
-check them against the schema and find the JSON in each message still run on the CPU (no
-allocation, no objects: device code could take them over, but for the word loads of
-:mod:`dspark_json.parse.words`, which are CPU instructions).
+- :mod:`.parser`: :class:`~.parser.GpuParser`, the vectorised path
+  (:mod:`dspark_json.parse.vectorised`, shared with the CPU backend) with cuDF's reader;
+- :mod:`.reader`: cuDF's JSON lines reader (``cudf.read_json``, ``lines=True``, explicit dtypes,
+  column pruning): the envelope and content reads, the bulk of the work, run on the device.
+
+The numba scans that validate bodies, check them against the schema and find the JSON in each
+message still run on the CPU (no allocation, no objects); device kernels
+(``numba.cuda``) that take them over go in this package, next to the reader, for the word loads of
+:mod:`dspark_json.parse.json.words` are CPU instructions.
 
 Status: written without a device to try it on. It has not run yet, so ``parseMode=auto`` does not
-pick it; ``parseMode=gpu`` does, and the conformance suite (``tests/test_conformance.py``, the
-``gpu`` backend) is the check it must pass on a GPU machine before ``auto`` may choose it.
+pick it; ``parseMode=gpu`` does, and the backend conformance suite
+(``tests/parse/test_backend_conformance.py``, the ``gpu`` backend) is the check it must pass on a
+GPU machine before ``auto`` may choose it.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import io
 import logging
-from typing import Any
 
-import numpy as np
-import pyarrow as pa
-from pyspark.sql.types import StructType
-
-from dspark_json.parse.columns import JsonLines
-from dspark_json.parse.cpu import CpuParser
-
-__all__ = ["INSTALL_HINT", "GpuParser", "unavailable_reason", "verified"]
+__all__ = ["INSTALL_HINT", "unavailable_reason", "use_memory_pool", "verified"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -71,57 +68,3 @@ def use_memory_pool(fraction: float) -> None:
     rmm.reinitialize(pool_allocator=True, initial_pool_size=size, maximum_pool_size=size)
     _pool["fraction"] = fraction
     logger.info("RMM pool of %d MiB (%.0f%% of the GPU) for parsing", size >> 20, fraction * 100)
-
-
-class CudfLines(JsonLines):
-    """JSON lines read by cuDF on the device: one chunk per batch (the GPU is the parallelism).
-    A chunk cuDF rejects comes back as not read, like pyarrow's, for the reference parser."""
-
-    def __init__(self) -> None:
-        super().__init__(chunk_bytes=1 << 62, threads=1)
-
-    def read_chunk(self, chunk: np.ndarray, schema: pa.Schema) -> pa.Table | None:
-        import cudf
-
-        try:
-            frame = cudf.read_json(
-                io.BytesIO(chunk.tobytes()),
-                engine="cudf",
-                lines=True,
-                dtype={f.name: _cudf_dtype(f.type) for f in schema},
-                prune_columns=True,
-            )
-            return frame.to_arrow()
-        except Exception as exc:  # cuDF's errors have no common base
-            logger.warning(
-                "cuDF rejected %d bytes of JSON lines (%s); parsing them on the CPU",
-                len(chunk),
-                exc,
-            )
-            return None
-
-
-class GpuParser(CpuParser):
-    """:class:`CpuParser` with cuDF reading the JSON lines (see the module doc)."""
-
-    backend = "gpu"
-
-    def __init__(
-        self, schema: StructType, *, memory_fraction: float | None = None, lenient: bool = True
-    ) -> None:
-        if memory_fraction is not None:
-            use_memory_pool(memory_fraction)
-        super().__init__(schema, lines=CudfLines(), lenient=lenient)
-
-
-def _cudf_dtype(arrow_type: pa.DataType) -> Any:
-    """The cuDF dtype cuDF's JSON reader takes for an Arrow type."""
-    import cudf
-
-    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return cudf.ListDtype(_cudf_dtype(arrow_type.value_type))
-    if pa.types.is_struct(arrow_type):
-        return cudf.StructDtype({f.name: _cudf_dtype(f.type) for f in arrow_type})
-    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
-        return cudf.dtype("str")
-    return cudf.dtype(arrow_type.to_pandas_dtype())

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.conform import NESTED_STRIDE, T_STRUCT, TypeTable
+from dspark_json.parse.json.conform import NESTED_STRIDE, T_STRUCT, TypeTable
 
 __all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "unlike_repr"]
 
@@ -131,11 +131,11 @@ class FoundKeys:
     rows: np.ndarray
     spans: np.ndarray
     #: The unknown keys deeper down, by row: ``NESTED_STRIDE`` entries each (see
-    #: :func:`~dspark_json.parse.conform.check_row`).
+    #: :func:`~dspark_json.parse.json.conform.check_row`).
     nested_rows: np.ndarray
     nested: np.ndarray
     #: Per row, a group id: the row whose unknown keys and values it repeats byte for byte
-    #: (-1: none, or not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last
+    #: (-1: none, or not known): :func:`~dspark_json.parse.json.scans.scan_envelope_fit`'s last
     #: result, for the envelope's keys.
     repeats_keys_of: np.ndarray | None = None
 
