@@ -47,7 +47,17 @@ from dspark_json.parse.arrow import (
     with_null_rows,
 )
 from dspark_json.parse.convert import arrow_schema, dump_json
+from dspark_json.parse.envelope import content_type, message_type
 from dspark_json.parse.finish import finish, read_type
+from dspark_json.parse.found import (
+    LAST,
+    RENDERED,
+    FoundKeys,
+    Key,
+    NodePaths,
+    RescuePaths,
+    unlike_repr,
+)
 from dspark_json.parse.json import (
     CODE_EXTRA,
     CODE_FITS,
@@ -55,30 +65,31 @@ from dspark_json.parse.json import (
     CODE_MISFIT,
     CODE_NONE,
     CODE_NULL,
-    LAST,
-    RENDERED,
-    FoundKeys,
-    Key,
-    NodePaths,
-    RescuePaths,
     TypeTable,
     compile_type,
     read_events,
     rescue_rows,
     scan_content_fit,
     scan_envelope_fit,
-    unlike_repr,
 )
 from dspark_json.parse.reader import JsonLines
-from dspark_json.parse.reference import ReferenceParser, content_type, loads
+from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.threads import by_row_ranges
-from dspark_json.rows import SYSTEM_COLUMNS
+from dspark_json.rows import Status, data_fields
 
 __all__ = ["Vectorised", "as_python"]
 
 #: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
 _SECONDS = (-62135596800, 253402300799)
-_STATUSES = ("ok", "empty", "not_json", "corrupt_content", "truncated", "corrupt_envelope", None)
+_STATUSES = (
+    Status.OK,
+    Status.EMPTY,
+    Status.NOT_JSON,
+    Status.CORRUPT_CONTENT,
+    Status.TRUNCATED,
+    Status.CORRUPT_ENVELOPE,
+    None,
+)
 _OK, _EMPTY, _NOT_JSON, _CORRUPT_CONTENT, _TRUNCATED, _CORRUPT_ENVELOPE, _NO_STATUS = range(7)
 
 
@@ -109,7 +120,7 @@ class _Plan:
         if parsed is not None:
             # The content pass needs content and finish_reason read; where both the top level
             # and each message have a parsed column, they must be one type.
-            message = _message_type(data)
+            message = message_type(data)
             if not _content_reachable(envelope) or message is None:
                 return None
             per_choice = "parsed" in message.names
@@ -154,7 +165,7 @@ class Vectorised:
         #: The documents that fit are read from the scans' events (:mod:`.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
-        data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
+        data = data_fields(schema)
         self._plan = _plan_of(data)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
         # top-level column they sit under, unknown top-level keys ("*") last.
@@ -540,9 +551,9 @@ class Vectorised:
         """Column paths for the keys the scans record deeper down (:class:`RescuePaths`)."""
         plan = self._plan
         assert plan is not None
-        data = StructType([f for f in self.schema.fields if f.name not in SYSTEM_COLUMNS])
+        data = data_fields(self.schema)
         return RescuePaths(
-            data, plan.envelope_table, plan.content_table, plan.content, _message_type(data)
+            data, plan.envelope_table, plan.content_table, plan.content, message_type(data)
         )
 
     def _walk(self, texts: pa.Array, row: int, contents: _Contents | None) -> dict[str, Any]:
@@ -627,14 +638,14 @@ def _insert_parsed(
     per_choice = choices.flatten()
     choice_type = target.value_type
     fields = _children(per_choice)
-    message_type = choice_type.field("message").type
+    message_struct = choice_type.field("message").type
     message = fields["message"]
     message_fields = _children(message)
-    if "parsed" in message_type.names:
+    if "parsed" in message_struct.names:
         message_fields["parsed"] = parsed
     fields["message"] = pa.StructArray.from_arrays(
-        [message_fields[f.name] for f in message_type],
-        fields=list(message_type),
+        [message_fields[f.name] for f in message_struct],
+        fields=list(message_struct),
         mask=message.is_null(),
     )
     choice = pa.StructArray.from_arrays(
@@ -654,22 +665,10 @@ def _has_map(dtype: DataType) -> bool:
     return False
 
 
-def _message_type(data: StructType) -> StructType | None:
-    if "choices" not in data.names:
-        return None
-    choices = data["choices"].dataType
-    if not (isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)):
-        return None
-    choice = choices.elementType
-    if "message" not in choice.names or not isinstance(choice["message"].dataType, StructType):
-        return None
-    return choice["message"].dataType
-
-
 def _without_parsed(data: StructType) -> StructType:
     """The envelope as the server sends it: no top-level ``parsed``, no ``message.parsed``."""
     fields = [f for f in data.fields if f.name != "parsed"]
-    message = _message_type(data)
+    message = message_type(data)
     if message is None:
         return StructType(fields)
     choices = data["choices"].dataType
@@ -695,7 +694,7 @@ def _guarded(envelope: StructType) -> StructType:
     """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
     message) holding a value sends the row to the reference parser, which decides over it."""
     reject = StructField("parsed", MapType(StringType(), StringType()))
-    message = _message_type(envelope)
+    message = message_type(envelope)
     if message is None:
         return StructType([*envelope.fields, reject])
     choices = envelope["choices"].dataType
@@ -717,7 +716,7 @@ def _guarded(envelope: StructType) -> StructType:
 
 def _content_reachable(envelope: StructType) -> bool:
     """Whether the envelope type reads what the content pass needs."""
-    message = _message_type(envelope)
+    message = message_type(envelope)
     if message is None or "content" not in message.names:
         return False
     choices = envelope["choices"].dataType

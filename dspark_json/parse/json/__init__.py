@@ -15,8 +15,7 @@ The modules, bottom-up:
 - :mod:`.scans`: the scans over a batch (the envelope's, the content's);
 - :mod:`.decode`: the scans' events as Arrow arrays;
 - :mod:`.times`: timestamps and dates read from text;
-- :mod:`.rescue`: the keys a type does not hold, found and rendered for ``_rescued_data``;
-- :mod:`.found`: the keys the scans found, as paths.
+- :mod:`.rescue`: the keys a type does not hold, found and rendered for ``_rescued_data``.
 """
 
 from __future__ import annotations
@@ -30,21 +29,13 @@ from dspark_json.parse.json.conform import (
     CODE_NONE,
     CODE_NULL,
     NESTED_STRIDE,
+    T_STRUCT,
     TypeTable,
     compile_type,
     extract_row,
     validate_row,
 )
 from dspark_json.parse.json.decode import read_events
-from dspark_json.parse.json.found import (
-    LAST,
-    RENDERED,
-    FoundKeys,
-    Key,
-    NodePaths,
-    RescuePaths,
-    unlike_repr,
-)
 from dspark_json.parse.json.grammar import (
     KIND_INVALID,
     KIND_NONE,
@@ -68,14 +59,9 @@ __all__ = [
     "CODE_NULL",
     "KIND_INVALID",
     "KIND_NONE",
-    "LAST",
     "MAX_DEPTH",
     "NESTED_STRIDE",
-    "RENDERED",
-    "FoundKeys",
-    "Key",
-    "NodePaths",
-    "RescuePaths",
+    "T_STRUCT",
     "TypeTable",
     "block_equal",
     "compile_type",
@@ -94,6 +80,5 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
-    "unlike_repr",
     "validate_row",
 ]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.json.conform import NESTED_STRIDE, T_STRUCT, TypeTable
+from dspark_json.parse.json import NESTED_STRIDE, T_STRUCT, TypeTable
 
 __all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "unlike_repr"]
 
