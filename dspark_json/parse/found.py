@@ -1,8 +1,8 @@
 """The unknown keys the scans found, as Python reads them for ``_rescued_data``.
 
-The CPU parser writes most of ``_rescued_data`` in compiled code (:mod:`.rescue`); the rows it
-cannot (keys deeper than the top level, values whose canonical form needs Python, more keys
-than a scan records) are rescued in Python from what the scans recorded:
+The vectorised path writes most of ``_rescued_data`` in compiled code (:mod:`.json.rescue`); the
+rows it cannot (keys deeper than the top level, values whose canonical form needs Python, more
+keys than a scan records) are rescued in Python from what the scans recorded:
 
 - :class:`FoundKeys`: a scan's unknown keys, by row (top-level spans, nested spans with their
   path of type nodes and element indexes, and the groups of rows that repeat one another's);

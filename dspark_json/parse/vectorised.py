@@ -162,7 +162,7 @@ class Vectorised:
         self.target = arrow_schema(schema)
         self.threads = _threads()
         keep_freed_memory()  # the next batch reuses this one's buffers
-        #: The documents that fit are read from the scans' events (:mod:`.decode`), or, for the
+        #: The documents that fit are read from the scans' events (:mod:`.json.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
         data = data_fields(schema)
