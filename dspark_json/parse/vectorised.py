@@ -524,7 +524,9 @@ class Vectorised:
                     entries.append(((*sort, LAST, seq), f"{prefix}{key}", value))
                     continue
                 text, steps = table.path(path)
-                entries.append(((*sort, *steps, LAST, seq), f"{prefix}{text}.{key}", value))
+                entries.append(
+                    ((*sort, *steps, LAST, seq), f"{_joined(prefix, text)}.{key}", value)
+                )
 
         add(keys.get(row, []), "", (), paths.envelope)
         if contents is not None:
@@ -592,6 +594,13 @@ class _Contents:
     ends: np.ndarray
     data: np.ndarray
     found: FoundKeys
+
+
+def _joined(prefix: str, path: str) -> str:
+    """A column path under ``prefix`` (``""``, ``"parsed."``, ``"choices[1].message.parsed."``)
+    as the reference parser spells it: an element index follows its column without a dot
+    (``parsed[0].subtitle``, as ``choices[0].message``), a field after one."""
+    return prefix[:-1] + path if prefix and path.startswith("[") else prefix + path
 
 
 def _threads() -> int:

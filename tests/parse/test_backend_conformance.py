@@ -600,3 +600,36 @@ def test_the_rules_in_plain_python_agree_with_the_kernels(lenient):
             a, b = with_kernels.column(name).to_pylist(), plain.column(name).to_pylist()
             wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
             assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:120]!r}"
+
+
+ARRAY_CONTENT = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"title": {"type": "string"}, "pages": {"type": "integer"}},
+    },
+}
+
+
+@pytest.mark.parametrize("choices", [1, 2])
+def test_top_level_arrays_whose_elements_carry_unknown_keys_rescue_one_spelling(choices):
+    """A content that is a JSON array: its elements' unknown keys are rescued as
+    ``parsed[0].subtitle`` (and ``choices[1].message.parsed[0].subtitle``) by the kernels' path
+    as by the reference parser, which spells an element index after its column without a dot."""
+    from dspark_json.parse.cpu import CpuParser
+
+    schema = response_schema(response_format=ARRAY_CONTENT)
+    items = '[{"title": "a", "subtitle": "b"}, {"title": "c", "pages": 3, "isbn": [1, 2]}]'
+    fitting = [dumps(envelope('[{"title": "x", "pages": 1}]'))] * 30
+    bodies = fitting + [dumps(envelope(*[items] * choices))] * 3
+    parser = CpuParser(schema)
+    actual = parser.parse(bodies)
+    assert parser.reference_rows == 0  # the kernels' path took every row, the rescue too
+    assert actual.equals(ReferenceParser(schema).parse(bodies))
+    expected = {"parsed[0].subtitle": "b", "parsed[1].isbn": [1, 2]}
+    if choices == 2:
+        expected |= {
+            "choices[1].message.parsed[0].subtitle": "b",
+            "choices[1].message.parsed[1].isbn": [1, 2],
+        }
+    assert json.loads(actual.column("_rescued_data")[-1].as_py()) == expected
