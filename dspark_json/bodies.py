@@ -122,11 +122,12 @@ def _parse_with(
         started = time.perf_counter()
         table = parser.parse(bodies)
         logger.info(
-            "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser)",
+            "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser%s)",
             table.num_rows,
             chosen,
             time.perf_counter() - started,
             parser.reference_rows,
+            "".join(f"; {reason}: {rows}" for reason, rows in parser.reference_reasons.items()),
         )
         return table
 

@@ -74,6 +74,7 @@ def partition_metrics(
         if answers.parse_seconds
         else None,
         "reference_rows": answers.reference_rows,
+        "reference_reasons": dict(answers.reference_reasons),
         "rows": dict(Counter(answers.statuses)),
         "dropped": dropped,
         "rescued_rows": len(rescued) - rescued.null_count,
@@ -89,7 +90,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     logger.info(
         "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries, codes %s, latency "
         "p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse %.3fs on "
-        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s",
+        "%s (%d row(s) by the reference parser%s); rescued %d, errors %d%s",
         what,
         record["prompts"],
         record["source"],
@@ -108,6 +109,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         record["parse_seconds"],
         record["backend"],
         record["reference_rows"],
+        _reasons(record.get("reference_reasons")),
         record["rescued_rows"],
         record["error_rows"],
         f"; new fields {record['new_fields']}" if record["new_fields"] else "",
@@ -125,6 +127,13 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
                 directory,
                 exc,
             )
+
+
+def _reasons(reasons: dict[str, int] | None) -> str:
+    """The reference parser's rows by reason, for the log line: ``: content_misfit 3``."""
+    if not reasons:
+        return ""
+    return ": " + ", ".join(f"{reason} {rows}" for reason, rows in reasons.items())
 
 
 def _non_null_count(table: pa.Table, column: str) -> int:

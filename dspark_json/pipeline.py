@@ -131,6 +131,7 @@ def answer(
         http_seconds=http_seconds,
         parse_seconds=time.perf_counter() - http_done,
         reference_rows=parser.reference_rows,
+        reference_reasons=dict(parser.reference_reasons),
         violations=violations,
         source=source,
     )

@@ -186,5 +186,7 @@ class Answers:
     http_seconds: float
     parse_seconds: float
     reference_rows: int
+    #: Those rows by reason (:class:`~dspark_json.parse.parser.Reason`'s words).
+    reference_reasons: dict[str, int] = field(default_factory=dict)
     violations: list[list[str] | None] | None = None  # with option validateSchema
     source: str = "server"  # where the answers came from: server, journal, recorded

@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 
 from dspark_json.parse import warmup
 from dspark_json.parse.arrow import to_string_array
+from dspark_json.parse.parser import Reason
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised, as_python
 from dspark_json.rows import Backend
@@ -40,8 +41,9 @@ class CpuParser:
         self.schema = schema
         self.lenient = lenient
         self.vectorised = Vectorised(schema, lenient=lenient)
-        #: How many rows of the last batch the reference parser took.
+        #: How many rows of the last batch the reference parser took, and why (:class:`Reason`).
         self.reference_rows = 0
+        self.reference_reasons: dict[str, int] = {}
 
     @functools.cached_property
     def cold(self) -> ReferenceParser:
@@ -55,6 +57,7 @@ class CpuParser:
         if len(texts) < warmup.SMALL_BATCH and not warmup.ready():
             warmup.start(warm_kernels)
             self.reference_rows = len(texts)
+            self.reference_reasons = {Reason.COLD: len(texts)} if len(texts) else {}
             return self.cold.parse(as_python(texts))
         return self.parse_vectorised(texts)
 
@@ -64,6 +67,7 @@ class CpuParser:
         """:meth:`parse` on the vectorised path, whatever the batch (compiling as needed)."""
         table = self.vectorised.parse(bodies)
         self.reference_rows = self.vectorised.reference_rows
+        self.reference_reasons = self.vectorised.reference_reasons
         return table
 
 

@@ -5,6 +5,7 @@ and use nothing else of it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Protocol
 
 import pyarrow as pa
@@ -12,7 +13,53 @@ from pyspark.sql.types import StructType
 
 from dspark_json.rows import Backend
 
-__all__ = ["Parser"]
+__all__ = ["Parser", "Reason"]
+
+
+class Reason(StrEnum):
+    """Why a row took the row-by-row reference parser instead of the kernels' path: the
+    counter :attr:`Parser.reference_reasons` (the partition metrics and the parse log line show
+    it). Each member is its word and carries its ``meaning``."""
+
+    meaning: str
+
+    def __new__(cls, word: str, meaning: str) -> Reason:
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member.meaning = meaning
+        return member
+
+    COLD = (
+        "kernels_compiling",
+        "a small batch in a process whose kernels were still compiling (the same rules in plain "
+        "Python: parse/warmup.py)",
+    )
+    COLUMN_TYPES = (
+        "column_types",
+        "the schema holds a type the kernels do not produce (a map; no choices column; a "
+        "parsed column of two types): every row of the batch",
+    )
+    ENVELOPE = (
+        "envelope_misfit",
+        "the body does not fit the envelope type as the kernels check it (a value of another "
+        "type, a repeated or escaped key, a number past the kernels' range, a parsed key)",
+    )
+    CONTENT = (
+        "content_misfit",
+        "a choice's content does not fit the content type as the kernels check it (a value of "
+        "another type to rescue: drift deeper than the fast rescue; a repeated or escaped key; "
+        "a number past the kernels' range)",
+    )
+    VALUES = (
+        "values_to_convert",
+        "a value the kernels read needs Python to convert it (timestamp or date text)",
+    )
+    CHOICES = (
+        "extra_choices",
+        "more than one choice where only the first has a parsed column (the others' values are "
+        "rescued)",
+    )
+    READER = "reader_rejected", "the JSON lines reader (the GPU backend's cuDF) rejected the chunk"
 
 
 class Parser(Protocol):
@@ -25,6 +72,8 @@ class Parser(Protocol):
     backend: Backend
     #: How many rows of the last batch the reference parser took (the metrics report it).
     reference_rows: int
+    #: Those rows by :class:`Reason` (word -> rows; reasons with no row left out).
+    reference_reasons: dict[str, int]
 
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         """One row per body, in order, of the Arrow types of :attr:`schema`."""

@@ -72,6 +72,7 @@ from dspark_json.parse.json import (
     scan_content_fit,
     scan_envelope_fit,
 )
+from dspark_json.parse.parser import Reason
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.threads import by_row_ranges
@@ -171,8 +172,9 @@ class Vectorised:
         # top-level column they sit under, unknown top-level keys ("*") last.
         self._rescue_order = {f.name: i for i, f in enumerate(data.fields)}
         self._rescue_order["*"] = len(data.fields)
-        #: How many rows of the last batch the reference parser took.
+        #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0
+        self.reference_reasons: dict[str, int] = {}
 
     @functools.cached_property
     def reference(self) -> ReferenceParser:
@@ -185,6 +187,7 @@ class Vectorised:
         texts = to_string_array(bodies)
         if self._plan is None:
             self.reference_rows = len(texts)
+            self.reference_reasons = {Reason.COLUMN_TYPES: len(texts)} if len(texts) else {}
             return self.reference.parse(as_python(texts))
         plan = self._plan
         n = len(texts)
@@ -212,13 +215,15 @@ class Vectorised:
             table=plan.envelope_table,
             schema=plan.envelope_read,
         )
-        slow = (codes == CODE_MISFIT) | (fits & ~read)
+        aside = _SetAside(n)
+        aside.add(Reason.ENVELOPE, codes == CODE_MISFIT)
+        aside.add(Reason.READER, fits & ~read)
+        slow = aside.rows()
         codes[slow] = CODE_MISFIT
-        bad: set[int] = set()
-        table = self._fast_columns(envelopes, codes, texts, found, bad)
-        slow[list(bad)] = True
-        slow_rows = np.flatnonzero(slow)
+        table = self._fast_columns(envelopes, codes, texts, found, aside)
+        slow_rows = np.flatnonzero(aside.rows())
         self.reference_rows = len(slow_rows)
+        self.reference_reasons = aside.counts()
         if not len(slow_rows):
             return table
         reference = self.reference.parse(as_python(texts.take(pa.array(slow_rows))))
@@ -265,9 +270,9 @@ class Vectorised:
         codes: np.ndarray,
         texts: pa.Array,
         found: FoundKeys,
-        bad: set[int],
+        aside: _SetAside,
     ) -> pa.Table:
-        """The target columns, one row per body, right for the bodies that fit; adds to ``bad``
+        """The target columns, one row per body, right for the bodies that fit; sets ``aside``
         the rows that turn out not to (misfit rows are replaced afterwards anyway)."""
         plan = self._plan
         assert plan is not None
@@ -275,7 +280,9 @@ class Vectorised:
         rows = np.arange(n)
         columns: dict[str, pa.Array] = {}
         for f in plan.envelope.fields:
-            columns[f.name] = finish(contiguous(envelopes.column(f.name)), f.dataType, rows, bad)
+            columns[f.name] = finish(
+                contiguous(envelopes.column(f.name)), f.dataType, rows, aside.of(Reason.VALUES)
+            )
         status = np.full(n, _EMPTY, np.int8)
         corrupt = pa.nulls(n, pa.large_string())
         contents = None
@@ -284,14 +291,14 @@ class Vectorised:
             lengths = pc.fill_null(pc.list_value_length(choices), 0).to_numpy()
             status[lengths > 0] = _OK
             if plan.content is not None:
-                contents = self._content(choices, lengths, bad)
+                contents = self._content(choices, lengths, aside)
                 status = contents.status
                 corrupt = contents.corrupt.cast(pa.large_string())
                 target = self.target.field("choices").type
                 columns["choices"] = _insert_parsed(choices, lengths, contents.parsed, target)
                 if not plan.per_choice:
                     # The other choices' values have no column: the reference rescues them.
-                    bad.update(np.flatnonzero(lengths > 1).tolist())
+                    aside.add(Reason.CHOICES, lengths > 1)
                 if "parsed" in self.target.names:
                     columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
         invalid = np.flatnonzero(codes == CODE_INVALID)
@@ -304,12 +311,12 @@ class Vectorised:
             corrupt = pa.concat_arrays([corrupt, shown_as_text(texts.take(pa.array(invalid)))])
             corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
-        columns["_rescued_data"] = self._rescued(texts, codes, found, contents, bad)
+        columns["_rescued_data"] = self._rescued(texts, codes, found, contents, aside.rows())
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
 
-    def _content(self, choices: pa.Array, lengths: np.ndarray, bad: set[int]) -> _Contents:
+    def _content(self, choices: pa.Array, lengths: np.ndarray, aside: _SetAside) -> _Contents:
         """Parse every choice's content: the parsed value per choice, and per row the status
         and ``_corrupt_record`` from its first choice."""
         plan = self._plan
@@ -336,8 +343,10 @@ class Vectorised:
             schema=plan.content_read,
         )
         codes[fitting & ~read] = CODE_MISFIT
-        bad.update(parents[codes == CODE_MISFIT].tolist())
-        parsed = finish(contiguous(values.column("v")), plan.content, parents, bad)
+        aside.of(Reason.CONTENT).update(parents[codes == CODE_MISFIT].tolist())
+        parsed = finish(
+            contiguous(values.column("v")), plan.content, parents, aside.of(Reason.VALUES)
+        )
 
         first = np.cumsum(lengths) - lengths
         has_first = lengths > 0
@@ -374,7 +383,7 @@ class Vectorised:
         codes: np.ndarray,
         found: FoundKeys,
         contents: _Contents | None,
-        bad: set[int],
+        bad: np.ndarray,
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
         choice's content), as the reference parser would rescue them: built in compiled code
@@ -403,8 +412,7 @@ class Vectorised:
             key_end = np.searchsorted(contents.found.rows, choices, "right")
             content_data, content_spans = contents.data, contents.found.spans
             first, lengths = contents.first, contents.lengths
-        if bad:
-            needs[list(bad)] = False
+        needs &= ~bad
         if not needs.any():
             return pa.nulls(n, pa.string())
         in_python |= walk
@@ -577,6 +585,42 @@ class Vectorised:
             if "parsed" in self._rescue_order:  # the schema has a top-level parsed column
                 envelope["parsed"] = values[0]
         return self.reference.converter.extras(envelope)
+
+
+class _SetAside:
+    """The rows of a batch set aside for the reference parser, by :class:`Reason`: a row's
+    reason is the first one it was set aside for (in the order of the path: the envelope's
+    scan, the reader, the values read, the contents)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self._rows: dict[Reason, set[int]] = {}
+
+    def of(self, reason: Reason) -> set[int]:
+        """The set of rows set aside for ``reason`` (to add to)."""
+        return self._rows.setdefault(reason, set())
+
+    def add(self, reason: Reason, rows: np.ndarray) -> None:
+        """Set aside the rows where the mask ``rows`` holds."""
+        self.of(reason).update(np.flatnonzero(rows).tolist())
+
+    def rows(self) -> np.ndarray:
+        """Whether each row is set aside, for any reason."""
+        mask = np.zeros(self.n, np.bool_)
+        for rows in self._rows.values():
+            mask[list(rows)] = True
+        return mask
+
+    def counts(self) -> dict[str, int]:
+        """Rows per reason, each row counted once, under its first reason."""
+        taken: set[int] = set()
+        counts: dict[str, int] = {}
+        for reason, rows in self._rows.items():
+            new = rows - taken
+            if new:
+                counts[str(reason)] = len(new)
+                taken |= new
+        return counts
 
 
 @dataclass(frozen=True)

@@ -149,3 +149,51 @@ def test_a_schema_with_parsed_only_at_the_top_level_stays_vectorised():
     assert "choices[1].message.parsed" in ours.column("_rescued_data")[5].as_py()
     assert ours.column("_rescued_data")[7].as_py() == '{"choices[0].message.annotations":[]}'
     assert parser.reference_rows == 1  # a walk in Python, but the row stays vectorised
+
+
+def test_the_reference_parsers_rows_are_counted_by_reason(cold):
+    """Each row the reference parser takes is counted once, under why it went there."""
+    parser = CpuParser(SCHEMA)
+    parser.parse(BODIES)  # a small batch while the kernels compile
+    assert parser.reference_reasons == {"kernels_compiling": len(BODIES)}
+    drift = [
+        chat('{"label": "a", "label": "b"}'),  # a repeated key: the content does not fit
+        chat('{"label": "a"}', created="yesterday"),  # the envelope does not fit
+        chat('{"label": "a"}', '{"label": "b"}'),  # fits: the second choice has a column
+    ]
+    table = parser.parse_vectorised(BODIES + drift)
+    assert table.equals(ReferenceParser(SCHEMA).parse(BODIES + drift))
+    assert parser.reference_reasons == {"envelope_misfit": 1, "content_misfit": 1}
+    assert parser.reference_rows == sum(parser.reference_reasons.values())
+    top = CpuParser(_top_level_parsed_only(SCHEMA))
+    top.parse_vectorised(BODIES + drift)
+    assert top.reference_reasons["extra_choices"] == 1
+
+
+def test_a_schema_beyond_the_kernels_counts_every_row_under_column_types():
+    fields = list(SCHEMA.fields)
+    fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
+    parser = CpuParser(StructType(fields))
+    parser.parse_vectorised(BODIES)
+    assert parser.reference_reasons == {"column_types": len(BODIES)}
+    parser.parse_vectorised([])
+    assert parser.reference_reasons == {} and parser.reference_rows == 0
+
+
+def test_the_partition_log_line_and_record_say_why_rows_took_the_reference_parser(caplog):
+    import logging
+
+    from dspark_json.metrics import report
+
+    record = {
+        "batch": None, "partition": 0, "prompts": 3, "source": "server", "rows": {"ok": 3},
+        "dropped": 0, "http_seconds": 0.0, "requests": 3, "retries": 0, "http_status": {},
+        "latency_ms": {"p50": None, "p95": None, "p99": None},
+        "inflight_limit": {"lowest": 1, "peak": 1}, "prompt_tokens": 0,
+        "completion_tokens": 0, "parse_seconds": 0.0, "backend": "cpu", "reference_rows": 3,
+        "reference_reasons": {"content_misfit": 2, "envelope_misfit": 1}, "rescued_rows": 0,
+        "error_rows": 0, "new_fields": [],
+    }  # fmt: skip
+    with caplog.at_level(logging.INFO, logger="dspark_json"):
+        report(record, "partition 0", None)
+    assert "3 row(s) by the reference parser: content_misfit 2, envelope_misfit 1" in caplog.text

@@ -30,11 +30,13 @@ class GpuParser:
             use_memory_pool(memory_fraction)
         self.schema = schema
         self.vectorised = Vectorised(schema, lines=CudfLines(), lenient=lenient)
-        #: How many rows of the last batch the reference parser took.
+        #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0
+        self.reference_reasons: dict[str, int] = {}
 
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         """One row per body, in order (no cold path: the GPU run compiles its kernels first)."""
         table = self.vectorised.parse(bodies)
         self.reference_rows = self.vectorised.reference_rows
+        self.reference_reasons = self.vectorised.reference_reasons
         return table
