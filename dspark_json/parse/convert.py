@@ -47,6 +47,7 @@ __all__ = [
     "is_tuple",
     "parse_date",
     "parse_timestamp",
+    "text_value",
     "tuple_field",
 ]
 
@@ -233,8 +234,14 @@ def _shape(dtype: StructType) -> tuple[frozenset[str], tuple[tuple[str, DataType
     return cached[1], cached[2]
 
 
-def _string(value: Any, _: DataType) -> Any:
+def text_value(value: Any) -> str:
+    """What a string column holds of a JSON value: a string itself, anything else its JSON
+    text (a number beyond a double's range, kept as its text by the reader, as that text)."""
     return value if isinstance(value, str) else dump_json(value)
+
+
+def _string(value: Any, _: DataType) -> Any:
+    return text_value(value)
 
 
 def _integral(value: Any, dtype: DataType) -> Any:

@@ -82,6 +82,7 @@ def warm_kernels() -> None:
             StructField("x", DoubleType()),
             StructField("b", BooleanType()),
             StructField("n", ArrayType(LongType())),
+            StructField("j", StringType()),  # a free-form value: held as its JSON text
         ]
     )
     message = StructType([StructField("content", StringType()), StructField("parsed", content)])
@@ -110,6 +111,7 @@ def warm_kernels() -> None:
         "x": 0.5,
         "b": True,
         "n": [1],
+        "j": {"k": [1, 0.5]},
         "extra": 0.5,
     }
     body = {

@@ -46,7 +46,7 @@ from dspark_json.parse.arrow import (
     to_string_array,
     with_null_rows,
 )
-from dspark_json.parse.convert import arrow_schema, dump_json
+from dspark_json.parse.convert import arrow_schema, dump_json, text_value
 from dspark_json.parse.envelope import content_type, message_type
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (
@@ -67,6 +67,7 @@ from dspark_json.parse.json import (
     CODE_NULL,
     TypeTable,
     compile_type,
+    json_texts,
     read_events,
     rescue_rows,
     scan_content_fit,
@@ -108,9 +109,11 @@ class _Plan:
     per_choice: bool
 
     @classmethod
-    def of(cls, data: StructType) -> _Plan | None:
+    def of(cls, data: StructType, json_text: bool = True) -> _Plan | None:
         """The plan for the data columns of a schema, or None when the schema is beyond the
-        vectorised reader (the reference parser then takes every row)."""
+        vectorised reader (the reference parser then takes every row). ``json_text``: the
+        content's string columns take any JSON value as its text on the kernels' path (the
+        events' reader only; a JSON lines reader does not)."""
         if _has_map(data) or "choices" not in data.names:
             # Maps, and schemas without choices (the status is "ok" when a body has some: only
             # the reference parser looks), are the reference parser's.
@@ -136,17 +139,19 @@ class _Plan:
             envelope_table=compile_type(_guarded(envelope), timestamp_range=_SECONDS),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
-            content_table=compile_type(parsed) if parsed is not None else None,
+            content_table=(
+                compile_type(parsed, json_text=json_text) if parsed is not None else None
+            ),
             content_read=content_read,
             per_choice=per_choice,
         )
 
 
 @functools.lru_cache(maxsize=64)
-def _plan_of(data: StructType) -> _Plan | None:
+def _plan_of(data: StructType, json_text: bool = True) -> _Plan | None:
     """:meth:`_Plan.of`, once per schema (a partition of a few hundred rows would otherwise
     spend more on planning than on parsing)."""
-    return _Plan.of(data)
+    return _Plan.of(data, json_text)
 
 
 class Vectorised:
@@ -167,7 +172,7 @@ class Vectorised:
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
         data = data_fields(schema)
-        self._plan = _plan_of(data)
+        self._plan = _plan_of(data, lines is None)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
         # top-level column they sit under, unknown top-level keys ("*") last.
         self._rescue_order = {f.name: i for i, f in enumerate(data.fields)}
@@ -259,7 +264,9 @@ class Vectorised:
             )
         every = np.ones(len(starts), np.bool_)
         if wrap:
-            value = read_events(data, events, table, schema.field("v").type, self.threads)
+            value = read_events(
+                data, events, table, schema.field("v").type, self.threads, text_of=_json_texts
+            )
             return pa.table([value], schema=schema), every
         root = read_events(data, events, table, pa.struct(list(schema)), self.threads)
         return pa.Table.from_struct_array(root), every
@@ -638,6 +645,31 @@ class _Contents:
     ends: np.ndarray
     data: np.ndarray
     found: FoundKeys
+
+
+def _json_texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Array:
+    """The JSON values at ``data[starts:ends]`` (valid, as the scans checked them) as a string
+    column holds them, the reference parser's bytes (:func:`dump_json` of what :func:`loads`
+    reads, :func:`text_value`): in compiled code, the few that need Python (a number ``repr``
+    writes otherwise, a repeated or escaped key) in Python."""
+    offsets, out, python, checks = json_texts(data, starts, ends)
+    if len(checks):
+        python[unlike_repr(out, checks)] = True
+    texts = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(out))
+    slow = np.flatnonzero(python)
+    if not len(slow):
+        return texts
+    view = memoryview(data.data)
+    fixed = pa.array(
+        [
+            text_value(loads(bytes(view[s:e]), checked=True, lenient=True))
+            for s, e in zip(starts[slow].tolist(), ends[slow].tolist(), strict=True)
+        ],
+        pa.large_string(),
+    )
+    index = np.arange(len(starts))
+    index[slow] = len(starts) + np.arange(len(slow))
+    return pa.concat_arrays([texts, fixed]).take(pa.array(index))
 
 
 def _joined(prefix: str, path: str) -> str:

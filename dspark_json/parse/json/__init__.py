@@ -44,7 +44,7 @@ from dspark_json.parse.json.grammar import (
     holds_escape,
 )
 from dspark_json.parse.json.lines import gather_lines, line_lengths
-from dspark_json.parse.json.rescue import rescue_rows, rescued_keys
+from dspark_json.parse.json.rescue import json_texts, rescue_rows, rescued_keys
 from dspark_json.parse.json.scans import scan_content_fit, scan_envelope_fit
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 from dspark_json.parse.json.words import BLOCK, block_equal, copy_block, lowest_bit
@@ -70,6 +70,7 @@ __all__ = [
     "gather_lines",
     "holds_bytes",
     "holds_escape",
+    "json_texts",
     "kernel",
     "line_lengths",
     "lowest_bit",

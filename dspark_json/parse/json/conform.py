@@ -65,8 +65,10 @@ __all__ = [
     "CODE_NONE",
     "CODE_NULL",
     "FOUND",
+    "JSON_TEXT",
     "NESTED_PATH",
     "NESTED_STRIDE",
+    "TEXT_ANY",
     "T_BOOL",
     "T_DOUBLE",
     "T_INT",
@@ -93,6 +95,18 @@ CODE_EXTRA = 3  # fits, but for unknown keys with values: read it, and rescue th
 
 # Node types.
 T_STRUCT, T_ARRAY, T_STRING, T_INT, T_DOUBLE, T_BOOL, T_REJECT = 1, 2, 3, 4, 5, 6, 7
+
+#: ``low`` of a string node that takes any JSON value, a non-string as its JSON text (a Spark
+#: string column: free-form values, unions of scalars; dates and timestamps read as text do not).
+TEXT_ANY = 1
+#: An event's ``a`` for a value held as JSON text: ``JSON_TEXT - start`` (``<= JSON_TEXT``;
+#: ``b`` its end), apart from a string's body (``a >= 0``) and a null (``a = -1``).
+JSON_TEXT = -3
+
+# Bytes the kernels compare against.
+_OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_ARRAY, _CLOSE_ARRAY = 123, 125, 91, 93
+_QUOTE, _BACKSLASH, _COMMA, _COLON, _MINUS = 34, 92, 44, 58, 45
+_N, _T = 110, 116  # the first letters of null and true
 
 #: Doubles with a decimal exponent beyond this (or as many integer digits) go to the reference
 #: parser, which decides between a value, zero and overflow the way Python does.
@@ -158,9 +172,16 @@ _INT_RANGES = {
 }
 
 
-def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = None) -> TypeTable:
+def compile_type(
+    dtype: DataType,
+    *,
+    timestamp_range: tuple[int, int] | None = None,
+    json_text: bool = False,
+) -> TypeTable:
     """The table for ``dtype``. Timestamps are read as unix seconds in ``timestamp_range`` when
-    it is given, else as text (converted afterwards); dates always as text; maps never fit."""
+    it is given, else as text (converted afterwards); dates always as text; maps never fit.
+    ``json_text``: a string column takes any JSON value, a non-string as its JSON text
+    (:data:`TEXT_ANY`), as the reference parser fills it."""
     kind: list[int] = []
     first: list[int] = []
     count: list[int] = []
@@ -201,6 +222,8 @@ def compile_type(dtype: DataType, *, timestamp_range: tuple[int, int] | None = N
             first[index] = add(t.elementType)
         elif isinstance(t, StringType | DateType):
             kind[index] = T_STRING
+            if json_text and isinstance(t, StringType):
+                low[index] = TEXT_ANY
         elif isinstance(t, TimestampType):
             if timestamp_range is None:
                 kind[index] = T_STRING
@@ -439,6 +462,10 @@ def check_row(
     recording = False
     nesting = 0  # the depth of the object whose unknown key's value is being recorded
     key_begin = key_stop = 0
+    # A container held whole as a string node's JSON text (TEXT_ANY): its node, where it
+    # begins, and the depth it was opened at (-1: none open; its inside is untyped).
+    text_node = text_begin = 0
+    text_depth = -1
     while True:
         pos = skip_ws(data, pos, end)
         if state == 1:
@@ -472,10 +499,16 @@ def check_row(
                     node = first[parent] if parent >= 0 else -1
                     stack_count[depth - 1] += 1
                     state = 0
-            elif (c == 125 and bracket == 123) or (c == 93 and bracket == 91):
+            elif (c == _CLOSE_OBJECT and bracket == _OPEN_OBJECT) or (
+                c == _CLOSE_ARRAY and bracket == _OPEN_ARRAY
+            ):
                 depth -= 1
                 pos += 1
-                if emit and stack_node[depth] >= 0:
+                if depth == text_depth:
+                    text_depth = -1
+                    if emit:
+                        n = _emit(events, n, text_node, JSON_TEXT - text_begin, pos)
+                elif emit and stack_node[depth] >= 0:
                     n = _emit_close(
                         events, n, stack_node[depth], kind, first, count, field_node, stamps,
                         stack_stamp[depth], stack_count[depth], closure, closure_at,
@@ -583,10 +616,15 @@ def check_row(
                     misfit = True
                 unknown = False
             t = kind[node] if node >= 0 else 0
-            if c == 123 or c == 91:
+            # A non-string for a string node that takes JSON text: held as its text.
+            as_text = t == T_STRING and low[node] == TEXT_ANY and c != _QUOTE and c != _N
+            if c == _OPEN_OBJECT or c == _OPEN_ARRAY:
                 if depth == MAX_DEPTH:
                     return KIND_INVALID, CODE_MISFIT
-                if node >= 0 and t != (T_STRUCT if c == 123 else T_ARRAY):
+                if as_text:
+                    text_node, text_begin, text_depth = node, pos, depth
+                    node = -1  # its inside is untyped
+                if node >= 0 and t != (T_STRUCT if c == _OPEN_OBJECT else T_ARRAY):
                     misfit = True
                     node = -1
                 stack[depth] = c
@@ -602,7 +640,11 @@ def check_row(
                     depth -= 1
                     pos += 1
                     state = 1
-                    if emit and node >= 0:
+                    if depth == text_depth:
+                        text_depth = -1
+                        if emit:
+                            n = _emit(events, n, text_node, JSON_TEXT - text_begin, pos)
+                    elif emit and node >= 0:
                         n = _emit_close(
                             events, n, node, kind, first, count, field_node, stamps,
                             stack_stamp[depth], 0, closure, closure_at,
@@ -614,15 +656,18 @@ def check_row(
                     node = first[node] if node >= 0 else -1
                 continue
             begin = pos
-            if c == 34:
+            if c == _QUOTE:
                 if node >= 0 and t != T_STRING:
                     misfit = True
                 pos = scan_string(data, pos, end, lenient)
                 if emit and t == T_STRING:
                     n = _emit(events, n, node, begin + 1, pos - 1)
-            elif c == 45 or 48 <= c <= 57:
+            elif c == _MINUS or 48 <= c <= 57:
                 pos = scan_number(data, pos, end)
-                if node >= 0 and pos >= 0:
+                if as_text and pos >= 0:
+                    if emit:
+                        n = _emit(events, n, node, JSON_TEXT - begin, pos)
+                elif node >= 0 and pos >= 0:
                     fits, value = -1, 0
                     if t == T_INT or t == T_DOUBLE:
                         fits, value = number_fits(data, begin, pos, t, low[node], high[node])
@@ -633,14 +678,16 @@ def check_row(
                     elif emit:
                         n = _emit(events, n, node, begin, pos)
             else:
-                if node >= 0 and c != 110 and t != T_BOOL:
+                if node >= 0 and c != _N and t != T_BOOL and not as_text:
                     misfit = True
                 pos = scan_literal(data, pos, end)
                 if emit and node >= 0 and pos >= 0:
-                    if c == 110:
+                    if c == _N:
                         n = emit_null(events, n, node, closure, closure_at)
+                    elif as_text:
+                        n = _emit(events, n, node, JSON_TEXT - begin, pos)
                     elif t == T_BOOL:
-                        n = _emit(events, n, node, 1, 1 if c == 116 else 0)
+                        n = _emit(events, n, node, 1, 1 if c == _T else 0)
             if pos < 0:
                 return KIND_INVALID, CODE_MISFIT
             state = 1

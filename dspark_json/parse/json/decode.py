@@ -23,15 +23,17 @@ by Python's ``float``, so every value is the one the reference parser reads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
+    JSON_TEXT,
     T_ARRAY,
     T_BOOL,
     T_DOUBLE,
@@ -349,23 +351,32 @@ def _double_of(data: Any, start: int, end: int, pow10: Any) -> tuple[bool, float
     return True, -value if negative else value
 
 
+#: The JSON texts of values (``data``, their starts, their ends) as a string array, in the
+#: reference parser's canonical form: given by the caller, which owns that form's Python side.
+TextOf = Callable[[np.ndarray, np.ndarray, np.ndarray], pa.Array]
+
+
 def read_events(
     data: np.ndarray,
     events: Sequence[np.ndarray],
     table: TypeTable,
     arrow_type: pa.DataType,
     threads: int = 1,
+    *,
+    text_of: TextOf | None = None,
 ) -> pa.Array:
     """The values the events of a scan describe (one array per range of rows, in order), as
     one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
-    scanned, null where it did not fit."""
+    scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
+    JSON text (a table compiled with ``json_text``)."""
     a, b, bounds, places = group_events(
         events, len(table.kind), threads, data=data, is_double=table.kind == T_DOUBLE
     )
     strings = strings_in_order(
         data, events, table.kind == T_STRING, bounds, places, threads=threads
     )
-    return _Columns(data, table, a, b, bounds, strings=strings).build(0, arrow_type)
+    columns = _Columns(data, table, a, b, bounds, strings=strings, text_of=text_of)
+    return columns.build(0, arrow_type)
 
 
 class _Columns:
@@ -380,9 +391,11 @@ class _Columns:
         bounds: np.ndarray,
         *,
         strings: dict[int, tuple[np.ndarray, np.ndarray]],
+        text_of: TextOf | None = None,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
         self.strings = strings  # per string node: its offsets and text, unescaped
+        self.text_of = text_of
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
         lo, hi = int(self.bounds[node]), int(self.bounds[node + 1])
@@ -404,7 +417,11 @@ class _Columns:
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_STRING:
             offsets, text = self.strings[node]
-            if arrow_type == pa.string() and offsets[-1] < 2**31:
+            as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)
+            held = as_text.any()
+            if held:
+                null = a == -1
+            if arrow_type == pa.string() and offsets[-1] < 2**31 and not held:
                 return pa.StringArray.from_buffers(
                     len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
                     _validity(null),
@@ -412,6 +429,8 @@ class _Columns:
             strings = pa.LargeStringArray.from_buffers(
                 len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
             )
+            if held:
+                strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             null = a == -1
@@ -425,6 +444,17 @@ class _Columns:
         if kind == T_BOOL:
             return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
+
+    def _with_texts(
+        self, strings: pa.Array, as_text: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    ) -> pa.Array:
+        """``strings`` with the values at ``as_text`` replaced by their JSON texts (the values
+        at ``data[starts:ends]``, in order)."""
+        assert self.text_of is not None, "a table compiled with json_text needs text_of"
+        texts = self.text_of(self.data, starts, ends).cast(pa.large_string())
+        index = np.cumsum(as_text) - 1
+        spread = texts.take(pa.array(index, mask=~as_text))
+        return pc.if_else(pa.array(as_text), spread, strings)
 
     def _fields(self, node: int) -> dict[str, int]:
         t = self.table

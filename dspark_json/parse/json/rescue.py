@@ -41,7 +41,7 @@ from dspark_json.parse.json.grammar import (
     unicode_escape,
 )
 
-__all__ = ["rescue_rows", "rescued_keys"]
+__all__ = ["json_texts", "rescue_rows", "rescued_keys"]
 
 
 _QUOTE, _BACKSLASH = 34, 92
@@ -594,3 +594,38 @@ def _skip_value(data: Any, pos: int, end: int) -> int:
         if depth == 0 and (c == _QUOTE or c == 125 or c == 93):
             return pos
     return pos if depth == 0 else -1
+
+
+@kernel
+def json_texts(data: Any, starts: Any, ends: Any) -> tuple[Any, Any, Any, Any]:
+    """The valid JSON values ``data[starts[i]:ends[i]]`` in Python's canonical form
+    (``json.dumps(value, ensure_ascii=False, separators=(",", ":"))`` of what ``json.loads``
+    reads), as a string column's text: the value held as its JSON text.
+
+    Returns (offsets, out, python, checks): a large_string array's buffers, the values whose
+    canonical form needs Python (:func:`_put_value` gave up: an empty string in ``out``), and
+    the numbers to verify, (value, start, end in ``out``) three entries each after the count,
+    as :func:`rescue_rows` notes them."""
+    n = len(starts)
+    size = 0
+    dots = 0
+    for i in range(n):
+        # A raw control character (lenient content) is written as \\u00xx: 6 bytes for 1.
+        size += 6 * (ends[i] - starts[i])
+        dots += _count(data, starts[i], ends[i], 46)
+    out = np.empty(max(size, 1), np.uint8)
+    checks = np.zeros(1 + 3 * dots, np.int64)
+    seen = _seen()
+    offsets = np.zeros(n + 1, np.int64)
+    python = np.zeros(n, np.bool_)
+    pos = 0
+    for i in range(n):
+        noted = checks[0]
+        written = _put_value(out, pos, data, starts[i], ends[i], checks, i, seen)
+        if written < 0:
+            python[i] = True
+            checks[0] = noted  # its numbers are Python's too, and their bytes overwritten
+        else:
+            pos = written
+        offsets[i + 1] = pos
+    return offsets, out, python, checks[1 : 1 + 3 * checks[0]]

@@ -40,6 +40,7 @@ import numpy as np
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
     FOUND,
+    JSON_TEXT,
     NESTED_STRIDE,
     T_BOOL,
     T_DOUBLE,
@@ -118,6 +119,8 @@ def learn_shape(
     slot_events = np.empty(m, np.int64)
     values = 0
     for e in range(m):
+        if written[3 * e + 1] <= JSON_TEXT:  # a value held as JSON text: no shape holds it
+            return False, no_shape()
         # A value's event: a scalar node, not a null (a null's first entry is -1).
         if _is_value(kind[written[3 * e]]) and written[3 * e + 1] != -1:
             slot_events[values] = e
