@@ -13,6 +13,7 @@ from pyspark.sql.types import (
     DataType,
     DateType,
     LongType,
+    MapType,
     StringType,
     StructField,
     StructType,
@@ -39,6 +40,8 @@ def read_type(dtype: DataType, *, seconds: bool = False) -> DataType:
         )
     if isinstance(dtype, ArrayType):
         return ArrayType(read_type(dtype.elementType, seconds=seconds))
+    if isinstance(dtype, MapType):
+        return MapType(dtype.keyType, read_type(dtype.valueType, seconds=seconds))
     if isinstance(dtype, TimestampType):
         return LongType() if seconds else StringType()
     if isinstance(dtype, DateType):
@@ -51,7 +54,8 @@ def _has_conversion(dtype: DataType) -> bool:
         return any(_has_conversion(f.dataType) for f in dtype.fields)
     if isinstance(dtype, ArrayType):
         return _has_conversion(dtype.elementType)
-    return isinstance(dtype, TimestampType | DateType)
+    # A map's keys must not repeat (Python's dict keeps one): checked on the way.
+    return isinstance(dtype, TimestampType | DateType | MapType)
 
 
 def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) -> pa.Array:
@@ -79,6 +83,8 @@ def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) ->
             type=target,
             mask=array.is_null() if array.null_count else None,
         )
+    if isinstance(dtype, MapType):
+        return _finish_map(array, dtype, target, rows, bad)
     if pa.types.is_integer(array.type):  # unix seconds, range checked by the scan
         return pc.multiply(array, 1_000_000).cast(_TIMESTAMP_US)
     offsets, data, valid = string_buffers(array)
@@ -97,3 +103,32 @@ def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) ->
         else:
             values[i] = (value - _EPOCH.date()).days
     return pa.array(values, mask=missing).cast(target)
+
+
+def _finish_map(
+    array: pa.Array, dtype: MapType, target: pa.DataType, rows: np.ndarray, bad: set[int]
+) -> pa.Array:
+    """A map read from the events: its values finished, and the rows of a map that repeats a
+    key (``{"a": 1, "a": 2}``, or one key spelled two ways) added to ``bad``: Python's dict
+    keeps one entry, the last value at the first key's place, which the reference decides."""
+    # By its offsets (pyarrow's list kernels do not take a map).
+    bounds = array.offsets.to_numpy()
+    lengths = np.diff(bounds)
+    parents = np.repeat(np.arange(len(array)), lengths)
+    keys = array.keys.slice(bounds[0], bounds[-1] - bounds[0])
+    if len(keys):
+        entries = pa.table({"map": parents, "key": keys})
+        counted = entries.group_by(["map", "key"]).aggregate([([], "count_all")])
+        repeated = counted.filter(pc.greater(counted.column("count_all"), 1))
+        maps = repeated.column("map").to_numpy()
+        bad.update(np.unique(rows[maps]).tolist())
+    values = array.items.slice(bounds[0], bounds[-1] - bounds[0])
+    items = finish(values, dtype.valueType, rows[parents], bad)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    return pa.MapArray.from_arrays(
+        pa.array(offsets),
+        keys,
+        items,
+        type=target,
+        mask=array.is_null() if array.null_count else None,
+    )

@@ -36,8 +36,8 @@ class Reason(StrEnum):
     )
     COLUMN_TYPES = (
         "column_types",
-        "the schema holds a type the kernels do not produce (a map; no choices column; a "
-        "parsed column of two types): every row of the batch",
+        "the schema holds a type the kernels do not produce (a map in the envelope, or for a "
+        "JSON lines reader; no choices column; a parsed column of two types): every row",
     )
     ENVELOPE = (
         "envelope_misfit",
@@ -52,7 +52,8 @@ class Reason(StrEnum):
     )
     VALUES = (
         "values_to_convert",
-        "a value the kernels read needs Python to convert it (timestamp or date text)",
+        "a value the kernels read needs Python to convert it (timestamp or date text), or a "
+        "map repeats a key (Python's dict keeps one entry)",
     )
     CHOICES = (
         "extra_choices",

@@ -114,12 +114,16 @@ class _Plan:
         vectorised reader (the reference parser then takes every row). ``json_text``: the
         content's string columns take any JSON value as its text on the kernels' path (the
         events' reader only; a JSON lines reader does not)."""
-        if _has_map(data) or "choices" not in data.names:
-            # Maps, and schemas without choices (the status is "ok" when a body has some: only
-            # the reference parser looks), are the reference parser's.
+        if "choices" not in data.names:
+            # Schemas without choices (the status is "ok" when a body has some: only the
+            # reference parser looks) are the reference parser's.
             return None
         parsed = content_type(data)
         envelope = _without_parsed(data)
+        if _has_map(envelope) or (parsed is not None and _has_map(parsed) and not json_text):
+            # Maps in the envelope, or for a JSON lines reader, are the reference parser's;
+            # the events' reader reads the content's.
+            return None
         per_choice = False
         if parsed is not None:
             # The content pass needs content and finish_reason read; where both the top level

@@ -127,3 +127,78 @@ def test_a_content_that_is_a_json_text_column_itself_takes_any_value():
     assert ours.equals(ReferenceParser(schema).parse(bodies))
     assert ours.column("parsed").to_pylist()[:2] == ['{"a":[1,2.5]}', "[true]"]
     assert parser.reference_rows == 0
+
+
+MAPS = {
+    "type": "object",
+    "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "counts": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "additionalProperties": {"type": "integer"}},
+        },
+        "objs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {"x": {"type": "integer"}},
+                },
+            },
+        },
+        "n": {"type": "integer"},
+    },
+}
+
+
+def map_content(rng: random.Random) -> str:
+    def keys() -> list[str]:
+        ks = [rng.choice(['"a"', '"b"', '"app.kubernetes.io/name"', '"\\u0041"', '"A"'])]
+        ks += [f'"k{i}"' for i in range(rng.randint(0, 4))]
+        return ks if rng.random() < 0.02 else list(dict.fromkeys(ks))  # now and then a repeat
+
+    def entries(value) -> str:
+        if rng.random() < 0.1:
+            return "null"
+        return "{" + ", ".join(f"{k}: {value()}" for k in keys()) + "}"
+
+    labels = entries(lambda: value(rng) if rng.random() < 0.2 else '"v"')
+    counts = entries(
+        lambda: entries(lambda: '"x"' if rng.random() < 0.01 else rng.choice(["1", "-2", "null"]))
+    )
+    objs = (
+        "["
+        + ", ".join(
+            entries(
+                lambda: rng.choice(
+                    ['{"x": 1}', '{"x": null}', "{}", '{"x": 2, "y": 3}'][
+                        : 3 + (rng.random() < 0.02)
+                    ]
+                )
+            )
+            for _ in range(rng.randint(0, 2))
+        )
+        + "]"
+    )
+    return f'{{"labels": {labels}, "counts": {counts}, "objs": {objs}, "n": 1}}'
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_maps_on_the_kernels_path_are_the_reference_parsers(seed):
+    """map<string, T> of any value type (strings taking any JSON, maps of maps, structs),
+    nested in arrays, with nulls, repeated keys and drift: the reference's table, and only
+    drift and repeated keys leave the kernels' path."""
+    rng = random.Random(seed)
+    schema = response_schema(response_format=MAPS)
+    bodies = [body(map_content(rng)) for _ in range(300)]
+    parser = CpuParser(schema)
+    ours = parser.parse_vectorised(bodies)
+    reference = ReferenceParser(schema).parse(bodies)
+    for name in reference.column_names:
+        a, b = ours.column(name).to_pylist(), reference.column(name).to_pylist()
+        wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:300]!r}"
+    assert ours.equals(reference)
+    assert "column_types" not in parser.reference_reasons
+    assert parser.reference_rows < len(bodies) // 2

@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     FloatType,
     IntegerType,
     LongType,
+    MapType,
     StringType,
     StructType,
     TimestampType,
@@ -72,6 +73,7 @@ __all__ = [
     "T_BOOL",
     "T_DOUBLE",
     "T_INT",
+    "T_MAP",
     "T_STRING",
     "T_STRUCT",
     "TypeTable",
@@ -95,6 +97,9 @@ CODE_EXTRA = 3  # fits, but for unknown keys with values: read it, and rescue th
 
 # Node types.
 T_STRUCT, T_ARRAY, T_STRING, T_INT, T_DOUBLE, T_BOOL, T_REJECT = 1, 2, 3, 4, 5, 6, 7
+#: A map<string, T>: an object of any keys; its keys are node ``first[i]`` (strings), its
+#: values node ``high[i]``; its event's ``b`` is its entry count, as an array's.
+T_MAP = 8
 
 #: ``low`` of a string node that takes any JSON value, a non-string as its JSON text (a Spark
 #: string column: free-form values, unions of scalars; dates and timestamps read as text do not).
@@ -180,8 +185,9 @@ def compile_type(
 ) -> TypeTable:
     """The table for ``dtype``. Timestamps are read as unix seconds in ``timestamp_range`` when
     it is given, else as text (converted afterwards); dates always as text; maps never fit.
-    ``json_text``: a string column takes any JSON value, a non-string as its JSON text
-    (:data:`TEXT_ANY`), as the reference parser fills it."""
+    ``json_text`` (a table read from the scan's events): a string column takes any JSON value,
+    a non-string as its JSON text (:data:`TEXT_ANY`), as the reference parser fills it, and a
+    map is read as a map (:data:`T_MAP`; without it, a map never fits)."""
     kind: list[int] = []
     first: list[int] = []
     count: list[int] = []
@@ -220,6 +226,10 @@ def compile_type(
         elif isinstance(t, ArrayType):
             kind[index] = T_ARRAY
             first[index] = add(t.elementType)
+        elif isinstance(t, MapType) and json_text:
+            kind[index] = T_MAP
+            first[index] = add(StringType())
+            high[index] = add(t.valueType)
         elif isinstance(t, StringType | DateType):
             kind[index] = T_STRING
             if json_text and isinstance(t, StringType):
@@ -395,6 +405,17 @@ def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> boo
 
 
 @leaf
+def _under_map(kind: Any, stack_node: Any, depth: int) -> bool:
+    """Whether an open container of the ``depth`` open ones is a map's value (its path
+    holds a key)."""
+    for level in range(depth):
+        node = stack_node[level]
+        if node >= 0 and kind[node] == T_MAP:
+            return True
+    return False
+
+
+@leaf
 def check_row(
     data: Any,
     start: int,
@@ -524,7 +545,11 @@ def check_row(
             # one found (an object's stack_count holds it) is looked at first, and where the
             # key is its name as written, followed by the closing quote, the key needs no scan
             # (a name matched as written is plain: no quote, backslash or control character).
-            expected = stack_count[depth - 1] if parent >= 0 and count[parent] > 0 else -1
+            expected = (
+                stack_count[depth - 1]
+                if parent >= 0 and kind[parent] == T_STRUCT and count[parent] > 0
+                else -1
+            )
             length = key_end[expected] - key_start[expected] if expected >= 0 else -1
             as_expected = (
                 length >= 0
@@ -542,7 +567,12 @@ def check_row(
                 key_stop = pos - 1
             node = -1
             unknown = False
-            if parent >= 0:
+            if parent >= 0 and kind[parent] == T_MAP:  # any key: the next entry
+                if emit:
+                    n = _emit(events, n, first[parent], key_begin, key_stop)
+                stack_count[depth - 1] += 1
+                node = high[parent]
+            elif parent >= 0:
                 field = -1
                 lo, hi = first[parent], first[parent] + count[parent]
                 if as_expected:  # the field looked at first: no second compare
@@ -591,6 +621,8 @@ def check_row(
                         found[4 * found_n[0] + 2] = pos
                         recording = True
                         nesting = 1
+                    elif _under_map(kind, stack_node, depth):
+                        misfit = True  # a path through a map's key: the reference rescues it
                     elif 1 < depth <= NESTED_PATH + 1 and found_n[1] < _NESTED:
                         at = 4 * FOUND + NESTED_STRIDE * found_n[1]
                         found[at] = key_begin
@@ -624,13 +656,15 @@ def check_row(
                 if as_text:
                     text_node, text_begin, text_depth = node, pos, depth
                     node = -1  # its inside is untyped
-                if node >= 0 and t != (T_STRUCT if c == _OPEN_OBJECT else T_ARRAY):
+                if node >= 0 and t == T_MAP and c == _OPEN_OBJECT:
+                    pass
+                elif node >= 0 and t != (T_STRUCT if c == _OPEN_OBJECT else T_ARRAY):
                     misfit = True
                     node = -1
                 stack[depth] = c
                 stack_node[depth] = node
-                # An array's element count; an object's next expected field.
-                stack_count[depth] = first[node] if c == 123 and node >= 0 else 0
+                # An array's element count; a struct's next expected field; a map's entries.
+                stack_count[depth] = first[node] if c == _OPEN_OBJECT and t == T_STRUCT else 0
                 if c == 123:
                     clock[0] += 1
                     stack_stamp[depth] = clock[0]

@@ -38,6 +38,7 @@ from dspark_json.parse.json.conform import (
     T_BOOL,
     T_DOUBLE,
     T_INT,
+    T_MAP,
     T_STRING,
     T_STRUCT,
     TypeTable,
@@ -415,6 +416,15 @@ class _Columns:
             np.cumsum(lengths, out=offsets[1:])
             values = self.build(int(self.table.first[node]), arrow_type.value_type)
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
+        if kind == T_MAP:
+            lengths = np.where(null, 0, b)
+            offsets = np.zeros(len(a) + 1, np.int32)
+            np.cumsum(lengths, out=offsets[1:])
+            keys = self.build(int(self.table.first[node]), arrow_type.key_type)
+            items = self.build(int(self.table.high[node]), arrow_type.item_type)
+            return pa.MapArray.from_arrays(
+                pa.array(offsets), keys, items, type=arrow_type, mask=mask
+            )
         if kind == T_STRING:
             offsets, text = self.strings[node]
             as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)

@@ -45,6 +45,7 @@ from dspark_json.parse.json.conform import (
     T_BOOL,
     T_DOUBLE,
     T_INT,
+    T_MAP,
     T_STRING,
     number_fits,
 )
@@ -119,7 +120,8 @@ def learn_shape(
     slot_events = np.empty(m, np.int64)
     values = 0
     for e in range(m):
-        if written[3 * e + 1] <= JSON_TEXT:  # a value held as JSON text: no shape holds it
+        # A value held as JSON text, a map (its keys are values): no shape holds them.
+        if written[3 * e + 1] <= JSON_TEXT or kind[written[3 * e]] == T_MAP:
             return False, no_shape()
         # A value's event: a scalar node, not a null (a null's first entry is -1).
         if _is_value(kind[written[3 * e]]) and written[3 * e + 1] != -1:
