@@ -260,8 +260,8 @@ def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptR
 def _statuses(rows: PromptRows, outcomes: Outcomes, parsed: pa.ChunkedArray) -> list[str]:
     """Each row's ``_status``: ``invalid_prompt``, ``http_error``, or the parser's."""
     out: list[str] = pc.fill_null(parsed, "ok").to_pylist()
-    for row in outcomes.errors:
-        out[row] = "http_error"
+    for row, error in outcomes.errors.items():
+        out[row] = "invalid_utf8" if error["type"] == "invalid_utf8" else "http_error"
     for row in rows.problems:
         out[row] = "invalid_prompt"
     return out

@@ -66,11 +66,12 @@ STATUSES: Mapping[str, str] = {
     "not_json": "the content holds no JSON (prose)",
     "truncated": "finish_reason is length and the content is incomplete",
     "empty": "the answer has no choices",
+    "invalid_utf8": "the response body is not UTF-8; _corrupt_record has it, bad bytes as \\xNN",
 }
 #: Statuses of rows that DROPMALFORMED drops and FAILFAST fails on.
 MALFORMED = frozenset(
     {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
-)
+) | {"invalid_utf8"}
 
 #: Top-level columns of the chat completion envelope.
 ENVELOPE_COLUMNS = (
@@ -124,6 +125,8 @@ ERROR_TYPES: Mapping[str, str] = {
     "connect_timeout": "no connection within connectTimeout",
     "endpoint_unavailable": "every endpoint rested (failing /health) until requestDeadline",
     "batch_error": "a recorded batch-output line holds an error without a type",
+    "response_too_large": "the body is larger than maxResponseBytes, as received or decompressed",
+    "invalid_utf8": "the body of a 200 answer is not UTF-8 (the row's _status says so too)",
     "<transport error>": "httpx's exception name: ConnectError, ReadError, RemoteProtocolError...",
 }
 
