@@ -10,6 +10,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -140,7 +141,12 @@ def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield it in exactly ``schema``, in batches of
-    at most :data:`SPARK_BATCH_ROWS` rows."""
+    at most :data:`SPARK_BATCH_ROWS` rows. A partition of ``parts`` (a compressed file's rows)
+    is read part after part."""
+    if partition.parts:
+        for part in partition.parts:
+            yield from read_partition(replace(part, batch=partition.batch), query, schema)
+        return
     keep_freed_memory()  # this worker's next partition reuses this one's buffers
     started = time.perf_counter()
     rows, fetched, source = _rows_and_answers(partition, query)

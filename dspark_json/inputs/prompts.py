@@ -111,8 +111,9 @@ def infer_passthrough(listing: PromptListing, *, sample_rows: int = 1000) -> lis
     """
     types: dict[str, DataType] = {}
     seen = 0
-    for entry, rows in listing.files():
-        for record in read_segment(Segment(entry.path, 0, min(rows, sample_rows - seen))):
+    for entry, rows in listing.counted():  # only the files sampled are counted
+        sample = listing.locate(Segment(entry.path, 0, min(rows, sample_rows - seen)))
+        for record in read_segment(sample):  # only the bytes of the rows sampled are read
             seen += 1
             for key, value in record.fields.items():
                 if value is not None:
