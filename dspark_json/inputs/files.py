@@ -305,9 +305,9 @@ class _Cursor:
     def __init__(self, path: str, version: tuple[int | None, int | None]) -> None:
         self.path = path
         self.version = version  # size and modification time when it was opened
-        self.pieces = (piece for piece, _ in _pieces(path))
+        self.pieces = (_Piece(piece) for piece, _ in _pieces(path))
         self.row = 0
-        self.held: list[tuple[bytes, int]] = []  # (piece, its rows) from row ``row`` on
+        self.held: list[_Piece] = []  # the piece read last, from row ``row`` on
 
     @classmethod
     def take(cls, path: str, start: int, end: int) -> tuple[bytes, int]:
@@ -326,23 +326,49 @@ class _Cursor:
             raise
 
     def _take(self, start: int, end: int) -> tuple[bytes, int]:
-        counted = ((piece, _count_rows(piece)) for piece in self.pieces)
         row = self.row  # the first row of the next piece
-        kept: list[tuple[bytes, int]] = []
-        for piece, rows in itertools.chain(self.held, counted):
-            if not kept and row + rows <= start:
-                row += rows  # all before ``start``: passed over
+        kept: list[_Piece] = []
+        for piece in itertools.chain(self.held, self.pieces):
+            if not kept and row + piece.rows <= start:
+                row += piece.rows  # all before ``start``: passed over
                 continue
-            kept.append((piece, rows))
-            row += rows
+            kept.append(piece)
+            row += piece.rows
             if row >= end:
                 break
         if not kept:  # the file ends first: the caller finds too few rows
             self.row, self.held = row, []
             return b"", 0
-        first = row - sum(rows for _, rows in kept)
-        self.row, self.held = row - kept[-1][1], kept[-1:]  # its last piece may hold more
-        return b"".join(piece for piece, _ in kept), start - first
+        head, last = kept[0], kept[-1]
+        skip = start - (row - sum(piece.rows for piece in kept))
+        self.row, self.held = row - last.rows, [last]  # its last piece may hold more rows
+        # Only the bytes of rows [start, end), where the pieces know where their rows start.
+        stop = None
+        if last.starts is not None and end - self.row < last.rows:
+            stop = int(last.starts[end - self.row])
+        begin = 0
+        if head.starts is not None:
+            begin, skip = int(head.starts[skip]), 0
+        if len(kept) == 1:
+            return head.data[begin:stop], skip
+        middle = [piece.data for piece in kept[1:-1]]
+        return b"".join([head.data[begin:], *middle, last.data[:stop]]), skip
+
+
+class _Piece:
+    """A piece of a file's text, its row count and, where its lines end at LF or CRLF only,
+    the byte where each of its rows starts."""
+
+    __slots__ = ("data", "rows", "starts")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts: np.ndarray | None = None
+        if data.count(b"\r") == data.count(b"\r\n"):
+            self.starts = _row_starts(data)
+            self.rows = len(self.starts)
+        else:
+            self.rows = len(rows_of(data))
 
 
 def _version(path: str) -> tuple[int | None, int | None]:
