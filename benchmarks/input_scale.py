@@ -154,7 +154,8 @@ def child_gz(directory: str, batches: int) -> dict[str, Any]:
         end = listing.advance(position, max_rows=per_batch)
         if end == position:
             break
-        partitions = plan_partitions(listing.segments(position, end), PARTITION_SIZE, listing.locate)
+        segments = listing.segments(position, end)
+        partitions = plan_partitions(segments, PARTITION_SIZE, listing.locate)
         before, read_rows = opened[0], 0
         started = time.perf_counter()
         for partition in partitions:  # one task each, each in a process of its own
