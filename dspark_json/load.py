@@ -19,11 +19,12 @@ from pyspark.sql.types import DataType, StructField, StructType
 from dspark_json.errors import OptionError
 from dspark_json.fs import check_writable
 from dspark_json.http.preflight import check_server, fetch_served_schema
-from dspark_json.inputs.listing import Position, PromptListing
+from dspark_json.inputs.listing import PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.options import Options, Query
 from dspark_json.pipeline import fetch
+from dspark_json.records import PromptRecord
 from dspark_json.schema.ddl import apply_hints, to_ddl
 from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
@@ -152,16 +153,20 @@ def _sample_bodies(query: Query) -> list[str | None]:
     n = options.schema.infer_schema_samples
     option = "responses" if options.input.responses is not None else "prompts"
     listing = PromptListing(options.input.location, option=option)
-    segments = listing.segments(Position(), listing.end())
+    # Lazily: only the files and rows sampled are counted and read, not the whole input.
     if options.input.responses is not None:
         bodies: list[str | None] = []
-        for segment in segments:
+        for segment in listing.sample(max(n, 1)):
             if len(bodies) >= n:
                 break
             _, outcomes = read_recorded([segment])
             bodies.extend(outcomes.bodies[: n - len(bodies)].to_pylist())
         return bodies
-    records = [r for segment in segments for r in read_segment(segment) if r.problem is None][:n]
+    records: list[PromptRecord] = []
+    for segment in listing.sample(max(n, 1)):
+        if len(records) >= n:
+            break
+        records += [r for r in read_segment(segment) if r.problem is None][: n - len(records)]
     if not records:
         return []
     logger.info(

@@ -248,6 +248,14 @@ class PromptListing:
         for entry in self._list():
             yield entry, self.rows(entry)
 
+    def sample(self, rows: int) -> Iterator[Segment]:
+        """The input from its first row on, in segments of at most ``rows`` rows that know where
+        they lie; lazily: stop when the sample is large enough, and no more is counted or read
+        (a schema sample does not read the input whole on the driver)."""
+        for entry, count in self.counted():
+            for start in range(0, count, rows):
+                yield self.locate(Segment(entry.path, start, min(start + rows, count)))
+
     def rows(self, entry: FileEntry) -> int:
         """The row count of a listed file (counted the first time)."""
         rows = self._rows.get(entry.name)

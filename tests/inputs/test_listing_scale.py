@@ -107,3 +107,16 @@ def test_the_schema_sample_counts_and_reads_only_what_it_samples(tmp_path, count
     fields = infer_passthrough(PromptListing(str(tmp_path)), sample_rows=100)
     assert "n" in [f.name for f in fields] and "late" not in [f.name for f in fields]
     assert counted == ["a.jsonl"]
+
+
+def test_a_sample_counts_and_reads_only_the_files_it_reaches(tmp_path, counted):
+    for name in ("a", "b", "c"):
+        write_prompts(tmp_path, f"{name}.jsonl", rows(3))
+    listing = PromptListing(str(tmp_path))
+    taken = []
+    for segment in listing.sample(2):
+        taken.append((segment.path.rsplit("/", 1)[-1], segment.start, segment.end))
+        if len(taken) == 3:
+            break
+    assert taken == [("a.jsonl", 0, 2), ("a.jsonl", 2, 3), ("b.jsonl", 0, 2)]
+    assert counted == ["a.jsonl", "b.jsonl"]
