@@ -30,6 +30,7 @@ import decimal
 import itertools
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -301,6 +302,7 @@ class _Cursor:
     file again from its start."""
 
     _last: _Cursor | None = None
+    _lock = threading.Lock()  # a driver may sample from several threads
 
     def __init__(self, path: str, version: tuple[int | None, int | None]) -> None:
         self.path = path
@@ -312,18 +314,23 @@ class _Cursor:
     @classmethod
     def take(cls, path: str, start: int, end: int) -> tuple[bytes, int]:
         """:func:`_text_from` without a window."""
-        cursor = cls._last
         version = _version(path)
-        if cursor is None or (cursor.path, cursor.version) != (path, version) or cursor.row > start:
-            if cursor is not None:
+        with cls._lock:
+            cursor = cls._last
+            if (
+                cursor is None
+                or (cursor.path, cursor.version) != (path, version)
+                or cursor.row > start
+            ):
+                if cursor is not None:
+                    cursor.pieces.close()
+                cursor = cls._last = cls(path, version)
+            try:
+                return cursor._take(start, end)
+            except BaseException:
                 cursor.pieces.close()
-            cursor = cls._last = cls(path, version)
-        try:
-            return cursor._take(start, end)
-        except BaseException:
-            cursor.pieces.close()
-            cls._last = None
-            raise
+                cls._last = None
+                raise
 
     def _take(self, start: int, end: int) -> tuple[bytes, int]:
         row = self.row  # the first row of the next piece
