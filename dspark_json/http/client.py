@@ -34,7 +34,6 @@ from dspark_json.http.failures import (
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.retry import (
     DOWN_STATUSES,
-    OVERLOAD_STATUSES,
     RETRY_STATUSES,
     backoff,
     retry_after,
@@ -324,7 +323,7 @@ class _Run:
                     stats.latencies.append(time.perf_counter() - started)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
-                if status in OVERLOAD_STATUSES:
+                if status in RETRY_STATUSES:
                     limit.on_overload()
                 if status in DOWN_STATUSES:
                     pool.failed(endpoint)
