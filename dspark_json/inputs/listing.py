@@ -236,6 +236,7 @@ class PromptListing:
         self._before: list[str] = []  # the names before it, as last listed
         self._seen: set[str] | None = None  # every name listed so far (to tell a late file)
         self._links: set[str] = set()  # symbolic links already warned about
+        self._pending: set[str] = set()  # the names from ``_after`` on, as last checked
         self._listed = False  # the directory has been seen
 
     def files(self) -> list[tuple[FileEntry, int]]:
@@ -292,6 +293,7 @@ class PromptListing:
         elif name > self._after:
             for known in [k for k in self._rows if k < name]:
                 del self._rows[known], self._index[known], self._sizes[known]
+            self._pending = {k for k in self._pending if k >= name}
         self._after = name
 
     def _list(self) -> list[FileEntry]:
@@ -333,18 +335,24 @@ class PromptListing:
         """Fail where a file listed before, with rows after ``start`` (up to ``end``) not read
         yet, is no longer there."""
         present = {entry.name for entry in listed}
-        for name, rows in sorted(self._rows.items()):
-            if name in present or name < start.file or (end is not None and name > end.file):
+        # Files counted, and files listed before but not reached yet (their count unknown).
+        for name in sorted((self._rows.keys() | self._pending) - present):
+            if name < start.file or (end is not None and name > end.file):
                 continue
-            if rows == 0 or (name == start.file and start.row >= rows):
+            rows = self._rows.get(name)
+            if rows == 0 or (rows is not None and name == start.file and start.row >= rows):
                 continue  # nothing left to read in it: deleting it is fine
             first = start.row + 1 if name == start.file else 1
-            unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
+            if rows is None:
+                unread = "rows" if first == 1 else f"rows from {first} on"
+            else:
+                unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
             raise DSparkJsonError(
                 f"Input file {self.directory.rstrip('/')}/{name} disappeared before the query "
                 f"read its {unread}. Leave input files in place until the query has read them; "
                 "put it back, or start the query again with a new checkpoint."
             )
+        self._pending = present
 
     def end(self) -> Position:
         """The position after every row visible now (only the last file is counted)."""

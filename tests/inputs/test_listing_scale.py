@@ -120,3 +120,13 @@ def test_a_sample_counts_and_reads_only_the_files_it_reaches(tmp_path, counted):
             break
     assert taken == [("a.jsonl", 0, 2), ("a.jsonl", 2, 3), ("b.jsonl", 0, 2)]
     assert counted == ["a.jsonl", "b.jsonl"]
+
+
+def test_a_file_listed_but_not_reached_yet_that_disappears_fails_the_query(tmp_path):
+    for i in range(4):
+        write_prompts(tmp_path, f"f{i}.jsonl", rows(2))
+    listing = PromptListing(str(tmp_path))
+    end = listing.advance(Position(), max_files=1)  # lists f0-f3, counts f0 only
+    (tmp_path / "f3.jsonl").unlink()
+    with pytest.raises(DSparkJsonError, match=r"f3\.jsonl disappeared before the query read its"):
+        listing.advance(end, max_files=1)
