@@ -101,7 +101,8 @@ def rows_of(data: bytes) -> list[bytes]:
 class RowIndex:
     """How many rows a file holds and, for plain JSON lines, the byte where every
     ``ROW_STRIDE``-th row starts (``starts[k]`` is row ``k * ROW_STRIDE``'s); ``None`` for
-    files that must be read whole (compressed, UTF-16/32, Parquet: its row groups say)."""
+    files read as a stream from their start (compressed, UTF-16/32, lone CR line ends) and
+    Parquet (its row groups say)."""
 
     rows: int
     starts: tuple[int, ...] | None = None
