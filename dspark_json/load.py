@@ -114,6 +114,7 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
         passthrough=passthrough,
         parsed=resolved.parsed,
         violations=query.options.schema.validate_schema,
+        attempts=query.options.repair.repair_attempts > 0,
     )
     hints = query.options.schema.schema_hints
     if hints:

@@ -18,6 +18,7 @@ from typing import Any
 
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
+from dspark_json.http.repair import RepairOptions
 from dspark_json.inputs.options import InputOptions
 from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
@@ -97,6 +98,7 @@ STAGES: Mapping[str, type] = {
     "input": InputOptions,
     "schema": SchemaOptions,
     "rows": RowOptions,
+    "repair": RepairOptions,
 }
 #: Every reader option.
 OPTION_SPECS: tuple[OptionSpec, ...] = tuple(
@@ -119,6 +121,7 @@ class Options:
     input: InputOptions = field(default_factory=InputOptions)
     schema: SchemaOptions = field(default_factory=SchemaOptions)
     rows: RowOptions = field(default_factory=RowOptions)
+    repair: RepairOptions = field(default_factory=RepairOptions)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, unused: tuple[str, ...] = ()) -> Options:
