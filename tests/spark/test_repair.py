@@ -134,3 +134,24 @@ def test_kill_9_mid_batch_then_a_restart_re_asks_nothing_already_answered(tmp_pa
     replayed = [m for m in metrics(tmp_path / "metrics") if m["source"] == "journal"]
     assert sum(m["repair"]["from_journal"] for m in replayed) == reasks_in(batch_1_rows)
     assert all(m["repair"]["from_journal"] == m["repair"]["reasks"] for m in replayed)
+
+
+def test_generate_takes_repair_attempts_by_its_snake_case_name(spark):
+    import dspark_json
+
+    df = spark.createDataFrame(
+        [(f"q{i:03d}", f"Question {i}") for i in range(40)], "custom_id string, prompt string"
+    )
+    with SimulatorProcess(seed=11, faults=BROKEN) as server:
+        out = dspark_json.generate(
+            df,
+            endpoint=server.url,
+            response_format=SCHEMA,
+            validate_schema=True,
+            max_tokens=32,
+            repair_attempts=2,
+        ).collect()
+        stats = server.stats()
+    assert len(out) == 40 and stats["reasks"] > 0
+    assert all(r["_status"] == "ok" and not r["_schema_violations"] for r in out)
+    assert sum(len(r["_attempts"]) - 1 for r in out if r["_attempts"]) == stats["reasks"]
