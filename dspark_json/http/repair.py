@@ -81,7 +81,8 @@ class RepairOptions:
     repair_max_tokens: int | None = option(
         "repairMaxTokens",
         "The most max_tokens a re-ask of a truncated answer asks for (doubling from maxTokens "
-        "or the row's own). Default: no cap but the model's.",
+        "or the row's own). Default: no cap (a re-ask beyond the model's context gets the "
+        "server's 400, and the row keeps its answer).",
         "2048",
         convert=positive(int),
     )
