@@ -18,7 +18,7 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import OptionError
 from dspark_json.fs import check_writable
-from dspark_json.http.preflight import check_server, fetch_served_schema
+from dspark_json.http.preflight import check_model, fetch_served_schema
 from dspark_json.inputs.listing import Position, PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.inputs.recorded import read_recorded
@@ -61,9 +61,9 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
         replaying recorded answers, which need no server).
     """
     check_output_directories(options)
-    model = options.request.model
+    model, context = options.request.model, None
     if options.input.responses is None and contact_server:
-        model = check_server(options.http, model)
+        model, context = check_model(options.http, model)
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:
@@ -78,7 +78,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             "Option 'validateSchema' needs the JSON Schema to validate against: give option "
             "'responseFormat' or 'schemaEndpoint'."
         )
-    return Query(options=options, model=model, json_schema=json_schema)
+    return Query(options=options, model=model, json_schema=json_schema, context=context)
 
 
 def check_output_directories(options: Options) -> None:

@@ -178,12 +178,14 @@ class Query:
 
     ``model`` is the model to ask (option ``model``, else the first one the server lists);
     ``json_schema`` is the JSON Schema the answers follow (option ``responseFormat``, else the
-    one served at ``schemaEndpoint``; ``None`` when neither).
+    one served at ``schemaEndpoint``; ``None`` when neither); ``context`` is the model's context
+    length in tokens, where the server lists it (vLLM's ``max_model_len``).
     """
 
     options: Options
     model: str | None = None
     json_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+    context: int | None = None
 
 
 def _unknown_option_message(key: str) -> str:

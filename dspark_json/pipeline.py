@@ -144,6 +144,7 @@ def answer(
             http=query.options.http,
             judge=judge,
             store=rounds,
+            context=query.context,
         )
         repair_seconds = time.perf_counter() - started
         attempts, repaired = done.attempts, done.stats

@@ -4,7 +4,8 @@ After the first answers are parsed, a row whose answer is ``truncated``, ``not_j
 ``corrupt_content`` or (with ``validateSchema``) breaks the JSON Schema is asked again, up to
 ``repairAttempts`` times:
 
-- ``truncated``: the same request with ``max_tokens`` doubled (capped by ``repairMaxTokens``);
+- ``truncated``: the same request with ``max_tokens`` doubled (capped by ``repairMaxTokens`` and
+  by what the model's context leaves after the prompt, where the server lists it);
 - the others: the conversation extended with the model's answer and a user message that names
   what was wrong (the parse error, or the violations: path and message, capped in length),
   asking for the JSON only.
@@ -81,8 +82,8 @@ class RepairOptions:
     repair_max_tokens: int | None = option(
         "repairMaxTokens",
         "The most max_tokens a re-ask of a truncated answer asks for (doubling from maxTokens "
-        "or the row's own). Default: no cap (a re-ask beyond the model's context gets the "
-        "server's 400, and the row keeps its answer).",
+        "or the row's own). Never more than the model's context leaves after the prompt, "
+        "where the server lists it (vLLM's max_model_len). Default: no other cap.",
         "2048",
         convert=positive(int),
     )
@@ -224,6 +225,7 @@ def repair(
     judge: Callable[[Outcomes], Judged],
     store: RoundStore | None = None,
     send: Callable[[list[bytes]], Fetched] | None = None,
+    context: int | None = None,
 ) -> Repaired:
     """Re-ask the rows ``judged`` finds wrong, up to ``repairAttempts`` rounds.
 
@@ -248,6 +250,9 @@ def repair(
         Where each round's answers are journaled and read back on a replay.
     send:
         Sends request bodies (default :func:`~dspark_json.http.client.complete_all`).
+    context:
+        The model's context length, where known: a truncated answer's re-ask asks for at most
+        what is left of it after the prompt.
     """
     sender = send or (lambda bodies: complete_all(bodies, http))
     rows = _wrong_rows(records, first, judged, builder)
@@ -255,7 +260,7 @@ def repair(
     reasks = replayed = 0
     client: list[ClientStats] = []
     for round in range(1, options.repair_attempts + 1):
-        asked, bodies, raised = _round(rows, options, budget)
+        asked, bodies, raised = _round(rows, options, budget, context)
         if not asked:
             break
         recorded = store.load(round) if store is not None else None
@@ -334,7 +339,7 @@ def _wrong_rows(
 
 
 def _round(
-    rows: Mapping[int, _Row], options: RepairOptions, budget: _Budget
+    rows: Mapping[int, _Row], options: RepairOptions, budget: _Budget, context: int | None
 ) -> tuple[list[int], list[bytes], list[int | None]]:
     """The rows to re-ask in this round, their request bodies and max_tokens."""
     asked: list[int] = []
@@ -345,7 +350,7 @@ def _round(
         if row.done or not _wrong(row):
             continue
         answer = _read(row.body)
-        plan = _plan(row, answer, options)
+        plan = _plan(row, answer, options, context)
         if isinstance(plan, str):
             _note(row, plan)
             continue
@@ -448,7 +453,7 @@ def _last(row: _Row, name: str) -> int:
 
 
 def _plan(
-    row: _Row, answer: _Answer, options: RepairOptions
+    row: _Row, answer: _Answer, options: RepairOptions, context: int | None
 ) -> tuple[str, dict[str, Any], int | None] | str:
     """How to re-ask ``row``: (why, the request, its max_tokens), or why it is not re-asked."""
     if answer.refused:
@@ -457,10 +462,13 @@ def _plan(
         current = row.max_tokens
         if current is None:
             return "cut at the model's limit (no max_tokens to raise): not re-asked"
-        cap = options.repair_max_tokens
-        raised = current * 2 if cap is None else min(current * 2, cap)
+        caps = {"repairMaxTokens": options.repair_max_tokens}
+        if context is not None and answer.prompt_tokens is not None:
+            caps["the model's context"] = context - answer.prompt_tokens
+        raised = min([current * 2, *(c for c in caps.values() if c is not None)])
         if raised <= current:
-            return f"cut at max_tokens={current}, already repairMaxTokens: not re-asked"
+            limit = min((c, name) for name, c in caps.items() if c is not None)[1]
+            return f"cut at max_tokens={current}, already at {limit}: not re-asked"
         return (
             f"cut at max_tokens={current} (finish_reason length): re-asked with max_tokens="
             f"{raised}",

@@ -97,7 +97,9 @@ class Model:
         return httpx.Response(200, text=reply)
 
 
-def run(first, model, *, validate=False, max_tokens=64, store=None, problems=(), **options):
+def run(
+    first, model, *, validate=False, max_tokens=64, store=None, problems=(), context=None, **options
+):
     outcomes = Outcomes(pa.array(first, pa.large_string()))
     return repair(
         lambda i: record(i, "bad" if i in problems else None),
@@ -111,6 +113,7 @@ def run(first, model, *, validate=False, max_tokens=64, store=None, problems=(),
         judge=lambda o: judge(o, validate=validate),
         store=store,
         send=lambda bodies: complete_all(bodies, HTTP, transport=httpx.MockTransport(model)),
+        context=context,
     )
 
 
@@ -145,9 +148,19 @@ def test_doubling_stops_at_repair_max_tokens():
     done = run([cut], model, repair_max_tokens=100, repair_attempts=3)
     assert [sent["max_tokens"] for sent in model.asked] == [100]  # 64 -> 100, then no higher
     assert done.attempts[0][-1]["reason"] == (
-        "cut at max_tokens=100, already repairMaxTokens: not re-asked"
+        "cut at max_tokens=100, already at repairMaxTokens: not re-asked"
     )
     assert done.stats.fixed == 0
+
+
+def test_doubling_stops_at_what_the_model_context_leaves_after_the_prompt():
+    cut = body('{"word": "amb', finish="length", prompt_tokens=10)
+    model = Model(lambda sent: cut)
+    done = run([cut], model, context=100, repair_attempts=3)
+    assert [sent["max_tokens"] for sent in model.asked] == [90]  # 100 - 10 prompt tokens
+    assert done.attempts[0][-1]["reason"] == (
+        "cut at max_tokens=90, already at the model's context: not re-asked"
+    )
 
 
 @pytest.mark.parametrize(

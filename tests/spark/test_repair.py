@@ -13,15 +13,10 @@ from dspark_json.compat import start
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.dev.simulator import Faults
 from tests.helpers import write_prompts
-from tests.spark.test_exactly_once import finish, job, prompts, rows
+from tests.spark.test_exactly_once import SCHEMA, finish, job, prompts, rows
 
 pytestmark = pytest.mark.spark
 
-SCHEMA = {
-    "type": "object",
-    "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
-    "required": ["word", "n"],
-}
 #: A fifth of first answers broken, a twentieth each way.
 BROKEN = Faults(
     first_truncated_rate=0.05,
