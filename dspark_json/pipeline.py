@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +18,7 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
 from dspark_json.http.client import complete_all
-from dspark_json.http.repair import Judged, RoundStore, repair
+from dspark_json.http.repair import Judged, Repaired, RoundStore, repair
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
@@ -125,32 +125,18 @@ def answer(
     responses = parser.parse(outcomes.bodies)
     statuses = _statuses(rows, outcomes, responses.column("_status"))
     violations = _violations(query, outcomes.bodies.to_pylist())
+    reference_rows = parser.reference_rows  # of this parse (the re-asks' parses have their own)
     attempts, repaired, repair_seconds = None, None, 0.0
     if query.options.repair.repair_attempts and source != "recorded":
         started = time.perf_counter()
-
-        def judge(some: Outcomes) -> Judged:
-            found = pc.fill_null(parser.parse(some.bodies).column("_status"), "ok").to_pylist()
-            for row in some.errors:
-                found[row] = "http_error"
-            return Judged(statuses=found, violations=_violations(query, some.bodies.to_pylist()))
-
-        done = repair(
-            rows.record,
-            outcomes,
-            Judged(statuses=statuses, violations=violations),
-            options=query.options.repair,
-            builder=RequestBuilder(query.options.request, query.model),
-            http=query.options.http,
-            judge=judge,
-            store=rounds,
-            context=query.context,
-        )
+        judged = Judged(statuses=statuses, violations=violations)
+        done = _reask(rows, query, parse=parser.parse, first=outcomes, judged=judged, rounds=rounds)
         repair_seconds = time.perf_counter() - started
         attempts, repaired = done.attempts, done.stats
         if done.stats.rows:  # the rows hold the last answers
             outcomes = done.outcomes
             responses = parser.parse(outcomes.bodies)
+            reference_rows = parser.reference_rows
             statuses = _statuses(rows, outcomes, responses.column("_status"))
             if violations is not None:
                 changed = sorted(i for i, tried in done.attempts.items() if len(tried) > 1)
@@ -165,11 +151,42 @@ def answer(
         backend=backend,
         http_seconds=http_seconds + repair_seconds,
         parse_seconds=time.perf_counter() - http_done - repair_seconds,
-        reference_rows=parser.reference_rows,
+        reference_rows=reference_rows,
         violations=violations,
         source=source,
         attempts=attempts,
         repair=repaired,
+    )
+
+
+def _reask(
+    rows: PromptRows,
+    query: Query,
+    *,
+    parse: Callable[[pa.Array], pa.Table],
+    first: Outcomes,
+    judged: Judged,
+    rounds: RoundStore | None,
+) -> Repaired:
+    """Option repairAttempts: re-ask the rows ``judged`` finds wrong; each round's answers are
+    judged by the same parser and validator as the first ones."""
+
+    def judge(some: Outcomes) -> Judged:
+        found = pc.fill_null(parse(some.bodies).column("_status"), "ok").to_pylist()
+        for row in some.errors:
+            found[row] = "http_error"
+        return Judged(statuses=found, violations=_violations(query, some.bodies.to_pylist()))
+
+    return repair(
+        rows.record,
+        first,
+        judged,
+        options=query.options.repair,
+        builder=RequestBuilder(query.options.request, query.model),
+        http=query.options.http,
+        judge=judge,
+        store=rounds,
+        context=query.context,
     )
 
 

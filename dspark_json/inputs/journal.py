@@ -7,6 +7,11 @@ partition's raw response bodies and per-row errors are written there, atomically
 partition's rows are handed to Spark; a replay or a retry of the same rows reads them back
 instead of sending anything.
 
+With option ``repairAttempts``, each round of re-asks is kept next to its entry
+(``<entry>.repair-<n>``: the rows asked and their answers), written before the next round and
+before the rows leave, pruned with the entry; a replay re-asks the same rows (the same first
+answers are wrong the same way) and reads each round back instead of sending it.
+
 An entry is named by the rows it covers (prompt file names and row ranges), so the same rows find
 the same entry whatever the batch or task. ``commit(end)`` of the stream reader prunes entries that
 end at or before ``end``; nothing depends on it being called (Spark calls it late, and never for

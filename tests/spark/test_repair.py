@@ -82,6 +82,12 @@ def test_a_fifth_of_broken_first_answers_are_fixed_into_delta(spark, tmp_path):
         a["completion_tokens"] for r in tried for a in r["_attempts"][1:]
     )
     assert stats["chat_completions"] == 100 + stats["reasks"]
+    # The records' own tokens are the first answers', though the rows hold the last ones.
+    first = sum(
+        r["_attempts"][0]["prompt_tokens"] if r["_attempts"] else r["usage"]["prompt_tokens"]
+        for r in got
+    )
+    assert sum(m["prompt_tokens"] for m in records) == first
 
 
 @pytest.mark.slow
