@@ -18,7 +18,7 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
 from dspark_json.http.client import complete_all
-from dspark_json.http.repair import Judged, Repaired, RoundStore, repair
+from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition

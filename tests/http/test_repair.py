@@ -14,7 +14,8 @@ from pyspark.sql.types import StructType
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.repair import Judged, RepairOptions, feedback, parse_error, repair
+from dspark_json.http.reask import Judged, repair
+from dspark_json.http.repair import RepairOptions, feedback, parse_error
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.records import Outcomes, PromptRecord
