@@ -317,3 +317,29 @@ def test_parse_error_is_short_and_names_where():
         "double quotes at line 1 column 9"
     )
     assert parse_error(None) == "the answer has no content"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"repairAttempts": "11"}, "Option 'repairAttempts' must be a whole number from 0 to 10"),
+        ({"repairAttempts": "two"}, "Option 'repairAttempts' must be a whole number"),
+        ({"repairMaxTokens": "0"}, "Option 'repairMaxTokens' must be a whole number above 0"),
+        ({"repairTokenBudget": "-5"}, "Option 'repairTokenBudget' must be a whole number above 0"),
+    ],
+    ids=["too-many", "not-a-number", "zero-tokens", "negative-budget"],
+)
+def test_bad_repair_options_name_the_option_and_the_value(raw, message):
+    from dspark_json.errors import OptionError
+    from dspark_json.options import Options
+
+    with pytest.raises(OptionError, match=message):
+        Options.parse({"endpoint": "http://model.test", "prompts": "/in", **raw})
+
+
+def test_repair_is_off_by_default():
+    from dspark_json.options import Options
+
+    options = Options.parse({"endpoint": "http://model.test", "prompts": "/in"})
+    assert options.repair == RepairOptions()
+    assert (options.repair.repair_attempts, options.repair.repair_token_budget) == (0, None)
