@@ -43,7 +43,7 @@ from dspark_json.records import (
     PromptRecord,
     RepairStats,
 )
-from dspark_json.rows import Attempt
+from dspark_json.rows import Attempt, Status
 
 __all__ = ["Judged", "Repaired", "RoundStore", "repair"]
 
@@ -185,7 +185,7 @@ def _wrong_rows(
     violations = judged.violations
     rows: dict[int, RowState] = {}
     for i, status in enumerate(judged.statuses):
-        if status not in REASKED and not (status == "ok" and violations and violations[i]):
+        if status not in REASKED and not (status == Status.OK and violations and violations[i]):
             continue
         body = first.bodies[i].as_py()
         request = json.loads(builder.build(records(i)))
@@ -240,7 +240,7 @@ def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: 
     if outcome.error is not None:  # the re-ask failed: the row keeps its last answer
         row.attempts.append(
             Attempt(
-                status="http_error",
+                status=Status.HTTP_ERROR,
                 reason=f"{outcome.error['type']}: {shorten(outcome.error['message'], 160)}",
                 prompt_tokens=None,
                 completion_tokens=None,
@@ -305,7 +305,7 @@ def _attempt(status: str, answer: Answer) -> Attempt:
 def _last(row: RowState, name: str) -> int:
     """The usage of the row's last answer (an attempt that failed holds none)."""
     for attempt in reversed(row.attempts):
-        if attempt["status"] != "http_error":
+        if attempt["status"] != Status.HTTP_ERROR:
             value = attempt[name]  # type: ignore[literal-required]
             return int(value or 0)
     return 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from dspark_json.option_spec import number, option, positive
 from dspark_json.parse.content import extract_json
-from dspark_json.rows import Attempt, load_json
+from dspark_json.rows import Attempt, Status, load_json
 
 __all__ = [
     "REASKED",
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The statuses a re-ask can fix (with validateSchema: an ``ok`` row with violations too).
-REASKED = frozenset({"truncated", "not_json", "corrupt_content"})
+REASKED = frozenset({Status.TRUNCATED, Status.NOT_JSON, Status.CORRUPT_CONTENT})
 #: The longest text the re-ask message quotes of one problem, and of all of them.
 _ONE_PROBLEM = 200
 _ALL_PROBLEMS = 600
@@ -175,7 +175,7 @@ def plan(
     """How to re-ask ``row``: (why, the request, its max_tokens), or why it is not re-asked."""
     if answer.refused:
         return "a refusal: not re-asked"
-    if row.status == "truncated":
+    if row.status == Status.TRUNCATED:
         current = row.max_tokens
         if current is None:
             return "cut at the model's limit (no max_tokens to raise): not re-asked"
@@ -192,7 +192,7 @@ def plan(
             {**row.request, "max_tokens": raised},
             raised,
         )
-    problem = parse_error(answer.content) if row.status != "ok" else "schema violations"
+    problem = parse_error(answer.content) if row.status != Status.OK else "schema violations"
     violations = row.violations if row.violations else None
     message = feedback(row.status, problem, violations)
     request = {
@@ -211,4 +211,4 @@ def plan(
 
 def is_wrong(row: RowState) -> bool:
     """Whether the row's answer now is one a re-ask could fix."""
-    return row.status in REASKED or (row.status == "ok" and bool(row.violations))
+    return row.status in REASKED or (row.status == Status.OK and bool(row.violations))

@@ -9,7 +9,6 @@ import json
 import httpx
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import StructType
 
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
@@ -19,8 +18,8 @@ from dspark_json.http.repair import RepairOptions, feedback, parse_error
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.records import Outcomes, PromptRecord
-from dspark_json.rows import RESPONSE_COLUMNS
-from dspark_json.schema.output import output_schema
+from dspark_json.rows import Status
+from dspark_json.schema.output import output_schema, response_fields
 from dspark_json.schema.validation import schema_violations
 
 SCHEMA = {
@@ -29,12 +28,7 @@ SCHEMA = {
     "required": ["word", "n"],
 }
 HTTP = HttpOptions(endpoints=(Endpoint("http://model.test"),), max_concurrency=2, max_attempts=2)
-PARSER = make_parser(
-    StructType(
-        [f for f in output_schema(response_format=SCHEMA).fields if f.name in RESPONSE_COLUMNS]
-    ),
-    "cpu",
-)
+PARSER = make_parser(response_fields(output_schema(response_format=SCHEMA)), "cpu")
 
 
 def body(content, *, finish="stop", prompt_tokens=10, completion_tokens=5, refusal=None):
@@ -64,9 +58,10 @@ GOOD = body('{"word": "amber", "n": 3}', completion_tokens=7)
 
 
 def judge(outcomes, *, validate=False):
-    statuses = [s or "ok" for s in PARSER.parse(outcomes.bodies).column("_status").to_pylist()]
+    parsed = PARSER.parse(outcomes.bodies).column("_status").to_pylist()
+    statuses = [s or Status.OK for s in parsed]
     for row in outcomes.errors:
-        statuses[row] = "http_error"
+        statuses[row] = Status.HTTP_ERROR
     found = schema_violations(SCHEMA, outcomes.bodies.to_pylist()) if validate else None
     return Judged(statuses=statuses, violations=found)
 
@@ -219,7 +214,7 @@ def test_http_errors_invalid_prompts_refusals_and_bad_envelopes_are_never_re_ask
         {0: {"status": 500, "type": "InternalError", "message": "boom", "attempts": 2}},
     )
     verdict = judge(outcomes)
-    verdict.statuses[1] = "invalid_prompt"
+    verdict.statuses[1] = Status.INVALID_PROMPT
     done = repair(
         record,
         outcomes,
