@@ -217,8 +217,10 @@ def _report_metrics(directory: Path) -> None:
 def _report(table_path: Path, elapsed: float, requests: int) -> None:
     from deltalake import DeltaTable
 
+    from dspark_json.delta.reader import read_table
+
     delta = DeltaTable(str(table_path))
-    table = delta.to_pyarrow_table()
+    table = read_table(str(table_path), version=delta.version())
     rows = table.num_rows
     statuses = Counter(table.column("_status").to_pylist())
     _say(

@@ -1,4 +1,5 @@
-"""The ``dspark-delta`` Spark data sink: executors write the Parquet files, the driver commits.
+"""The ``dspark-delta`` Spark data source: executors write the Parquet files, the driver commits;
+and ``spark.read.format("dspark-delta").load(path)`` reads the table back (:mod:`.reader`).
 
     df.writeStream.format("dspark-delta")
       .option("checkpointLocation", "/data/_checkpoints/answers")
@@ -37,6 +38,7 @@ from dspark_json.delta.files import (
 )
 from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
+from dspark_json.delta.reader import DeltaTableReader, snapshot, table_schema
 from dspark_json.errors import OptionError
 from dspark_json.fs import read_text
 
@@ -81,11 +83,33 @@ class _Target:
 
 class DeltaSink(DataSource):
     """``format("dspark-delta")``: streaming (append) and batch (append, overwrite) writes into a
-    Delta table, the data files written by the executors."""
+    Delta table, the data files written by the executors; batch reads of its snapshot."""
 
     @classmethod
     def name(cls) -> str:
         return SINK_FORMAT
+
+    def schema(self) -> StructType:
+        table = snapshot(self.options, format_name=SINK_FORMAT)
+        # The version read here is the one the reader reads, even if a commit lands between.
+        self.__dict__["_version"] = table.version()
+        return table_schema(table)
+
+    def reader(self, schema: StructType) -> DeltaTableReader:
+        options = dict(self.options)
+        version = self.__dict__.get("_version")
+        if version is not None and not any(k.lower() == "timestampasof" for k in options):
+            options["versionAsOf"] = str(version)
+        table = snapshot(options, format_name=SINK_FORMAT)
+        columns = table_schema(table).names
+        missing = [n for n in schema.names if n not in columns]
+        if missing:
+            raise OptionError(
+                f"The schema given to spark.read.format({SINK_FORMAT!r}) names column(s) "
+                f"{', '.join(missing)} that the Delta table {self.options.get('path')} does "
+                f"not have (its columns: {', '.join(columns)})."
+            )
+        return DeltaTableReader(table, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
         return DeltaBatchWriter(_target(self.options, schema, streaming=False), overwrite)
