@@ -194,10 +194,14 @@ class HttpOptions:
     )
     request_deadline: float = option(
         "requestDeadline",
-        "Seconds a prompt may take over all its attempts and waits; then its row gets _error.",
+        "Seconds a prompt may take over all its attempts and waits; then its row gets _error "
+        "(endpoint_unavailable while every endpoint is down). 600: two attempts that each take "
+        "the whole requestTimeout, or time for a restarting vLLM to load its model again; a "
+        "longer outage fails the rows instead of holding the micro-batch (and while prompts "
+        "wait, a WARN every 30 s names the endpoint).",
         "1800",
         convert=positive(float),
-        default="900",
+        default="600",
     )
     max_attempts: int = option(
         "maxAttempts",
