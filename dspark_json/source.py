@@ -26,6 +26,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
+from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptListing, PromptPartition, plan_partitions
@@ -102,6 +103,7 @@ class DSparkJsonDataSource(DataSource):
             cached = self.__dict__["_query"] = _prepared(self.options, self.parsed_options)
         return cached
 
+    @short_errors
     def schema(self) -> StructType:
         query = self.query
         passthrough = []
@@ -109,10 +111,12 @@ class DSparkJsonDataSource(DataSource):
             passthrough = infer_passthrough(_listing(query.options))
         return resolve_schema(query, passthrough)
 
+    @short_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         check_supported(schema)
         return PromptBatchReader(self.query, schema)
 
+    @short_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         check_supported(schema)
         return PromptStreamReader(self.query, schema)
@@ -160,19 +164,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: the metrics records after a restart), and the batches whose line is not logged yet.
         self._batch_ids: dict[str, int] | None = None
         self._unreported: dict[int, Position] = {}
-        if query.options.rows.metrics is None:
-            driver_logger().info(
-                "No line per micro-batch: set option 'metrics' to a directory to get one here "
-                "(rows by status, errors, requests, tokens, latency) from what the tasks report."
-            )
         journal = self.inputs.journal
         self._journal = Journal(journal) if journal is not None else None
-        if self._journal is None and self.inputs.responses is None:
-            logger.warning(
-                "Streaming without option 'journal': a micro-batch that Spark replays after a "
-                "crash, or a task it retries, sends its prompts to the model again (new answers, "
-                "tokens paid twice). Set option 'journal' to a directory to read them back instead."
-            )
+        self._started = False
 
     def initialOffset(self) -> dict[str, object]:
         return Position().to_offset()
@@ -189,6 +183,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         4.0 and 4.1 pass neither: the batch starts where the last one ended, capped by options
         ``maxRecordsPerTrigger`` / ``maxFilesPerTrigger`` (:func:`~dspark_json.compat.read_caps`).
         """
+        if not self._started:
+            self._started = True
+            self._say_what_is_missing()
         # Spark plans the next batch only once the last one ran: its records are all written.
         self._report(sorted(self._unreported))
         begin = Position.from_offset(start) if start is not None else self._next
@@ -202,6 +199,22 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self._listed_for_next = False
         end = self._listing.advance(begin, max_rows=max_rows, max_files=max_files, cap=self._cap)
         return end.to_offset()
+
+    def _say_what_is_missing(self) -> None:
+        """Once per query run: here, not in ``__init__``, because Spark builds the stream
+        reader in two processes (planning, and the one that drives the micro-batches) and only
+        the second calls ``latestOffset``."""
+        if self._journal is None and self.inputs.responses is None:
+            logger.warning(
+                "Streaming without option 'journal': a micro-batch that Spark replays after a "
+                "crash, or a task it retries, sends its prompts to the model again (new answers, "
+                "tokens paid twice). Set option 'journal' to a directory to read them back instead."
+            )
+        if self.query.options.rows.metrics is None:
+            driver_logger().info(
+                "No line per micro-batch: set option 'metrics' to a directory to get one here "
+                "(rows by status, errors, requests, tokens, latency) from what the tasks report."
+            )
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow (Spark 4.2 and later): read up to what is there now."""

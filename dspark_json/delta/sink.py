@@ -39,7 +39,7 @@ from dspark_json.delta.files import (
 from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
 from dspark_json.delta.reader import DeltaTableReader, snapshot, table_schema
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, short_errors
 from dspark_json.fs import read_text
 
 try:  # Spark 4.1+
@@ -89,12 +89,14 @@ class DeltaSink(DataSource):
     def name(cls) -> str:
         return SINK_FORMAT
 
+    @short_errors
     def schema(self) -> StructType:
         table = snapshot(self.options, format_name=SINK_FORMAT)
         # The version read here is the one the reader reads, even if a commit lands between.
         self.__dict__["_version"] = table.version()
         return table_schema(table)
 
+    @short_errors
     def reader(self, schema: StructType) -> DeltaTableReader:
         options = dict(self.options)
         version = self.__dict__.get("_version")
@@ -111,9 +113,11 @@ class DeltaSink(DataSource):
             )
         return DeltaTableReader(table, schema)
 
+    @short_errors
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
         return DeltaBatchWriter(_target(self.options, schema, streaming=False), overwrite)
 
+    @short_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DeltaStreamWriter:
         if overwrite:
             raise OptionError(
