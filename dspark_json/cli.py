@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 #: What ``dspark-json --help`` says first (plain text: argparse shows it as it is).
 DESCRIPTION = (
@@ -25,7 +25,8 @@ DESCRIPTION = (
 )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and its flags."""
     parser = argparse.ArgumentParser(prog="dspark-json", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -77,8 +78,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "metrics", help="one summary line per micro-batch of a run, from its metrics directory"
     )
     metrics.add_argument("directory", help="the query's option 'metrics' (a path or URI)")
+    return parser
 
-    args = parser.parse_args(argv)
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "simulate":
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_simulate(args))

@@ -94,3 +94,18 @@ def test_records_read_back_with_maps_as_maps(spark, simulator, tmp_path):
     (record,) = m.collect()
     assert record.batch == 0 and record.rows == {"ok": 1} and record.http_status == {"200": 1}
     assert record.offset.file == "a.jsonl" and record.offset.row == 1
+
+
+def test_what_is_missing_is_said_once_per_run_by_the_process_that_drives_the_batches(
+    simulator, tmp_path, caplog
+):
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    write_prompts(tmp_path / "in", "a.jsonl", [{"custom_id": "x", "prompt": "Hi"}])
+    options = {"endpoint": simulator.url, "prompts": str(tmp_path / "in")}
+    source = DSparkJsonDataSource(options)
+    reader = source.streamReader(source.schema())  # also built where Spark plans: says nothing
+    assert "without option 'journal'" not in caplog.text
+    for _ in range(2):
+        reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    assert caplog.text.count("Streaming without option 'journal'") == 1
+    assert caplog.text.count("No line per micro-batch: set option 'metrics'") == 1
