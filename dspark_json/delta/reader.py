@@ -45,6 +45,7 @@ __all__ = [
     "READ_OPTIONS",
     "DeltaFilePartition",
     "DeltaTableReader",
+    "known_options",
     "read_table",
     "snapshot",
     "table_schema",
@@ -70,16 +71,7 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
-    given = {k.lower(): v for k, v in options.items()}
-    known = {o.lower(): o for o in READ_OPTIONS}
-    for key in given:
-        if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f" Did you mean {known[close[0]]!r}?" if close else ""
-            raise OptionError(
-                f"spark.read.format({format_name!r}) has no option {key!r}.{hint} Its options: "
-                f"{', '.join(READ_OPTIONS)}."
-            )
+    given = known_options(options, READ_OPTIONS, what=f"spark.read.format({format_name!r})")
     path = given.get("path", "")
     if not path:
         raise OptionError(
@@ -109,6 +101,24 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         ) from exc
     _check_readable(table, path)
     return table
+
+
+def known_options(
+    options: Mapping[str, str], allowed: Sequence[str], *, what: str
+) -> dict[str, str]:
+    """``options`` by lowercased name, each one of ``allowed`` (any case), else an error with
+    a "did you mean". Spark hands a Python data source the names lowercased."""
+    given = {k.lower(): v for k, v in options.items()}
+    known = {o.lower(): o for o in allowed}
+    for key in given:
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" Did you mean {known[close[0]]!r}?" if close else ""
+            raise OptionError(
+                f"{what} has no option {key!r} (as Spark passes it, lowercased).{hint} Its "
+                f"options: {', '.join(allowed)}."
+            )
+    return given
 
 
 def _version(text: str) -> int:

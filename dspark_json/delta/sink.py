@@ -17,7 +17,6 @@ travels to the driver.
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -38,7 +37,7 @@ from dspark_json.delta.files import (
 )
 from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
-from dspark_json.delta.reader import DeltaTableReader, snapshot, table_schema
+from dspark_json.delta.reader import DeltaTableReader, known_options, snapshot, table_schema
 from dspark_json.errors import OptionError, short_errors
 from dspark_json.fs import read_text
 
@@ -198,16 +197,7 @@ class DeltaStreamWriter(_StreamWriterBase):
 
 def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) -> _Target:
     """Check the options against the rows' schema and the table, on the driver."""
-    given = {k.lower(): v for k, v in options.items()}
-    known = {o.lower(): o for o in _OPTIONS}
-    for key in given:
-        if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f" Did you mean {known[close[0]]!r}?" if close else ""
-            raise OptionError(
-                f"format {SINK_FORMAT!r} has no option {key!r}.{hint} Its options: "
-                f"{', '.join(_OPTIONS)}."
-            )
+    given = known_options(options, _OPTIONS, what=f"format {SINK_FORMAT!r}")
     table = given.get("path", "")
     if not table:
         raise OptionError(

@@ -80,7 +80,10 @@ def test_a_narrower_schema_reads_only_its_columns(widened):
         ({"versionAsOf": "-1"}, r"'versionAsOf' must be a table version .* got '-1'"),
         ({"timestampAsOf": "yesterday"}, r"'timestampAsOf' must be an ISO 8601 time"),
         ({"versionAsOf": "0", "timestampAsOf": "2026-01-01"}, "not both"),
-        ({"versionAsof": "0", "versoinAsOf": "1"}, r"no option 'versoinasof'\. Did you mean"),
+        (
+            {"versionAsof": "0", "versoinAsOf": "1"},
+            r"no option 'versoinasof' \(as Spark passes it, lowercased\)\. Did you mean",
+        ),
     ],
     ids=["missing-version", "negative", "bad-time", "both", "typo"],
 )

@@ -1,20 +1,14 @@
 """``spark.read.format("dspark-delta")``: what the sink wrote reads back in Spark, with the rows
 delta-rs sees, through Spark SQL, at an older version, and with partition pruning."""
 
-import json
-
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
 
-from dspark_json.compat import start
 from tests.helpers import write_prompts
+from tests.spark.test_delta import stream
 
 pytestmark = pytest.mark.spark
-
-SCHEMA = json.dumps(
-    {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}
-)
 
 
 def delta_rs_rows(path: str, columns: str) -> list[tuple]:
@@ -26,24 +20,11 @@ def delta_rs_rows(path: str, columns: str) -> list[tuple]:
 def test_the_sink_s_table_reads_back_in_spark_sql_at_any_version(spark, simulator, tmp_path):
     rows = [
         {"custom_id": f"q{i:02d}", "prompt": f"Question {i}", "lang": ["en", "de"][i % 2]}
-        for i in range(12)
+        for i in range(40)
     ]
     write_prompts(tmp_path / "in", "a.jsonl", rows)
-    df = (
-        spark.readStream.format("dspark-json")
-        .option("endpoint", simulator.url)
-        .option("prompts", str(tmp_path / "in"))
-        .option("responseFormat", SCHEMA)
-        .option("maxRecordsPerTrigger", "6")
-        .load()
-    )
-    writer = (
-        df.writeStream.format("dspark-delta")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .option("partitionBy", "lang")
-    )
+    stream(spark, simulator.url, tmp_path)  # two micro-batches of 20, partitioned by lang
     path = str(tmp_path / "table")
-    start(writer, {"availableNow": True}, path=path).awaitTermination()
     assert DeltaTable(path).version() == 1
 
     back = spark.read.format("dspark-delta").load(path)
@@ -51,16 +32,16 @@ def test_the_sink_s_table_reads_back_in_spark_sql_at_any_version(spark, simulato
     columns = "custom_id, lang, _status, parsed.word"
     got = sorted(tuple(r) for r in back.selectExpr(*columns.split(", ")).collect())
     assert got == delta_rs_rows(path, "custom_id, lang, _status, parsed['word']")
-    assert len(got) == 12
+    assert len(got) == 40
 
     back.createOrReplaceTempView("answers")
     counts = spark.sql(
         "SELECT lang, count(*) AS n, count_if(_status = 'ok') AS ok FROM answers GROUP BY lang"
     ).collect()
-    assert sorted(tuple(r) for r in counts) == [("de", 6, 6), ("en", 6, 6)]
+    assert sorted(tuple(r) for r in counts) == [("de", 20, 20), ("en", 20, 20)]
 
     first = spark.read.format("dspark-delta").option("versionAsOf", "0").load(path)
-    assert first.count() == 6
+    assert first.count() == 20
 
     assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"  # register()
     english = spark.read.format("dspark-delta").load(path).where("lang = 'en'")
