@@ -29,6 +29,7 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.generation import generate
+from dspark_json.options import FORMAT as FORMAT  # the format name, one spelling
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.schema.json_schema import json_schema_to_spark
 
@@ -56,8 +57,6 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
-
-FORMAT = "dspark-json"
 
 
 #: Added to ``spark.sql.redaction.options.regex`` by :func:`register`: option names that hold a

@@ -18,18 +18,17 @@ from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.columns import contiguous
+from dspark_json.parse.arrow import contiguous
 from dspark_json.rows import (
     PARSE_MODES,
+    PARSER_COLUMNS,
     RECORD_MODES,
-    RESPONSE_COLUMNS,
-    SYSTEM_COLUMNS,
     ParseMode,
     RecordMode,
     apply_mode,
 )
 from dspark_json.schema.json_schema import as_json_schema
-from dspark_json.schema.output import output_schema
+from dspark_json.schema.output import output_schema, response_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -60,15 +59,14 @@ def response_schema(
     response_format = as_json_schema(response_format)
     if schema is None:
         full = output_schema(response_format=response_format)
-        return StructType([f for f in full.fields if f.name in RESPONSE_COLUMNS])
+        return response_fields(full)
     if response_format is not None:
         raise OptionError(
             "parse_responses got both schema and response_format; the schema wins in the "
             "source, so pass only one of them."
         )
     struct = _struct_of(schema)
-    system = [name for name in SYSTEM_COLUMNS if name in RESPONSE_COLUMNS]
-    missing = [StructField(name, StringType()) for name in system if name not in struct.names]
+    missing = [StructField(n, StringType()) for n in PARSER_COLUMNS if n not in struct.names]
     return StructType([*struct.fields, *missing])
 
 

@@ -209,7 +209,7 @@ def _demo(args: argparse.Namespace) -> int:
         try:
             dspark_json.register(spark)
             df = (
-                spark.readStream.format("dspark-json")
+                spark.readStream.format(dspark_json.FORMAT)
                 .option("endpoint", server.url)
                 .option("prompts", str(prompts))
                 .option("responseFormat", str(schema_file))

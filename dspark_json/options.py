@@ -23,7 +23,10 @@ from dspark_json.option_spec import OptionSpec, boolean, choice, directory, opti
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
 
-__all__ = ["OPTION_SPECS", "STAGES", "Options", "Query", "RowOptions", "options_table"]
+__all__ = ["FORMAT", "OPTION_SPECS", "STAGES", "Options", "Query", "RowOptions", "options_table"]
+
+#: The name of the format these are the options of: ``spark.read.format(FORMAT)``.
+FORMAT = "dspark-json"
 
 
 def _fraction(name: str, text: str) -> float:

@@ -27,11 +27,11 @@ from dspark_json.memory import keep_freed_memory
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.columns import contiguous_table
+from dspark_json.parse.arrow import contiguous_table
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
-from dspark_json.rows import RESPONSE_COLUMNS, RowError, apply_mode, row_error
-from dspark_json.schema.output import drift_keys, new_fields
+from dspark_json.rows import PARSER_COLUMNS, SYSTEM_COLUMNS, RowError, Status, apply_mode, row_error
+from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, new_fields, response_fields
 from dspark_json.schema.validation import schema_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
@@ -39,7 +39,7 @@ __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
 logger = logging.getLogger("dspark_json")
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
-_ADDED = frozenset({"_error", "_schema_violations"})
+_ADDED = frozenset(SYSTEM_COLUMNS).difference(PARSER_COLUMNS) | {"_schema_violations"}
 
 #: The most rows in one batch handed to Spark: its own default for Arrow batches
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition (50,000 vLLM
@@ -107,7 +107,7 @@ def answer(
     backend = select_backend(options.parse_mode)
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column.
-    response_schema = StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
+    response_schema = response_fields(schema)
     if "_status" not in response_schema.names:
         response_schema = response_schema.add("_status", StringType())
     parser = make_parser(
@@ -261,11 +261,11 @@ def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptR
 
 def _statuses(rows: PromptRows, outcomes: Outcomes, parsed: pa.ChunkedArray) -> list[str]:
     """Each row's ``_status``: ``invalid_prompt``, ``http_error``, or the parser's."""
-    out: list[str] = pc.fill_null(parsed, "ok").to_pylist()
+    out: list[str] = pc.fill_null(parsed, Status.OK.value).to_pylist()
     for row in outcomes.errors:
-        out[row] = "http_error"
+        out[row] = Status.HTTP_ERROR
     for row in rows.problems:
-        out[row] = "invalid_prompt"
+        out[row] = Status.INVALID_PROMPT
     return out
 
 

@@ -1,7 +1,9 @@
 """The row contract: the words every stage uses about a row, each defined once.
 
-Rows out = prompts in. Every row carries ``_status`` (one of :data:`STATUSES`); a row without a
-response says why in ``_error`` (a :class:`RowError`); the record mode (:data:`RECORD_MODES`)
+Rows out = prompts in. Every row carries ``_status`` (a :class:`Status`); a row without a
+response says why in ``_error`` (a :class:`RowError`); the system columns are
+:data:`SYSTEM_FIELDS` (the envelope's, typed from vLLM's documents, are
+:func:`dspark_json.schema.output.envelope_fields`); the record mode (:data:`RECORD_MODES`)
 decides what happens to malformed rows, applied by :func:`apply_mode` for every entry point (the
 source, ``generate``, ``parse_responses``, ``parse_dataframe``). No JSON document deeper than
 :data:`MAX_NESTING` is read by any stage: it is a row with a status, never a crash.
@@ -13,6 +15,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
 from typing import Any, Literal, TypedDict
 
 import numpy as np
@@ -22,21 +25,23 @@ from dspark_json.errors import RecordError
 
 __all__ = [
     "BACKENDS",
-    "ENVELOPE_COLUMNS",
     "ERROR_TYPE",
     "ERROR_TYPES",
     "MALFORMED",
     "MAX_NESTING",
+    "PARSER_COLUMNS",
     "PARSE_MODES",
     "RECORD_MODES",
-    "RESPONSE_COLUMNS",
     "STATUSES",
     "SYSTEM_COLUMNS",
+    "SYSTEM_FIELDS",
     "Backend",
     "ParseMode",
     "RecordMode",
     "RowError",
+    "Status",
     "apply_mode",
+    "data_fields",
     "exceeds_nesting",
     "load_json",
     "row_error",
@@ -56,38 +61,46 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
 _BRACKET_STEP = np.zeros(256, np.int8)
 _BRACKET_STEP[[91, 123]], _BRACKET_STEP[[93, 125]] = 1, -1
 
-#: ``_status``: one word per row saying what happened to it.
-STATUSES: Mapping[str, str] = {
-    "ok": "the answer was fetched and parsed (its content typed where it held JSON)",
-    "http_error": "the request failed for good; _error says why",
-    "invalid_prompt": "the prompt line could not be sent; _error says why",
-    "corrupt_envelope": "the response body is not JSON, or not the chat completion shape",
-    "corrupt_content": "the content looked like JSON but did not parse or fit its type",
-    "not_json": "the content holds no JSON (prose)",
-    "truncated": "finish_reason is length and the content is incomplete",
-    "empty": "the answer has no choices",
-}
+
+class Status(StrEnum):
+    """``_status``: one word per row saying what happened to it (each member's
+    :attr:`meaning`). A member is its word (``Status.OK == "ok"``), in Arrow and Spark too."""
+
+    meaning: str
+
+    def __new__(cls, word: str, meaning: str) -> Status:
+        member = str.__new__(cls, word)
+        member._value_ = word
+        member.meaning = meaning
+        return member
+
+    OK = "ok", "the answer was fetched and parsed (its content typed where it held JSON)"
+    HTTP_ERROR = "http_error", "the request failed for good; _error says why"
+    INVALID_PROMPT = "invalid_prompt", "the prompt line could not be sent; _error says why"
+    CORRUPT_ENVELOPE = (
+        "corrupt_envelope",
+        "the response body is not JSON, or not the chat completion shape",
+    )
+    CORRUPT_CONTENT = (
+        "corrupt_content",
+        "the content looked like JSON but did not parse or fit its type",
+    )
+    NOT_JSON = "not_json", "the content holds no JSON (prose)"
+    TRUNCATED = "truncated", "finish_reason is length and the content is incomplete"
+    EMPTY = "empty", "the answer has no choices"
+
+
+#: Each ``_status`` word -> what it means (:class:`Status`, as a mapping for the docs).
+STATUSES: Mapping[str, str] = {status.value: status.meaning for status in Status}
 #: Statuses of rows that DROPMALFORMED drops and FAILFAST fails on.
 MALFORMED = frozenset(
-    {"invalid_prompt", "corrupt_envelope", "corrupt_content", "not_json", "truncated"}
-)
-
-#: Top-level columns of the chat completion envelope.
-ENVELOPE_COLUMNS = (
-    "id",
-    "object",
-    "created",
-    "model",
-    "choices",
-    "usage",
-    "system_fingerprint",
-    "service_tier",
-)
-#: The columns the source adds about each row, besides the response.
-SYSTEM_COLUMNS = ("_status", "_rescued_data", "_corrupt_record", "_error")
-#: The columns the parser fills from a response body.
-RESPONSE_COLUMNS = frozenset(
-    {*ENVELOPE_COLUMNS, "parsed", "_status", "_rescued_data", "_corrupt_record"}
+    {
+        Status.INVALID_PROMPT,
+        Status.CORRUPT_ENVELOPE,
+        Status.CORRUPT_CONTENT,
+        Status.NOT_JSON,
+        Status.TRUNCATED,
+    }
 )
 
 RecordMode = Literal["PERMISSIVE", "DROPMALFORMED", "FAILFAST"]
@@ -138,6 +151,23 @@ ERROR_TYPE = StructType(
 )
 
 
+#: The columns the source adds about each row, besides the response: the row contract's own.
+SYSTEM_FIELDS = (
+    StructField("_status", StringType()),
+    StructField("_rescued_data", StringType()),
+    StructField("_corrupt_record", StringType()),
+    StructField("_error", ERROR_TYPE),
+)
+SYSTEM_COLUMNS = tuple(f.name for f in SYSTEM_FIELDS)
+#: The system columns the parser fills from a response body (``_error`` is the request's).
+PARSER_COLUMNS = tuple(name for name in SYSTEM_COLUMNS if name != "_error")
+
+
+def data_fields(schema: StructType) -> StructType:
+    """``schema`` without the system columns: the columns a response's data fills."""
+    return StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
+
+
 def row_error(*, status: int | None, type: str, message: str, attempts: int | None) -> RowError:
     """An ``_error`` value (every stage builds them with this)."""
     return {"status": status, "type": type, "message": message, "attempts": attempts}
@@ -174,7 +204,7 @@ def apply_mode(
     if mode == "FAILFAST":
         for i, status in enumerate(statuses):
             error = errors.get(i) if errors is not None else None
-            if status == "http_error" and error is not None:
+            if status == Status.HTTP_ERROR and error is not None:
                 raise RecordError(
                     f"mode=FAILFAST: the request for {describe(i)} failed after "
                     f"{error['attempts']} attempt(s): HTTP {error['status']}, {error['type']}: "

@@ -33,7 +33,7 @@ from dspark_json.inputs.listing import Position, PromptListing, PromptPartition,
 from dspark_json.inputs.prompts import infer_passthrough
 from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
-from dspark_json.options import Options, Query
+from dspark_json.options import FORMAT, Options, Query
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
 
@@ -81,7 +81,7 @@ class DSparkJsonDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
-        return "dspark-json"
+        return FORMAT
 
     @property
     def parsed_options(self) -> Options:

@@ -4,6 +4,10 @@ components in lower layers, and no two modules import each other, even through o
 The order is the flow of one micro-batch read bottom-up (docs/ARCHITECTURE.md draws it):
 vocabulary and records at the bottom, then the stages (parse, schema, http, inputs), then what
 joins them (options, metrics, pipeline, load), then the entry points, then tooling.
+
+Inside the parse stage, two seams: the numba JSON library (``dspark_json.parse.json``) is used
+through its package face only, and the backends (cpu, gpu, reference and the vectorised path
+they share) only through :func:`dspark_json.parse.make_parser` and the ``Parser`` it returns.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ def _imports() -> dict[str, set[str]]:
                 if node.module.startswith("dspark_json"):
                     for alias in node.names:
                         sub = f"{node.module}.{alias.name}"
-                        is_module = (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists()
+                        where = PACKAGE.parent / sub.replace(".", "/")
+                        is_module = where.with_suffix(".py").exists() or where.is_dir()
                         found.add(sub if is_module else node.module)
             elif isinstance(node, ast.Import):
                 found |= {a.name for a in node.names if a.name.startswith("dspark_json")}
@@ -104,6 +109,84 @@ def test_no_import_cycles():
     for module in sorted(graph):
         if state.get(module) is None:
             visit(module, [module])
+
+
+#: The JSON library: other modules import its face (the package), never its modules.
+JSON_LIBRARY = "dspark_json.parse.json"
+#: The backends and what they are made of: only the choice of backend (``make_parser``) and the
+#: backends themselves import them; every other module gets a ``Parser`` from ``make_parser``.
+BACKENDS = {
+    "dspark_json.parse.cpu",
+    "dspark_json.parse.gpu.parser",
+    "dspark_json.parse.gpu.reader",
+    "dspark_json.parse.reference",
+    "dspark_json.parse.vectorised",
+}
+#: Who may import a backend module.
+BACKEND_USERS = {"dspark_json.parse.choice", *BACKENDS}
+#: The modules that talk to a GPU: imported lazily, by the GPU backend only.
+GPU_MODULES = ("cudf", "cupy", "rmm", "numba.cuda")
+
+
+def test_nothing_outside_the_json_library_imports_its_insides():
+    wrong = [
+        f"{module} imports {target} (import {JSON_LIBRARY} instead)"
+        for module, targets in _imports().items()
+        for target in targets
+        if target.startswith(JSON_LIBRARY + ".") and not module.startswith(JSON_LIBRARY)
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_backends_are_reached_only_through_make_parser():
+    wrong = [
+        f"{module} imports {target} (use dspark_json.parse.make_parser)"
+        for module, targets in _imports().items()
+        for target in targets
+        if target in BACKENDS and module not in BACKEND_USERS
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_only_the_gpu_backend_imports_gpu_modules_and_only_on_use():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        tree = ast.parse(path.read_text())
+        top_level = {id(node) for node in tree.body}
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for imported in names:
+                if not imported.startswith(GPU_MODULES):
+                    continue
+                if not name.startswith("dspark_json.parse.gpu"):
+                    wrong.append(f"{name} imports {imported}")
+                elif id(node) in top_level:
+                    wrong.append(f"{name} imports {imported} at import time")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_seam_checks_see_a_wrong_import(monkeypatch):
+    """The seams above can fail: an input reaching into a JSON library module, or a stage
+    building a backend itself, is caught."""
+    graph = _imports()
+    graph["dspark_json.inputs.recorded"].add("dspark_json.parse.json.conform")
+    graph["dspark_json.pipeline"].add("dspark_json.parse.cpu")
+    monkeypatch.setattr(__import__(__name__, fromlist=["_imports"]), "_imports", lambda: graph)
+    for check, expected in [
+        (test_nothing_outside_the_json_library_imports_its_insides, "recorded imports"),
+        (test_the_backends_are_reached_only_through_make_parser, "pipeline imports"),
+    ]:
+        try:
+            check()
+        except AssertionError as exc:
+            assert expected in str(exc)
+        else:
+            raise AssertionError(f"{check.__name__} let a wrong import through")
 
 
 def test_the_layer_check_sees_a_wrong_import(tmp_path, monkeypatch):

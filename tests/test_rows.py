@@ -8,7 +8,21 @@ import pytest
 import dspark_json
 from dspark_json.errors import RecordError
 from dspark_json.parse.reference import ReferenceParser
-from dspark_json.rows import MALFORMED, STATUSES, apply_mode, row_error
+from dspark_json.rows import (
+    MALFORMED,
+    PARSER_COLUMNS,
+    STATUSES,
+    SYSTEM_COLUMNS,
+    SYSTEM_FIELDS,
+    Status,
+    apply_mode,
+    row_error,
+)
+from dspark_json.schema.output import (
+    ENVELOPE_COLUMNS,
+    RESPONSE_COLUMNS,
+    output_schema,
+)
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
@@ -34,6 +48,24 @@ def body(content, finish="stop"):
 
 def test_malformed_statuses_are_statuses():
     assert set(MALFORMED) < set(STATUSES) and "ok" not in MALFORMED
+
+
+def test_each_status_is_one_member_its_word_and_its_meaning():
+    assert list(STATUSES) == [status.value for status in Status]
+    for status in Status:
+        assert status.meaning and STATUSES[status] == status.meaning
+        assert Status(status.value) is status and status == status.value
+    assert Status.NOT_JSON in MALFORMED and "not_json" in MALFORMED
+    assert Status.EMPTY not in MALFORMED and Status.HTTP_ERROR not in MALFORMED
+
+
+def test_the_output_schema_is_the_envelope_parsed_and_the_system_fields():
+    schema = output_schema(response_format=SCHEMA)
+    assert schema.names == ["custom_id", *ENVELOPE_COLUMNS, "parsed", *SYSTEM_COLUMNS]
+    assert schema.fields[-len(SYSTEM_FIELDS) :] == list(SYSTEM_FIELDS)
+    # The parser fills every column of a response but the request's own _error.
+    assert set(schema.names) - {"custom_id", "_error"} == RESPONSE_COLUMNS
+    assert set(PARSER_COLUMNS) == set(SYSTEM_COLUMNS) - {"_error"}
 
 
 def test_permissive_keeps_all_dropmalformed_drops_malformed_only():

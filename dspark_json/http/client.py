@@ -28,7 +28,6 @@ from dspark_json.http.failures import http_error, no_endpoint_error, transport_e
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.retry import (
     DOWN_STATUSES,
-    OVERLOAD_STATUSES,
     RETRY_STATUSES,
     backoff,
     retry_after,
@@ -302,7 +301,7 @@ class _Run:
                     stats.latencies.append(time.perf_counter() - started)
                     pool.succeeded(endpoint)
                     return Outcome(body=body.decode("utf-8", errors="replace"))
-                if status in OVERLOAD_STATUSES:
+                if status in RETRY_STATUSES:
                     limit.on_overload()
                 if status in DOWN_STATUSES:
                     pool.failed(endpoint)

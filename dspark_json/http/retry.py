@@ -13,12 +13,11 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-__all__ = ["DOWN_STATUSES", "OVERLOAD_STATUSES", "RETRY_STATUSES", "backoff", "retry_after"]
+__all__ = ["DOWN_STATUSES", "RETRY_STATUSES", "backoff", "retry_after"]
 
-#: Statuses retried (with connection errors, bodies cut short and timeouts).
+#: Statuses that say the server is overloaded: they are retried (with connection errors, bodies
+#: cut short and timeouts), and the in-flight limit backs off.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-#: Statuses that say the server is overloaded: the in-flight limit backs off.
-OVERLOAD_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: Statuses that say this endpoint is down (with connection errors and timeouts).
 DOWN_STATUSES = frozenset({502, 503, 504})
 

@@ -32,8 +32,7 @@ import pyarrow as pa
 
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import read_bytes, read_range, resolve
-from dspark_json.parse.compiled import kernel
-from dspark_json.parse.words import BLOCK, block_equal, copy_block, lowest_bit
+from dspark_json.parse.json import BLOCK, block_equal, copy_block, kernel, lowest_bit
 
 __all__ = [
     "INPUT_SUFFIXES",

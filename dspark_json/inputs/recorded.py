@@ -24,18 +24,19 @@ import pyarrow.compute as pc
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType
 
 from dspark_json.inputs.listing import Segment, segment_packed
-from dspark_json.parse.columns import shown_as_text, string_buffers
-from dspark_json.parse.conform import (
+from dspark_json.parse.arrow import shown_as_text, string_buffers
+from dspark_json.parse.convert import arrow_schema
+from dspark_json.parse.json import (
     CODE_EXTRA,
     CODE_FITS,
     NESTED_STRIDE,
     TypeTable,
     compile_type,
+    holds_bytes,
+    holds_escape,
+    read_events,
+    scan_envelope_fit,
 )
-from dspark_json.parse.convert import arrow_schema
-from dspark_json.parse.decode import read_events
-from dspark_json.parse.kernels import holds_bytes, holds_escape
-from dspark_json.parse.scans import scan_envelope_fit
 from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import RowError, load_json, row_error
 

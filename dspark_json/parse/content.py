@@ -8,7 +8,7 @@ a byte-order mark. The rule, after stripping whitespace and BOMs from both ends:
 3. otherwise, the text from the first ``{`` to the last ``}``;
 4. otherwise there is no JSON: the row's status is ``not_json``.
 
-The rule lives in :func:`dspark_json.parse.conform.extract_row`, which the vectorised scans run
+The rule lives in :func:`dspark_json.parse.json.conform.extract_row`, which the vectorised scans run
 over whole columns; this wrapper applies it to one Python string.
 """
 
@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dspark_json.parse.conform import extract_row
-from dspark_json.parse.kernels import KIND_NONE
+from dspark_json.parse.json import KIND_NONE, extract_row
 from dspark_json.parse.rules import loads_python
 
 __all__ = ["extract_json", "extract_json_python"]

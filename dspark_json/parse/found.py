@@ -1,8 +1,8 @@
 """The unknown keys the scans found, as Python reads them for ``_rescued_data``.
 
-The CPU parser writes most of ``_rescued_data`` in compiled code (:mod:`.rescue`); the rows it
-cannot (keys deeper than the top level, values whose canonical form needs Python, more keys
-than a scan records) are rescued in Python from what the scans recorded:
+The vectorised path writes most of ``_rescued_data`` in compiled code (:mod:`.json.rescue`); the
+rows it cannot (keys deeper than the top level, values whose canonical form needs Python, more
+keys than a scan records) are rescued in Python from what the scans recorded:
 
 - :class:`FoundKeys`: a scan's unknown keys, by row (top-level spans, nested spans with their
   path of type nodes and element indexes, and the groups of rows that repeat one another's);
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.conform import NESTED_STRIDE, T_STRUCT, TypeTable
+from dspark_json.parse.json import NESTED_STRIDE, T_STRUCT, TypeTable
 
 __all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "unlike_repr"]
 
@@ -131,11 +131,11 @@ class FoundKeys:
     rows: np.ndarray
     spans: np.ndarray
     #: The unknown keys deeper down, by row: ``NESTED_STRIDE`` entries each (see
-    #: :func:`~dspark_json.parse.conform.check_row`).
+    #: :func:`~dspark_json.parse.json.conform.check_row`).
     nested_rows: np.ndarray
     nested: np.ndarray
     #: Per row, a group id: the row whose unknown keys and values it repeats byte for byte
-    #: (-1: none, or not known): :func:`~dspark_json.parse.scans.scan_envelope_fit`'s last
+    #: (-1: none, or not known): :func:`~dspark_json.parse.json.scans.scan_envelope_fit`'s last
     #: result, for the envelope's keys.
     repeats_keys_of: np.ndarray | None = None
 

@@ -4,7 +4,7 @@ It defines the row semantics (docs/ARCHITECTURE.md, "The row contract"). The vec
 parser hands it the rows it cannot take whole (drift to rescue, values to convert, edge cases),
 and takes the whole batch only when the schema itself is beyond the vectorised reader (maps).
 What "valid JSON" means, and where the JSON inside a message is, come from the same byte scans
-the vectorised paths use (:mod:`dspark_json.parse.kernels`), so every path agrees on them.
+the vectorised paths use (:mod:`dspark_json.parse.json`), so every path agrees on them.
 
 ``kernels=False`` gives the same answers without numba: the same rules in plain Python
 (:func:`loads`' ``kernels`` flag, :func:`~dspark_json.parse.content.extract_json_python`), for the
@@ -22,14 +22,14 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.conform import validate_row
 from dspark_json.parse.content import extract_json, extract_json_python
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json, is_tuple
-from dspark_json.parse.kernels import KIND_INVALID
+from dspark_json.parse.envelope import content_type
+from dspark_json.parse.json import KIND_INVALID, validate_row
 from dspark_json.parse.rules import json_float, loads_python
-from dspark_json.rows import SYSTEM_COLUMNS
+from dspark_json.rows import Status, data_fields
 
-__all__ = ["ReferenceParser", "content_type", "decode_body", "loads"]
+__all__ = ["ReferenceParser", "decode_body", "loads"]
 
 _FIRST_CHOICE_PARSED = "choices[0].message.parsed"
 
@@ -66,7 +66,7 @@ class ReferenceParser:
         self.schema = schema
         self.lenient = lenient
         self.kernels = kernels
-        data = StructType([f for f in schema.fields if f.name not in SYSTEM_COLUMNS])
+        data = data_fields(schema)
         # The first choice's content is rescued once, under "parsed", when that column exists.
         skip = (_FIRST_CHOICE_PARSED,) if "parsed" in data.names else ()
         self.converter = Converter(data, not_rescued=skip)
@@ -75,7 +75,7 @@ class ReferenceParser:
 
     def parse(self, bodies: Sequence[str | bytes | None]) -> pa.Table:
         rows: list[dict[str, Any]] = []
-        status: list[str | None] = []
+        status: list[Status | None] = []
         corrupt: list[str | None] = []
         for body in bodies:
             row, row_status, row_corrupt = self._one(body)
@@ -92,48 +92,48 @@ class ReferenceParser:
         columns = [system[f.name] if f.name in system else table.column(f.name) for f in target]
         return pa.Table.from_arrays(columns, schema=target)
 
-    def _one(self, body: str | bytes | None) -> tuple[dict[str, Any], str | None, str | None]:
+    def _one(self, body: str | bytes | None) -> tuple[dict[str, Any], Status | None, str | None]:
         if body is None:
             return {}, None, None
         text, raw = decode_body(body)
         try:
             envelope = loads(raw, kernels=self.kernels)
         except ValueError:  # also Python's limit on the digits of an integer
-            return {}, "corrupt_envelope", text
+            return {}, Status.CORRUPT_ENVELOPE, text
         if not isinstance(envelope, dict):
-            return {}, "corrupt_envelope", text
+            return {}, Status.CORRUPT_ENVELOPE, text
         choices = envelope.get("choices")
         if not isinstance(choices, list) or not choices:
-            return envelope, "empty", None
+            return envelope, Status.EMPTY, None
         if self._content_type is None:
-            return envelope, "ok", None
+            return envelope, Status.OK, None
         outcomes = [self._content(choice) for choice in choices]
         value, status, corrupt = outcomes[0]
         if self._has_parsed:  # else the value is only in choices[].message.parsed
             envelope["parsed"] = value
         return envelope, status, corrupt
 
-    def _content(self, choice: Any) -> tuple[Any, str, str | None]:
+    def _content(self, choice: Any) -> tuple[Any, Status, str | None]:
         """Parse one choice's content in place; return (value, status, corrupt text)."""
         message = choice.get("message") if isinstance(choice, dict) else None
         content = message.get("content") if isinstance(message, dict) else None
         if not isinstance(content, str):
-            return None, "not_json", None
+            return None, Status.NOT_JSON, None
         found = extract_json(content) if self.kernels else extract_json_python(content)
         if found is None:
-            return None, "not_json", content
+            return None, Status.NOT_JSON, content
         try:
             value = loads(
                 found.encode("utf-8", "surrogatepass"), lenient=self.lenient, kernels=self.kernels
             )
         except ValueError:
             truncated = choice.get("finish_reason") == "length"
-            return None, "truncated" if truncated else "corrupt_content", content
+            return None, Status.TRUNCATED if truncated else Status.CORRUPT_CONTENT, content
         if not _fits(value, self._content_type):
-            return None, "corrupt_content", content
+            return None, Status.CORRUPT_CONTENT, content
         assert isinstance(message, dict)
         message["parsed"] = value
-        return value, "ok", None
+        return value, Status.OK, None
 
 
 def _fits(value: Any, dtype: DataType | None) -> bool:
@@ -142,18 +142,3 @@ def _fits(value: Any, dtype: DataType | None) -> bool:
     if isinstance(dtype, ArrayType):
         return isinstance(value, list)
     return True
-
-
-def content_type(schema: StructType) -> DataType | None:
-    """The type of the parsed content, from ``parsed`` or ``choices[].message.parsed``."""
-    if "parsed" in schema.names:
-        return schema["parsed"].dataType
-    if "choices" in schema.names:
-        choices = schema["choices"].dataType
-        if isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType):
-            choice = choices.elementType
-            if "message" in choice.names and isinstance(choice["message"].dataType, StructType):
-                message = choice["message"].dataType
-                if "parsed" in message.names:
-                    return message["parsed"].dataType
-    return None

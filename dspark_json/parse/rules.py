@@ -1,6 +1,6 @@
 """The kernels' rules in plain Python, for a process whose kernels are still compiling.
 
-What valid JSON is (:mod:`dspark_json.parse.kernels`) restated with Python's json module: valid
+What valid JSON is (:mod:`dspark_json.parse.json.grammar`) restated with Python's json module: valid
 UTF-8 without a byte-order mark, no NaN/Infinity, nesting at most ``MAX_DEPTH``, no lone
 surrogate. The reference parser runs on these (``kernels=False``) for the first small batches
 (:mod:`.warmup`); the conformance suite holds both ways to the same output.
@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from dspark_json.parse.kernels import MAX_DEPTH
+from dspark_json.parse.json import MAX_DEPTH
 from dspark_json.rows import exceeds_nesting
 
 __all__ = ["json_float", "loads_python"]

@@ -20,17 +20,20 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.rescue import rescued_keys
-from dspark_json.rows import ERROR_TYPE
+from dspark_json.parse.json import rescued_keys
+from dspark_json.rows import PARSER_COLUMNS, SYSTEM_FIELDS
 from dspark_json.schema.json_schema import json_schema_to_spark
 
 __all__ = [
     "DOCUMENTED_EXTRAS",
+    "ENVELOPE_COLUMNS",
+    "RESPONSE_COLUMNS",
     "drift_keys",
     "envelope_fields",
     "is_documented_extra",
     "new_fields",
     "output_schema",
+    "response_fields",
 ]
 
 
@@ -63,7 +66,7 @@ def is_documented_extra(path: str) -> bool:
 def new_fields(rescued: pa.Array | pa.ChunkedArray) -> set[str]:
     """The keys of the ``_rescued_data`` objects ``rescued`` that are drift, not documented
     extras (:func:`is_documented_extra`); the keys are read without the values
-    (:func:`~dspark_json.parse.rescue.rescued_keys`)."""
+    (:func:`~dspark_json.parse.json.rescue.rescued_keys`)."""
     return {key for key in rescued_keys(rescued) if not is_documented_extra(key)}
 
 
@@ -181,12 +184,19 @@ def output_schema(
     fields += envelope_fields(parsed)
     if parsed is not None:
         fields.append(StructField("parsed", parsed))
-    fields += [
-        StructField("_status", StringType()),
-        StructField("_rescued_data", StringType()),
-        StructField("_corrupt_record", StringType()),
-        StructField("_error", ERROR_TYPE),
-    ]
+    fields += SYSTEM_FIELDS
     if violations:
         fields.append(StructField("_schema_violations", ArrayType(StringType())))
     return StructType(fields)
+
+
+#: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
+ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
+#: The columns the parser fills from a response body: the envelope, ``parsed`` and
+#: :data:`~dspark_json.rows.PARSER_COLUMNS`.
+RESPONSE_COLUMNS = frozenset({*ENVELOPE_COLUMNS, "parsed", *PARSER_COLUMNS})
+
+
+def response_fields(schema: StructType) -> StructType:
+    """The columns of ``schema`` that the parser fills (:data:`RESPONSE_COLUMNS`), in order."""
+    return StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])

@@ -15,8 +15,8 @@ from dspark_json.inputs.prompts import infer_passthrough, read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.load import prepare, resolve_parsed, resolve_schema
 from dspark_json.options import Options
-from dspark_json.parse import kernels
-from dspark_json.parse.conform import validate_row
+from dspark_json.parse.json import grammar
+from dspark_json.parse.json.conform import validate_row
 from dspark_json.pipeline import answer, fetch
 from dspark_json.records import PromptRows
 from dspark_json.rows import MAX_NESTING, exceeds_nesting
@@ -36,7 +36,7 @@ def deep_object(levels: int, leaf: str = "1") -> str:
 
 
 def test_the_limit_is_the_parse_kernels_limit_and_agrees_with_their_scan():
-    assert MAX_NESTING == kernels.MAX_DEPTH
+    assert MAX_NESTING == grammar.MAX_DEPTH
     for levels in (MAX_NESTING, MAX_NESTING + 1):
         for text in (deep_array(levels), deep_object(levels)):
             raw = text.encode()

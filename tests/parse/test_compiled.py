@@ -1,4 +1,4 @@
-"""The rule of :func:`dspark_json.parse.compiled.leaf`: a function compiled without reference
+"""The rule of :func:`dspark_json.parse.json.compiled.leaf`: a function compiled without reference
 counting neither allocates, nor returns an array, nor calls a function that may (its caller
 keeps every array alive; a leaf that held a new array would leak it or free it early)."""
 
@@ -17,8 +17,8 @@ _ALLOCATING = {
 
 
 def _dispatchers():
-    for info in pkgutil.iter_modules(dspark_json.parse.__path__):
-        module = importlib.import_module(f"dspark_json.parse.{info.name}")
+    for info in pkgutil.walk_packages(dspark_json.parse.__path__, "dspark_json.parse."):
+        module = importlib.import_module(info.name)
         for name, value in vars(module).items():
             if getattr(value, "targetoptions", None) is not None and value.__module__ == (
                 module.__name__

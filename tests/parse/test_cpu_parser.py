@@ -4,8 +4,7 @@ from datetime import UTC, datetime
 import pytest
 
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.rows import RESPONSE_COLUMNS
-from dspark_json.schema.output import output_schema
+from dspark_json.schema.output import output_schema, response_fields
 
 CONTENT = {
     "type": "object",
@@ -43,7 +42,7 @@ def body(*contents, finish="stop", **extra):
 @pytest.fixture(scope="module")
 def parser():
     schema = output_schema(response_format=CONTENT)
-    return CpuParser(type(schema)([f for f in schema.fields if f.name in RESPONSE_COLUMNS]))
+    return CpuParser(response_fields(schema))
 
 
 def rows(parser, bodies):
@@ -148,7 +147,7 @@ def test_names_with_quotes_backslashes_or_control_characters_read_as_the_referen
     names = ['q"uote', "back\\slash", "ctl\x01char", "plain"]
     content = {"type": "object", "properties": {name: {"type": "integer"} for name in names}}
     schema = output_schema(response_format=content)
-    schema = type(schema)([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
+    schema = response_fields(schema)
     texts = [
         json.dumps({name: i for i, name in enumerate(names)}),
         '{"ctl\x01char": 2, "plain": 3}',  # a raw control character in a key

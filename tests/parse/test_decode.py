@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from dspark_json import response_schema
-from dspark_json.parse.columns import JsonLines
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.decode import CONVERTED, group_events, strings_in_order
+from dspark_json.parse.json.decode import CONVERTED, group_events, strings_in_order
+from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser
+from dspark_json.parse.vectorised import Vectorised
 
 CONTENT = {
     "type": "object",
@@ -127,7 +128,7 @@ def test_the_decoder_reads_what_pyarrow_and_the_reference_read(seed):
     decoded = CpuParser(schema)
     table = decoded.parse_vectorised(bodies)
     assert decoded.reference_rows == 0  # every row took the decoder
-    _same(table, CpuParser(schema, lines=JsonLines()).parse_vectorised(bodies))
+    _same(table, Vectorised(schema, lines=JsonLines()).parse(bodies))
     _same(table, ReferenceParser(schema).parse(bodies))
 
 

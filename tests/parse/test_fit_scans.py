@@ -11,8 +11,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.conform import (
+from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.parse.json.conform import (
     CODE_EXTRA,
     CODE_FITS,
     CODE_INVALID,
@@ -20,7 +20,7 @@ from dspark_json.parse.conform import (
     CODE_NULL,
     compile_type,
 )
-from dspark_json.parse.scans import scan_envelope_fit
+from dspark_json.parse.json.scans import scan_envelope_fit
 
 TYPE = StructType(
     [

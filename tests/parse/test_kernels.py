@@ -5,21 +5,21 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StructType
 
-from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.conform import (
+from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.parse.json.conform import (
     CODE_INVALID,
     CODE_NULL,
     compile_type,
     validate_row,
 )
-from dspark_json.parse.kernels import (
+from dspark_json.parse.json.grammar import (
     KIND_ARRAY,
     KIND_INVALID,
     KIND_OBJECT,
     KIND_SCALAR,
     MAX_DEPTH,
 )
-from dspark_json.parse.scans import scan_envelope_fit
+from dspark_json.parse.json.scans import scan_envelope_fit
 
 SUITE = Path(__file__).parents[1] / "data" / "jsontestsuite"
 
@@ -83,7 +83,7 @@ def test_an_escape_is_found_wherever_it_sits_and_only_in_its_range():
     import random
     import re
 
-    from dspark_json.parse.kernels import holds_escape
+    from dspark_json.parse.json.grammar import holds_escape
 
     rng = random.Random(2)
     pieces = [b"a", b"\\", b'\\"', b"\\u00", b"\\u0063", b"\\u005F", b"\\u00e9", b"\\u0", b"u0063"]
@@ -96,7 +96,7 @@ def test_an_escape_is_found_wherever_it_sits_and_only_in_its_range():
 
 
 def test_a_mask_hit_that_is_no_escape_is_not_taken_for_one():
-    from dspark_json.parse.kernels import holds_escape
+    from dspark_json.parse.json.grammar import holds_escape
 
     # ']' is a backslash plus one: a borrow can mark it in the mask; it is checked.
     assert not holds_escape(np.frombuffer(b"\\]u0063" + b"x" * 10, np.uint8), 0x5F, 0x75)
@@ -105,7 +105,7 @@ def test_a_mask_hit_that_is_no_escape_is_not_taken_for_one():
 def test_events_grow_to_the_projection_but_never_past_what_the_rest_can_write():
     """Long rows first, short ones after (found by a hostile review: the projection of the
     first 64 rows asked for 290 GB); the most the scan can still write caps it."""
-    from dspark_json.parse.conform import room
+    from dspark_json.parse.json.conform import room
 
     events = np.zeros(3 * 1_000, np.int64)
     grown = room(events, 1_000, 10, 64, 10**9, 5_000)

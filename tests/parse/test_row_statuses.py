@@ -8,16 +8,16 @@ import pytest
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.reference import ReferenceParser, content_type
-from dspark_json.rows import RESPONSE_COLUMNS
-from dspark_json.schema.output import output_schema
+from dspark_json.parse.envelope import content_type
+from dspark_json.parse.reference import ReferenceParser
+from dspark_json.schema.output import output_schema, response_fields
 
 LABEL = StructType([StructField("label", StringType())])
 CONTENT = {"type": "object", "properties": {"label": {"type": "string"}}}
 
 
 def response_columns(schema):
-    return StructType([f for f in schema.fields if f.name in RESPONSE_COLUMNS])
+    return response_fields(schema)
 
 
 WITH_CONTENT = response_columns(output_schema(response_format=CONTENT))

@@ -1,5 +1,5 @@
-"""Shapes (parse/shapes.py): a row that repeats the shape of a row before it is matched byte for
-byte instead of walked, with the same codes, events and unknown keys as the walk."""
+"""Shapes (parse/json/shapes.py): a row that repeats the shape of a row before it is matched byte
+for byte instead of walked, with the same codes, events and unknown keys as the walk."""
 
 import json
 import random
@@ -18,12 +18,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.conform import CODE_EXTRA, CODE_FITS, FOUND, NESTED_STRIDE, compile_type
+from dspark_json.parse.arrow import string_buffers, to_string_array
 from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.json.conform import CODE_EXTRA, CODE_FITS, FOUND, NESTED_STRIDE, compile_type
+from dspark_json.parse.json.scans import scan_envelope_fit
+from dspark_json.parse.json.shapes import learn_shape, match_shape
 from dspark_json.parse.reference import ReferenceParser
-from dspark_json.parse.scans import scan_envelope_fit
-from dspark_json.parse.shapes import learn_shape, match_shape
 
 TYPE = StructType(
     [

@@ -4,8 +4,8 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from dspark_json.parse.columns import string_buffers, to_string_array
-from dspark_json.parse.times import scan_dates, scan_timestamps
+from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.parse.json.times import scan_dates, scan_timestamps
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 #: The shapes the scan converts itself (others go value by value to fromisoformat).

@@ -1,4 +1,4 @@
-"""The word- and block-at-a-time pieces (:mod:`dspark_json.parse.words`) and the scans built on
+"""The word- and block-at-a-time pieces (:mod:`dspark_json.parse.json.words`) and the scans built on
 them, held to byte-by-byte definitions at every alignment: a mask's lowest bit, a block's masks
 and escapes, a string's end, an unescaped string and what it may overwrite, two runs of bytes
 compared, a needle found."""
@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dspark_json.parse.decode import ROOM_AFTER, _unescape_into
-from dspark_json.parse.kernels import holds_bytes, holds_escape, same_run, scan_string
-from dspark_json.parse.rules import loads_python
-from dspark_json.parse.words import (
+from dspark_json.parse.json.decode import ROOM_AFTER, _unescape_into
+from dspark_json.parse.json.grammar import holds_bytes, holds_escape, same_run, scan_string
+from dspark_json.parse.json.words import (
     BLOCK,
     WORD,
     backslashes,
@@ -30,6 +29,7 @@ from dspark_json.parse.words import (
     string_stops,
     unicode_escapes,
 )
+from dspark_json.parse.rules import loads_python
 
 
 @njit
@@ -333,7 +333,8 @@ def test_runs_compare_equal_only_when_every_byte_is():
 
 
 def test_a_byte_and_a_fence_are_found_where_python_finds_them():
-    from dspark_json.parse.kernels import _find_byte, _find_fence
+    from dspark_json.parse.json.candidates import find_fence
+    from dspark_json.parse.json.grammar import find_byte
 
     rng = random.Random(17)
     for _ in range(5_000):
@@ -342,5 +343,5 @@ def test_a_byte_and_a_fence_are_found_where_python_finds_them():
         start = rng.randrange(0, len(text) + 1)
         end = rng.randrange(start, len(text) + 1)
         for byte in (ord("`"), ord("{"), 0xFF):
-            assert _find_byte(data, start, end, byte) == text.find(bytes([byte]), start, end)
-        assert _find_fence(data, start, end) == text.find(b"```", start, end), (text, start, end)
+            assert find_byte(data, start, end, byte) == text.find(bytes([byte]), start, end)
+        assert find_fence(data, start, end) == text.find(b"```", start, end), (text, start, end)

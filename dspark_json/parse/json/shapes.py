@@ -3,7 +3,7 @@
 Machine-written JSON repeats itself. Every answer one vLLM server writes has the same keys in
 the same order, the same nulls (``"refusal": null``, ``"logprobs": null``, ...), the same
 whitespace; only the values differ: the id, the content, the token counts. Walking such a row
-key by key (:func:`~dspark_json.parse.conform.check_row`) pays for every key and every null
+key by key (:func:`~dspark_json.parse.json.conform.check_row`) pays for every key and every null
 again. A shape pays for them once:
 
 - **learning** (:func:`learn_shape`): from a row that fits its type, keep the bytes outside its
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.conform import (
+from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.parse.json.conform import (
     FOUND,
     NESTED_STRIDE,
     T_BOOL,
@@ -47,7 +47,7 @@ from dspark_json.parse.conform import (
     T_STRING,
     number_fits,
 )
-from dspark_json.parse.kernels import same_run, scan_literal, scan_number, scan_string, skip_ws
+from dspark_json.parse.json.grammar import same_run, scan_literal, scan_number, scan_string, skip_ws
 
 __all__ = [
     "Shape",
@@ -63,7 +63,7 @@ __all__ = [
 #: nested)``: static bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the
 #: last segment after the last value); value ``j`` is of type node ``slot_nodes[j]`` and its
 #: event is ``events[3 * slot_events[j]:3 * slot_events[j] + 3]`` of the shape's events (three
-#: entries each, as :func:`~dspark_json.parse.conform.check_row` writes them). ``top`` and
+#: entries each, as :func:`~dspark_json.parse.json.conform.check_row` writes them). ``top`` and
 #: ``nested``: the unknown keys a matching row records, as ``check_row`` records them (four
 #: entries a top-level key, ``NESTED_STRIDE`` a nested one), each position written as
 #: ``segment * _SEGMENT_RADIX + offset`` in that static segment.
@@ -214,7 +214,7 @@ def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: 
 @leaf
 def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
     """The unknown keys of a row that matched ``shape`` (its static segments start at
-    ``seg_pos``), into ``found`` / ``found_n`` as :func:`~dspark_json.parse.conform.check_row`
+    ``seg_pos``), into ``found`` / ``found_n`` as :func:`~dspark_json.parse.json.conform.check_row`
     records them."""
     top, nested = shape[5], shape[6]
     kt = len(top) // 4
@@ -252,7 +252,7 @@ def match_shape(
     seg_pos: Any,
 ) -> int:
     """Whether the row ``data[start:end]`` has ``shape``: the number of events after its own
-    (written from event ``n`` on, as :func:`~dspark_json.parse.conform.check_row` would write
+    (written from event ``n`` on, as :func:`~dspark_json.parse.json.conform.check_row` would write
     them), else -1 (what was written past ``n`` is then garbage, for the caller to overwrite).
     The values' events are written as the values are matched; the shape's other events only
     once the whole row has matched. ``seg_pos`` (as long as the shape's segments, at least):

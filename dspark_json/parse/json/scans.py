@@ -1,10 +1,10 @@
 """Whole columns of documents, one compiled loop each: :func:`scan_envelope_fit` over response
 bodies, :func:`scan_content_fit` over the texts of messages. Each row is checked by
-:func:`~dspark_json.parse.conform.check_row` (or, for an envelope that repeats the shape of a
-row before it, matched by :func:`~dspark_json.parse.shapes.match_shape`), and the results are
+:func:`~dspark_json.parse.json.conform.check_row` (or, for an envelope that repeats the shape of a
+row before it, matched by :func:`~dspark_json.parse.json.shapes.match_shape`), and the results are
 gathered by column: a code per row, the events of the rows that fit (for
-:mod:`dspark_json.parse.decode`), and the spans of unknown keys (for
-:mod:`dspark_json.parse.rescue`)."""
+:mod:`dspark_json.parse.json.decode`), and the spans of unknown keys (for
+:mod:`dspark_json.parse.json.rescue`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.conform import (
+from dspark_json.parse.json.candidates import fallback_candidate
+from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.parse.json.conform import (
     CODE_EXTRA,
     CODE_FITS,
     CODE_INVALID,
@@ -27,14 +28,19 @@ from dspark_json.parse.conform import (
     room,
     scratch,
 )
-from dspark_json.parse.kernels import (
+from dspark_json.parse.json.grammar import (
     KIND_INVALID,
     KIND_NONE,
     KIND_OBJECT,
-    fallback_candidate,
     strip,
 )
-from dspark_json.parse.shapes import learn_shape, match_shape, no_shape, records_keys, replay_keys
+from dspark_json.parse.json.shapes import (
+    learn_shape,
+    match_shape,
+    no_shape,
+    records_keys,
+    replay_keys,
+)
 
 __all__ = ["scan_content_fit", "scan_envelope_fit"]
 
@@ -61,7 +67,7 @@ def _widest(closure_at: Any) -> int:
 def _grown(
     events: Any, n: int, need: int, offsets: Any, i: int, lo: int, hi: int, widest: int
 ) -> Any:
-    """:func:`~dspark_json.parse.conform.room` for ``need`` events at row ``i`` of the rows
+    """:func:`~dspark_json.parse.json.conform.room` for ``need`` events at row ``i`` of the rows
     ``lo..hi``: projected from the rows scanned so far, at most what the rows from ``i`` on can
     write (each byte, and each row's end, a value of ``widest`` events)."""
     most = n + (offsets[hi] - offsets[i] + hi - i) * widest
@@ -130,13 +136,13 @@ def scan_envelope_fit(
     """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
     parameter, not a constant, so that :func:`check_row` compiles once for every caller;
     ``shapes``: rows that repeat the shape of a row before them skip the walk,
-    :mod:`dspark_json.parse.shapes`, with the same result):
+    :mod:`dspark_json.parse.json.shapes`, with the same result):
     codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
     object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
     each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
     found: their rows and ``(key start, key end, value start, value end)`` spans; the
     events of the rows that fit (a null row for the others), for
-    :mod:`dspark_json.parse.decode`; the unknown keys deeper down: their rows and spans
+    :mod:`dspark_json.parse.json.decode`; the unknown keys deeper down: their rows and spans
     with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them); and per
     row, the index (among all rows, not from ``lo``) of the row whose envelope unknown keys
     and values it repeats byte for byte: the row a shape with such keys was learnt from, for

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.compiled import kernel, leaf
+from dspark_json.parse.json.compiled import kernel, leaf
 
 __all__ = ["scan_dates", "scan_timestamps"]
 

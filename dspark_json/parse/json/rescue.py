@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dspark_json.parse.columns import string_buffers
-from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.kernels import (
+from dspark_json.parse.arrow import string_buffers
+from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.parse.json.grammar import (
     UNESCAPED,
     put_utf8,
     same_bytes,

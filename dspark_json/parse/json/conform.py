@@ -1,6 +1,6 @@
 """Whole JSON documents, checked in one byte pass (:func:`check_row`): are they valid, and do they
 fit a Spark type exactly? The check decides, per row, whether the vectorised reader may take it
-or the reference parser must; the column scans (:mod:`dspark_json.parse.scans`),
+or the reference parser must; the column scans (:mod:`dspark_json.parse.json.scans`),
 :func:`validate_row` and :func:`extract_row` (the content rule) run the same pass.
 
 What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold): the grammar exactly
@@ -39,15 +39,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.kernels import (
+from dspark_json.parse.json.candidates import fallback_candidate
+from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.parse.json.grammar import (
     KIND_ARRAY,
     KIND_INVALID,
     KIND_NONE,
     KIND_OBJECT,
     KIND_SCALAR,
     MAX_DEPTH,
-    fallback_candidate,
     same_bytes,
     same_run,
     scan_literal,
@@ -413,10 +413,10 @@ def check_row(
     deeper ones after ``4 * FOUND`` entries, ``NESTED_STRIDE`` each with their path
     (``found_n[1]`` keys); more than fit, or a path too long, set ``found_n[0]`` to -1 (the
     caller then walks the row in Python). ``lenient``: raw control characters are allowed
-    inside strings (:func:`~dspark_json.parse.kernels.scan_string`).
+    inside strings (:func:`~dspark_json.parse.json.grammar.scan_string`).
 
     With ``n_events`` of one entry, the pass also *shreds* the document: each typed value is
-    written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.decode`
+    written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.json.decode`
     describes (``closure``/``closure_at`` as in :class:`TypeTable`); the caller makes room,
     and drops the events of a document that does not fit. With ``n_events`` empty, nothing is
     written. ``stack_count`` holds, per open array, its elements so far, and per open object,
@@ -688,7 +688,7 @@ def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = Fals
 
 def extract_row(data: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
     """Where the JSON inside a message's text is, and its kind: ``(start, end, kind)``, for one
-    text from Python (:func:`~dspark_json.parse.scans.scan_content_fit` applies the same rule
+    text from Python (:func:`~dspark_json.parse.json.scans.scan_content_fit` applies the same rule
     to whole columns).
 
     The rule (the reference for both backends), after stripping whitespace and BOMs:

@@ -30,7 +30,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from dspark_json.parse.compiled import leaf
+from dspark_json.parse.json.compiled import leaf
 
 __all__ = [
     "BLOCK",

@@ -1,5 +1,6 @@
 """Which parser runs: ``select_backend`` (auto, cpu, gpu; loud where the GPU is asked for and
-missing, a logged fallback for auto), then ``make_parser(schema, backend)``."""
+missing, a logged fallback for auto), then ``make_parser(schema, backend)``: the one place that
+picks a backend's class (the GPU's imported here, on use, and nowhere else)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pyspark.sql.types import StructType
 from dspark_json.errors import BackendUnavailable
 from dspark_json.parse import gpu
 from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.parser import Parser
 from dspark_json.rows import Backend, ParseMode
 
 __all__ = ["make_parser", "select_backend"]
@@ -42,6 +44,11 @@ def select_backend(parse_mode: ParseMode) -> Backend:
             f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
             "Use parseMode=auto to fall back to the CPU, or parseMode=cpu."
         )
+    if not gpu.verified:  # installing cuDF would not change auto's choice: say so, not how
+        reason = (
+            "auto does not pick the GPU parser until it has passed the conformance suite on a "
+            "GPU (parseMode=gpu runs it where cuDF and a CUDA device are there)"
+        )
     if reason not in _fallbacks_logged:
         _fallbacks_logged.add(reason)
         logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)
@@ -54,7 +61,7 @@ def make_parser(
     *,
     gpu_memory_fraction: float | None = None,
     lenient: bool = True,
-) -> CpuParser:
+) -> Parser:
     """A parser for the response columns of ``schema`` on ``backend``.
 
     Parameters
@@ -70,5 +77,7 @@ def make_parser(
         ``allowUnquotedControlChars``); the envelope is always strict.
     """
     if backend == "gpu":  # pragma: no cover - needs a GPU
-        return gpu.GpuParser(schema, memory_fraction=gpu_memory_fraction, lenient=lenient)
+        from dspark_json.parse.gpu.parser import GpuParser
+
+        return GpuParser(schema, memory_fraction=gpu_memory_fraction, lenient=lenient)
     return CpuParser(schema, lenient=lenient)

@@ -1,6 +1,6 @@
 """Typed JSON -> Arrow: the CPU backend's reader of the documents that fit their type.
 
-The scans (:mod:`dspark_json.parse.scans`) walk every document once to check it; a document
+The scans (:mod:`dspark_json.parse.json.scans`) walk every document once to check it; a document
 that fits (valid JSON in the shape of its type) is, in the same walk, *shredded*: each typed
 value is written as an *event* ``(type node, a, b)``, as Dremel and Arrow's own JSON reader do.
 This module turns the events into Arrow arrays:
@@ -30,9 +30,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dspark_json.parse.columns import on_threads
-from dspark_json.parse.compiled import kernel, leaf
-from dspark_json.parse.conform import (
+from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.parse.json.conform import (
     T_ARRAY,
     T_BOOL,
     T_DOUBLE,
@@ -41,8 +40,8 @@ from dspark_json.parse.conform import (
     T_STRUCT,
     TypeTable,
 )
-from dspark_json.parse.kernels import UNESCAPED, put_utf8, unicode_escape
-from dspark_json.parse.words import (
+from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
+from dspark_json.parse.json.words import (
     BLOCK,
     WORD,
     backslashes,
@@ -53,6 +52,7 @@ from dspark_json.parse.words import (
     lowest_bit,
     store_word,
 )
+from dspark_json.parse.threads import on_threads
 
 __all__ = ["read_events"]
 

@@ -1,10 +1,10 @@
-"""The pieces of the byte scans over Arrow string buffers: JSON's grammar token by token, the
-candidates of the content rule, and copying rows into JSON lines for a reader.
+"""JSON's grammar token by token: the pieces of the byte scans over Arrow string buffers (the
+content rule's candidates are in :mod:`.candidates`, rows copied into JSON lines in :mod:`.lines`).
 
 Every function here works on ``data[start:end]`` of a ``uint8`` buffer, with no allocation and
 no Python objects; a string's plain runs and a run compare are read a word of eight bytes at a
-time (:mod:`dspark_json.parse.words`, for the CPU). Whole documents are checked in
-:mod:`dspark_json.parse.conform`, which puts these pieces together.
+time (:mod:`.words`, for the CPU). Whole documents are checked in
+:mod:`.conform`, which puts these pieces together.
 
 What "valid JSON" means for dspark-json (RFC 8259, and what Arrow can hold):
 
@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.compiled import leaf
-from dspark_json.parse.words import (
+from dspark_json.parse.json.compiled import leaf
+from dspark_json.parse.json.words import (
     BLOCK,
     WORD,
     block_below,
@@ -48,8 +48,7 @@ __all__ = [
     "KIND_SCALAR",
     "MAX_DEPTH",
     "UNESCAPED",
-    "fallback_candidate",
-    "gather_lines",
+    "find_byte",
     "hex4",
     "holds_bytes",
     "holds_escape",
@@ -81,7 +80,6 @@ _QUOTE, _BACKSLASH, _MINUS, _DOT = 34, 92, 45, 46
 #: backslash (and, read leniently, the raw control characters too).
 _PLAIN = np.array([32 <= c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
 _PLAIN_LENIENT = np.array([c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
-_LBRACE, _RBRACE, _LBRACKET, _BACKTICK = 123, 125, 91, 96
 
 
 @leaf
@@ -418,17 +416,7 @@ def strip(data: Any, start: int, end: int) -> tuple[int, int]:
 
 
 @leaf
-def _find_fence(data: Any, start: int, end: int) -> int:
-    i = _find_byte(data, start, end - 2, _BACKTICK)
-    while i >= 0:
-        if data[i + 1] == _BACKTICK and data[i + 2] == _BACKTICK:
-            return i
-        i = _find_byte(data, i + 1, end - 2, _BACKTICK)
-    return -1
-
-
-@leaf
-def _find_byte(data: Any, start: int, end: int, byte: int) -> int:
+def find_byte(data: Any, start: int, end: int, byte: int) -> int:
     """Where ``byte`` first is in ``data[start:end]`` (a word at a time), or -1."""
     i = start
     while i + WORD <= end:
@@ -506,61 +494,3 @@ def holds_bytes(data: Any, needle: Any) -> bool:
             return True
         pos += 1
     return False
-
-
-@leaf
-def fallback_candidate(data: Any, start: int, end: int) -> tuple[bool, int, int]:
-    """Rules 2 and 3 of :func:`extract_row` for stripped text that is not JSON as a whole:
-    ``(found, start, end)`` of the candidate."""
-    fence = _find_fence(data, start, end)
-    if fence >= 0:
-        newline = _find_byte(data, fence, end, _LF)
-        if newline >= 0:
-            close = _find_fence(data, newline + 1, end)
-            body_start, body_end = strip(data, newline + 1, close if close >= 0 else end)
-            if body_start < body_end and (
-                data[body_start] == _LBRACE or data[body_start] == _LBRACKET
-            ):
-                return True, body_start, body_end
-    first = _find_byte(data, start, end, _LBRACE)
-    last = -1
-    for i in range(end - 1, start - 1, -1):
-        if data[i] == _RBRACE:
-            last = i
-            break
-    if 0 <= first < last:
-        return True, first, last + 1
-    return False, start, end
-
-
-@leaf
-def gather_lines(
-    data: Any, starts: Any, ends: Any, take: Any, prefix: Any, suffix: Any, out: Any
-) -> None:
-    """Copy rows into a JSON-lines buffer ``out`` (sized by :func:`line_lengths`): for each
-    row, ``prefix + data[starts[i]:ends[i]] + suffix`` where ``take[i]``, else ``{}`` (a row of
-    nulls), then a newline. CR and LF become spaces (in valid JSON they are only whitespace)."""
-    pos = 0
-    for i in range(len(starts)):
-        if take[i]:
-            for b in prefix:
-                out[pos] = b
-                pos += 1
-            for j in range(starts[i], ends[i]):
-                c = data[j]
-                out[pos] = _SPACE if c == _LF or c == _CR else c
-                pos += 1
-            for b in suffix:
-                out[pos] = b
-                pos += 1
-        else:
-            out[pos] = _LBRACE
-            out[pos + 1] = _RBRACE
-            pos += 2
-        out[pos] = _LF
-        pos += 1
-
-
-def line_lengths(starts: Any, ends: Any, take: Any, extra: int) -> Any:
-    """The length of each line :func:`gather_lines` writes (``extra``: prefix + suffix)."""
-    return np.where(take, ends - starts + extra + 1, 3)

@@ -1,0 +1,99 @@
+"""Type finishing: the types a reader reads for the target types (timestamps as unix seconds or
+text, dates as text), and the read arrays turned into the target types."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DateType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from dspark_json.parse.arrow import string_buffers
+from dspark_json.parse.convert import MISSING, arrow_schema, parse_date, parse_timestamp
+from dspark_json.parse.json import scan_dates, scan_timestamps
+
+__all__ = ["finish", "read_type"]
+
+_TIMESTAMP_US = pa.timestamp("us", tz="UTC")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def read_type(dtype: DataType, *, seconds: bool = False) -> DataType:
+    """The type pyarrow reads for ``dtype``: timestamps as unix seconds (``seconds``) or text,
+    dates as text; :func:`finish` turns them into the target types."""
+    if isinstance(dtype, StructType):
+        return StructType(
+            [StructField(f.name, read_type(f.dataType, seconds=seconds)) for f in dtype.fields]
+        )
+    if isinstance(dtype, ArrayType):
+        return ArrayType(read_type(dtype.elementType, seconds=seconds))
+    if isinstance(dtype, TimestampType):
+        return LongType() if seconds else StringType()
+    if isinstance(dtype, DateType):
+        return StringType()
+    return dtype
+
+
+def _has_conversion(dtype: DataType) -> bool:
+    if isinstance(dtype, StructType):
+        return any(_has_conversion(f.dataType) for f in dtype.fields)
+    if isinstance(dtype, ArrayType):
+        return _has_conversion(dtype.elementType)
+    return isinstance(dtype, TimestampType | DateType)
+
+
+def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) -> pa.Array:
+    """``array`` (as read for ``dtype``) in the target Arrow type. ``rows[i]`` is the row of
+    element ``i``; rows with a value that does not convert are added to ``bad``."""
+    if not _has_conversion(dtype):
+        return array
+    target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
+    if isinstance(dtype, StructType):
+        children = [
+            finish(array.field(i), f.dataType, rows, bad) for i, f in enumerate(dtype.fields)
+        ]
+        return pa.StructArray.from_arrays(
+            children, fields=list(target), mask=array.is_null() if array.null_count else None
+        )
+    if isinstance(dtype, ArrayType):
+        values = array.flatten()
+        parents = pc.list_parent_indices(array).to_numpy()
+        converted = finish(values, dtype.elementType, rows[parents], bad)
+        lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        return pa.ListArray.from_arrays(
+            pa.array(offsets),
+            converted,
+            type=target,
+            mask=array.is_null() if array.null_count else None,
+        )
+    if pa.types.is_integer(array.type):  # unix seconds, range checked by the scan
+        return pc.multiply(array, 1_000_000).cast(_TIMESTAMP_US)
+    offsets, data, valid = string_buffers(array)
+    is_timestamp = isinstance(dtype, TimestampType)
+    scan = scan_timestamps if is_timestamp else scan_dates
+    values, done = scan(offsets, data, valid)
+    missing = ~valid
+    for i in np.flatnonzero(valid & ~done):  # other shapes: value by value, as the reference
+        text = array[int(i)].as_py()
+        value = parse_timestamp(text, dtype) if is_timestamp else parse_date(text, dtype)
+        if value is MISSING:
+            bad.add(int(rows[i]))
+            missing[i] = True
+        elif is_timestamp:
+            values[i] = (value - _EPOCH) // _MICROSECOND
+        else:
+            values[i] = (value - _EPOCH.date()).days
+    return pa.array(values, mask=missing).cast(target)

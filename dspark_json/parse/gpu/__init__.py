@@ -1,0 +1,70 @@
+"""The GPU backend (cuDF). Its modules are the only ones that import cuDF, RMM or CUDA, and only
+on use; this one says whether the backend can run (:func:`unavailable_reason`) and gives RMM its
+pool, without importing them.
+
+- :mod:`.parser`: :class:`~.parser.GpuParser`, the vectorised path
+  (:mod:`dspark_json.parse.vectorised`, shared with the CPU backend) with cuDF's reader;
+- :mod:`.reader`: cuDF's JSON lines reader (``cudf.read_json``, ``lines=True``, explicit dtypes,
+  column pruning): the envelope and content reads, the bulk of the work, run on the device.
+
+The numba scans that validate bodies, check them against the schema and find the JSON in each
+message still run on the CPU (no allocation, no objects); device kernels
+(``numba.cuda``) that take them over go in this package, next to the reader, for the word loads of
+:mod:`dspark_json.parse.json.words` are CPU instructions.
+
+Status: written without a device to try it on. It has not run yet, so ``parseMode=auto`` does not
+pick it; ``parseMode=gpu`` does, and the backend conformance suite
+(``tests/parse/test_backend_conformance.py``, the ``gpu`` backend) is the check it must pass on a
+GPU machine before ``auto`` may choose it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+__all__ = ["INSTALL_HINT", "unavailable_reason", "use_memory_pool", "verified"]
+
+logger = logging.getLogger("dspark_json")
+
+INSTALL_HINT = "pip install 'dspark-json[gpu]' (CUDA 12) or 'dspark-json[gpu-cu13]' (CUDA 13)"
+
+#: Whether the cuDF parser has passed the conformance suite on a GPU (``auto`` picks it then).
+verified = False
+
+#: The RMM pool this process made (its share of device memory), once made.
+_pool: dict[str, float] = {}
+
+
+def unavailable_reason() -> str | None:
+    """Why the GPU backend cannot run here, or ``None`` when it can."""
+    if importlib.util.find_spec("cudf") is None:
+        return f"cuDF is not installed ({INSTALL_HINT})"
+    try:
+        import cudf  # noqa: F401
+        from numba import cuda
+    except Exception as exc:  # cuDF raises many kinds of errors without a driver
+        return f"cuDF failed to import ({type(exc).__name__}: {exc})"
+    if not cuda.is_available():  # type: ignore[no-untyped-call]
+        return "no CUDA device is visible to this process"
+    return None
+
+
+def use_memory_pool(fraction: float) -> None:
+    """Give RMM a pool of ``fraction`` of the device memory (once per process), so the parser
+    can share the GPU with vLLM instead of growing into its memory."""
+    if _pool:
+        return
+    import rmm
+    from numba import cuda
+
+    free, total = cuda.current_context().get_memory_info()  # type: ignore[no-untyped-call]
+    size = int(total * fraction) // 256 * 256
+    if size > free:
+        raise MemoryError(
+            f"gpuMemoryFraction={fraction} asks for {size >> 20} MiB of GPU memory, but only "
+            f"{free >> 20} MiB are free (vLLM may hold the rest). Lower gpuMemoryFraction."
+        )
+    rmm.reinitialize(pool_allocator=True, initial_pool_size=size, maximum_pool_size=size)
+    _pool["fraction"] = fraction
+    logger.info("RMM pool of %d MiB (%.0f%% of the GPU) for parsing", size >> 20, fraction * 100)

@@ -1,0 +1,84 @@
+"""dspark-json's JSON library: numba scans over Arrow string buffers that check JSON (RFC 8259,
+strict), fit it to a Spark type, shred it into events and decode those into Arrow arrays, with
+no Python object per row. This face is what the rest of the package uses; its modules are its
+own (``tests/test_layers.py`` holds every other module of the package to this face).
+
+The modules, bottom-up:
+
+- :mod:`.compiled`: how a function is compiled (``kernel``, ``leaf``: numba ``njit``, CPU);
+- :mod:`.words`: a word of eight bytes and a block of 64 at a time (CPU instructions);
+- :mod:`.grammar`: JSON token by token (strings, numbers, literals, whitespace, escapes);
+- :mod:`.candidates`: the content rule's candidates (a fence, the outermost braces);
+- :mod:`.lines`: rows copied into JSON lines for a reader;
+- :mod:`.conform`: a Spark type as a type table, and one document checked against it;
+- :mod:`.shapes`: a document that repeats the shape of one before it, matched byte for byte;
+- :mod:`.scans`: the scans over a batch (the envelope's, the content's);
+- :mod:`.decode`: the scans' events as Arrow arrays;
+- :mod:`.times`: timestamps and dates read from text;
+- :mod:`.rescue`: the keys a type does not hold, found and rendered for ``_rescued_data``.
+"""
+
+from __future__ import annotations
+
+from dspark_json.parse.json.compiled import kernel
+from dspark_json.parse.json.conform import (
+    CODE_EXTRA,
+    CODE_FITS,
+    CODE_INVALID,
+    CODE_MISFIT,
+    CODE_NONE,
+    CODE_NULL,
+    NESTED_STRIDE,
+    T_STRUCT,
+    TypeTable,
+    compile_type,
+    extract_row,
+    validate_row,
+)
+from dspark_json.parse.json.decode import read_events
+from dspark_json.parse.json.grammar import (
+    KIND_INVALID,
+    KIND_NONE,
+    MAX_DEPTH,
+    holds_bytes,
+    holds_escape,
+)
+from dspark_json.parse.json.lines import gather_lines, line_lengths
+from dspark_json.parse.json.rescue import rescue_rows, rescued_keys
+from dspark_json.parse.json.scans import scan_content_fit, scan_envelope_fit
+from dspark_json.parse.json.times import scan_dates, scan_timestamps
+from dspark_json.parse.json.words import BLOCK, block_equal, copy_block, lowest_bit
+
+__all__ = [
+    "BLOCK",
+    "CODE_EXTRA",
+    "CODE_FITS",
+    "CODE_INVALID",
+    "CODE_MISFIT",
+    "CODE_NONE",
+    "CODE_NULL",
+    "KIND_INVALID",
+    "KIND_NONE",
+    "MAX_DEPTH",
+    "NESTED_STRIDE",
+    "T_STRUCT",
+    "TypeTable",
+    "block_equal",
+    "compile_type",
+    "copy_block",
+    "extract_row",
+    "gather_lines",
+    "holds_bytes",
+    "holds_escape",
+    "kernel",
+    "line_lengths",
+    "lowest_bit",
+    "read_events",
+    "rescue_rows",
+    "rescued_keys",
+    "scan_content_fit",
+    "scan_dates",
+    "scan_envelope_fit",
+    "scan_timestamps",
+    "validate_row",
+]

@@ -1,0 +1,46 @@
+"""How the scans and reads run: row ranges on a thread pool (the numba kernels and pyarrow's
+reader release the GIL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+
+__all__ = ["by_row_ranges", "on_threads", "row_ranges"]
+
+
+def row_ranges(n: int, threads: int) -> list[tuple[int, int]]:
+    """``n`` rows cut in up to ``threads`` ranges of at least 4,096 rows (one range below)."""
+    parts = max(1, min(threads, n // 4096))
+    bounds = np.linspace(0, n, parts + 1).astype(np.int64).tolist()
+    return list(pairwise(bounds))
+
+
+def on_threads(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """The results of ``jobs``, run on up to ``threads`` threads (the numba kernels and pyarrow's
+    reader release the GIL), in order."""
+    if threads <= 1 or len(jobs) <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(min(threads, len(jobs))) as pool:
+        return list(pool.map(lambda job: job(), jobs))
+
+
+def by_row_ranges(
+    scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: int | None = None
+) -> Any:
+    """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads;
+    results (an array or a tuple of arrays) concatenated, but for the tuple's item ``apart``: a
+    list of each range's array (to spare a large copy)."""
+    jobs = [partial(scan, *args, lo, hi) for lo, hi in row_ranges(n, threads)]
+    results = on_threads(threads, jobs)
+    if isinstance(results[0], tuple):
+        return tuple(
+            list(column) if i == apart else np.concatenate(column)
+            for i, column in enumerate(zip(*results, strict=True))
+        )
+    return np.concatenate(results)
