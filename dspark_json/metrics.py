@@ -41,6 +41,7 @@ __all__ = [
     "batch_label",
     "by_batch",
     "driver_logger",
+    "file_prefix",
     "partition_metrics",
     "read_records",
     "report",
@@ -166,9 +167,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         f"; new fields {record['new_fields']}" if record["new_fields"] else "",
     )
     if directory is not None:
-        named = json.dumps([record["batch"], record.get("offset"), record.get("label")])
-        batch = hashlib.sha256(named.encode()).hexdigest()[:16]
-        name = f"batch-{batch}-part-{record['partition']:05d}.json"
+        name = f"{file_prefix(record)}part-{record['partition']:05d}.json"
         try:
             write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
         except OSError as exc:
@@ -181,10 +180,24 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
             )
 
 
-def read_records(directory: str) -> list[dict[str, Any]]:
-    """The metrics records under ``directory`` (a path or URI), in file name order."""
+def file_prefix(record: Mapping[str, Any]) -> str:
+    """How the files of a record's micro-batch (or ``generate()`` task) are named: by its batch,
+    offset and label, so that the driver reads a batch's records without reading the others."""
+    named = json.dumps([record.get("batch"), record.get("offset"), record.get("label")])
+    return f"batch-{hashlib.sha256(named.encode()).hexdigest()[:16]}-"
+
+
+def read_records(directory: str, *, batch: str | None = None) -> list[dict[str, Any]]:
+    """The metrics records under ``directory`` (a path or URI), in file name order; only those
+    of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`)."""
+    prefix = ""
+    if batch is not None:
+        batch_id, offset, label = _batch_fields(batch)
+        prefix = file_prefix({"batch": batch_id, "offset": offset, "label": label})
     records = []
     for entry in list_files(directory, suffixes=(".json",)):
+        if not entry.name.startswith(prefix):
+            continue
         try:
             records.append(json.loads(read_text(entry.path)))
         except (OSError, ValueError) as exc:  # a foreign file: said, not fatal

@@ -163,7 +163,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: Micro-batch ids by end offset (Spark gives a source none: counted here, resumed from
         #: the metrics records after a restart), and the batches whose line is not logged yet.
         self._batch_ids: dict[str, int] | None = None
-        self._unreported: dict[int, Position] = {}
+        self._unreported: dict[int, tuple[Position, str]] = {}
         journal = self.inputs.journal
         self._journal = Journal(journal) if journal is not None else None
         self._started = False
@@ -236,8 +236,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             self._listing.refresh()
         segments = self._listing.segments(first, last)
         batch_id = self._batch_id(start, end)
-        self._unreported[batch_id] = last
         batch = batch_label(batch_id, end)
+        self._unreported[batch_id] = (last, batch)
         return [
             replace(p, batch=batch)
             for p in plan_partitions(segments, self.inputs.partition_size, self._listing.locate)
@@ -253,7 +253,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         if self._journal is not None:
             self._journal.prune(Position.from_offset(end))
         done = Position.from_offset(end)
-        self._report(sorted(i for i, last in self._unreported.items() if last <= done))
+        self._report(sorted(i for i, (last, _) in self._unreported.items() if last <= done))
 
     def stop(self) -> None:
         """The query stops: batches not reported yet get their line now (where Spark lets this
@@ -280,13 +280,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
     def _report(self, batch_ids: list[int]) -> None:
         """One line per finished micro-batch, from the records its tasks wrote."""
         metrics = self.query.options.rows.metrics
-        for batch_id in batch_ids:
-            del self._unreported[batch_id]
-        if not batch_ids or metrics is None:  # without records there is nothing to sum up
+        labels = {batch_id: self._unreported.pop(batch_id)[1] for batch_id in batch_ids}
+        if metrics is None:  # without records there is nothing to sum up
             return
-        records = read_records(metrics)
-        for batch_id in batch_ids:
-            mine = [r for r in records if r.get("batch") == batch_id]
+        for batch_id, label in labels.items():
+            mine = read_records(metrics, batch=label)  # this batch's files only
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
 
