@@ -11,12 +11,13 @@ columns on top of any of these.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from dataclasses import dataclass
 
 from pyspark.sql.types import DataType, StructField, StructType
 
-from dspark_json.errors import OptionError
+from dspark_json.errors import BackendUnavailable, OptionError
 from dspark_json.fs import check_writable
 from dspark_json.http.preflight import check_model, fetch_served_schema
 from dspark_json.inputs.listing import Position, PromptListing
@@ -31,6 +32,7 @@ from dspark_json.schema.output import output_schema
 
 __all__ = [
     "Resolved",
+    "check_backend",
     "check_output_directories",
     "describe",
     "prepare",
@@ -60,6 +62,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
         Check each endpoint's ``/health`` and ``/v1/models`` and settle the model (skipped when
         replaying recorded answers, which need no server).
     """
+    check_backend(options)
     check_output_directories(options)
     model, context = options.request.model, None
     if options.input.responses is None and contact_server:
@@ -79,6 +82,24 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             "'responseFormat' or 'schemaEndpoint'."
         )
     return Query(options=options, model=model, json_schema=json_schema, context=context)
+
+
+def check_backend(options: Options) -> None:
+    """``parseMode=gpu`` where cuDF is not even installed: fail before any request (found in
+    the tasks, after the answers, it would throw away answers already paid for).
+
+    Only the installation is checked here: a driver without a GPU whose executors have one is
+    a usual cluster. Each task checks its own GPU before it sends anything
+    (:func:`dspark_json.pipeline.read_partition`)."""
+    if options.rows.parse_mode != "gpu" or importlib.util.find_spec("cudf") is not None:
+        return
+    from dspark_json.parse.gpu import INSTALL_HINT
+
+    raise BackendUnavailable(
+        "parseMode=gpu, but cuDF is not installed where .load() runs, so no prompt was sent. "
+        f"Install it on the driver and the executors ({INSTALL_HINT}), or use parseMode=cpu "
+        "(parseMode=auto parses on the CPU too, as long as the GPU parser is unverified)."
+    )
 
 
 def check_output_directories(options: Options) -> None:

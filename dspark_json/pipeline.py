@@ -203,6 +203,8 @@ def read_partition(
     """Fetch (or replay) and parse one partition; yield it in exactly ``schema``, in batches of
     at most :data:`SPARK_BATCH_ROWS` rows."""
     keep_freed_memory()  # this worker's next partition reuses this one's buffers
+    # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
+    select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
     rows, fetched, source, rounds = _rows_and_answers(partition, query)
     answers = answer(
