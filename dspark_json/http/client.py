@@ -167,7 +167,13 @@ class _Run:
         secure = any(e.url.startswith("https://") for e in self.config.endpoints)
         self.ssl_context = httpx.create_ssl_context() if secure else None
         probes = self._transport()
-        self.pool = EndpointPool(self.config.endpoints, lambda e: self._probe(probes, e))
+        self.started = 0
+        self.pool = EndpointPool(
+            self.config.endpoints,
+            lambda e: self._probe(probes, e),
+            deadline=self.config.request_deadline,
+            backlog=lambda: len(pending) - self.started,
+        )
         try:
             workers = min(self.config.max_concurrency, len(pending))
             await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
@@ -254,6 +260,7 @@ class _Run:
                     break
                 payload = self.payloads[index]
                 assert payload is not None
+                self.started += 1
                 self.results[index] = outcome = await self._send(transport, payload)
                 if outcome.error is not None:
                     self.stats.failed += 1
