@@ -76,10 +76,10 @@ def register(spark: SparkSession) -> None:
     spark:
         The session to register the format with (classic or Spark Connect).
     """
-    from dspark_json.delta.stream import register_sink
+    from dspark_json.delta.stream import register_once, register_sink
     from dspark_json.source import DSparkJsonDataSource
 
-    spark.dataSource.register(DSparkJsonDataSource)
+    register_once(spark, DSparkJsonDataSource)
     register_sink(spark)
     current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
     if REDACTION_PATTERN not in current:
