@@ -42,6 +42,8 @@ _NOT_FOR_GENERATE = (
 
 #: The Python API's keyword (snake_case, ``backend`` for ``parseMode``) -> the option.
 _KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS}
+#: Keywords of 0.1 that 0.2 renamed (README, "Changelog") -> today's.
+_RENAMED = {"prompt_col": "column", "parse_mode": "backend"}
 
 
 def generate(
@@ -92,7 +94,9 @@ def generate(
         if value is None:
             continue
         if keyword not in _KEYWORDS:
-            close = difflib.get_close_matches(keyword, list(_KEYWORDS), n=1)
+            close = [_RENAMED[keyword]] if keyword in _RENAMED else []
+            usable = [k for k, name in _KEYWORDS.items() if name not in _NOT_FOR_GENERATE]
+            close = close or difflib.get_close_matches(keyword, usable, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise OptionError(
                 f"generate: unknown keyword {keyword!r}.{hint} Options are given by their "

@@ -22,7 +22,9 @@ def test_generate_checks_values_like_the_source_does():
 
 
 def test_generate_takes_the_parser_as_backend_as_parse_responses_does():
-    with pytest.raises(dspark_json.OptionError, match="unknown keyword 'parse_mode'"):
+    with pytest.raises(
+        dspark_json.OptionError, match=r"unknown keyword 'parse_mode'\. Did you mean 'backend'"
+    ):
         dspark_json.generate(None, endpoint="http://127.0.0.1:9", parse_mode="cpu")  # type: ignore[arg-type]
     with pytest.raises(dspark_json.OptionError, match="'parseMode' has value 'tpu'"):
         dspark_json.generate(None, endpoint="http://127.0.0.1:9", backend="tpu")  # type: ignore[arg-type]
@@ -45,3 +47,10 @@ def test_the_three_entry_points_spell_and_type_each_concept_once():
     for df_function in (params[0], params[2]):  # the DataFrame's column of input, second
         assert list(df_function)[:2] == ["df", "column"]
     assert {n for p in params for n in p} & {"prompt_col", "engine", "parse_mode"} == set()
+
+
+def test_the_renamed_prompt_column_keyword_names_its_new_name():
+    with pytest.raises(
+        dspark_json.OptionError, match=r"unknown keyword 'prompt_col'\. Did you mean 'column'"
+    ):
+        dspark_json.generate(None, endpoint="http://127.0.0.1:9", prompt_col="q")  # type: ignore[arg-type]
