@@ -80,9 +80,9 @@ def register(spark: SparkSession) -> None:
     spark:
         The session to register the format with (classic or Spark Connect).
     """
-    from dspark_json.delta.stream import register_sink
+    from dspark_json.delta.stream import register_once, register_sink
 
-    spark.dataSource.register(DSparkJsonDataSource)
+    register_once(spark, DSparkJsonDataSource)
     register_sink(spark)
     current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
     if _REDACTION_PATTERN not in current:

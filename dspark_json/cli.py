@@ -1,11 +1,10 @@
-"""The ``dspark-json`` command: ``demo`` and ``simulate``."""
+"""The ``dspark-json`` command: ``simulate``, ``demo``, ``schema`` and ``metrics``."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -16,11 +15,19 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+#: What ``dspark-json --help`` says first (plain text: argparse shows it as it is).
+DESCRIPTION = (
+    "dspark-json: prompts to a vLLM / OpenAI-compatible server, the answers as typed Spark "
+    "columns. Commands: simulate (a vLLM-compatible server), demo (a stream into Delta), "
+    "schema (the schema a query gets), metrics (a run's summary from its metrics directory)."
+)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dspark-json", description=__doc__)
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and its flags."""
+    parser = argparse.ArgumentParser(prog="dspark-json", description=DESCRIPTION)
     commands = parser.add_subparsers(dest="command", required=True)
 
     sim = commands.add_parser("simulate", help="run the vLLM-compatible simulator")
@@ -45,6 +52,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
     faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
     faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
+    first = sim.add_argument_group(
+        "first-answer faults a re-ask (repairAttempts) fixes (seeded; rates are per prompt, "
+        "exclusive)"
+    )
+    first.add_argument(
+        "--first-truncated-rate",
+        type=float,
+        default=0.0,
+        help="cut the first answer at max_tokens (finish_reason length) until asked with more",
+    )
+    first.add_argument(
+        "--first-broken-rate",
+        type=float,
+        default=0.0,
+        help="first answer of broken JSON, until a re-ask shows it the answer and a message",
+    )
+    first.add_argument(
+        "--first-prose-rate",
+        type=float,
+        default=0.0,
+        help="first answer of prose, until a re-ask shows it the answer and a message",
+    )
+    first.add_argument(
+        "--first-invalid-rate",
+        type=float,
+        default=0.0,
+        help="first answer leaves out a required property, until a later message names it",
+    )
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -67,14 +102,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     schema.add_argument("--model")
     schema.add_argument("--api-key-env", help="environment variable holding the API key")
 
-    args = parser.parse_args(argv)
+    metrics = commands.add_parser(
+        "metrics", help="one summary line per micro-batch of a run, from its metrics directory"
+    )
+    metrics.add_argument("directory", help="the query's option 'metrics' (a path or URI)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if args.command == "simulate":
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_simulate(args))
         return 0
     if args.command == "schema":
         return _schema(args)
+    if args.command == "metrics":
+        return _metrics(args.directory)
     return _demo(args)
+
+
+def _metrics(directory: str) -> int:
+    """The lines the driver logs per micro-batch, and one for the whole run."""
+    from dspark_json.metrics import by_batch, read_records, summary
+
+    records = read_records(directory)
+    if not records:
+        sys.stderr.write(
+            f"dspark-json metrics: no metrics records in {directory} (the directory a query's "
+            "option 'metrics' names)\n"
+        )
+        return 2
+    groups = by_batch(records)
+    for batch_id, group in groups.items():
+        _say(summary(group, f"batch {batch_id}" if batch_id is not None else "generate()"))
+    if len(groups) > 1:
+        _say(summary(records, f"all {len(groups)} batches"))
+    return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -139,6 +203,10 @@ async def _simulate(args: argparse.Namespace) -> None:
         vary=args.vary,
         drift_after=args.drift_after,
         served_schema=args.served_schema,
+        first_truncated_rate=args.first_truncated_rate,
+        first_broken_rate=args.first_broken_rate,
+        first_prose_rate=args.first_prose_rate,
+        first_invalid_rate=args.first_invalid_rate,
     )
     await run(
         args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults
@@ -198,27 +266,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _report_metrics(directory: Path) -> None:
     """A summary of the per-partition metrics records (the full ones are JSON lines there)."""
-    records = [json.loads(p.read_text()) for p in sorted(directory.glob("*.json"))]
-    if not records:
-        return
-    p95 = max((r["latency_ms"]["p95"] or 0) for r in records)
-    parse_s = sum(r["parse_seconds"] for r in records)
-    _say(
-        f"metrics ({len(records)} partitions, records in {directory}): "
-        f"{sum(r['requests'] for r in records)} requests, "
-        f"{sum(r['retries'] for r in records)} retries, latency p95 up to {p95:.0f} ms, "
-        f"{sum(r['completion_tokens'] for r in records)} completion tokens, parsed on "
-        f"{'/'.join(sorted({r['backend'] for r in records}))} in {parse_s:.2f}s, "
-        f"{sum(r['rescued_rows'] for r in records)} rows with rescued data, "
-        f"{sum(r['error_rows'] for r in records)} with errors"
-    )
+    from dspark_json.metrics import read_records, summary
+
+    records = read_records(str(directory))
+    if records:
+        _say(summary(records, f"metrics (records in {directory}; dspark-json metrics DIR)"))
 
 
 def _report(table_path: Path, elapsed: float, requests: int) -> None:
     from deltalake import DeltaTable
 
+    from dspark_json.delta.reader import read_table
+
     delta = DeltaTable(str(table_path))
-    table = delta.to_pyarrow_table()
+    table = read_table(str(table_path), version=delta.version())
     rows = table.num_rows
     statuses = Counter(table.column("_status").to_pylist())
     _say(

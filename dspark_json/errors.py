@@ -14,6 +14,10 @@ fix. Third-party errors are translated at one boundary each, always ``raise Ours
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
 __all__ = [
     "BackendUnavailable",
     "DSparkJsonError",
@@ -21,7 +25,11 @@ __all__ = [
     "RecordError",
     "SchemaError",
     "ServerError",
+    "short_errors",
 ]
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class DSparkJsonError(Exception):
@@ -46,3 +54,19 @@ class BackendUnavailable(DSparkJsonError):
 
 class RecordError(DSparkJsonError):
     """FAILFAST mode met a row it could not fetch or parse."""
+
+
+def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Our errors leave a data source's entry points (``schema()``, ``reader()``...) without
+    the frames and the chained causes beneath: Spark prints the whole Python traceback inside
+    its ``AnalysisException``, where a message that stands alone says all (it names the cause)."""
+
+    @functools.wraps(method)
+    def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except DSparkJsonError as exc:
+            bare = type(exc)(*exc.args)
+            raise bare from None
+
+    return entry

@@ -7,6 +7,16 @@ Spark gives a Python data source no custom-metrics hook that reaches ``Streaming
 (micro-batch, partition), named by both so that a retried task replaces its record instead of
 adding one, written atomically. The directory is checked writable at ``.load()``; a record that
 cannot be written later is logged, never a failed task (its answers are paid for).
+
+A record's ``batch`` is the micro-batch id (a number: the stream reader counts its micro-batches,
+and after a restart takes up the count from the records already here), ``offset`` the batch's
+end offset; ``generate()`` records have no batch and a ``label`` instead. Read them back with
+:data:`METRICS_SCHEMA`, so that ``http_status`` and ``rows`` are maps, not structs::
+
+    spark.read.schema(dspark_json.metrics.METRICS_SCHEMA).json(metrics_dir)
+
+On the driver, the stream reader logs one line per micro-batch from its records
+(:func:`summary`); ``dspark-json metrics DIR`` prints the same lines for a finished run.
 """
 
 from __future__ import annotations
@@ -14,20 +24,64 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections import Counter
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dspark_json.fs import write_atomic
-from dspark_json.records import Answers
+from dspark_json.fs import list_files, read_text, write_atomic
+from dspark_json.records import Answers, RepairStats
 from dspark_json.schema.output import new_fields
 
-__all__ = ["partition_metrics", "report"]
+__all__ = [
+    "METRICS_SCHEMA",
+    "batch_label",
+    "by_batch",
+    "driver_logger",
+    "file_prefix",
+    "partition_metrics",
+    "read_records",
+    "report",
+    "summary",
+]
 
 logger = logging.getLogger("dspark_json")
+
+#: The records' schema (DDL) for ``spark.read.schema(METRICS_SCHEMA).json(dir)``: maps stay maps.
+METRICS_SCHEMA = (
+    "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
+    "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
+    "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
+    "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
+    "prompt_tokens BIGINT, completion_tokens BIGINT, backend STRING, http_seconds DOUBLE, "
+    "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
+    "rows MAP<STRING, BIGINT>, dropped BIGINT, rescued_rows BIGINT, error_rows BIGINT, "
+    "new_fields ARRAY<STRING>, "
+    "repair STRUCT<reasks: BIGINT, `rows`: BIGINT, fixed: BIGINT, prompt_tokens: BIGINT, "
+    "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
+    "requests: BIGINT, retries: BIGINT>"
+)
+
+
+def batch_label(batch_id: int, end: Mapping[str, object]) -> str:
+    """What a stream partition carries to its task to name its micro-batch (``batch`` of
+    :func:`partition_metrics`): the id and the end offset, as JSON."""
+    return json.dumps({"batch": batch_id, "offset": dict(end)}, sort_keys=True)
+
+
+def _batch_fields(batch: str | None) -> tuple[int | None, Any, str | None]:
+    """(batch id, end offset, label) from what a partition carries."""
+    if batch is not None and batch.startswith("{"):
+        try:
+            named = json.loads(batch)
+        except json.JSONDecodeError:
+            named = None
+        if isinstance(named, dict) and isinstance(named.get("batch"), int):
+            return named["batch"], named.get("offset"), None
+    return None, None, batch
 
 
 def partition_metrics(
@@ -41,13 +95,17 @@ def partition_metrics(
     """The metrics record of one partition (``table``: its rows before DROPMALFORMED)."""
     stats = answers.stats
     rows = len(answers.statuses)
+    repair = answers.repair
     rescued = (
         table.column("_rescued_data")
         if "_rescued_data" in table.column_names
         else pa.nulls(0, pa.string())
     )
+    batch_id, offset, label = _batch_fields(batch)
     return {
-        "batch": batch,
+        "batch": batch_id,
+        "offset": offset,
+        "label": label,
         "partition": partition,
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "source": answers.source,
@@ -65,8 +123,11 @@ def partition_metrics(
             "final": stats.limit_final,
         },
         "endpoint_rests": stats.endpoint_rests,
-        "prompt_tokens": _usage(table, "prompt_tokens"),
-        "completion_tokens": _usage(table, "completion_tokens"),
+        # The first answers' tokens: the rows hold the last answers of the rows re-asked.
+        "prompt_tokens": _usage(table, "prompt_tokens")
+        + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),
+        "completion_tokens": _usage(table, "completion_tokens")
+        + (repair.first_completion_tokens - repair.last_completion_tokens if repair else 0),
         "backend": answers.backend,
         "http_seconds": round(answers.http_seconds, 4),
         "parse_seconds": round(answers.parse_seconds, 4),
@@ -79,6 +140,23 @@ def partition_metrics(
         "rescued_rows": len(rescued) - rescued.null_count,
         "error_rows": _non_null_count(table, "_error"),
         "new_fields": sorted(new_fields(rescued)),
+        "repair": None if repair is None else _repair(repair),
+    }
+
+
+def _repair(stats: RepairStats) -> dict[str, Any]:
+    """The re-asks' part of the record (option repairAttempts)."""
+    return {
+        "reasks": stats.reasks,
+        "rows": stats.rows,
+        "fixed": stats.fixed,
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "budget": stats.budget,
+        "over_budget": stats.over_budget,
+        "from_journal": stats.from_journal,
+        "requests": stats.client.requests,
+        "retries": stats.client.retries,
     }
 
 
@@ -89,7 +167,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     logger.info(
         "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries, codes %s, latency "
         "p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse %.3fs on "
-        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s",
+        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s%s",
         what,
         record["prompts"],
         record["source"],
@@ -111,10 +189,10 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         record["rescued_rows"],
         record["error_rows"],
         f"; new fields {record['new_fields']}" if record["new_fields"] else "",
+        _repair_line(record.get("repair")),
     )
     if directory is not None:
-        batch = hashlib.sha256(str(record["batch"]).encode()).hexdigest()[:16]
-        name = f"batch-{batch}-part-{record['partition']:05d}.json"
+        name = f"{file_prefix(record)}part-{record['partition']:05d}.json"
         try:
             write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
         except OSError as exc:
@@ -125,6 +203,90 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
                 directory,
                 exc,
             )
+
+
+def _repair_line(repair: dict[str, Any] | None) -> str:
+    if not repair or (not repair["reasks"] and not repair["over_budget"]):
+        return ""
+    return (
+        f"; re-asked {repair['rows']} row(s) {repair['reasks']} time(s), {repair['fixed']} "
+        f"fixed, tokens {repair['prompt_tokens']} in, {repair['completion_tokens']} out"
+        + (f", {repair['over_budget']} over budget" if repair["over_budget"] else "")
+    )
+
+
+def file_prefix(record: Mapping[str, Any]) -> str:
+    """How the files of a record's micro-batch (or ``generate()`` task) are named: by its batch,
+    offset and label, so that the driver reads a batch's records without reading the others."""
+    named = json.dumps([record.get("batch"), record.get("offset"), record.get("label")])
+    return f"batch-{hashlib.sha256(named.encode()).hexdigest()[:16]}-"
+
+
+def read_records(directory: str, *, batch: str | None = None) -> list[dict[str, Any]]:
+    """The metrics records under ``directory`` (a path or URI), in file name order; only those
+    of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`)."""
+    prefix = ""
+    if batch is not None:
+        batch_id, offset, label = _batch_fields(batch)
+        prefix = file_prefix({"batch": batch_id, "offset": offset, "label": label})
+    records = []
+    for entry in list_files(directory, suffixes=(".json",)):
+        if not entry.name.startswith(prefix):
+            continue
+        try:
+            records.append(json.loads(read_text(entry.path)))
+        except (OSError, ValueError) as exc:  # a foreign file: said, not fatal
+            logger.warning("metrics: %s is not a metrics record (%s); skipped", entry.path, exc)
+    return records
+
+
+def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapping[str, Any]]]:
+    """The records grouped by micro-batch id, in id order (``None``: ``generate()``'s)."""
+    groups: defaultdict[int | None, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        groups[record.get("batch")].append(record)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
+
+
+def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
+    """One line for ``records`` (a micro-batch's partitions, or a whole run): rows by status,
+    rows with errors and rescued data, requests, retries, tokens, p95 latency (the highest of the
+    partitions'), the parse backend and time."""
+    rows: Counter[str] = Counter()
+    for record in records:
+        rows.update(record.get("rows") or {})
+    total = sum(rows.values())
+    statuses = ", ".join(f"{status} {n}" for status, n in rows.most_common())
+    p95 = [r["latency_ms"]["p95"] for r in records if (r.get("latency_ms") or {}).get("p95")]
+    latency = f"latency p95 {max(p95):.0f} ms" if p95 else "no latency measured"
+    backends = "/".join(sorted({str(r.get("backend")) for r in records})) or "-"
+    dropped = sum(r.get("dropped") or 0 for r in records)
+    return (
+        f"{what}: {total} rows ({statuses or 'none'}){f', {dropped} dropped' if dropped else ''}; "
+        f"{sum(r.get('error_rows') or 0 for r in records)} with errors, "
+        f"{sum(r.get('rescued_rows') or 0 for r in records)} with rescued data; "
+        f"{sum(r.get('requests') or 0 for r in records)} requests, "
+        f"{sum(r.get('retries') or 0 for r in records)} retries; tokens "
+        f"{sum(r.get('prompt_tokens') or 0 for r in records)} in, "
+        f"{sum(r.get('completion_tokens') or 0 for r in records)} out; {latency}; parsed on "
+        f"{backends} in {sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
+        f"({len(records)} partition(s))"
+    )
+
+
+def driver_logger() -> logging.Logger:
+    """The logger of the per-batch lines on the driver (``dspark_json.batches``). Spark runs a
+    stream reader in a Python process of its own, where nobody configures logging: there it
+    writes INFO lines to stderr (Spark's console) itself; where logging is configured, it
+    follows that configuration."""
+    batches = logging.getLogger("dspark_json.batches")
+    if not batches.hasHandlers():
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s INFO dspark_json: %(message)s"))
+        batches.addHandler(handler)
+        batches.setLevel(logging.INFO)
+        batches.propagate = False
+    return batches
 
 
 def _non_null_count(table: pa.Table, column: str) -> int:

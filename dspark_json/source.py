@@ -26,11 +26,13 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
+from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptListing, PromptPartition, plan_partitions
 from dspark_json.inputs.prompts import infer_passthrough
 from dspark_json.load import prepare, resolve_schema
+from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
@@ -101,6 +103,7 @@ class DSparkJsonDataSource(DataSource):
             cached = self.__dict__["_query"] = _prepared(self.options, self.parsed_options)
         return cached
 
+    @short_errors
     def schema(self) -> StructType:
         query = self.query
         passthrough = []
@@ -108,10 +111,12 @@ class DSparkJsonDataSource(DataSource):
             passthrough = infer_passthrough(_listing(query.options))
         return resolve_schema(query, passthrough)
 
+    @short_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         check_supported(schema)
         return PromptBatchReader(self.query, schema)
 
+    @short_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         check_supported(schema)
         return PromptStreamReader(self.query, schema)
@@ -155,14 +160,13 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: pass no start to ``latestOffset``; after a restart they plan an empty range at it).
         self._next = Position()
         self._listed_for_next = False  # prepareForTriggerAvailableNow's listing is the first one
+        #: Micro-batch ids by end offset (Spark gives a source none: counted here, resumed from
+        #: the metrics records after a restart), and the batches whose line is not logged yet.
+        self._batch_ids: dict[str, int] | None = None
+        self._unreported: dict[int, tuple[Position, str]] = {}
         journal = self.inputs.journal
         self._journal = Journal(journal) if journal is not None else None
-        if self._journal is None and self.inputs.responses is None:
-            logger.warning(
-                "Streaming without option 'journal': a micro-batch that Spark replays after a "
-                "crash, or a task it retries, sends its prompts to the model again (new answers, "
-                "tokens paid twice). Set option 'journal' to a directory to read them back instead."
-            )
+        self._started = False
 
     def initialOffset(self) -> dict[str, object]:
         return Position().to_offset()
@@ -179,6 +183,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         4.0 and 4.1 pass neither: the batch starts where the last one ended, capped by options
         ``maxRecordsPerTrigger`` / ``maxFilesPerTrigger`` (:func:`~dspark_json.compat.read_caps`).
         """
+        if not self._started:
+            self._started = True
+            self._say_what_is_missing()
+        # Spark plans the next batch only once the last one ran: its records are all written.
+        self._report(sorted(self._unreported))
         begin = Position.from_offset(start) if start is not None else self._next
         max_rows, max_files = read_caps(
             limit,
@@ -190,6 +199,22 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self._listed_for_next = False
         end = self._listing.advance(begin, max_rows=max_rows, max_files=max_files, cap=self._cap)
         return end.to_offset()
+
+    def _say_what_is_missing(self) -> None:
+        """Once per query run: here, not in ``__init__``, because Spark builds the stream
+        reader in two processes (planning, and the one that drives the micro-batches) and only
+        the second calls ``latestOffset``."""
+        if self._journal is None and self.inputs.responses is None:
+            logger.warning(
+                "Streaming without option 'journal': a micro-batch that Spark replays after a "
+                "crash, or a task it retries, sends its prompts to the model again (new answers, "
+                "tokens paid twice). Set option 'journal' to a directory to read them back instead."
+            )
+        if self.query.options.rows.metrics is None:
+            driver_logger().info(
+                "No line per micro-batch: set option 'metrics' to a directory to get one here "
+                "(rows by status, errors, requests, tokens, latency) from what the tasks report."
+            )
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow (Spark 4.2 and later): read up to what is there now."""
@@ -210,7 +235,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         if not self._listing.covers(last):  # a batch run again after a restart
             self._listing.refresh()
         segments = self._listing.segments(first, last)
-        batch = json.dumps(end, sort_keys=True)
+        batch_id = self._batch_id(start, end)
+        batch = batch_label(batch_id, end)
+        self._unreported[batch_id] = (last, batch)
         return [
             replace(p, batch=batch)
             for p in plan_partitions(segments, self.inputs.partition_size, self._listing.locate)
@@ -225,6 +252,41 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         calls this late (and not for the last batch before a shutdown); nothing relies on it."""
         if self._journal is not None:
             self._journal.prune(Position.from_offset(end))
+        done = Position.from_offset(end)
+        self._report(sorted(i for i, (last, _) in self._unreported.items() if last <= done))
+
+    def stop(self) -> None:
+        """The query stops: batches not reported yet get their line now (where Spark lets this
+        process finish; the next ``latestOffset`` call reports them otherwise)."""
+        self._report(sorted(self._unreported))
+
+    def _batch_id(self, start: dict[str, object], end: dict[str, object]) -> int:
+        """The id of the micro-batch from ``start`` to ``end``: the next number, the same one
+        for a batch planned again (a replay), taken up from the metrics records after a
+        restart."""
+        key, previous = json.dumps(end, sort_keys=True), json.dumps(start, sort_keys=True)
+        if self._batch_ids is None:
+            self._batch_ids = {}
+            metrics = self.query.options.rows.metrics
+            for record in read_records(metrics) if metrics is not None else []:
+                if isinstance(record.get("batch"), int) and record.get("offset") is not None:
+                    self._batch_ids[json.dumps(record["offset"], sort_keys=True)] = record["batch"]
+            if key not in self._batch_ids and previous in self._batch_ids:
+                self._batch_ids[key] = self._batch_ids[previous] + 1
+        if key not in self._batch_ids:
+            self._batch_ids[key] = max(self._batch_ids.values(), default=-1) + 1
+        return self._batch_ids[key]
+
+    def _report(self, batch_ids: list[int]) -> None:
+        """One line per finished micro-batch, from the records its tasks wrote."""
+        metrics = self.query.options.rows.metrics
+        labels = {batch_id: self._unreported.pop(batch_id)[1] for batch_id in batch_ids}
+        if metrics is None:  # without records there is nothing to sum up
+            return
+        for batch_id, label in labels.items():
+            mine = read_records(metrics, batch=label)  # this batch's files only
+            if mine:
+                driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
 
 
 def _option(options: Options) -> str:
@@ -245,19 +307,19 @@ class _BatchListing(PromptListing):
 
     def __init__(self, directory: str, *, option: str) -> None:
         super().__init__(directory, option=option)
-        self._snapshot: list[tuple[FileEntry, int]] | None = None
+        self._snapshot: list[FileEntry] | None = None
 
     def refresh(self) -> None:
         """List the directory again at the next use."""
         self._snapshot = None
 
-    def files(self) -> list[tuple[FileEntry, int]]:
+    def _list(self) -> list[FileEntry]:
         if self._snapshot is None:
-            self._snapshot = super().files()
+            self._snapshot = super()._list()
         return self._snapshot
 
     def covers(self, end: Position) -> bool:
         """Whether the listing at hand reaches ``end``, so a batch up to it can be planned."""
         if self._snapshot is None:
             return False
-        return any(entry.name == end.file and rows >= end.row for entry, rows in self._snapshot)
+        return any(e.name == end.file and self.rows(e) >= end.row for e in self._snapshot)

@@ -32,3 +32,22 @@ def test_the_architecture_page_names_every_module():
 def test_no_document_points_outside_the_repository():
     for path in [README, ARCHITECTURE, *PACKAGE.rglob("*.py")]:
         assert "../shared" not in path.read_text(encoding="utf-8"), path
+
+
+def test_the_simulator_section_names_every_flag_of_dspark_json_simulate():
+    import argparse
+
+    from dspark_json.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    flags = {
+        flag
+        for action in commands.choices["simulate"]._actions
+        for flag in action.option_strings
+        if flag.startswith("--") and flag != "--help"
+    }
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Simulator") : text.index("## Real vLLM")]
+    assert {"--vary", "--drift-after", "--served-schema"} <= flags
+    missing = sorted(f for f in flags if f not in section)
+    assert not missing, f"README's Simulator section does not name {missing}"

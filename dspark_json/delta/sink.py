@@ -1,4 +1,5 @@
-"""The ``dspark-delta`` Spark data sink: executors write the Parquet files, the driver commits.
+"""The ``dspark-delta`` Spark data source: executors write the Parquet files, the driver commits;
+and ``spark.read.format("dspark-delta").load(path)`` reads the table back (:mod:`.reader`).
 
     df.writeStream.format("dspark-delta")
       .option("checkpointLocation", "/data/_checkpoints/answers")
@@ -16,7 +17,6 @@ travels to the driver.
 
 from __future__ import annotations
 
-import difflib
 import json
 import logging
 from collections.abc import Iterator, Mapping
@@ -37,7 +37,8 @@ from dspark_json.delta.files import (
 )
 from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
-from dspark_json.errors import OptionError
+from dspark_json.delta.reader import DeltaTableReader, known_options, snapshot, table_schema
+from dspark_json.errors import OptionError, short_errors
 from dspark_json.fs import read_text
 
 try:  # Spark 4.1+
@@ -81,15 +82,41 @@ class _Target:
 
 class DeltaSink(DataSource):
     """``format("dspark-delta")``: streaming (append) and batch (append, overwrite) writes into a
-    Delta table, the data files written by the executors."""
+    Delta table, the data files written by the executors; batch reads of its snapshot."""
 
     @classmethod
     def name(cls) -> str:
         return SINK_FORMAT
 
+    @short_errors
+    def schema(self) -> StructType:
+        table = snapshot(self.options, format_name=SINK_FORMAT)
+        # The version read here is the one the reader reads, even if a commit lands between.
+        self.__dict__["_version"] = table.version()
+        return table_schema(table)
+
+    @short_errors
+    def reader(self, schema: StructType) -> DeltaTableReader:
+        options = dict(self.options)
+        version = self.__dict__.get("_version")
+        if version is not None and not any(k.lower() == "timestampasof" for k in options):
+            options["versionAsOf"] = str(version)
+        table = snapshot(options, format_name=SINK_FORMAT)
+        columns = table_schema(table).names
+        missing = [n for n in schema.names if n not in columns]
+        if missing:
+            raise OptionError(
+                f"The schema given to spark.read.format({SINK_FORMAT!r}) names column(s) "
+                f"{', '.join(missing)} that the Delta table {self.options.get('path')} does "
+                f"not have (its columns: {', '.join(columns)})."
+            )
+        return DeltaTableReader(table, schema)
+
+    @short_errors
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
         return DeltaBatchWriter(_target(self.options, schema, streaming=False), overwrite)
 
+    @short_errors
     def streamWriter(self, schema: StructType, overwrite: bool) -> DeltaStreamWriter:
         if overwrite:
             raise OptionError(
@@ -170,16 +197,7 @@ class DeltaStreamWriter(_StreamWriterBase):
 
 def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) -> _Target:
     """Check the options against the rows' schema and the table, on the driver."""
-    given = {k.lower(): v for k, v in options.items()}
-    known = {o.lower(): o for o in _OPTIONS}
-    for key in given:
-        if key not in known:
-            close = difflib.get_close_matches(key, list(known), n=1)
-            hint = f" Did you mean {known[close[0]]!r}?" if close else ""
-            raise OptionError(
-                f"format {SINK_FORMAT!r} has no option {key!r}.{hint} Its options: "
-                f"{', '.join(_OPTIONS)}."
-            )
+    given = known_options(options, _OPTIONS, what=f"format {SINK_FORMAT!r}")
     table = given.get("path", "")
     if not table:
         raise OptionError(

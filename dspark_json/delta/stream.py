@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -9,16 +10,36 @@ from dspark_json.errors import OptionError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.datasource import DataSource
     from pyspark.sql.streaming.query import StreamingQuery
 
-__all__ = ["register_sink", "write_delta"]
+__all__ = ["register_once", "register_sink", "write_delta"]
+
+#: The data sources registered with each live session: Spark logs a WARN ("replaced a
+#: previously registered data source") for each registration after the first.
+_registered: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
+
+#: Spark 4.1 and later refuse a Python reader that implements ``pushFilters`` unless this is
+#: true (the dspark-delta reader selects files by their partition values with it).
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+def register_once(spark: SparkSession, source: type[DataSource]) -> None:
+    """Register ``source`` with ``spark`` unless it is already (no WARN on every run)."""
+    names = _registered.setdefault(spark, set())
+    if source.name() not in names:
+        spark.dataSource.register(source)
+        names.add(source.name())
 
 
 def register_sink(spark: SparkSession) -> None:
-    """Register the ``dspark-delta`` format with ``spark`` (classic or Spark Connect)."""
+    """Register the ``dspark-delta`` format with ``spark`` (classic or Spark Connect), and let
+    Spark push filters down to Python readers (:data:`FILTER_PUSHDOWN_CONF`)."""
     from dspark_json.delta.sink import DeltaSink
 
-    spark.dataSource.register(DeltaSink)
+    register_once(spark, DeltaSink)
+    if spark.conf.get(FILTER_PUSHDOWN_CONF, "false") != "true":
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
 
 
 def write_delta(

@@ -22,7 +22,14 @@ __all__ = ["SimulatorProcess", "local_spark"]
 
 
 def local_spark(app_name: str = "dspark-json", *, cores: int = 2) -> SparkSession:
-    """A local-mode Spark session whose Python workers use this interpreter."""
+    """A local-mode Spark session whose Python workers use this interpreter (public: the
+    README's quick start names it).
+
+    ``PYSPARK_PYTHON`` is what makes Spark's Python processes (the data source's planning and
+    its tasks) run this interpreter, which has dspark_json: PySpark reads it when the session
+    starts; ``spark.pyspark.python`` alone does not reach a Python data source's processes.
+    Also UTC session time, no UI, ``cores`` shuffle partitions and a 2 GB driver.
+    """
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

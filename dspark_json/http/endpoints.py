@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ logger = logging.getLogger("dspark_json")
 
 _PROBE_FIRST_S = 0.5
 _PROBE_CAP_S = 10.0
+#: Seconds between the WARNs that say an endpoint is down and prompts wait.
+WAIT_WARN_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -44,12 +47,25 @@ class EndpointPool:
         probe: Callable[[Endpoint], Awaitable[bool]],
         *,
         fail_limit: int = 3,
+        deadline: float = float("inf"),
+        backlog: Callable[[], int] | None = None,
+        warn_every: float | None = None,
     ) -> None:
+        """``deadline``: the requestDeadline (for the WARNs, and how long an outage of every
+        endpoint may last before prompts give up at once); ``backlog``: how many of the task's
+        prompts have not started (for the WARNs); ``warn_every``: default :data:`WAIT_WARN_S`."""
         self.endpoints = tuple(endpoints)
         self._probe = probe
         self._fail_limit = fail_limit
+        self._deadline = deadline
+        self._backlog = backlog
+        self._warn_every = WAIT_WARN_S if warn_every is None else warn_every
         self._failures = dict.fromkeys(self.endpoints, 0)
         self._resting: dict[Endpoint, asyncio.Task[None]] = {}
+        self._down_since: dict[Endpoint, float] = {}
+        self._all_down_since: float | None = None
+        self._waiting: Counter[float] = Counter()  # when each waiting prompt began to wait
+        self._nag: asyncio.Task[None] | None = None
         self._next = 0
         self._back = asyncio.Event()
         self.rests = 0
@@ -58,6 +74,7 @@ class EndpointPool:
         """The next endpoint to send to; waits up to ``timeout`` s while all of them rest."""
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
+        began = loop.time()
         while True:
             for _ in range(len(self.endpoints)):
                 endpoint = self.endpoints[self._next % len(self.endpoints)]
@@ -65,13 +82,20 @@ class EndpointPool:
                 if endpoint not in self._resting:
                     return endpoint
             self._back.clear()
+            if self._all_down_since is not None:  # an outage outlasts the deadline
+                until = min(until, self._all_down_since + self._deadline)
             left = until - loop.time()
             if left <= 0:
                 raise NoEndpoint
+            self._waiting[began] += 1
             try:
                 await asyncio.wait_for(self._back.wait(), left)
             except TimeoutError:
                 raise NoEndpoint from None
+            finally:
+                self._waiting[began] -= 1
+                if not self._waiting[began]:
+                    del self._waiting[began]
 
     def succeeded(self, endpoint: Endpoint) -> None:
         self._failures[endpoint] = 0
@@ -86,7 +110,42 @@ class EndpointPool:
                 endpoint.url,
                 self._failures[endpoint],
             )
+            loop = asyncio.get_running_loop()
+            self._down_since[endpoint] = loop.time()
             self._resting[endpoint] = asyncio.create_task(self._watch(endpoint))
+            if len(self._resting) == len(self.endpoints):
+                self._all_down_since = loop.time()
+            if self._nag is None or self._nag.done():
+                self._nag = asyncio.create_task(self._warn_while_down())
+
+    async def _warn_while_down(self) -> None:
+        """A WARN every ``warn_every`` s while any endpoint rests."""
+        loop = asyncio.get_running_loop()
+        while self._resting:
+            await asyncio.sleep(self._warn_every)
+            if not self._resting:
+                break
+            now = loop.time()
+            down = ", ".join(
+                f"{e.url} (for {now - since:.0f}s)" for e, since in self._down_since.items()
+            )
+            waiting = sum(self._waiting.values())
+            longest = now - min(self._waiting) if self._waiting else 0.0
+            backlog = self._backlog() if self._backlog is not None else 0
+            others = len(self.endpoints) - len(self._resting)
+            logger.warning(
+                "Endpoint %s not answering /health; %s. %d prompt(s) of this task wait for an "
+                "endpoint (the longest for %.0fs), %d more not started; a prompt gives up "
+                "after requestDeadline=%gs (its row then gets _error endpoint_unavailable).",
+                down,
+                f"requests go to the {others} other endpoint(s)"
+                if others
+                else "no endpoint is left to send to",
+                waiting,
+                longest,
+                backlog,
+                self._deadline,
+            )
 
     async def _watch(self, endpoint: Endpoint) -> None:
         wait = _PROBE_FIRST_S
@@ -98,10 +157,13 @@ class EndpointPool:
         logger.info("Endpoint %s answers /health again; sending to it.", endpoint.url)
         self._failures[endpoint] = 0
         del self._resting[endpoint]
+        self._down_since.pop(endpoint, None)
+        self._all_down_since = None
         self._back.set()
 
     async def close(self) -> None:
-        for task in self._resting.values():
+        tasks = [*self._resting.values(), *([self._nag] if self._nag is not None else [])]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._resting.values(), return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         self._resting.clear()

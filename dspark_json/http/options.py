@@ -50,12 +50,28 @@ def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
                 f"Option {name!r} must be http(s) URLs of the model server, comma-separated; "
                 f"got {redact(item)!r}. Example: 'http://127.0.0.1:8000'."
             )
+        _check_base_url(name, url)
         out.append(Endpoint(url.removesuffix("/v1"), credentials))
     if not out:
         raise OptionError(
             f"Option {name!r} is empty; give the model server's URL, e.g. 'http://127.0.0.1:8000'."
         )
     return tuple(out)
+
+
+def _check_base_url(name: str, url: str) -> None:
+    """A URL with an API path in it (``/v2``, ``/v1/chat/completions``) is not a base URL: say
+    so here, before the checks at ``.load()`` blame option 'model' for the 404 that follows."""
+    found = re.search(r"(/v\d+)?(/chat/completions|/completions|/models)?/*$", url)
+    assert found is not None  # the pattern matches the empty end of any text
+    version, api = found.groups()
+    if api is None and version in (None, "/v1"):
+        return
+    base = url[: found.start()]
+    raise OptionError(
+        f"Option {name!r} must be the server's base URL, got {redact(url)!r}: requests go to "
+        f"<base>{CHAT_COMPLETIONS} and the checks to <base>/v1/models. Give {redact(base)!r}."
+    )
 
 
 def _secret(name: str, text: str) -> Secret:
@@ -77,6 +93,12 @@ def _env_name(name: str, text: str) -> str:
 
 def _response_format(name: str, text: str) -> Mapping[str, Any]:
     source = text.strip()
+    if source.startswith("<class "):  # str() of a Python class, e.g. a Pydantic model
+        raise OptionError(
+            f"Option {name!r} got a Python class ({source}), which Spark turns into its name. "
+            "Pass its JSON Schema as text: json.dumps(Model.model_json_schema()) for a "
+            "Pydantic model, or the path of a JSON Schema file."
+        )
     if not source.startswith(("{", "[")):
         path = directory(name, source)
         try:
@@ -194,10 +216,14 @@ class HttpOptions:
     )
     request_deadline: float = option(
         "requestDeadline",
-        "Seconds a prompt may take over all its attempts and waits; then its row gets _error.",
+        "Seconds a prompt may take over all its attempts and waits; then its row gets _error "
+        "(endpoint_unavailable while every endpoint is down). 600: two attempts that each take "
+        "the whole requestTimeout, or time for a restarting vLLM to load its model again; a "
+        "longer outage fails the rows instead of holding the micro-batch (and while prompts "
+        "wait, a WARN every 30 s names the endpoint).",
         "1800",
         convert=positive(float),
-        default="900",
+        default="600",
     )
     max_attempts: int = option(
         "maxAttempts",
@@ -206,6 +232,15 @@ class HttpOptions:
         "8",
         convert=positive(int),
         default="5",
+    )
+    max_response_bytes: int = option(
+        "maxResponseBytes",
+        "Largest response body accepted, in bytes, as received and once decompressed (a "
+        "server or proxy that sends Content-Encoding gzip or deflate); a larger one is a row "
+        "with _error type response_too_large, not retried.",
+        "268435456",
+        convert=positive(int),
+        default="67108864",
     )
 
     @property

@@ -44,6 +44,11 @@ def select_backend(parse_mode: ParseMode) -> Backend:
             f"parseMode=gpu was asked for, but the GPU parser cannot run: {reason}. "
             "Use parseMode=auto to fall back to the CPU, or parseMode=cpu."
         )
+    if not gpu.verified:  # installing cuDF would not change auto's choice: say so, not how
+        reason = (
+            "auto does not pick the GPU parser until it has passed the conformance suite on a "
+            "GPU (parseMode=gpu runs it where cuDF and a CUDA device are there)"
+        )
     if reason not in _fallbacks_logged:
         _fallbacks_logged.add(reason)
         logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)

@@ -108,14 +108,16 @@ def test_a_commit_message_carries_the_files_a_task_wrote():
         (
             {"path": "/t", "checkpointLocation": "/c", "partitionby": "x", "mergeSchema": "1"},
             True,
-            "format 'dspark-delta' has no option 'mergeschema'. Its options: path, "
+            "format 'dspark-delta' has no option 'mergeschema' (as Spark passes it, lowercased). "
+            "Its options: path, "
             "checkpointLocation, partitionBy.",
         ),
         (
             {"path": "/t", "checkpointlocaton": "/c"},
             True,
-            "format 'dspark-delta' has no option 'checkpointlocaton'. Did you mean "
-            "'checkpointLocation'? Its options: path, checkpointLocation, partitionBy.",
+            "format 'dspark-delta' has no option 'checkpointlocaton' (as Spark passes it, "
+            "lowercased). Did you mean 'checkpointLocation'? Its options: path, "
+            "checkpointLocation, partitionBy.",
         ),
         (
             {"checkpointLocation": "/c"},

@@ -91,7 +91,11 @@ def test_batch_write_appends_and_overwrites_and_options_are_checked(spark, tmp_p
         "overwrite"
     ).save(path)
     assert DeltaTable(path).to_pyarrow_table().to_pylist() == [{"n": 3, "s": "c"}]
-    with pytest.raises(Exception, match=r"no option 'partitonby'\. Did you mean 'partitionBy'"):
+    with pytest.raises(
+        Exception,
+        match=r"no option 'partitonby' \(as Spark passes it, lowercased\)\. Did you mean "
+        r"'partitionBy'",
+    ):
         df.write.format("dspark-delta").option("partitonBy", "s").mode("append").save(path)
     with pytest.raises(Exception, match="is partitioned by 'nothing'"):
         df.write.format("dspark-delta").option("partitionBy", "s").mode("append").save(path)

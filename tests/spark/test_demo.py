@@ -28,6 +28,9 @@ def test_demo_runs_end_to_end_and_reports(tmp_path):
     assert "24 requests to the server" in out.stdout
     assert "row status: {'ok': 24}" in out.stdout
     assert "review-00000" in out.stdout
-    assert "metrics (1 partitions, records in" in out.stdout
-    assert "24 requests, 0 retries, latency p95 up to" in out.stdout
+    assert "metrics (records in" in out.stdout and "(1 partition(s))" in out.stdout
+    assert "24 rows (ok 24); 0 with errors" in out.stdout
+    assert "24 requests, 0 retries; tokens" in out.stdout and "latency p95 " in out.stdout
+    # The driver's line for the one micro-batch (Spark's console: stderr).
+    assert "INFO dspark_json: batch 0: 24 rows (ok 24)" in out.stderr
     assert "parsed on cpu in" in out.stdout

@@ -10,6 +10,7 @@ from deltalake import DeltaTable
 import dspark_json
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.dev.simulator import Faults
+from dspark_json.metrics import METRICS_SCHEMA
 from tests.helpers import CANARY, REVIEW_SCHEMA, write_prompts
 
 pytestmark = pytest.mark.spark
@@ -82,7 +83,8 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
     assert CANARY not in json.dumps(rows, default=str)
     # The metrics records add up to what the server saw, one record per partition.
     metrics = [
-        r.asDict(recursive=True) for r in spark.read.json(str(tmp_path / "metrics")).collect()
+        r.asDict(recursive=True)
+        for r in spark.read.schema(METRICS_SCHEMA).json(str(tmp_path / "metrics")).collect()
     ]
     assert len(metrics) == 4  # 120 prompts, 32 per partition
     assert sum(m["prompts"] for m in metrics) == 120
@@ -95,7 +97,7 @@ def test_with_faults_every_prompt_lands_once_and_failures_carry_error(spark, tmp
     assert sum(m["error_rows"] for m in metrics) == len(failed)
     assert sum(m["rows"].get("ok") or 0 for m in metrics) == len(by_status["ok"])
     assert all(m["latency_ms"]["p95"] > 0 and m["backend"] == "cpu" for m in metrics)
-    assert all(m["source"] == "server" and m["batch"] for m in metrics)
+    assert all(m["source"] == "server" and m["batch"] == 0 and m["offset"] for m in metrics)
     assert sum(m["completion_tokens"] for m in metrics) == sum(
         r["usage"]["completion_tokens"] for r in rows if r["usage"]
     )
@@ -186,7 +188,7 @@ def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
     assert got["b"]._status == "invalid_prompt" and got["b"]._error.type == "invalid_prompt"
     records = [json.loads(p.read_text()) for p in (tmp_path / "metrics").glob("*.json")]
     assert sum(r["prompts"] for r in records) == 3 and sum(r["requests"] for r in records) == 2
-    assert all(r["batch"].startswith("generate stage ") for r in records)
+    assert all(r["label"].startswith("generate stage ") and r["batch"] is None for r in records)
     with pytest.raises(dspark_json.OptionError, match="column 'prompt' is not a column"):
         dspark_json.generate(df, endpoint=simulator.url)
     with pytest.raises(dspark_json.OptionError, match="Option 'prompts' does not apply here"):

@@ -175,10 +175,12 @@ def test_gpu_mode_without_a_gpu_is_a_loud_error(spark, simulator, tmp_path):
     if gpu.unavailable_reason() is None:
         pytest.skip("a GPU backend is available here")
     write_prompts(tmp_path, "a.jsonl", prompts(0, 1))
-    with pytest.raises(Exception, match=r"parseMode=gpu was asked for.*cuDF is not installed"):
+    asked = simulator.stats().get("chat_completions", 0)
+    with pytest.raises(Exception, match=r"parseMode=gpu, but cuDF is not installed"):
         batch_read(
             spark, simulator, tmp_path, **{"dspark.json.parse_mode": "gpu-accelerated"}
         ).collect()
+    assert simulator.stats().get("chat_completions", 0) == asked  # failed before any request
 
 
 def test_user_schema_wins_and_what_it_leaves_out_is_rescued(spark, simulator, tmp_path):

@@ -1,0 +1,111 @@
+"""One line per micro-batch on the driver, from the metrics records its tasks wrote: the stream
+reader's own methods driven as Spark drives them (driver: offsets, partitions, commit, stop;
+"executor": read), against a real simulator process."""
+
+import json
+import logging
+
+import pytest
+
+from dspark_json.cli import main
+from dspark_json.metrics import METRICS_SCHEMA, read_records
+from dspark_json.source import DSparkJsonDataSource
+from tests.helpers import write_prompts
+
+
+def stream_reader(url, tmp_path):
+    options = {
+        "endpoint": url,
+        "prompts": str(tmp_path / "in"),
+        "metrics": str(tmp_path / "metrics"),
+        "responseFormat": json.dumps({"type": "object", "properties": {"w": {"type": "string"}}}),
+        "maxRecordsPerTrigger": "6",
+        "partitionSize": "3",
+    }
+    source = DSparkJsonDataSource(options)
+    return source.streamReader(source.schema())
+
+
+def run_batch(reader, start):
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    for partition in reader.partitions(start, end):
+        for _ in reader.read(partition):
+            pass
+    return end
+
+
+def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
+    simulator, tmp_path, caplog, capsys
+):
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    reader = stream_reader(simulator.url, tmp_path)
+    first = run_batch(reader, reader.initialOffset())
+    reader.commit(first)  # Spark tells the source a batch is done
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert lines[-1].startswith("batch 0: 6 rows (ok 6); 0 with errors, 0 with rescued data; ")
+    assert "6 requests, 0 retries; tokens " in lines[-1] and "latency p95 " in lines[-1]
+    assert "parsed on cpu in " in lines[-1] and "(2 partition(s))" in lines[-1]
+
+    # A restart: a new reader takes up the count from the records (Spark gives no batch id).
+    again = stream_reader(simulator.url, tmp_path)
+    second = run_batch(again, first)
+    again.stop()  # the last batch before a stop is never committed to the source
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert lines[-1].startswith("batch 1: 3 rows (ok 3); ")
+
+    records = read_records(str(tmp_path / "metrics"))
+    assert sorted(r["batch"] for r in records) == [0, 0, 1]
+    assert {json.dumps(r["offset"], sort_keys=True) for r in records} == {
+        json.dumps(first, sort_keys=True),
+        json.dumps(second, sort_keys=True),
+    }
+    assert all(r["label"] is None for r in records)
+
+    # The same lines for a finished run, from the command line.
+    assert main(["metrics", str(tmp_path / "metrics")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in printed] == ["batch 0", "batch 1", "all 2 batches"]
+    assert printed[0] == next(line for line in lines if line.startswith("batch 0"))
+    assert printed[2].startswith("all 2 batches: 9 rows (ok 9); ")
+
+
+def test_help_is_plain_text_and_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text
+    for command in ("simulate", "demo", "schema", "metrics"):
+        assert command in text.split("positional arguments")[1]
+    assert main(["metrics", "/nonexistent/metrics"]) == 2
+    assert "no metrics records in /nonexistent/metrics" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_records_read_back_with_maps_as_maps(spark, simulator, tmp_path):
+    write_prompts(tmp_path / "in", "a.jsonl", [{"custom_id": "x", "prompt": "Hi"}])
+    reader = stream_reader(simulator.url, tmp_path)
+    run_batch(reader, reader.initialOffset())
+    m = spark.read.schema(METRICS_SCHEMA).json(str(tmp_path / "metrics"))
+    types = dict(m.dtypes)
+    assert types["batch"] == "bigint"
+    assert types["http_status"] == types["rows"] == "map<string,bigint>"
+    (record,) = m.collect()
+    assert record.batch == 0 and record.rows == {"ok": 1} and record.http_status == {"200": 1}
+    assert record.offset.file == "a.jsonl" and record.offset.row == 1
+
+
+def test_what_is_missing_is_said_once_per_run_by_the_process_that_drives_the_batches(
+    simulator, tmp_path, caplog
+):
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    write_prompts(tmp_path / "in", "a.jsonl", [{"custom_id": "x", "prompt": "Hi"}])
+    options = {"endpoint": simulator.url, "prompts": str(tmp_path / "in")}
+    source = DSparkJsonDataSource(options)
+    reader = source.streamReader(source.schema())  # also built where Spark plans: says nothing
+    assert "without option 'journal'" not in caplog.text
+    for _ in range(2):
+        reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+    assert caplog.text.count("Streaming without option 'journal'") == 1
+    assert caplog.text.count("No line per micro-batch: set option 'metrics'") == 1
