@@ -52,6 +52,34 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
     faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
     faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
+    first = sim.add_argument_group(
+        "first-answer faults a re-ask (repairAttempts) fixes (seeded; rates are per prompt, "
+        "exclusive)"
+    )
+    first.add_argument(
+        "--first-truncated-rate",
+        type=float,
+        default=0.0,
+        help="cut the first answer at max_tokens (finish_reason length) until asked with more",
+    )
+    first.add_argument(
+        "--first-broken-rate",
+        type=float,
+        default=0.0,
+        help="first answer of broken JSON, until a re-ask shows it the answer and a message",
+    )
+    first.add_argument(
+        "--first-prose-rate",
+        type=float,
+        default=0.0,
+        help="first answer of prose, until a re-ask shows it the answer and a message",
+    )
+    first.add_argument(
+        "--first-invalid-rate",
+        type=float,
+        default=0.0,
+        help="first answer leaves out a required property, until a later message names it",
+    )
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -175,6 +203,10 @@ async def _simulate(args: argparse.Namespace) -> None:
         vary=args.vary,
         drift_after=args.drift_after,
         served_schema=args.served_schema,
+        first_truncated_rate=args.first_truncated_rate,
+        first_broken_rate=args.first_broken_rate,
+        first_prose_rate=args.first_prose_rate,
+        first_invalid_rate=args.first_invalid_rate,
     )
     await run(
         args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults

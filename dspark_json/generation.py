@@ -110,7 +110,9 @@ def generate(
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
     full = output_schema(
-        response_format=query.json_schema, violations=query.options.schema.validate_schema
+        response_format=query.json_schema,
+        violations=query.options.schema.validate_schema,
+        attempts=query.options.repair.repair_attempts > 0,
     )
     answers_schema = StructType([f for f in full.fields if f.name != "custom_id"])
     clash = sorted(set(df.columns) & set(answers_schema.names))

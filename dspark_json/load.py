@@ -19,12 +19,13 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import BackendUnavailable, OptionError
 from dspark_json.fs import check_writable
-from dspark_json.http.preflight import check_server, fetch_served_schema
-from dspark_json.inputs.listing import Position, PromptListing
+from dspark_json.http.preflight import check_model, fetch_served_schema
+from dspark_json.inputs.listing import PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.options import Options, Query
 from dspark_json.pipeline import fetch
+from dspark_json.records import PromptRecord
 from dspark_json.schema.ddl import apply_hints, to_ddl
 from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
@@ -64,9 +65,9 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
     """
     check_backend(options)
     check_output_directories(options)
-    model = options.request.model
+    model, context = options.request.model, None
     if options.input.responses is None and contact_server:
-        model = check_server(options.http, model)
+        model, context = check_model(options.http, model)
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:
@@ -81,7 +82,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             "Option 'validateSchema' needs the JSON Schema to validate against: give option "
             "'responseFormat' or 'schemaEndpoint'."
         )
-    return Query(options=options, model=model, json_schema=json_schema)
+    return Query(options=options, model=model, json_schema=json_schema, context=context)
 
 
 def check_backend(options: Options) -> None:
@@ -135,6 +136,7 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
         passthrough=passthrough,
         parsed=resolved.parsed,
         violations=query.options.schema.validate_schema,
+        attempts=query.options.repair.repair_attempts > 0,
     )
     hints = query.options.schema.schema_hints
     if hints:
@@ -173,16 +175,20 @@ def _sample_bodies(query: Query) -> list[str | None]:
     n = options.schema.infer_schema_samples
     option = "responses" if options.input.responses is not None else "prompts"
     listing = PromptListing(options.input.location, option=option)
-    segments = listing.segments(Position(), listing.end())
+    # Lazily: only the files and rows sampled are counted and read, not the whole input.
     if options.input.responses is not None:
         bodies: list[str | None] = []
-        for segment in segments:
+        for segment in listing.sample(max(n, 1)):
             if len(bodies) >= n:
                 break
             _, outcomes = read_recorded([segment])
             bodies.extend(outcomes.bodies[: n - len(bodies)].to_pylist())
         return bodies
-    records = [r for segment in segments for r in read_segment(segment) if r.problem is None][:n]
+    records: list[PromptRecord] = []
+    for segment in listing.sample(max(n, 1)):
+        if len(records) >= n:
+            break
+        records += [r for r in read_segment(segment) if r.problem is None][: n - len(records)]
     if not records:
         return []
     logger.info(

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dspark_json.fs import list_files, read_text, write_atomic
-from dspark_json.records import Answers
+from dspark_json.records import Answers, RepairStats
 from dspark_json.schema.output import new_fields
 
 __all__ = [
@@ -59,7 +59,10 @@ METRICS_SCHEMA = (
     "prompt_tokens BIGINT, completion_tokens BIGINT, backend STRING, http_seconds DOUBLE, "
     "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
     "rows MAP<STRING, BIGINT>, dropped BIGINT, rescued_rows BIGINT, error_rows BIGINT, "
-    "new_fields ARRAY<STRING>"
+    "new_fields ARRAY<STRING>, "
+    "repair STRUCT<reasks: BIGINT, `rows`: BIGINT, fixed: BIGINT, prompt_tokens: BIGINT, "
+    "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
+    "requests: BIGINT, retries: BIGINT>"
 )
 
 
@@ -92,6 +95,7 @@ def partition_metrics(
     """The metrics record of one partition (``table``: its rows before DROPMALFORMED)."""
     stats = answers.stats
     rows = len(answers.statuses)
+    repair = answers.repair
     rescued = (
         table.column("_rescued_data")
         if "_rescued_data" in table.column_names
@@ -119,8 +123,11 @@ def partition_metrics(
             "final": stats.limit_final,
         },
         "endpoint_rests": stats.endpoint_rests,
-        "prompt_tokens": _usage(table, "prompt_tokens"),
-        "completion_tokens": _usage(table, "completion_tokens"),
+        # The first answers' tokens: the rows hold the last answers of the rows re-asked.
+        "prompt_tokens": _usage(table, "prompt_tokens")
+        + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),
+        "completion_tokens": _usage(table, "completion_tokens")
+        + (repair.first_completion_tokens - repair.last_completion_tokens if repair else 0),
         "backend": answers.backend,
         "http_seconds": round(answers.http_seconds, 4),
         "parse_seconds": round(answers.parse_seconds, 4),
@@ -133,6 +140,23 @@ def partition_metrics(
         "rescued_rows": len(rescued) - rescued.null_count,
         "error_rows": _non_null_count(table, "_error"),
         "new_fields": sorted(new_fields(rescued)),
+        "repair": None if repair is None else _repair(repair),
+    }
+
+
+def _repair(stats: RepairStats) -> dict[str, Any]:
+    """The re-asks' part of the record (option repairAttempts)."""
+    return {
+        "reasks": stats.reasks,
+        "rows": stats.rows,
+        "fixed": stats.fixed,
+        "prompt_tokens": stats.prompt_tokens,
+        "completion_tokens": stats.completion_tokens,
+        "budget": stats.budget,
+        "over_budget": stats.over_budget,
+        "from_journal": stats.from_journal,
+        "requests": stats.client.requests,
+        "retries": stats.client.retries,
     }
 
 
@@ -143,7 +167,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     logger.info(
         "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries, codes %s, latency "
         "p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse %.3fs on "
-        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s",
+        "%s (%d row(s) by the reference parser); rescued %d, errors %d%s%s",
         what,
         record["prompts"],
         record["source"],
@@ -165,6 +189,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         record["rescued_rows"],
         record["error_rows"],
         f"; new fields {record['new_fields']}" if record["new_fields"] else "",
+        _repair_line(record.get("repair")),
     )
     if directory is not None:
         name = f"{file_prefix(record)}part-{record['partition']:05d}.json"
@@ -178,6 +203,16 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
                 directory,
                 exc,
             )
+
+
+def _repair_line(repair: dict[str, Any] | None) -> str:
+    if not repair or (not repair["reasks"] and not repair["over_budget"]):
+        return ""
+    return (
+        f"; re-asked {repair['rows']} row(s) {repair['reasks']} time(s), {repair['fixed']} "
+        f"fixed, tokens {repair['prompt_tokens']} in, {repair['completion_tokens']} out"
+        + (f", {repair['over_budget']} over budget" if repair["over_budget"] else "")
+    )
 
 
 def file_prefix(record: Mapping[str, Any]) -> str:

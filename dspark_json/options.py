@@ -18,6 +18,7 @@ from typing import Any
 
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
+from dspark_json.http.repair import RepairOptions
 from dspark_json.inputs.options import InputOptions
 from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
@@ -100,6 +101,7 @@ STAGES: Mapping[str, type] = {
     "input": InputOptions,
     "schema": SchemaOptions,
     "rows": RowOptions,
+    "repair": RepairOptions,
 }
 #: Every reader option.
 OPTION_SPECS: tuple[OptionSpec, ...] = tuple(
@@ -122,6 +124,7 @@ class Options:
     input: InputOptions = field(default_factory=InputOptions)
     schema: SchemaOptions = field(default_factory=SchemaOptions)
     rows: RowOptions = field(default_factory=RowOptions)
+    repair: RepairOptions = field(default_factory=RepairOptions)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, unused: tuple[str, ...] = ()) -> Options:
@@ -178,12 +181,14 @@ class Query:
 
     ``model`` is the model to ask (option ``model``, else the first one the server lists);
     ``json_schema`` is the JSON Schema the answers follow (option ``responseFormat``, else the
-    one served at ``schemaEndpoint``; ``None`` when neither).
+    one served at ``schemaEndpoint``; ``None`` when neither); ``context`` is the model's context
+    length in tokens, where the server lists it (vLLM's ``max_model_len``).
     """
 
     options: Options
     model: str | None = None
     json_schema: Mapping[str, Any] | None = field(default=None, compare=False)
+    context: int | None = None
 
 
 def _unknown_option_message(key: str) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
 from dspark_json.http.client import complete_all
+from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
@@ -39,7 +41,7 @@ __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
 logger = logging.getLogger("dspark_json")
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
-_ADDED = frozenset(SYSTEM_COLUMNS).difference(PARSER_COLUMNS) | {"_schema_violations"}
+_ADDED = frozenset(SYSTEM_COLUMNS).difference(PARSER_COLUMNS) | {"_schema_violations", "_attempts"}
 
 #: The most rows in one batch handed to Spark: its own default for Arrow batches
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition (50,000 vLLM
@@ -84,6 +86,7 @@ def answer(
     fetched: Fetched,
     source: str = "server",
     http_seconds: float = 0.0,
+    rounds: RoundStore | None = None,
 ) -> Answers:
     """Parse the answers to ``rows`` into the response columns of ``schema``; rows out =
     prompts in, in order.
@@ -102,6 +105,9 @@ def answer(
         Where the answers came from, for the metrics: server, journal, recorded.
     http_seconds:
         What getting them took, for the metrics.
+    rounds:
+        Where the re-asks of option ``repairAttempts`` are journaled (and read back on a
+        replay); ``None``: not journaled.
     """
     options = query.options.rows
     backend = select_backend(options.parse_mode)
@@ -116,36 +122,97 @@ def answer(
         gpu_memory_fraction=options.gpu_memory_fraction,
         lenient=options.allow_unquoted_control_chars,
     )
-    bodies = fetched.outcomes.bodies
-    responses = parser.parse(bodies)
-    statuses = _statuses(rows, fetched.outcomes, responses.column("_status"))
-    violations = None
-    if query.options.schema.validate_schema and query.json_schema is not None:
-        violations = schema_violations(query.json_schema, bodies.to_pylist())
+    outcomes = fetched.outcomes
+    responses = parser.parse(outcomes.bodies)
+    statuses = _statuses(rows, outcomes, responses.column("_status"))
+    violations = _violations(query, outcomes.bodies.to_pylist())
+    reference_rows = parser.reference_rows  # of this parse (the re-asks' parses have their own)
+    attempts, repaired, repair_seconds = None, None, 0.0
+    if query.options.repair.repair_attempts and source != "recorded":
+        started = time.perf_counter()
+        judged = Judged(statuses=statuses, violations=violations)
+        done = _reask(rows, query, parse=parser.parse, first=outcomes, judged=judged, rounds=rounds)
+        repair_seconds = time.perf_counter() - started
+        attempts, repaired = done.attempts, done.stats
+        if done.stats.rows:  # the rows hold the last answers
+            outcomes = done.outcomes
+            responses = parser.parse(outcomes.bodies)
+            reference_rows = parser.reference_rows
+            statuses = _statuses(rows, outcomes, responses.column("_status"))
+            if violations is not None:
+                changed = sorted(i for i, tried in done.attempts.items() if len(tried) > 1)
+                found = _violations(query, [outcomes.bodies[i].as_py() for i in changed])
+                for i, listed in zip(changed, found or [], strict=True):
+                    violations[i] = listed
     return Answers(
         responses=responses,
-        outcomes=fetched.outcomes,
+        outcomes=outcomes,
         statuses=statuses,
         stats=fetched.stats,
         backend=backend,
-        http_seconds=http_seconds,
-        parse_seconds=time.perf_counter() - http_done,
-        reference_rows=parser.reference_rows,
+        http_seconds=http_seconds + repair_seconds,
+        parse_seconds=time.perf_counter() - http_done - repair_seconds,
+        reference_rows=reference_rows,
         violations=violations,
         source=source,
+        attempts=attempts,
+        repair=repaired,
     )
+
+
+def _reask(
+    rows: PromptRows,
+    query: Query,
+    *,
+    parse: Callable[[pa.Array], pa.Table],
+    first: Outcomes,
+    judged: Judged,
+    rounds: RoundStore | None,
+) -> Repaired:
+    """Option repairAttempts: re-ask the rows ``judged`` finds wrong; each round's answers are
+    judged by the same parser and validator as the first ones."""
+
+    def judge(some: Outcomes) -> Judged:
+        found = pc.fill_null(parse(some.bodies).column("_status"), Status.OK.value).to_pylist()
+        for row in some.errors:
+            found[row] = Status.HTTP_ERROR
+        return Judged(statuses=found, violations=_violations(query, some.bodies.to_pylist()))
+
+    return repair(
+        rows.record,
+        first,
+        judged,
+        options=query.options.repair,
+        builder=RequestBuilder(query.options.request, query.model),
+        http=query.options.http,
+        judge=judge,
+        store=rounds,
+        context=query.context,
+    )
+
+
+def _violations(query: Query, bodies: list[str | None]) -> list[list[str] | None] | None:
+    """With option validateSchema: how each body breaks the JSON Schema; else ``None``."""
+    if query.options.schema.validate_schema and query.json_schema is not None:
+        return schema_violations(query.json_schema, bodies)
+    return None
 
 
 def read_partition(
     partition: PromptPartition, query: Query, schema: StructType
 ) -> Iterator[pa.RecordBatch]:
     """Fetch (or replay) and parse one partition; yield it in exactly ``schema``, in batches of
-    at most :data:`SPARK_BATCH_ROWS` rows."""
+    at most :data:`SPARK_BATCH_ROWS` rows. A partition of ``parts`` (a compressed file's rows)
+    is read part after part."""
+    if partition.parts:
+        for part in partition.parts:
+            yield from read_partition(replace(part, batch=partition.batch), query, schema)
+        return
     keep_freed_memory()  # this worker's next partition reuses this one's buffers
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
-    rows, fetched, source = _rows_and_answers(partition, query)
+    rows, fetched, source, rounds = _rows_and_answers(partition, query)
     answers = answer(
         rows,
         query,
@@ -153,6 +220,7 @@ def read_partition(
         fetched=fetched,
         source=source,
         http_seconds=time.perf_counter() - started,
+        rounds=rounds,
     )
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
@@ -225,18 +293,23 @@ def settle(
     return kept
 
 
-def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptRows, Fetched, str]:
+def _rows_and_answers(
+    partition: PromptPartition, query: Query
+) -> tuple[PromptRows, Fetched, str, RoundStore | None]:
     """The partition's rows and their answers: recorded ones (option responses), journaled
-    ones (a replay or a retry), or fetched now and journaled before anything is yielded."""
+    ones (a replay or a retry), or fetched now and journaled before anything is yielded; and
+    where the re-asks of those answers are journaled (``None``: nowhere)."""
     inputs = query.options.input
     if inputs.responses is not None:
         rows, outcomes = read_recorded(partition.segments)
-        return rows, Fetched(outcomes=outcomes), "recorded"
+        return rows, Fetched(outcomes=outcomes), "recorded", None
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:
-        return PromptRows.of(records), fetch(records, query), "server"
+        return PromptRows.of(records), fetch(records, query), "server", None
     journal = Journal(inputs.journal)
     key = journal.key(partition.segments)
+    last = partition.segments[-1]
+    end = Position(last.path.rsplit("/", 1)[-1], last.end)
     recorded = journal.load(key)
     if recorded is not None and len(recorded) == len(records):
         logger.info(
@@ -245,7 +318,8 @@ def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptR
             len(recorded),
             key,
         )
-        return PromptRows.of(records), Fetched(outcomes=recorded), "journal"
+        rounds = _Rounds(journal, key, end, replay=True)
+        return PromptRows.of(records), Fetched(outcomes=recorded), "journal", rounds
     fetched = fetch(records, query)
     bodies = fetched.outcomes.bodies.is_valid().to_pylist()
     complete = all(
@@ -253,17 +327,31 @@ def _rows_and_answers(partition: PromptPartition, query: Query) -> tuple[PromptR
         for i, r in enumerate(records)
         if r.problem is None
     )
-    if complete:  # FAILFAST stops sending at the first failure: such a partial fetch is not kept
-        last = partition.segments[-1]
-        journal.save(key, Position(last.path.rsplit("/", 1)[-1], last.end), fetched.outcomes)
-    return PromptRows.of(records), fetched, "server"
+    if not complete:  # FAILFAST stops sending at the first failure: such a fetch is not kept
+        return PromptRows.of(records), fetched, "server", None
+    journal.save(key, end, fetched.outcomes)
+    return PromptRows.of(records), fetched, "server", _Rounds(journal, key, end, replay=False)
+
+
+class _Rounds:
+    """A partition's re-ask rounds in the journal, next to its first answers; read back only
+    on a replay (first answers asked now make rounds of their own)."""
+
+    def __init__(self, journal: Journal, key: str, end: Position, *, replay: bool) -> None:
+        self.journal, self.key, self.end, self.replay = journal, key, end, replay
+
+    def load(self, round: int) -> tuple[list[int], Outcomes] | None:
+        return self.journal.load_round(self.key, round) if self.replay else None
+
+    def save(self, round: int, rows: list[int], outcomes: Outcomes) -> None:
+        self.journal.save_round(self.key, round, self.end, rows, outcomes)
 
 
 def _statuses(rows: PromptRows, outcomes: Outcomes, parsed: pa.ChunkedArray) -> list[str]:
     """Each row's ``_status``: ``invalid_prompt``, ``http_error``, or the parser's."""
     out: list[str] = pc.fill_null(parsed, Status.OK.value).to_pylist()
-    for row in outcomes.errors:
-        out[row] = Status.HTTP_ERROR
+    for row, error in outcomes.errors.items():
+        out[row] = Status.INVALID_UTF8 if error["type"] == "invalid_utf8" else Status.HTTP_ERROR
     for row in rows.problems:
         out[row] = Status.INVALID_PROMPT
     return out
@@ -305,6 +393,11 @@ def assemble(
     if "_schema_violations" in target.names:
         found = answers.violations or [None] * len(rows)
         columns["_schema_violations"] = pa.array(found, target.field("_schema_violations").type)
+    if "_attempts" in target.names:
+        tried: list[Any] = [None] * len(rows)
+        for row, attempts in (answers.attempts or {}).items():
+            tried[row] = attempts
+        columns["_attempts"] = pa.array(tried, target.field("_attempts").type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
-from dspark_json.rows import RowError
+from dspark_json.rows import Attempt, RowError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,6 +28,7 @@ __all__ = [
     "Outcomes",
     "PromptRecord",
     "PromptRows",
+    "RepairStats",
 ]
 
 
@@ -167,6 +168,27 @@ class ClientStats:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RepairStats:
+    """What the re-asks of one partition did and cost (part of its metrics)."""
+
+    reasks: int = 0  # re-ask requests (each a row asked again once)
+    rows: int = 0  # rows asked again at least once
+    fixed: int = 0  # of those, ok (and without violations) at the end
+    prompt_tokens: int = 0  # the re-asks' usage, apart from the first answers'
+    completion_tokens: int = 0
+    budget: int | None = None  # repairTokenBudget
+    over_budget: int = 0  # rows left as answered because the budget was spent
+    from_journal: int = 0  # re-ask answers read back from the journal, not sent
+    #: The first and the last answers' usage of the rows asked again, so that the partition's
+    #: first-answer tokens can be told from the rows' (which hold the last answers).
+    first_prompt_tokens: int = 0
+    first_completion_tokens: int = 0
+    last_prompt_tokens: int = 0
+    last_completion_tokens: int = 0
+    client: ClientStats = field(default_factory=ClientStats)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Fetched:
     """The outcomes of a list of requests, in order, and what it took."""
 
@@ -188,3 +210,6 @@ class Answers:
     reference_rows: int
     violations: list[list[str] | None] | None = None  # with option validateSchema
     source: str = "server"  # where the answers came from: server, journal, recorded
+    #: With option repairAttempts: each re-asked row's attempts (``_attempts``), and their cost.
+    attempts: Mapping[int, list[Attempt]] | None = None
+    repair: RepairStats | None = None

@@ -19,11 +19,19 @@ from enum import StrEnum
 from typing import Any, Literal, TypedDict
 
 import numpy as np
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from dspark_json.errors import RecordError
 
 __all__ = [
+    "ATTEMPT_TYPE",
     "BACKENDS",
     "ERROR_TYPE",
     "ERROR_TYPES",
@@ -35,6 +43,7 @@ __all__ = [
     "STATUSES",
     "SYSTEM_COLUMNS",
     "SYSTEM_FIELDS",
+    "Attempt",
     "Backend",
     "ParseMode",
     "RecordMode",
@@ -88,6 +97,10 @@ class Status(StrEnum):
     NOT_JSON = "not_json", "the content holds no JSON (prose)"
     TRUNCATED = "truncated", "finish_reason is length and the content is incomplete"
     EMPTY = "empty", "the answer has no choices"
+    INVALID_UTF8 = (
+        "invalid_utf8",
+        "the response body is not UTF-8; _corrupt_record has it, bad bytes as \\xNN",
+    )
 
 
 #: Each ``_status`` word -> what it means (:class:`Status`, as a mapping for the docs).
@@ -100,6 +113,7 @@ MALFORMED = frozenset(
         Status.CORRUPT_CONTENT,
         Status.NOT_JSON,
         Status.TRUNCATED,
+        Status.INVALID_UTF8,
     }
 )
 
@@ -129,6 +143,15 @@ class RowError(TypedDict):
     attempts: int | None  # requests sent for the row (0: none; null: unknown, recorded)
 
 
+class Attempt(TypedDict):
+    """One element of the ``_attempts`` column: one answer to a row and what was wrong."""
+
+    status: str  # the answer's _status
+    reason: str | None  # what was wrong, and what was done about it (null: nothing wrong)
+    prompt_tokens: int | None  # its usage (null: no answer, or none reported)
+    completion_tokens: int | None
+
+
 #: ``_error.type``: ours, below; otherwise the server's own type (``NotFoundError``,
 #: ``BadRequestError``...), or ``http_<status>`` where the body names none.
 ERROR_TYPES: Mapping[str, str] = {
@@ -137,6 +160,8 @@ ERROR_TYPES: Mapping[str, str] = {
     "connect_timeout": "no connection within connectTimeout",
     "endpoint_unavailable": "every endpoint rested (failing /health) until requestDeadline",
     "batch_error": "a recorded batch-output line holds an error without a type",
+    "response_too_large": "the body is larger than maxResponseBytes, as received or decompressed",
+    "invalid_utf8": "the body of a 200 answer is not UTF-8 (the row's _status says so too)",
     "<transport error>": "httpx's exception name: ConnectError, ReadError, RemoteProtocolError...",
 }
 
@@ -148,6 +173,19 @@ ERROR_TYPE = StructType(
         StructField("message", StringType()),
         StructField("attempts", IntegerType()),
     ]
+)
+
+#: The ``_attempts`` column's Spark type (option ``repairAttempts``): each answer to a row that
+#: needed a re-ask, first answer included; null where the first answer was right.
+ATTEMPT_TYPE = ArrayType(
+    StructType(
+        [
+            StructField("status", StringType()),
+            StructField("reason", StringType()),
+            StructField("prompt_tokens", LongType()),
+            StructField("completion_tokens", LongType()),
+        ]
+    )
 )
 
 

@@ -307,19 +307,19 @@ class _BatchListing(PromptListing):
 
     def __init__(self, directory: str, *, option: str) -> None:
         super().__init__(directory, option=option)
-        self._snapshot: list[tuple[FileEntry, int]] | None = None
+        self._snapshot: list[FileEntry] | None = None
 
     def refresh(self) -> None:
         """List the directory again at the next use."""
         self._snapshot = None
 
-    def files(self) -> list[tuple[FileEntry, int]]:
+    def _list(self) -> list[FileEntry]:
         if self._snapshot is None:
-            self._snapshot = super().files()
+            self._snapshot = super()._list()
         return self._snapshot
 
     def covers(self, end: Position) -> bool:
         """Whether the listing at hand reaches ``end``, so a batch up to it can be planned."""
         if self._snapshot is None:
             return False
-        return any(entry.name == end.file and rows >= end.row for entry, rows in self._snapshot)
+        return any(e.name == end.file and self.rows(e) >= end.row for e in self._snapshot)

@@ -94,3 +94,27 @@ def test_report_smoke(tmp_path):
     assert report["machine"]["cpu_cores"] >= 1
     for name in ("report.md", "report_parser.png", "report_stream.png"):
         assert (tmp_path / name).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_input_scale_benchmark_smoke(tmp_path):
+    run_smoke("input_scale.py", tmp_path)
+    result = json.loads((tmp_path / "input_scale.json").read_text())
+    assert result["big"]["file_rows"] > 0 and result["big"]["peak_above_baseline_mb"] >= 0
+    batches = result["gz"]["batches"]
+    assert len(batches) == 4 and all(b["decompressions"] == 1 for b in batches)
+    assert result["gz"]["driver_decompressions"] == 1
+    assert result["many"]["batches"] == 20 and result["many"]["rows"] == 800
+    assert "| input | figure | value |" in (tmp_path / "input_scale.md").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_repair_benchmark_smoke(tmp_path):
+    run_smoke("repair.py", tmp_path)
+    result = json.loads((tmp_path / "repair.json").read_text())
+    none, two = result["runs"]
+    assert (none["repair_attempts"], two["repair_attempts"]) == (0, 2)
+    assert none["reasks"] == 0 and two["reasks"] == two["rows_reasked"] > 0
+    assert two["right"] == two["rows"] == two["distinct_prompts"] > none["right"]
+    assert "| repairAttempts |" in (tmp_path / "repair.md").read_text()

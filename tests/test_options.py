@@ -225,7 +225,14 @@ def test_every_option_has_one_stage_one_field_and_a_snake_case_keyword():
 
     names = [spec.name for spec in OPTION_SPECS]
     assert len(names) == len(set(names))
-    assert {spec.stage for spec in OPTION_SPECS} == {"http", "request", "input", "schema", "rows"}
+    assert {spec.stage for spec in OPTION_SPECS} == {
+        "http",
+        "request",
+        "input",
+        "schema",
+        "rows",
+        "repair",
+    }
     keywords = {spec.name: spec.keyword for spec in OPTION_SPECS}
     assert keywords["responseFormat"] == "response_format"
     assert keywords["maxRecordsPerTrigger"] == "max_records_per_trigger"

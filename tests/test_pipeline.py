@@ -29,3 +29,51 @@ def test_a_partition_is_handed_on_in_batches_of_at_most_batch_rows_in_order(tmp_
     table = pa.Table.from_batches(batches)
     assert table.column("parsed").to_pylist() == [{"n": n} for n in range(10)]
     assert table.column("id").to_pylist() == [f"r{n}" for n in range(10)]
+
+
+def test_re_asks_are_journaled_and_a_replay_of_the_partition_asks_nothing(tmp_path):
+    """The source's partition work against the simulator process, twice on one journal: the
+    second read (a replay, or a retried task) gets the same rows, re-asks included, and sends
+    nothing. FAILFAST is applied to the rows as repaired."""
+    from dspark_json.dev.local import SimulatorProcess
+    from dspark_json.dev.simulator import Faults
+    from tests.helpers import write_prompts
+
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["word", "n"],
+    }
+    rows = [{"custom_id": f"q{i}", "prompt": f"Question {i}"} for i in range(30)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    faults = Faults(first_truncated_rate=0.2, first_prose_rate=0.2, first_invalid_rate=0.2)
+    with SimulatorProcess(seed=2, faults=faults) as server:
+
+        def read():
+            source = DSparkJsonDataSource(
+                {
+                    "endpoint": server.url,
+                    "prompts": str(tmp_path / "in"),
+                    "journal": str(tmp_path / "journal"),
+                    "responseFormat": json.dumps(schema),
+                    "validateSchema": "true",
+                    "maxTokens": "32",
+                    "repairAttempts": "2",
+                    "mode": "FAILFAST",
+                    "parseMode": "cpu",
+                }
+            )
+            reader = source.reader(source.schema())
+            return pa.Table.from_batches([b for p in reader.partitions() for b in reader.read(p)])
+
+        first = read()
+        asked = server.stats()
+        again = read()
+        # Nothing sent (but the driver's /v1/models check): first answers and re-asks read back.
+        assert server.stats()["chat_completions"] == asked["chat_completions"]
+    assert asked["reasks"] > 0
+    assert set(first.column("_status").to_pylist()) == {"ok"}  # FAILFAST saw the repaired rows
+    attempts = first.column("_attempts").to_pylist()
+    assert sum(len(a) - 1 for a in attempts if a) == asked["reasks"]
+    assert again.equals(first)
+    assert len(list((tmp_path / "journal").glob("*.repair-*.arrow"))) >= 1

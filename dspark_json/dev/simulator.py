@@ -12,6 +12,13 @@ unbounded queue, so latency grows as vLLM's does. Each fault is drawn from the s
 messages and how many times those messages were seen: the same run faults the same way whatever
 the order of arrival.
 
+First-answer faults (``first_*_rate``) break the first answer to a prompt in a way a re-ask
+(option ``repairAttempts``) can fix: cut at ``max_tokens`` (fixed when asked with more), broken
+JSON or prose (fixed when the conversation holds the answer and a user message after it), or a
+required property left out (fixed once a later user message names it). Whether a prompt's first
+answer is broken is drawn from the seed and the prompt (its messages before any answer), so a
+replay of the same prompt is broken the same way.
+
 HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
 own benchmarks.
 """
@@ -53,6 +60,8 @@ _REASONS = {
     413: "Payload Too Large",
 }
 _MAX_BODY = 64 * 1024 * 1024
+#: The first-answer faults a re-ask can fix (:meth:`Faults.first_fault`).
+_FIRST_FAULTS = ("truncated", "broken", "prose", "invalid")
 #: The context length the simulator's model has (vLLM's max_model_len); longer prompts are 400.
 _MAX_MODEL_LEN = 2048
 
@@ -136,6 +145,11 @@ class Faults:
     drift_after: int | None = None  # after this many answers, add fields nobody expected
     served_schema: str | None = None  # JSON Schema text served at /health/json-schema and
     # followed when a request has no response_format (as GPUStack's patched vLLM does)
+    # Per prompt, first answers a re-ask can fix (exclusive, drawn once per prompt):
+    first_truncated_rate: float = 0.0  # cut at max_tokens until asked with more
+    first_broken_rate: float = 0.0  # JSON with a syntax error until the answer is named
+    first_prose_rate: float = 0.0  # prose until the answer is named
+    first_invalid_rate: float = 0.0  # a required property left out until a user message names it
 
     def to_args(self) -> list[str]:
         """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
@@ -160,7 +174,26 @@ class Faults:
             args.append(f"--drift-after={self.drift_after}")
         if self.served_schema is not None:
             args.append(f"--served-schema={self.served_schema}")
+        for kind in _FIRST_FAULTS:
+            rate = getattr(self, f"first_{kind}_rate")
+            if rate:
+                args.append(f"--first-{kind}-rate={rate}")
         return args
+
+    def first_fault(self, seed: int, prompt: Any) -> str | None:
+        """Which way the first answer to ``prompt`` (its messages before any answer) is
+        broken: one of :data:`_FIRST_FAULTS`, or ``None``."""
+        rates = [getattr(self, f"first_{kind}_rate") for kind in _FIRST_FAULTS]
+        if not any(rates):
+            return None
+        key = json.dumps([seed, "first", prompt], sort_keys=True)
+        draw = random.Random(hashlib.sha256(key.encode()).hexdigest()).random()
+        total = 0.0
+        for kind, rate in zip(_FIRST_FAULTS, rates, strict=True):
+            total += rate
+            if draw < total:
+                return kind
+        return None
 
 
 @dataclass(frozen=True)
@@ -195,6 +228,7 @@ class Simulator:
         )
         self.counts: Counter[str] = Counter()
         self._seen: Counter[str] = Counter()  # completion requests per messages digest
+        self._first_max: dict[str, int | None] = {}  # prompt -> max_tokens first asked with
         self._capacity = (
             asyncio.Semaphore(self.faults.capacity) if self.faults.capacity is not None else None
         )
@@ -372,21 +406,8 @@ class Simulator:
                 f"prompt. (parameter=input_tokens, value={prompt_tokens})"
             )
             return 400, self._error(message, 400, param="input_tokens")
-        max_tokens = request.get("max_tokens")
-        choices = []
-        for index in range(int(request.get("n") or 1)):
-            if schema is not None:
-                value = generate_value(schema, rng)
-                if drifted and isinstance(value, dict):
-                    value["confidence"] = round(rng.random(), 3)  # a field the schema lacks
-                content = json.dumps(value, ensure_ascii=False)
-            else:
-                content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
-            finish = "stop"
-            if isinstance(max_tokens, int) and len(content) // 4 + 1 > max_tokens:
-                content, finish = content[: 4 * max_tokens], "length"  # ~4 characters a token
-            choices.append(vllm_choice(index, content, finish))
-        completion_tokens = sum(len(c["message"]["content"]) // 4 + 1 for c in choices)
+        fault = self._first_fault(request, schema)
+        choices, completion_tokens = _choices(request, schema, rng, drifted=drifted, fault=fault)
         self.counts["completions_ok"] += 1
         extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
         usage = {
@@ -403,6 +424,72 @@ class Simulator:
             fingerprint=self.fingerprint,
         )
         return 200, (extra if drifted else {}) | answer
+
+    def _first_fault(self, request: Mapping[str, Any], schema: Any) -> str | None:
+        """The first-answer fault of this request, where this request is not yet the re-ask
+        that fixes it."""
+        messages = request["messages"]
+        roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+        answered = roles.index("assistant") if "assistant" in roles else None
+        prompt = messages if answered is None else messages[:answered]
+        fault = self.faults.first_fault(self.seed, prompt)
+        max_tokens = request.get("max_tokens")
+        first_max = self._first_max.setdefault(json.dumps(prompt, sort_keys=True), max_tokens)
+        more_tokens = (
+            isinstance(max_tokens, int) and isinstance(first_max, int) and max_tokens > first_max
+        )
+        if answered is not None or more_tokens:
+            self.counts["reasks"] += 1
+        followed = [
+            str(m.get("content", ""))
+            for m in (messages[answered:] if answered is not None else [])
+            if isinstance(m, dict) and m.get("role") == "user"
+        ]
+        required = sorted(schema.get("required", ())) if isinstance(schema, Mapping) else []
+        fixed = {
+            None: True,
+            "truncated": more_tokens,
+            "broken": schema is None or bool(followed),
+            "prose": bool(followed),
+            "invalid": not required or any(f"'{required[0]}'" in text for text in followed),
+        }
+        if fixed[fault]:
+            return None
+        self.counts[f"first_{fault}"] += 1
+        return fault
+
+
+def _choices(
+    request: Mapping[str, Any], schema: Any, rng: random.Random, *, drifted: bool, fault: str | None
+) -> tuple[list[dict[str, Any]], int]:
+    """The answer's choices (broken as ``fault`` says) and the completion tokens they took."""
+    max_tokens = request.get("max_tokens")
+    choices = []
+    completion_tokens = 0
+    for index in range(int(request.get("n") or 1)):
+        if schema is not None:
+            value = generate_value(schema, rng)
+            if drifted and isinstance(value, dict):
+                value["confidence"] = round(rng.random(), 3)  # a field the schema lacks
+            if fault == "invalid" and isinstance(value, dict):
+                value.pop(sorted(schema.get("required", ()))[0], None)
+            content = json.dumps(value, ensure_ascii=False)
+            if fault == "broken":
+                content = content[:-1] + ", }"  # a trailing comma: not JSON
+        else:
+            content = "Here is my answer: " + " ".join(rng.choices(_WORDS, k=12)) + "."
+        if fault == "prose":
+            content = "Sure! " + " ".join(rng.choices(_WORDS, k=12)) + "."
+        finish = "stop"
+        if isinstance(max_tokens, int) and len(content) // 4 + 1 > max_tokens:
+            content, finish = content[: 4 * max_tokens], "length"  # ~4 characters a token
+        tokens = len(content) // 4 + 1
+        if fault == "truncated" and finish == "stop":  # the model ran on to the limit
+            content, finish = content[: max(1, len(content) // 2)], "length"
+            tokens = max_tokens if isinstance(max_tokens, int) else len(content) // 4 + 1
+        choices.append(vllm_choice(index, content, finish))
+        completion_tokens += tokens
+    return choices, completion_tokens
 
 
 def _json_schema(response_format: Any) -> Mapping[str, Any] | None:

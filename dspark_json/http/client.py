@@ -24,7 +24,13 @@ import httpx
 from dspark_json.errors import OptionError
 from dspark_json.http.concurrency import AdaptiveLimit
 from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint
-from dspark_json.http.failures import http_error, no_endpoint_error, transport_error
+from dspark_json.http.failures import (
+    body_error,
+    http_error,
+    invalid_utf8_error,
+    no_endpoint_error,
+    transport_error,
+)
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.retry import (
     DOWN_STATUSES,
@@ -33,7 +39,7 @@ from dspark_json.http.retry import (
     retry_after,
 )
 from dspark_json.http.secrets import Secret
-from dspark_json.http.transport import StreamTransport
+from dspark_json.http.transport import BodyRefused, StreamTransport, read_body
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.rows import RowError
 
@@ -99,6 +105,18 @@ def complete_all(
         for r in requests
     ]
     return asyncio.run(_Run(payloads, config, api_key, transport, stop_on_failure).run())
+
+
+def _answered(body: bytes, attempts: int) -> Outcome:
+    """A 200 answer's outcome: its text; a body that is not UTF-8 keeps its bytes (each
+    invalid one as ``\\xNN``) with an ``invalid_utf8`` error, never U+FFFD in silence."""
+    try:
+        return Outcome(body=body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return Outcome(
+            body=body.decode("utf-8", errors="backslashreplace"),
+            error=invalid_utf8_error(exc, attempts),
+        )
 
 
 class _Run:
@@ -189,7 +207,7 @@ class _Run:
             return self.injected
         proxy = _proxy_for(self.config.endpoints[0].url)
         if proxy is None:
-            return StreamTransport(self.ssl_context)
+            return StreamTransport(self.ssl_context, max_body=self.config.max_response_bytes)
         n = len(self.config.endpoints)
         return httpx.AsyncHTTPTransport(
             verify=self.ssl_context or True,
@@ -214,7 +232,7 @@ class _Run:
         )
         response = await transport.handle_async_request(request)
         try:
-            body = await response.aread()
+            body = await read_body(response, request, self.config.max_response_bytes)
         finally:
             await response.aclose()
         return response.status_code, body, response.headers
@@ -251,6 +269,15 @@ class _Run:
             if transport is not self.injected:
                 await transport.aclose()
 
+    def _refused(self, exc: BodyRefused, endpoint: Endpoint, attempt: int) -> Outcome:
+        """A body not read (over maxResponseBytes, or not decodable): the server answered, so
+        it is not down, and the same request would get the same answer: no retry."""
+        self.limit.release()
+        self.pool.succeeded(endpoint)
+        error = body_error(exc, attempt)
+        self.stats.statuses[error["type"]] += 1
+        return Outcome(error=error)
+
     async def _send(self, transport: httpx.AsyncBaseTransport, payload: bytes) -> Outcome:
         config, limit, pool, stats = self.config, self.limit, self.pool, self.stats
         loop = asyncio.get_running_loop()
@@ -286,6 +313,8 @@ class _Run:
                         content=payload,
                         timeouts=self.timeouts,
                     )
+            except BodyRefused as exc:
+                return self._refused(exc, endpoint, attempt)
             except (httpx.TransportError, TimeoutError) as exc:
                 limit.release()
                 limit.on_overload()
@@ -300,7 +329,7 @@ class _Run:
                     limit.on_success(time.perf_counter() - started)
                     stats.latencies.append(time.perf_counter() - started)
                     pool.succeeded(endpoint)
-                    return Outcome(body=body.decode("utf-8", errors="replace"))
+                    return _answered(body, attempt)
                 if status in RETRY_STATUSES:
                     limit.on_overload()
                 if status in DOWN_STATUSES:

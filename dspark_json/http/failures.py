@@ -15,9 +15,17 @@ from typing import Any
 import httpx
 
 from dspark_json.http.secrets import Secret, redact
+from dspark_json.http.transport import BodyRefused, BodyTooLarge
 from dspark_json.rows import RowError, row_error
 
-__all__ = ["MESSAGE_CHARS", "http_error", "no_endpoint_error", "transport_error"]
+__all__ = [
+    "MESSAGE_CHARS",
+    "body_error",
+    "http_error",
+    "invalid_utf8_error",
+    "no_endpoint_error",
+    "transport_error",
+]
 
 #: The longest ``_error.message`` kept (after masking).
 MESSAGE_CHARS = 500
@@ -67,6 +75,37 @@ def transport_error(
     reason = str(exc).split(" for url ", 1)[0] or type(exc).__name__
     return row_error(
         status=None, type=type(exc).__name__, message=_shown(reason, secrets), attempts=attempts
+    )
+
+
+def body_error(exc: BodyRefused, attempts: int) -> RowError:
+    """A body refused as it was read: over option ``maxResponseBytes`` (type
+    ``response_too_large``), or not decodable from its ``Content-Encoding``."""
+    if isinstance(exc, BodyTooLarge):
+        return row_error(
+            status=exc.status,
+            type="response_too_large",
+            message=(
+                f"{exc}, the limit set by maxResponseBytes={exc.limit}; the rest was not read. "
+                "Raise maxResponseBytes if such answers are expected (fewer choices, logprobs "
+                "or max_tokens make them smaller)."
+            ),
+            attempts=attempts,
+        )
+    return row_error(status=exc.status, type="DecodingError", message=str(exc), attempts=attempts)
+
+
+def invalid_utf8_error(exc: UnicodeDecodeError, attempts: int) -> RowError:
+    """A 200 answer whose body is not UTF-8 (its text, each bad byte as ``\\xNN``, is the row's
+    ``_corrupt_record``)."""
+    return row_error(
+        status=200,
+        type="invalid_utf8",
+        message=(
+            f"the response body is not valid UTF-8 ({exc.reason} at byte {exc.start}); "
+            "_corrupt_record holds it with each invalid byte written as \\xNN"
+        ),
+        attempts=attempts,
     )
 
 

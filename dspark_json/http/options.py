@@ -233,6 +233,15 @@ class HttpOptions:
         convert=positive(int),
         default="5",
     )
+    max_response_bytes: int = option(
+        "maxResponseBytes",
+        "Largest response body accepted, in bytes, as received and once decompressed (a "
+        "server or proxy that sends Content-Encoding gzip or deflate); a larger one is a row "
+        "with _error type response_too_large, not retried.",
+        "268435456",
+        convert=positive(int),
+        default="67108864",
+    )
 
     @property
     def key(self) -> ApiKey:

@@ -20,7 +20,7 @@ from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import Secret, redact
 from dspark_json.rows import load_json
 
-__all__ = ["check_server", "fetch_served_schema", "http_get"]
+__all__ = ["check_model", "check_server", "fetch_served_schema", "http_get"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -29,7 +29,15 @@ _TIMEOUT_S = 10.0
 
 def check_server(options: HttpOptions, model: str | None) -> str:
     """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
-    (``model``, else the first one the first reachable endpoint lists).
+    (``model``, else the first one the first reachable endpoint lists). See
+    :func:`check_model`."""
+    return check_model(options, model)[0]
+
+
+def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | None]:
+    """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
+    (``model``, else the first one the first reachable endpoint lists) and its context length
+    (vLLM's ``max_model_len`` in the list; ``None`` where no endpoint says).
 
     Raises :class:`ServerError` when no endpoint is usable; an endpoint that is down while
     another works is logged and left to the executors' health probes.
@@ -42,6 +50,7 @@ def check_server(options: HttpOptions, model: str | None) -> str:
             options.api_key_env,
         )
     problems: list[str] = []
+    context: int | None = None
     for endpoint in options.endpoints:
         try:
             served = _served_models(endpoint, key)
@@ -57,7 +66,7 @@ def check_server(options: HttpOptions, model: str | None) -> str:
                     f"The model server at {endpoint.url}/v1/models lists no model; set option "
                     "'model'."
                 )
-            model = served[0]
+            model = next(iter(served))
             logger.info(
                 "Option 'model' not set; using %r, the first model %s serves.", model, endpoint.url
             )
@@ -66,12 +75,14 @@ def check_server(options: HttpOptions, model: str | None) -> str:
                 f"Model {model!r} is not served by {endpoint.url} (it serves: "
                 f"{', '.join(served) or 'nothing'}). Fix option 'model', or option 'endpoint'."
             )
+        context = context or served[model]
     if model is None or len(problems) == len(options.endpoints):
         raise ServerError("No endpoint is usable: " + " | ".join(problems))
-    return model
+    return model, context
 
 
-def _served_models(endpoint: Endpoint, key: Secret | None) -> list[str]:
+def _served_models(endpoint: Endpoint, key: Secret | None) -> dict[str, int | None]:
+    """The models ``endpoint`` lists, each with its context length where it gives one."""
     secrets = [key, endpoint.credentials]
     headers = auth_headers(key, endpoint)
     health = http_get(f"{endpoint.url}/health", headers, secrets)
@@ -97,11 +108,18 @@ def _served_models(endpoint: Endpoint, key: Secret | None) -> list[str]:
             "'model'."
         )
     try:
-        return [str(item["id"]) for item in load_json(response.content)["data"]]
+        return {
+            str(item["id"]): _length(item.get("max_model_len"))
+            for item in load_json(response.content)["data"]
+        }
     except (ValueError, KeyError, TypeError) as exc:
         raise ServerError(
             f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
         ) from exc
+
+
+def _length(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def http_get(

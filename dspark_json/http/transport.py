@@ -8,28 +8,61 @@ request, read the status line, headers and a ``content-length`` or chunked body.
 httpx's own exceptions (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``,
 ``RemoteProtocolError``), so the retry logic cannot tell it from the default one. Proxies are not
 spoken here: the client uses httpx's default transport when the environment sets one.
+
+A body has a hard limit (option ``maxResponseBytes``), as received and once decoded: a body
+longer than the limit is not read past it (:class:`BodyTooLarge`), and :func:`read_body`
+decodes ``Content-Encoding`` gzip / deflate itself, a bounded piece at a time, so a small gzip
+bomb from a misbehaving server or proxy stops at the limit instead of filling the memory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
+import zlib
 
 import httpx
 
-__all__ = ["StreamTransport"]
+__all__ = ["BodyRefused", "BodyTooLarge", "StreamTransport", "read_body"]
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
 _NO_BODY = frozenset({204, 304})
+_PIECE = 1 << 16  # bytes read or decoded at a time
+#: ``Content-Encoding`` -> the ``wbits`` of the zlib stream (gzip: header; deflate: either form).
+_ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + 15}
 
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
-class StreamTransport(httpx.AsyncBaseTransport):
-    """HTTP/1.1, one request at a time per origin, connections kept alive between requests."""
+class BodyRefused(httpx.RequestError):
+    """A response body (of an answer with HTTP ``status``) that is not read: its
+    ``Content-Encoding`` is not one read here, or its data is not valid for it."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, message: str, status: int, *, request: httpx.Request) -> None:
+        super().__init__(message, request=request)
+        self.status = status
+
+
+class BodyTooLarge(BodyRefused):
+    """A response body over the limit, as received or once decoded (``what`` says which)."""
+
+    def __init__(self, status: int, limit: int, what: str, *, request: httpx.Request) -> None:
+        message = f"the response body is larger than {limit} bytes {what}"
+        super().__init__(message, status, request=request)
+        self.limit = limit
+        self.what = what
+
+
+class StreamTransport(httpx.AsyncBaseTransport):
+    """HTTP/1.1, one request at a time per origin, connections kept alive between requests;
+    a body longer than ``max_body`` bytes is refused with :class:`BodyTooLarge` (the connection
+    is closed, the rest of the body never read)."""
+
+    def __init__(
+        self, ssl_context: ssl.SSLContext | None = None, *, max_body: int | None = None
+    ) -> None:
         self._ssl = ssl_context
+        self._max_body = max_body
         self._idle: dict[tuple[bytes, bytes, int], Connection] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -54,6 +87,12 @@ class StreamTransport(httpx.AsyncBaseTransport):
             self._idle[key] = connection
         else:
             writer.close()
+        if any(name.lower() == b"content-encoding" for name, _ in headers):
+            # A stream, not content: httpx would decode content (a gzip bomb included) right
+            # here; :func:`read_body` decodes it within the limit.
+            return httpx.Response(
+                status, headers=headers, stream=httpx.ByteStream(body), request=request
+            )
         return httpx.Response(status, headers=headers, content=body, request=request)
 
     async def _connect(
@@ -95,7 +134,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
             raise httpx.WriteError(str(exc), request=request) from exc
         try:
             async with asyncio.timeout(timeouts.get("read")):
-                return await _read_response(reader, request.method == "HEAD")
+                return await _read_response(reader, request.method == "HEAD", self._max_body)
+        except _Overrun as exc:
+            raise BodyTooLarge(exc.status, exc.limit, "as received", request=request) from exc
         except TimeoutError as exc:
             raise httpx.ReadTimeout("timed out reading the response", request=request) from exc
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
@@ -111,8 +152,14 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self._idle.clear()
 
 
+class _Overrun(Exception):
+    def __init__(self, status: int, limit: int) -> None:
+        self.status = status
+        self.limit = limit
+
+
 async def _read_response(
-    reader: asyncio.StreamReader, head_only: bool
+    reader: asyncio.StreamReader, head_only: bool, limit: int | None = None
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
     status_line = await reader.readuntil(b"\r\n")
     while True:
@@ -132,19 +179,98 @@ async def _read_response(
     if head_only or status in _NO_BODY:
         return status, headers, b"", keep_alive
     if fields.get(b"transfer-encoding", b"").lower() == b"chunked":
-        return status, headers, await _read_chunked(reader), keep_alive
+        return status, headers, await _read_chunked(reader, status, limit), keep_alive
     if b"content-length" in fields:
-        return status, headers, await reader.readexactly(int(fields[b"content-length"])), keep_alive
-    return status, headers, await reader.read(), False  # delimited by the server closing
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+        length = int(fields[b"content-length"])
+        if limit is not None and length > limit:
+            raise _Overrun(status, limit)
+        return status, headers, await reader.readexactly(length), keep_alive
+    # Delimited by the server closing.
+    if limit is None:
+        return status, headers, await reader.read(), False
     parts: list[bytes] = []
+    size = 0
+    while piece := await reader.read(_PIECE):
+        size += len(piece)
+        if size > limit:
+            raise _Overrun(status, limit)
+        parts.append(piece)
+    return status, headers, b"".join(parts), False
+
+
+async def _read_chunked(reader: asyncio.StreamReader, status: int, limit: int | None) -> bytes:
+    parts: list[bytes] = []
+    total = 0
     while True:
         size = int((await reader.readuntil(b"\r\n")).split(b";", 1)[0], 16)
         if size == 0:
             while await reader.readuntil(b"\r\n") != b"\r\n":
                 pass  # trailers
             return b"".join(parts)
+        total += size
+        if limit is not None and total > limit:
+            raise _Overrun(status, limit)
         parts.append(await reader.readexactly(size))
         await reader.readexactly(2)
+
+
+async def read_body(response: httpx.Response, request: httpx.Request, limit: int | None) -> bytes:
+    """The body of ``response`` (to ``request``), decoded from its ``Content-Encoding``, with
+    every byte count held to ``limit``: :class:`BodyTooLarge` as soon as the received or the
+    decoded bytes pass it. An encoding other than gzip / deflate / identity, or data not valid
+    for it, is a :class:`BodyRefused` (the client asks for none: it sends no
+    ``Accept-Encoding``)."""
+    if response.is_stream_consumed:  # built from bytes (MockTransport): httpx decoded them
+        if limit is not None and len(response.content) > limit:
+            what = "once decompressed" if "content-encoding" in response.headers else "as received"
+            raise BodyTooLarge(response.status_code, limit, what, request=request)
+        return response.content
+    received: list[bytes] = []
+    size = 0
+    async for piece in response.aiter_raw():
+        size += len(piece)
+        if limit is not None and size > limit:
+            raise BodyTooLarge(response.status_code, limit, "as received", request=request)
+        received.append(piece)
+    body = b"".join(received)
+    codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
+    for coding in reversed([c for c in codings if c not in ("", "identity")]):
+        wbits = _ENCODINGS.get(coding)
+        if wbits is None:
+            raise BodyRefused(
+                f"the response has Content-Encoding {coding!r}, which is not decoded here "
+                "(the request asks for no encoding; gzip and deflate are read)",
+                response.status_code,
+                request=request,
+            )
+        body = _inflate(
+            body, coding, wbits, limit=limit, status=response.status_code, request=request
+        )
+    return body
+
+
+def _inflate(
+    data: bytes, coding: str, wbits: int, *, limit: int | None, status: int, request: httpx.Request
+) -> bytes:
+    """``data`` decompressed, at most ``limit`` bytes of output ever held."""
+    inflater = zlib.decompressobj(wbits)
+    out: list[bytes] = []
+    size = 0
+    pending = data
+    try:
+        while not inflater.eof:
+            piece = inflater.decompress(pending, _PIECE)
+            pending = inflater.unconsumed_tail
+            if not piece and not pending:
+                break
+            size += len(piece)
+            if limit is not None and size > limit:
+                raise BodyTooLarge(status, limit, "once decompressed", request=request)
+            out.append(piece)
+    except zlib.error as exc:
+        raise BodyRefused(
+            f"the response body is not valid {coding} data ({exc})",
+            status,
+            request=request,
+        ) from exc
+    return b"".join(out)

@@ -8,9 +8,14 @@
 - Parquet (``.parquet``): each row is one JSON object of its columns (timestamps as ISO text,
   binary as its bytes).
 
-Plain JSON lines files are indexed when first listed (where every ``ROW_STRIDE``-th row starts),
-so a task reads only the bytes of its rows, not the whole file; compressed and re-encoded files
-are read whole.
+No file is ever held whole: every file is read as a stream, :data:`PIECE` bytes of text at a
+time cut at line ends. Plain JSON lines files are indexed when first listed (where every
+``ROW_STRIDE``-th row starts; the driver's memory is that index and one piece, whatever the
+file's size), so a task reads only the bytes of its rows. Compressed and re-encoded files are
+read from their start up to the last row a task needs, and the process remembers where it
+stopped (:class:`_Cursor`), so a task that reads a file's rows part after part (one task per
+compressed file per micro-batch: :func:`~dspark_json.inputs.listing.plan_partitions`)
+decompresses it once.
 
 A file that cannot be read as what it claims to be (a truncated gzip stream, a ``.parquet`` that
 is not Parquet) is an error naming the file, never rows that silently go missing: the stream must
@@ -19,9 +24,13 @@ not move past rows it could not read.
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import decimal
+import itertools
 import json
+import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,13 +38,15 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from dspark_json.errors import DSparkJsonError
-from dspark_json.fs import read_bytes, read_range, resolve
+from dspark_json.fs import read_range, resolve
 from dspark_json.parse.json import BLOCK, block_equal, copy_block, kernel, lowest_bit
 
 __all__ = [
     "INPUT_SUFFIXES",
+    "PIECE",
     "ROW_STRIDE",
     "RowIndex",
     "file_rows",
@@ -45,8 +56,12 @@ __all__ = [
     "rows_of",
 ]
 
+logger = logging.getLogger("dspark_json")
+
 #: The listing remembers where every ``ROW_STRIDE``-th row of a plain text file starts.
 ROW_STRIDE = 64
+#: Bytes of a file read (or decompressed) at a time.
+PIECE = 1 << 24
 
 _TEXT_SUFFIXES = (".jsonl", ".ndjson", ".json")
 _COMPRESSED_SUFFIXES = (".gz", ".zst", ".zstd", ".bz2")
@@ -86,7 +101,8 @@ def rows_of(data: bytes) -> list[bytes]:
 class RowIndex:
     """How many rows a file holds and, for plain JSON lines, the byte where every
     ``ROW_STRIDE``-th row starts (``starts[k]`` is row ``k * ROW_STRIDE``'s); ``None`` for
-    files that must be read whole (compressed, UTF-16/32, Parquet: its row groups say)."""
+    files read as a stream from their start (compressed, UTF-16/32, lone CR line ends) and
+    Parquet (its row groups say)."""
 
     rows: int
     starts: tuple[int, ...] | None = None
@@ -104,16 +120,33 @@ class RowIndex:
 
 def index_rows(path: str) -> RowIndex:
     """The row count of the file at ``path`` and, where it is plain text, its row index
-    (driver side, when the file is first listed)."""
+    (driver side, when the file is first listed): read as a stream, a piece at a time."""
     if path.endswith(_PARQUET_SUFFIX):
         with _parquet(path) as parquet:
             return RowIndex(int(parquet.metadata.num_rows))
-    stored = read_bytes(path, decompress=False)
-    text = _text(path, stored)
-    if text is not stored or (b"\r" in text and text.count(b"\r") != text.count(b"\r\n")):
-        return RowIndex(len(rows_of(text)))  # read whole: decoded, or lone CR line ends
-    starts = _row_starts(text)
-    return RowIndex(len(starts), tuple(starts[::ROW_STRIDE].tolist()))
+    rows, position, plain = 0, 0, True
+    starts: list[np.ndarray] = []
+    for piece, stored in _pieces(path):
+        if plain and (not stored or piece.count(b"\r") != piece.count(b"\r\n")):
+            plain = False  # decoded, or lone CR line ends: read from the start, no index
+            starts = []
+        if plain:
+            found = _row_starts(piece)
+            starts.append(found[(-rows) % ROW_STRIDE :: ROW_STRIDE] + position)
+            rows += len(found)
+        else:
+            rows += _count_rows(piece)
+        position += len(piece)
+    if not plain:
+        return RowIndex(rows)
+    return RowIndex(rows, tuple(np.concatenate(starts).tolist()) if starts else ())
+
+
+def _count_rows(piece: bytes) -> int:
+    """How many rows the text ``piece`` holds (as :func:`rows_of` counts them)."""
+    if b"\r" not in piece:
+        return len(_row_starts(piece))
+    return len(rows_of(piece))
 
 
 def _row_starts(text: bytes) -> np.ndarray:
@@ -140,7 +173,7 @@ def file_rows(
     bytes of ``window`` (:meth:`RowIndex.window`) where it is given."""
     if path.endswith(_PARQUET_SUFFIX):
         return _parquet_rows(path, start, end)
-    text, skip = _text_from(path, start, window)
+    text, skip = _text_from(path, start, end, window)
     return rows_of(text)[skip : skip + end - start]
 
 
@@ -154,7 +187,7 @@ def packed_rows(
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(row) for row in rows], out=offsets[1:])
         return np.frombuffer(b"".join(rows), np.uint8), offsets
-    text, skip = _text_from(path, start, window)
+    text, skip = _text_from(path, start, end, window)
     return pack_rows(text, skip, end - start)
 
 
@@ -242,12 +275,14 @@ def _pack(
 
 
 def _text_from(
-    path: str, start: int, window: tuple[int, int | None, int] | None
+    path: str, start: int, end: int, window: tuple[int, int | None, int] | None
 ) -> tuple[bytes, int]:
-    """The text that holds the file's rows from row ``start`` on, and how many rows of it come
-    before that one: the bytes of ``window`` where it is given, else the whole file."""
+    """Text that holds the file's rows ``[start, end)``, and how many rows of it come before
+    row ``start``: the bytes of ``window`` where it is given, else the pieces of the file's
+    stream that hold them (read from where this process last stopped in it, when that is
+    before ``start``)."""
     if window is None:
-        return _text(path), start
+        return _Cursor.take(path, start, end)
     first, stop, skip = window
     lead = 1 if first > 0 else 0  # the line end before the first row, read to check it
     chunk = read_range(path, first - lead, stop)
@@ -260,30 +295,176 @@ def _text_from(
     return chunk[lead:], skip
 
 
-def _text(path: str, stored: bytes | None = None) -> bytes:
-    """The file's JSON lines as UTF-8 bytes: decompressed, wide encodings re-encoded (``stored``:
-    its bytes, when already read; returned as they are when plain UTF-8)."""
-    data = read_bytes(path, decompress=False) if stored is None else stored
-    codec = _codec_of(data)
-    if codec is not None:
+class _Cursor:
+    """Where this process stopped reading a file as a stream: the piece holding the last row
+    read (``row``: the number of its first row) and the rest of the stream. One at a time: the
+    parts of a partition read one after the other continue it instead of decompressing the
+    file again from its start."""
+
+    _last: _Cursor | None = None
+    _lock = threading.Lock()  # a driver may sample from several threads
+
+    def __init__(self, path: str, version: tuple[int | None, int | None]) -> None:
+        self.path = path
+        self.version = version  # size and modification time when it was opened
+        self.pieces = (_Piece(piece) for piece, _ in _pieces(path))
+        self.row = 0
+        self.held: list[_Piece] = []  # the piece read last, from row ``row`` on
+
+    @classmethod
+    def take(cls, path: str, start: int, end: int) -> tuple[bytes, int]:
+        """:func:`_text_from` without a window."""
+        version = _version(path)
+        with cls._lock:
+            cursor = cls._last
+            if (
+                cursor is None
+                or (cursor.path, cursor.version) != (path, version)
+                or cursor.row > start
+            ):
+                if cursor is not None:
+                    cursor.pieces.close()
+                cursor = cls._last = cls(path, version)
+            try:
+                return cursor._take(start, end)
+            except BaseException:
+                cursor.pieces.close()
+                cls._last = None
+                raise
+
+    def _take(self, start: int, end: int) -> tuple[bytes, int]:
+        row = self.row  # the first row of the next piece
+        kept: list[_Piece] = []
+        for piece in itertools.chain(self.held, self.pieces):
+            if not kept and row + piece.rows <= start:
+                row += piece.rows  # all before ``start``: passed over
+                continue
+            kept.append(piece)
+            row += piece.rows
+            if row >= end:
+                break
+        if not kept:  # the file ends first: the caller finds too few rows
+            self.row, self.held = row, []
+            return b"", 0
+        head, last = kept[0], kept[-1]
+        skip = start - (row - sum(piece.rows for piece in kept))
+        self.row, self.held = row - last.rows, [last]  # its last piece may hold more rows
+        # Only the bytes of rows [start, end), where the pieces know where their rows start.
+        stop = None
+        if last.starts is not None and end - self.row < last.rows:
+            stop = int(last.starts[end - self.row])
+        begin = 0
+        if head.starts is not None:
+            begin, skip = int(head.starts[skip]), 0
+        if len(kept) == 1:
+            return head.data[begin:stop], skip
+        middle = [piece.data for piece in kept[1:-1]]
+        return b"".join([head.data[begin:], *middle, last.data[:stop]]), skip
+
+
+class _Piece:
+    """A piece of a file's text, its row count and, where its lines end at LF or CRLF only,
+    the byte where each of its rows starts."""
+
+    __slots__ = ("data", "rows", "starts")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.starts: np.ndarray | None = None
+        if data.count(b"\r") == data.count(b"\r\n"):
+            self.starts = _row_starts(data)
+            self.rows = len(self.starts)
+        else:
+            self.rows = len(rows_of(data))
+
+
+def _version(path: str) -> tuple[int | None, int | None]:
+    """The size and modification time of the file at ``path`` (``FileNotFoundError`` where
+    there is none)."""
+    fs, inner = resolve(path)
+    info = fs.get_file_info(inner)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    return info.size, info.mtime_ns
+
+
+def _pieces(path: str) -> Iterator[tuple[bytes, bool]]:
+    """The file's JSON lines as UTF-8 text, about :data:`PIECE` bytes at a time, each piece
+    ending at a line end (but the last); with whether it is the file's bytes as stored (not
+    decompressed, not re-encoded)."""
+    carry = b""
+    stored = True
+    for chunk, stored in _decoded(path):
+        data = carry + chunk if carry else chunk
+        # After the last LF; or, with none, after the last CR that is not the data's last byte
+        # (a CR at the end may be a CRLF's first half).
+        cut = data.rfind(b"\n") + 1 or data.rfind(b"\r", 0, len(data) - 1) + 1
+        if cut == 0:
+            carry = data  # one line longer than a piece: it is all one row
+            continue
+        carry = data[cut:]
+        yield data[:cut], stored
+    if carry:
+        yield carry, stored
+
+
+def _decoded(path: str) -> Iterator[tuple[bytes, bool]]:
+    """The file's content as UTF-8, :data:`PIECE` bytes (of the stream read) at a time:
+    decompressed, wide encodings re-encoded; with whether that is the bytes as stored."""
+    fs, inner = resolve(path)
+    with fs.open_input_file(inner) as source:
+        codec = _codec_of(source.read(16))
+        source.seek(0)
+        stream: Any = source
+        if codec is not None:
+            logger.debug("Decompressing input file %s (%s) from its start", path, codec)
+            stream = pa.CompressedInputStream(source, codec)
         try:
-            with pa.CompressedInputStream(pa.BufferReader(data), codec) as stream:
-                data = stream.read()
+            chunk = stream.read(max(PIECE, 4))  # a byte-order mark whole
+            decoder = None
+            for bom, encoding in _WIDE_BOMS:
+                if chunk.startswith(bom):
+                    decoder = codecs.getincrementaldecoder(encoding)()
+                    chunk = chunk[len(bom) :]
+                    break
+            stored = codec is None and decoder is None
+            done = 0
+            while True:
+                if chunk:
+                    text = chunk if decoder is None else _reencode(decoder, chunk, path, done)
+                    yield text, stored
+                    done += len(chunk)
+                chunk = stream.read(PIECE)
+                if not chunk:
+                    break
+            if decoder is not None:
+                rest = _reencode(decoder, b"", path, done, final=True)
+                if rest:
+                    yield rest, stored
         except OSError as exc:
+            if codec is None or isinstance(exc, FileNotFoundError):
+                raise
             raise DSparkJsonError(
                 f"Input file {path} starts as a {codec} stream but cannot be decompressed "
                 f"({exc}). {_FIX}"
             ) from exc
-    for bom, encoding in _WIDE_BOMS:
-        if data.startswith(bom):
-            try:
-                return data[len(bom) :].decode(encoding).encode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DSparkJsonError(
-                    f"Input file {path} starts with a {encoding} byte-order mark but is not "
-                    f"{encoding} text ({exc.reason} at byte {exc.start}). {_FIX}"
-                ) from exc
-    return data
+        finally:
+            if stream is not source:
+                stream.close()
+
+
+def _reencode(
+    decoder: codecs.IncrementalDecoder, chunk: bytes, path: str, done: int, *, final: bool = False
+) -> bytes:
+    """``chunk`` of a UTF-16/32 file (``done`` bytes of it before) as UTF-8."""
+    try:
+        return decoder.decode(chunk, final).encode("utf-8")
+    except UnicodeDecodeError as exc:
+        encoding = exc.encoding
+        raise DSparkJsonError(
+            f"Input file {path} starts with a {encoding} byte-order mark but is not "
+            f"{encoding} text ({exc.reason} at byte {done + exc.start}). {_FIX}"
+        ) from exc
 
 
 def _codec_of(data: bytes) -> str | None:

@@ -7,6 +7,11 @@ partition's raw response bodies and per-row errors are written there, atomically
 partition's rows are handed to Spark; a replay or a retry of the same rows reads them back
 instead of sending anything.
 
+With option ``repairAttempts``, each round of re-asks is kept next to its entry
+(``<entry>.repair-<n>``: the rows asked and their answers), written before the next round and
+before the rows leave, pruned with the entry; a replay re-asks the same rows (the same first
+answers are wrong the same way) and reads each round back instead of sending it.
+
 An entry is named by the rows it covers (prompt file names and row ranges), so the same rows find
 the same entry whatever the batch or task. ``commit(end)`` of the stream reader prunes entries that
 end at or before ``end``; nothing depends on it being called (Spark calls it late, and never for
@@ -59,48 +64,65 @@ class Journal:
 
     def load(self, key: str) -> Outcomes | None:
         """The recorded outcomes of an entry, or ``None`` when there is none."""
+        table = self._read(key)
+        return None if table is None else _outcomes(table)
+
+    def save(self, key: str, end: Position, outcomes: Outcomes) -> bool:
+        """Write an entry atomically: a hidden file, then a rename into place. Where that fails,
+        log it and return false: the answers are in hand, and failing the task would lose
+        them."""
+        return self._write(key, end, _table(outcomes))
+
+    def load_round(self, key: str, round: int) -> tuple[list[int], Outcomes] | None:
+        """The answers of re-ask round ``round`` of an entry: the rows asked and their
+        outcomes, or ``None`` when that round was not journaled."""
+        table = self._read(f"{key}.repair-{round}")
+        if table is None:
+            return None
+        return table.column("row").to_pylist(), _outcomes(table)
+
+    def save_round(
+        self, key: str, round: int, end: Position, rows: Sequence[int], outcomes: Outcomes
+    ) -> bool:
+        """Write the answers of re-ask round ``round`` (to ``rows``) next to the entry, as
+        :meth:`save` does; pruned with it."""
+        table = _table(outcomes).add_column(0, "row", pa.array(rows, pa.int32()))
+        return self._write(f"{key}.repair-{round}", end, table)
+
+    def _read(self, name: str) -> pa.Table | None:
         fs, root = resolve(self.directory)
-        path = f"{root}/{key}{_SUFFIX}"
+        path = f"{root}/{name}{_SUFFIX}"
         try:
             with fs.open_input_file(path) as source:
                 table = pa.ipc.open_file(source).read_all()
-            bodies = table.column("body").combine_chunks().cast(pa.large_string())
-            errors = table.column("error").to_pylist()
+            table.column("body")
+            table.column("error")
         except FileNotFoundError:
             return None
         except (OSError, KeyError, pa.ArrowInvalid) as exc:
             logger.error(
                 "journal %s: entry %s cannot be read (%s); its prompts are sent again.",
                 self.directory,
-                key,
+                name,
                 exc,
             )
             return None
-        return Outcomes(bodies, {i: e for i, e in enumerate(errors) if e is not None})
+        return table
 
-    def save(self, key: str, end: Position, outcomes: Outcomes) -> bool:
-        """Write an entry atomically: a hidden file, then a rename into place. Where that fails,
-        log it and return false: the answers are in hand, and failing the task would lose
-        them."""
-        table = pa.table(
-            {
-                "body": outcomes.bodies.cast(pa.string()),
-                "error": pa.array([outcomes.errors.get(i) for i in range(len(outcomes))], _ERROR),
-            },
-            schema=_SCHEMA.with_metadata({"end": json.dumps(end.to_offset())}),
-        )
+    def _write(self, name: str, end: Position, table: pa.Table) -> bool:
+        table = table.replace_schema_metadata({"end": json.dumps(end.to_offset())})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_file(sink, table.schema) as out:
             out.write_table(table)
         try:
-            write_atomic(self.directory, f"{key}{_SUFFIX}", sink.getvalue().to_pybytes())
+            write_atomic(self.directory, f"{name}{_SUFFIX}", sink.getvalue().to_pybytes())
         except OSError as exc:
             logger.error(
                 "journal %s: the answers of entry %s could not be written (%s). The rows go on "
                 "to Spark; a replay of this micro-batch would ask the model again. Check the "
                 "option 'journal' directory.",
                 self.directory,
-                key,
+                name,
                 exc,
             )
             return False
@@ -134,3 +156,19 @@ class Journal:
         if removed:
             logger.info("journal %s: pruned %d committed entries", self.directory, removed)
         return removed
+
+
+def _table(outcomes: Outcomes) -> pa.Table:
+    return pa.table(
+        {
+            "body": outcomes.bodies.cast(pa.string()),
+            "error": pa.array([outcomes.errors.get(i) for i in range(len(outcomes))], _ERROR),
+        },
+        schema=_SCHEMA,
+    )
+
+
+def _outcomes(table: pa.Table) -> Outcomes:
+    bodies = table.column("body").combine_chunks().cast(pa.large_string())
+    errors = table.column("error").to_pylist()
+    return Outcomes(bodies, {i: e for i, e in enumerate(errors) if e is not None})

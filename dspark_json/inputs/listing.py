@@ -15,10 +15,12 @@ when a task reads it than when it was listed. Files already read may be deleted.
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -26,7 +28,7 @@ import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from dspark_json.errors import DSparkJsonError, OptionError
-from dspark_json.fs import FileEntry, kind_of, list_files
+from dspark_json.fs import FileEntry, kind_of, list_files, resolve
 from dspark_json.inputs.files import (
     INPUT_SUFFIXES,
     RowIndex,
@@ -80,6 +82,8 @@ class Segment:
     start: int
     end: int
     window: tuple[int, int | None, int] | None = field(default=None, compare=False)
+    #: Its file is read as a stream from its start (compressed or re-encoded), the listing says.
+    streamed: bool = field(default=False, compare=False)
 
     def where(self, row: int) -> str:
         """How to point a user at the file's row ``row`` (0-based): ``<file> row <n>``."""
@@ -88,13 +92,16 @@ class Segment:
 
 @dataclass(frozen=True)
 class PromptPartition(InputPartition):
-    """The prompts one Spark task sends: one or more segments, in input order."""
+    """The prompts one Spark task sends: one or more segments, in input order; or, for the
+    rows of a compressed file, ``parts`` of at most ``partitionSize`` rows that the task reads
+    one after the other (the file decompressed once for all of them)."""
 
     index: int
     segments: tuple[Segment, ...]
     #: The micro-batch it belongs to, named by its end offset (Spark gives sources no batch id);
     #: ``None`` in a batch read.
     batch: str | None = None
+    parts: tuple[PromptPartition, ...] = ()
 
 
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
@@ -166,50 +173,132 @@ def _indexed(entry: FileEntry) -> RowIndex:
     return index
 
 
+def _scan(directory: str, after: str) -> tuple[list[FileEntry], list[str], list[str]]:
+    """The input files of ``directory`` named ``after`` or later, sorted; the names of those
+    before it; and the symbolic links skipped.
+
+    A local directory is read with ``os.scandir``: its names cost no ``stat`` each, so only
+    the files at or after ``after`` (those the stream has not read yet) are looked at; a link
+    is not followed (see :class:`PromptListing`). Elsewhere pyarrow lists the prefix.
+    """
+    fs, root = resolve(directory)
+    if fs.type_name != "local":
+        listed = list_files(directory, suffixes=INPUT_SUFFIXES)
+        return (
+            [e for e in listed if e.name >= after],
+            [e.name for e in listed if e.name < after],
+            [],
+        )
+    entries, before, links = [], [], []
+    prefix = directory.rstrip("/") + "/"
+    with os.scandir(root) as found:
+        for item in found:
+            name = item.name
+            if name.startswith((".", "_")) or not name.endswith(INPUT_SUFFIXES):
+                continue
+            if item.is_symlink():
+                links.append(name)
+            elif name < after:
+                before.append(name)
+            elif item.is_file(follow_symlinks=False):
+                try:
+                    info = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # gone between the two calls: as if listed a moment later
+                entries.append(FileEntry(name, prefix + name, info.st_size, info.st_mtime_ns))
+    entries.sort(key=lambda e: e.name)
+    return entries, before, links
+
+
 class PromptListing:
     """Driver-side view of the input directory; remembers each file's row count.
 
     ``option`` names the option the directory comes from (``prompts`` or ``responses``), for
     messages; without it, messages name both.
+
+    What a micro-batch costs does not grow with the files already read: a streaming query's
+    listing looks only at names from its offset's file on (:func:`_scan`: no ``stat``, no row
+    count for the others), files are counted (indexed) only when a batch reaches them, and what
+    is remembered of files the stream has moved past is dropped. A symbolic link in the
+    directory is not followed: it is skipped, with a warning naming it once (a link could make
+    the query send any file the driver can read, ``/etc`` included, to the model server); put
+    the file itself, or a hard link, in the directory.
     """
 
     def __init__(self, directory: str, *, option: str | None = None) -> None:
         self.directory = directory
         self.option = f"option {option!r}" if option else "option 'prompts' / 'responses'"
-        self._rows: dict[str, int] = {}  # every file ever listed -> its row count
+        # Files counted and not yet read past -> their row count, index and size.
+        self._rows: dict[str, int] = {}
         self._index: dict[str, RowIndex] = {}
         self._sizes: dict[str, int] = {}
-        self._seen: set[str] | None = None  # names listed by an earlier advance()
+        self._after = ""  # names before it are read: neither listed in detail nor remembered
+        self._before: list[str] = []  # the names before it, as last listed
+        self._seen: set[str] | None = None  # every name listed so far (to tell a late file)
+        self._links: set[str] = set()  # symbolic links already warned about
+        self._pending: set[str] = set()  # the names from ``_after`` on, as last checked
         self._listed = False  # the directory has been seen
 
     def files(self) -> list[tuple[FileEntry, int]]:
         """Every visible input file with its row count, in name order."""
-        listed = self._list()
-        for entry in listed:
-            if entry.name not in self._rows:
-                try:
-                    self._index[entry.name] = _indexed(entry)
-                    self._rows[entry.name] = self._index[entry.name].rows
-                except FileNotFoundError as exc:
-                    raise DSparkJsonError(
-                        f"Input file {entry.path} disappeared while it was being listed. Leave "
-                        "input files in place until the query has read them."
-                    ) from exc
-                self._sizes[entry.name] = entry.size
-            elif self._sizes.get(entry.name, entry.size) != entry.size:
-                logger.warning(
-                    "Input file %s changed size after it was counted (%d -> %d bytes): input "
-                    "files must not change once visible. Rows added to it are not read; rows "
-                    "taken out of it fail the query when it is read.",
-                    entry.path,
-                    self._sizes[entry.name],
-                    entry.size,
-                )
-                self._sizes[entry.name] = entry.size
-        return [(entry, self._rows[entry.name]) for entry in listed]
+        return list(self.counted())
+
+    def counted(self) -> Iterator[tuple[FileEntry, int]]:
+        """:meth:`files`, one at a time: a file is counted only when it is reached."""
+        self._move_to("")
+        for entry in self._list():
+            yield entry, self.rows(entry)
+
+    def sample(self, rows: int) -> Iterator[Segment]:
+        """The input from its first row on, in segments of at most ``rows`` rows that know where
+        they lie; lazily: stop when the sample is large enough, and no more is counted or read
+        (a schema sample does not read the input whole on the driver)."""
+        for entry, count in self.counted():
+            for start in range(0, count, rows):
+                yield self.locate(Segment(entry.path, start, min(start + rows, count)))
+
+    def rows(self, entry: FileEntry) -> int:
+        """The row count of a listed file (counted the first time)."""
+        rows = self._rows.get(entry.name)
+        if rows is None:
+            try:
+                index = _indexed(entry)
+            except FileNotFoundError as exc:
+                raise DSparkJsonError(
+                    f"Input file {entry.path} disappeared while it was being listed. Leave "
+                    "input files in place until the query has read them."
+                ) from exc
+            self._index[entry.name], self._rows[entry.name] = index, index.rows
+            self._sizes[entry.name] = entry.size
+            return index.rows
+        if self._sizes.get(entry.name, entry.size) != entry.size:
+            logger.warning(
+                "Input file %s changed size after it was counted (%d -> %d bytes): input "
+                "files must not change once visible. Rows added to it are not read; rows "
+                "taken out of it fail the query when it is read.",
+                entry.path,
+                self._sizes[entry.name],
+                entry.size,
+            )
+            self._sizes[entry.name] = entry.size
+        return rows
+
+    def refresh(self) -> None:
+        """List the directory again at the next use (each use lists it again here)."""
+
+    def _move_to(self, name: str) -> None:
+        """Look at names from ``name`` on; forget the files before it (all read)."""
+        if name < self._after:
+            self.refresh()  # names between the two were not listed in detail
+        elif name > self._after:
+            for known in [k for k in self._rows if k < name]:
+                del self._rows[known], self._index[known], self._sizes[known]
+            self._pending = {k for k in self._pending if k >= name}
+        self._after = name
 
     def _list(self) -> list[FileEntry]:
-        """The directory's input files; an error naming the directory where it is missing."""
+        """The directory's input files from ``_after`` on; an error naming the directory where
+        it is missing."""
         kind = kind_of(self.directory)
         if kind == "file":
             raise OptionError(
@@ -229,31 +318,46 @@ class PromptListing:
                 "fix the path."
             )
         self._listed = True
-        return list_files(self.directory, suffixes=INPUT_SUFFIXES)
+        entries, self._before, links = _scan(self.directory, self._after)
+        for name in sorted(set(links) - self._links):
+            logger.warning(
+                "Input file %s/%s is a symbolic link: it is not read (links are not followed). "
+                "Put the file itself, or a hard link, in the directory.",
+                self.directory.rstrip("/"),
+                name,
+            )
+        self._links.update(links)
+        return entries
 
     def _check_gone(
-        self, listed: list[tuple[FileEntry, int]], start: Position, end: Position | None = None
+        self, listed: list[FileEntry], start: Position, end: Position | None = None
     ) -> None:
         """Fail where a file listed before, with rows after ``start`` (up to ``end``) not read
         yet, is no longer there."""
-        present = {entry.name for entry, _ in listed}
-        for name, rows in sorted(self._rows.items()):
-            if name in present or name < start.file or (end is not None and name > end.file):
+        present = {entry.name for entry in listed}
+        # Files counted, and files listed before but not reached yet (their count unknown).
+        for name in sorted((self._rows.keys() | self._pending) - present):
+            if name < start.file or (end is not None and name > end.file):
                 continue
-            if rows == 0 or (name == start.file and start.row >= rows):
+            rows = self._rows.get(name)
+            if rows == 0 or (rows is not None and name == start.file and start.row >= rows):
                 continue  # nothing left to read in it: deleting it is fine
             first = start.row + 1 if name == start.file else 1
-            unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
+            if rows is None:
+                unread = "rows" if first == 1 else f"rows from {first} on"
+            else:
+                unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
             raise DSparkJsonError(
                 f"Input file {self.directory.rstrip('/')}/{name} disappeared before the query "
                 f"read its {unread}. Leave input files in place until the query has read them; "
                 "put it back, or start the query again with a new checkpoint."
             )
+        self._pending = present
 
     def end(self) -> Position:
-        """The position after every row visible now."""
-        files = self.files()
-        return Position(files[-1][0].name, files[-1][1]) if files else Position()
+        """The position after every row visible now (only the last file is counted)."""
+        listed = self._list()
+        return Position(listed[-1].name, self.rows(listed[-1])) if listed else Position()
 
     def advance(
         self,
@@ -265,21 +369,23 @@ class PromptListing:
     ) -> Position:
         """The furthest position after ``start`` within the limits; ``start`` if nothing is new."""
         end, rows_taken, files_taken = start, 0, 0
-        listed = self.files()
+        self._move_to(start.file)
+        listed = self._list()
         self._check_gone(listed, start)
-        self._warn_late([e.name for e, _ in listed], start)
-        for entry, rows in listed:
+        self._warn_late(listed, start)
+        for entry in listed:
             if entry.name < start.file:
                 continue
             if cap is not None and entry.name > cap.file:
                 break
+            if max_files is not None and files_taken >= max_files:
+                break
+            rows = self.rows(entry)
             available = min(rows, cap.row) if cap is not None and entry.name == cap.file else rows
             first = start.row if entry.name == start.file else 0
             take = available - first
             if take <= 0:
                 continue
-            if max_files is not None and files_taken >= max_files:
-                break
             if max_rows is not None:
                 take = min(take, max_rows - rows_taken)
             end = Position(entry.name, first + take)
@@ -292,20 +398,23 @@ class PromptListing:
     def segments(self, start: Position, end: Position) -> list[Segment]:
         """The rows between two positions, as per-file segments."""
         out = []
-        listed = self.files()
+        self._move_to(min(start.file, self._after))
+        listed = self._list()
         self._check_gone(listed, start, end)
-        if end.row > 0 and end.file not in {entry.name for entry, _ in listed}:
+        if end.row > 0 and end.file not in {entry.name for entry in listed}:
             raise DSparkJsonError(
                 f"Input file {self.directory.rstrip('/')}/{end.file} is gone, but the query's "
                 f"offsets include its first {end.row} rows (a micro-batch being run again "
                 "after a restart). Put the file back, or start the query again with a new "
                 "checkpoint."
             )
-        for entry, rows in listed:
-            if entry.name < start.file or entry.name > end.file:
+        for entry in listed:
+            if entry.name < start.file:
                 continue
+            if entry.name > end.file:
+                break
             first = start.row if entry.name == start.file else 0
-            last = end.row if entry.name == end.file else rows
+            last = end.row if entry.name == end.file else self.rows(entry)
             if last > first:
                 out.append(Segment(entry.path, first, last))
         return out
@@ -313,14 +422,17 @@ class PromptListing:
     def locate(self, segment: Segment) -> Segment:
         """``segment`` with where its rows lie in the file, when the file was indexed."""
         index = self._index.get(segment.path.rsplit("/", 1)[-1])
-        window = index.window(segment.start, segment.end) if index is not None else None
-        return replace(segment, window=window)
+        if index is None:
+            return segment
+        streamed = index.starts is None and not segment.path.endswith(".parquet")
+        return replace(segment, window=index.window(segment.start, segment.end), streamed=streamed)
 
-    def _warn_late(self, names: list[str], start: Position) -> None:
+    def _warn_late(self, listed: list[FileEntry], start: Position) -> None:
         """Say so when a file shows up with a name before the stream's position."""
+        names = {entry.name for entry in listed} | set(self._before)
         if self._seen is not None:
-            for name in names:
-                if name < start.file and name not in self._seen:
+            for name in sorted(names - self._seen):
+                if name < start.file:
                     logger.warning(
                         "Prompt file %r appeared after the stream had moved past its name "
                         "(offset file %r); it will not be read. Name new files so they sort "
@@ -328,7 +440,9 @@ class PromptListing:
                         name,
                         start.file,
                     )
-        self._seen = set(names)
+            self._seen |= names
+        else:
+            self._seen = names
 
 
 def plan_partitions(
@@ -337,20 +451,52 @@ def plan_partitions(
     locate: Callable[[Segment], Segment] = lambda segment: segment,
 ) -> list[PromptPartition]:
     """Cut segments into partitions of at most ``partition_size`` rows, keeping input order;
-    ``locate`` adds where each piece lies in its file (:meth:`PromptListing.locate`)."""
+    ``locate`` adds where each piece lies in its file (:meth:`PromptListing.locate`).
+
+    The rows of a file read as a stream (compressed or re-encoded: ``streamed``) that do not fit
+    in the partition being filled go to one task, as ``parts`` of ``partition_size`` rows read
+    one after the other: the file is decompressed once per micro-batch, not once per part
+    (each part is reported in the metrics under a number of its own, after the partitions').
+    """
     partitions: list[PromptPartition] = []
     current: list[Segment] = []
     room = partition_size
+
+    def close() -> None:
+        nonlocal current, room
+        if current:
+            partitions.append(PromptPartition(len(partitions), tuple(current)))
+        current, room = [], partition_size
+
     for seg in segments:
         start = seg.start
+        if seg.end - start > room and locate(seg).streamed:
+            close()
+            if seg.end - start > partition_size:
+                index = len(partitions)
+                parts = tuple(
+                    PromptPartition(
+                        index, (locate(Segment(seg.path, s, min(s + partition_size, seg.end))),)
+                    )
+                    for s in range(start, seg.end, partition_size)
+                )
+                partitions.append(
+                    PromptPartition(index, tuple(p.segments[0] for p in parts), parts=parts)
+                )
+                continue
         while start < seg.end:
             take = min(room, seg.end - start)
             current.append(locate(Segment(seg.path, start, start + take)))
             start += take
             room -= take
             if room == 0:
-                partitions.append(PromptPartition(len(partitions), tuple(current)))
-                current, room = [], partition_size
-    if current:
-        partitions.append(PromptPartition(len(partitions), tuple(current)))
-    return partitions
+                close()
+    close()
+    # Each part is named in the metrics by a number of its own, after the batch's partitions.
+    numbers = itertools.count(len(partitions))
+    return [
+        replace(p, parts=tuple(replace(part, index=next(numbers)) for part in p.parts))
+        if p.parts
+        else p
+        for p in partitions
+    ]

@@ -15,6 +15,7 @@ import json
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.types import DataType, NullType, StructField
@@ -112,8 +113,9 @@ def infer_passthrough(listing: PromptListing, *, sample_rows: int = 1000) -> lis
     """
     types: dict[str, DataType] = {}
     seen = 0
-    for entry, rows in listing.files():
-        for record in read_segment(Segment(entry.path, 0, min(rows, sample_rows - seen))):
+    for segment in listing.sample(sample_rows):  # only what is sampled is counted and read
+        wanted = replace(segment, end=min(segment.end, segment.start + sample_rows - seen))
+        for record in read_segment(wanted):
             seen += 1
             for key, value in record.fields.items():
                 if value is not None:

@@ -31,6 +31,7 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.errors import OptionError
+from dspark_json.schema.inference import TYPED_NESTING
 
 __all__ = ["apply_hints", "parse_hints", "to_ddl"]
 
@@ -63,10 +64,8 @@ class _Tokens:
     def __init__(self, text: str, option: str) -> None:
         self.text, self.option = text, option
         self.items: list[str] = []
-        pos = 0
-        while pos < len(text):
-            if text[pos:].strip() == "":
-                break
+        pos, end = 0, len(text.rstrip())
+        while pos < end:
             match = _TOKEN.match(text, pos)
             if match is None:
                 self.fail(f"unexpected {text[pos:].strip()[:20]!r}")
@@ -87,9 +86,10 @@ class _Tokens:
         return token
 
     def fail(self, why: str) -> None:
+        shown = self.text if len(self.text) <= 200 else self.text[:200] + "..."
         raise OptionError(
             f"Option {self.option!r} is not a list of 'column TYPE' hints ({why}) in "
-            f"{self.text!r}. Example: 'parsed.score DOUBLE, parsed.tags ARRAY<STRING>'."
+            f"{shown!r}. Example: 'parsed.score DOUBLE, parsed.tags ARRAY<STRING>'."
         )
 
 
@@ -102,7 +102,9 @@ def parse_hints(text: str, option: str = "schemaHints") -> list[tuple[tuple[str,
         while tokens.peek() == ".":
             tokens.take(".")
             path.append(_name(tokens.take()))
-        hints.append((tuple(path), _type(tokens)))
+            if len(path) > TYPED_NESTING:
+                tokens.fail(f"a column path of more than {TYPED_NESTING} names")
+        hints.append((tuple(path), _type(tokens, 0)))
         if tokens.peek() is not None:
             tokens.take(",")
     return hints
@@ -112,18 +114,24 @@ def _name(token: str) -> str:
     return token[1:-1].replace("``", "`") if token.startswith("`") else token
 
 
-def _type(tokens: _Tokens) -> DataType:
+def _type(tokens: _Tokens, depth: int) -> DataType:
+    """The type at the tokens' position, ``depth`` types deep: at most
+    :data:`~dspark_json.schema.inference.TYPED_NESTING`, as deep as inference types (Spark's
+    own schema code recurses per level: a hostile hint is an OptionError, not a
+    RecursionError)."""
+    if depth >= TYPED_NESTING:
+        tokens.fail(f"types nested more than {TYPED_NESTING} deep")
     word = tokens.take().lower()
     if word == "array":
         tokens.take("<")
-        element = _type(tokens)
+        element = _type(tokens, depth + 1)
         tokens.take(">")
         return ArrayType(element)
     if word == "map":
         tokens.take("<")
-        key = _type(tokens)
+        key = _type(tokens, depth + 1)
         tokens.take(",")
-        value = _type(tokens)
+        value = _type(tokens, depth + 1)
         tokens.take(">")
         return MapType(key, value)
     if word == "struct":
@@ -133,7 +141,7 @@ def _type(tokens: _Tokens) -> DataType:
             name = _name(tokens.take())
             if tokens.peek() == ":":
                 tokens.take(":")
-            fields.append(StructField(name, _type(tokens)))
+            fields.append(StructField(name, _type(tokens, depth + 1)))
             if tokens.peek() == ",":
                 tokens.take(",")
         tokens.take(">")

@@ -4,6 +4,13 @@ follow (a Pydantic model's ``model_json_schema()`` included).
 Types are computed with three stand-ins that settle to string at the end: ``NullType`` (only
 null: a union drops it), string (any JSON value, held as its text: a union with it is string, an
 intersection ignores it) and ``None`` (``false``: no value at all, so the field cannot appear).
+
+Mapping is bounded in time and memory whatever the schema: each definition a ``$ref`` points to
+is mapped once and its type reused wherever it is referred to (a reference back into a
+definition being mapped is cut to string), so the unions of definitions that refer to each
+other fold into one type each; and a budget of steps (:data:`_MAX_STEPS`) and of unfolded
+fields (:data:`_MAX_FIELDS`, checked as types are built) refuses a schema past it with a
+:class:`~dspark_json.errors.SchemaError` naming the part being mapped.
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ _SCALARS: dict[str, DataType] = {
 _KINDS = "object, array, string, integer, number, boolean, null"
 #: A bound on the unfolded size of a type: shared definitions can nest exponentially.
 _MAX_FIELDS = 100_000
+#: A bound on the work of one mapping: schema nodes visited plus types merged (a few seconds).
+_MAX_STEPS = 200_000
+#: The most places cut short that the INFO line about recursion lists.
+_CUTS_LOGGED = 20
 
 _Type = DataType | None  # None: `false`, no value at all
 
@@ -64,7 +75,7 @@ def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "par
     reader does). ``column`` names the column in messages.
     """
     try:
-        mapper = _Mapper(schema)
+        mapper = _Mapper(schema, column)
         mapped = mapper.map(schema, column)
     except RecursionError as exc:
         raise SchemaError(
@@ -76,13 +87,7 @@ def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "par
             f"JSON Schema of {column} allows no value at all (it is `false`, or its parts "
             "exclude each other), so no answer could match it. Fix the schema."
         )
-    fields = _count(mapped, {})
-    if fields > _MAX_FIELDS:
-        raise SchemaError(
-            f"JSON Schema of {column} would make a Spark type of {fields} fields (its shared "
-            f"parts nest into each other); at most {_MAX_FIELDS} are mapped. Pin the column "
-            "with a user schema (e.g. as STRING, the JSON text)."
-        )
+    mapper.check_size(mapped, column)
     settled = settle(mapped)
     if mapper.cycles:
         mapper.typed.setdefault(id(schema), settled)
@@ -93,14 +98,18 @@ def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "par
 def _log_cycles(cycles: list[tuple[str, str, int]], typed: Mapping[int, _Type]) -> None:
     """One INFO line: where a recursive schema was cut, and the ``from_json`` to read it."""
     cuts = []
-    for path, ref, target in cycles:
+    ddls: dict[int, str] = {}  # each target's DDL once, however many cuts refer back to it
+    for path, ref, target in cycles[:_CUTS_LOGGED]:
         dtype = typed.get(target)
         if dtype is None:
             cuts.append(f"{path} ({ref})")
             continue
-        dtype = settle(dtype)
-        ddl = to_ddl(dtype) if isinstance(dtype, StructType) else dtype.simpleString()
-        cuts.append(f"{path} ({ref}: from_json(<col>, '{ddl}'))")
+        if target not in ddls:
+            dtype = settle(dtype)
+            ddls[target] = to_ddl(dtype) if isinstance(dtype, StructType) else dtype.simpleString()
+        cuts.append(f"{path} ({ref}: from_json(<col>, '{ddls[target]}'))")
+    if len(cycles) > _CUTS_LOGGED:
+        cuts.append(f"and {len(cycles) - _CUTS_LOGGED} more")
     logger.info(
         "The JSON Schema is recursive and Spark types cannot nest without end, so these hold "
         "the JSON text (string) of what they refer back to: %s. Read them with from_json as "
@@ -132,9 +141,33 @@ def as_json_schema(response_format: Mapping[str, Any] | type | None) -> Mapping[
     )
 
 
+class _Budget:
+    """The steps one mapping may take (:data:`_MAX_STEPS`); ``where`` is the part being mapped,
+    named when the budget runs out."""
+
+    def __init__(self, column: str) -> None:
+        self.column = column
+        self.left = _MAX_STEPS
+        self.where = column
+
+    def spend(self) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise SchemaError(
+                f"JSON Schema of {self.column} is too large or too intricate to map: mapping "
+                f"it took more than {_MAX_STEPS} steps, stopped at {_short(self.where)}. "
+                "Simplify that part, or pin the column with a user schema (e.g. as STRING, the "
+                "JSON text)."
+            )
+
+
 class _Mapper:
-    def __init__(self, root: Mapping[str, Any] | bool) -> None:
+    def __init__(self, root: Mapping[str, Any] | bool, column: str = "parsed") -> None:
         self._doc = Document(root)
+        self.column = column
+        self.budget = _Budget(column)
+        #: id -> (type, unfolded size): the type is held so that its id stays its own.
+        self._sizes: dict[int, tuple[DataType, int]] = {}
         self._open: list[int] = [id(root)]  # the schemas being mapped, outermost first
         #: (column path, $ref, target) where a reference points back to a schema being mapped.
         self.cycles: list[tuple[str, str, int]] = []
@@ -143,6 +176,8 @@ class _Mapper:
         self._done: dict[int, _Type] = {}  # the same, for those mapped without a cycle cut
 
     def map(self, node: Any, where: str) -> _Type:
+        self.budget.where = where
+        self.budget.spend()
         if isinstance(node, bool):
             return StringType() if node else None
         if not isinstance(node, Mapping):
@@ -161,12 +196,29 @@ class _Mapper:
         for key in ("anyOf", "oneOf"):
             if key in node:
                 branches = [self.map(b, f"{where}.{key}[{i}]") for i, b in _items(node, key, where)]
-                parts.append(_either(branches))
+                self.budget.where = f"{where}.{key}"
+                parts.append(_either(branches, self.budget))
         if "const" in node:
             parts.append(_type_of_values([node["const"]]))
         elif "enum" in node:
             parts.append(_type_of_values([v for _, v in _items(node, "enum", where)]))
-        return _all(parts)
+        self.budget.where = where
+        return _all(parts, self.budget)
+
+    def check_size(self, dtype: _Type, where: str, ref: str | None = None) -> None:
+        """Refuse ``dtype`` where its unfolded size passes :data:`_MAX_FIELDS` (shared parts
+        counted once each, from what earlier checks found)."""
+        if dtype is None:
+            return
+        fields = _count(dtype, self._sizes)
+        if fields > _MAX_FIELDS:
+            what = f" in {ref} (reached at {_short(where)})" if ref is not None else ""
+            raise SchemaError(
+                f"JSON Schema of {self.column} would make a Spark type of {fields} fields"
+                f"{what} (its shared parts nest into each other); at most "
+                f"{_MAX_FIELDS} are mapped. Pin the column with a user schema (e.g. as STRING, "
+                "the JSON text)."
+            )
 
     def _declared(self, node: Mapping[str, Any], where: str) -> _Type:
         declared = node.get("type")
@@ -178,7 +230,7 @@ class _Mapper:
             else:
                 return StringType()  # unconstrained
         if isinstance(declared, list):
-            return _either([self._typed(node, t, where) for t in declared])
+            return _either([self._typed(node, t, where) for t in declared], self.budget)
         return self._typed(node, declared, where)
 
     def _typed(self, node: Mapping[str, Any], declared: Any, where: str) -> _Type:
@@ -217,7 +269,7 @@ class _Mapper:
         else:
             values.append(True)
         types = [self.map(s, f"{where}{{}}") for s in values]
-        value = _either(types)
+        value = _either(types, self.budget)
         return StringType() if value is None else MapType(StringType(), value)
 
     def _array(self, node: Mapping[str, Any], where: str) -> _Type:
@@ -249,7 +301,7 @@ class _Mapper:
         if all(t == together[0] for t in together):
             return ArrayType(together[0])
         if tail is not None:
-            return ArrayType(_either(together) or StringType())
+            return ArrayType(_either(together, self.budget) or StringType())
         return StructType([StructField(tuple_field(i), t) for i, t in enumerate(types)])
 
     def _ref(self, node: Mapping[str, Any], key: str, where: str) -> _Type:
@@ -263,16 +315,23 @@ class _Mapper:
         if target_id in self._open:
             self.cycles.append((where, ref, target_id))
             return StringType()
-        cuts = len(self.cycles)
         self._open.append(target_id)
         try:
             mapped = self.map(target, where)
         finally:
             self._open.pop()
+        self.check_size(mapped, where, ref)
         self.typed.setdefault(target_id, mapped)
-        if len(self.cycles) == cuts:  # no cut inside: the type does not depend on the path
-            self._done[target_id] = mapped
+        # Once, even where a cut inside made it depend on the path it was first reached by:
+        # definitions that refer to each other would otherwise be mapped once per path
+        # (exponentially many), each union of them unfolded anew.
+        self._done[target_id] = mapped
         return mapped
+
+
+def _short(where: str, keep: int = 120) -> str:
+    """A column path as messages show it: its last ``keep`` characters."""
+    return where if len(where) <= keep else "..." + where[-keep:]
 
 
 def _items(node: Mapping[str, Any], key: str, where: str) -> list[tuple[int, Any]]:
@@ -291,7 +350,7 @@ def _named(node: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _either(types: Sequence[_Type]) -> _Type:
+def _either(types: Sequence[_Type], budget: _Budget) -> _Type:
     """anyOf / oneOf / a list of types: ``false`` and null branches drop out; the same type
     stays; objects merge their fields; arrays and maps merge their elements; else string."""
     kept = [t for t in types if t is not None and not isinstance(t, NullType)]
@@ -299,49 +358,51 @@ def _either(types: Sequence[_Type]) -> _Type:
         return NullType() if any(t is not None for t in types) else None
     merged = kept[0]
     for t in kept[1:]:
-        merged = _or(merged, t)
+        merged = _or(merged, t, budget)
     return merged
 
 
-def _or(a: DataType, b: DataType) -> DataType:
-    if a == b:
+def _or(a: DataType, b: DataType, budget: _Budget) -> DataType:
+    budget.spend()
+    if a is b or a == b:
         return a
     if isinstance(a, NullType):
         return b
     if isinstance(b, NullType):
         return a
     if isinstance(a, StructType) and isinstance(b, StructType):
-        return _fields(a, b, _or)
+        return _fields(a, b, _or, budget)
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
-        return ArrayType(_or(a.elementType, b.elementType))
+        return ArrayType(_or(a.elementType, b.elementType, budget))
     if isinstance(a, MapType) and isinstance(b, MapType):
-        return MapType(StringType(), _or(a.valueType, b.valueType))
+        return MapType(StringType(), _or(a.valueType, b.valueType, budget))
     return StringType()
 
 
-def _all(types: Sequence[_Type]) -> _Type:
+def _all(types: Sequence[_Type], budget: _Budget) -> _Type:
     """allOf, and a schema's keywords together: what every part allows."""
     merged: _Type = StringType()
     for t in types:
         if t is None or merged is None:
             return None
-        merged = _and(merged, t)
+        merged = _and(merged, t, budget)
     return merged
 
 
-def _and(a: DataType, b: DataType) -> DataType:
-    if a == b or isinstance(b, StringType):
+def _and(a: DataType, b: DataType, budget: _Budget) -> DataType:
+    budget.spend()
+    if a is b or a == b or isinstance(b, StringType):
         return a
     if isinstance(a, StringType | NullType):  # null and a type: keep the type
         return b
     if isinstance(b, NullType):
         return a
     if isinstance(a, StructType) and isinstance(b, StructType):
-        return _fields(a, b, _and)
+        return _fields(a, b, _and, budget)
     if isinstance(a, ArrayType) and isinstance(b, ArrayType):
-        return ArrayType(_and(a.elementType, b.elementType))
+        return ArrayType(_and(a.elementType, b.elementType, budget))
     if isinstance(a, MapType) and isinstance(b, MapType):
-        return MapType(StringType(), _and(a.valueType, b.valueType))
+        return MapType(StringType(), _and(a.valueType, b.valueType, budget))
     if isinstance(a, StructType) and isinstance(b, MapType):
         return a
     if isinstance(b, StructType) and isinstance(a, MapType):
@@ -351,20 +412,21 @@ def _and(a: DataType, b: DataType) -> DataType:
     return StringType()  # parts that exclude each other: keep whatever comes, as text
 
 
-def _fields(a: StructType, b: StructType, merge: Any) -> StructType:
+def _fields(a: StructType, b: StructType, merge: Any, budget: _Budget) -> StructType:
     """The fields of ``a`` in order, then those only ``b`` has; shared ones merged."""
     types = {f.name: f.dataType for f in a.fields}
     for f in b.fields:
-        types[f.name] = merge(types[f.name], f.dataType) if f.name in types else f.dataType
+        budget.spend()
+        types[f.name] = merge(types[f.name], f.dataType, budget) if f.name in types else f.dataType
     return StructType([StructField(name, t) for name, t in types.items()])
 
 
-def _count(dtype: DataType, seen: dict[int, int]) -> int:
+def _count(dtype: DataType, seen: dict[int, tuple[DataType, int]]) -> int:
     """How many fields, elements and values ``dtype`` holds, all nesting unfolded (its parts
-    may be shared, so each is counted once and reused)."""
+    may be shared, so each is counted once and reused; ``seen`` holds each type counted)."""
     known = seen.get(id(dtype))
     if known is not None:
-        return known
+        return known[1]
     if isinstance(dtype, StructType):
         count = 1 + sum(_count(f.dataType, seen) for f in dtype.fields)
     elif isinstance(dtype, ArrayType):
@@ -373,7 +435,7 @@ def _count(dtype: DataType, seen: dict[int, int]) -> int:
         count = 1 + _count(dtype.valueType, seen)
     else:
         count = 1
-    seen[id(dtype)] = count
+    seen[id(dtype)] = (dtype, count)
     return count
 
 

@@ -21,7 +21,7 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.parse.json import rescued_keys
-from dspark_json.rows import PARSER_COLUMNS, SYSTEM_FIELDS
+from dspark_json.rows import ATTEMPT_TYPE, PARSER_COLUMNS, SYSTEM_FIELDS
 from dspark_json.schema.json_schema import json_schema_to_spark
 
 __all__ = [
@@ -174,10 +174,11 @@ def output_schema(
     response_format: Mapping[str, Any] | None = None,
     parsed: DataType | None = None,
     violations: bool = False,
+    attempts: bool = False,
 ) -> StructType:
     """Pass-through prompt columns, ``custom_id``, the envelope, ``parsed`` (typed by ``parsed``,
     else from ``response_format``) and the system columns (``_schema_violations`` too when
-    ``violations``)."""
+    ``violations``, ``_attempts`` when ``attempts``)."""
     if parsed is None and response_format is not None:
         parsed = json_schema_to_spark(response_format)
     fields = [*passthrough, StructField("custom_id", StringType())]
@@ -187,6 +188,8 @@ def output_schema(
     fields += SYSTEM_FIELDS
     if violations:
         fields.append(StructField("_schema_violations", ArrayType(StringType())))
+    if attempts:
+        fields.append(StructField("_attempts", ATTEMPT_TYPE))
     return StructType(fields)
 
 

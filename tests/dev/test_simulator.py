@@ -144,3 +144,67 @@ def test_capacity_makes_latency_grow_like_a_queue():
     with SimulatorProcess(latency=0.1, faults=Faults(capacity=2)) as server:
         elapsed = asyncio.run(burst(server.url, 8))
     assert elapsed >= 0.4  # 8 requests, 2 at a time, 0.1 s each
+
+
+def test_first_answer_faults_are_seeded_per_prompt_and_fixed_by_the_right_re_ask():
+    from dspark_json.dev.local import SimulatorProcess
+    from dspark_json.dev.simulator import Faults
+
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["word", "n"],
+    }
+    faults = Faults(
+        first_truncated_rate=0.25,
+        first_broken_rate=0.25,
+        first_prose_rate=0.25,
+        first_invalid_rate=0.25,
+    )
+
+    def ask(url, prompt, *, max_tokens=32, more=()):
+        body = {
+            "model": "dspark-sim",
+            "messages": [{"role": "user", "content": prompt}, *more],
+            "max_tokens": max_tokens,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}},
+        }
+        choice = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=10).json()
+        return choice["choices"][0]
+
+    def kind(choice):
+        content = choice["message"]["content"]
+        if choice["finish_reason"] == "length":
+            return "truncated"
+        try:
+            value = json.loads(content)
+        except ValueError:
+            return "broken" if content.startswith("{") else "prose"
+        return "ok" if set(value) == {"word", "n"} else "invalid"
+
+    runs = []
+    for _ in range(2):
+        with SimulatorProcess(seed=4, faults=faults) as server:
+            first = {f"q{i}": ask(server.url, f"q{i}") for i in range(24)}
+            kinds = {p: kind(c) for p, c in first.items()}
+            again = {p: kind(ask(server.url, p)) for p in first}  # the same request: no fix
+            fixed = {}
+            for prompt, choice in first.items():
+                said = {"role": "assistant", "content": choice["message"]["content"]}
+                if kinds[prompt] == "truncated":
+                    fixed[prompt] = kind(ask(server.url, prompt, max_tokens=64))
+                elif kinds[prompt] == "invalid":
+                    vague = {"role": "user", "content": "That is wrong; try again."}
+                    assert kind(ask(server.url, prompt, more=[said, vague])) == "invalid"
+                    named = {"role": "user", "content": "$: 'n' is a required property"}
+                    fixed[prompt] = kind(ask(server.url, prompt, more=[said, named]))
+                else:
+                    retry = {"role": "user", "content": "Answer with the JSON only."}
+                    fixed[prompt] = kind(ask(server.url, prompt, more=[said, retry]))
+            stats = server.stats()
+        runs.append(kinds)
+        assert set(kinds.values()) == {"truncated", "broken", "prose", "invalid"}
+        assert again == kinds
+        assert set(fixed.values()) == {"ok"}
+        assert stats["reasks"] == len(first) + sum(1 for k in kinds.values() if k == "invalid")
+    assert runs[0] == runs[1]  # seeded

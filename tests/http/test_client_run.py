@@ -187,7 +187,7 @@ def test_a_transport_error_that_echoes_the_key_is_masked():
     assert out.error["message"] == "reset after Bearer ***"
 
 
-def test_request_bytes_are_sent_as_given_and_a_200_body_is_read_leniently():
+def test_request_bytes_are_sent_as_given_and_a_200_body_not_utf8_keeps_its_bytes():
     sent = []
 
     def handler(request):
@@ -196,7 +196,8 @@ def test_request_bytes_are_sent_as_given_and_a_200_body_is_read_leniently():
 
     fetched = run(handler, [b'{"model": "m"}'], HttpOptions(endpoints=ENDPOINT))
     assert sent == [b'{"model": "m"}']
-    assert fetched.outcomes[0].body == '{"a": "\ufffd"}'
+    assert fetched.outcomes[0].body == '{"a": "\\xff"}'
+    assert fetched.outcomes[0].error["type"] == "invalid_utf8"
 
 
 def test_by_default_a_failure_does_not_stop_the_others():

@@ -14,7 +14,7 @@ import pytest
 from dspark_json.errors import ServerError
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
-from dspark_json.http.preflight import check_server, fetch_served_schema
+from dspark_json.http.preflight import check_model, check_server, fetch_served_schema
 from dspark_json.http.secrets import Secret
 
 KEY = "zq-canary-preflight-42"
@@ -79,12 +79,14 @@ def test_the_model_is_the_first_served_or_must_be_served():
     def models(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
         if handler.path == "/health":
             return 200, ""
-        return 200, json.dumps({"data": [{"id": "a"}, {"id": "b"}]})
+        return 200, json.dumps({"data": [{"id": "a"}, {"id": "b", "max_model_len": 4096}]})
 
     with server(models) as url:
         options = HttpOptions(endpoints=(Endpoint(url),))
         assert check_server(options, None) == "a"
         assert check_server(options, "b") == "b"
+        assert check_model(options, None) == ("a", None)  # its context: not listed
+        assert check_model(options, "b") == ("b", 4096)
         with pytest.raises(ServerError, match=r"Model 'c' is not served .* \(it serves: a, b\)"):
             check_server(options, "c")
 

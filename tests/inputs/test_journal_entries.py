@@ -94,3 +94,18 @@ def test_an_entry_that_cannot_be_deleted_does_not_stop_the_others(tmp_path, monk
         assert journal.prune(Position("p99.jsonl", 0)) == 7
     assert [str(p) for p in tmp_path.iterdir()] == [stuck[-1].stuck]
     assert "cannot prune" in caplog.text
+
+
+def test_re_ask_rounds_are_kept_next_to_their_entry_and_pruned_with_it(tmp_path):
+    journal = Journal(str(tmp_path / "j"))
+    key = save(journal, "a.jsonl", 3)
+    error = {"status": 503, "type": "ServiceUnavailable", "message": "busy", "attempts": 5}
+    asked = Outcomes.of([Outcome(body='{"fixed": 1}'), Outcome(error=error)])
+    assert journal.load_round(key, 1) is None
+    assert journal.save_round(key, 1, Position("a.jsonl", 3), [0, 2], asked)
+    rows, outcomes = journal.load_round(key, 1)
+    assert rows == [0, 2] and list(outcomes) == list(asked)
+    assert journal.load_round(key, 2) is None
+    assert journal.load(key) is not None  # the entry's own answers are untouched
+    assert journal.prune(Position("a.jsonl", 3)) == 2
+    assert journal.load_round(key, 1) is None and journal.load(key) is None

@@ -1,7 +1,7 @@
 """A streaming job for the exactly-once tests, run as its own process so that it can be killed.
 
     python tests/spark/stream_job.py --url URL --work DIR [--crash after-journal|after-commit
-                                     --crash-batch N] [--fail-task-once]
+                                     --crash-batch N] [--fail-task-once] [--repair-attempts N]
 
 Prompts in DIR/in -> dspark-json (journal DIR/journal, 20 prompts per batch) -> the dspark-delta
 sink into DIR/table (the tasks write the data files, the driver commits), checkpoint
@@ -10,6 +10,8 @@ a lost node would) at that point of batch N, from the sink's commit on the drive
 tasks read the batch (its answers are journaled) and wrote its data files, but before the Delta
 commit; or after the Delta commit, before Spark records the batch as done. ``--fail-task-once``
 makes the first task fail once after its rows were read, and lets Spark retry it (local[2,2]).
+``--repair-attempts`` re-asks wrong answers (with validateSchema; maxTokens 32, metrics in
+DIR/metrics).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def main() -> None:
     parser.add_argument("--crash", choices=["after-journal", "after-commit"])
     parser.add_argument("--crash-batch", type=int, default=0)
     parser.add_argument("--fail-task-once", action="store_true")
+    parser.add_argument("--repair-attempts", type=int, default=0, help="and validateSchema")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -85,6 +88,14 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     dspark_json.register(spark)
     spark.dataSource.register(CrashingSink)  # same name: replaces the plain dspark-delta
+    repair = {}
+    if args.repair_attempts:
+        repair = {
+            "repairAttempts": str(args.repair_attempts),
+            "validateSchema": "true",
+            "maxTokens": "32",
+            "metrics": str(args.work / "metrics"),
+        }
     df = (
         spark.readStream.format("dspark-json")
         .option("endpoint", args.url)
@@ -99,6 +110,7 @@ def main() -> None:
             '{"type": "object", "properties": {"word": {"type": "string"}, '
             '"n": {"type": "integer"}}, "required": ["word", "n"]}',
         )
+        .options(**repair)
         .load()
     )
     if args.fail_task_once:

@@ -92,6 +92,29 @@ def test_two_choices_and_a_small_max_tokens(spark, vllm, tmp_path):
     assert all(r["usage"]["completion_tokens"] == 6 for r in rows)  # 3 per choice
 
 
+def test_a_truncated_answer_is_repaired_with_more_tokens(spark, vllm, tmp_path):
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(6))
+    rows = stream(
+        spark,
+        tmp_path,
+        vllm.url,
+        responseFormat=json.dumps(SCHEMA),
+        maxTokens="3",
+        repairAttempts="4",
+        repairMaxTokens="96",
+    )
+    assert len(rows) == 6
+    for row in rows:
+        first, *reasks = row["_attempts"]
+        assert first["status"] == "truncated" and first["completion_tokens"] == 3
+        assert first["reason"].endswith("re-asked with max_tokens=6")
+        assert reasks and reasks[-1]["status"] == row["_status"]
+    # Guided decoding closes the JSON once it has room: with more tokens, the answers parse.
+    fixed = [r for r in rows if r["_status"] == "ok"]
+    assert fixed, [r["_attempts"] for r in rows]
+    assert all(r["_attempts"][-1]["completion_tokens"] > 3 for r in fixed)
+
+
 def test_a_prompt_beyond_max_model_len_keeps_its_row_with_vllms_error(spark, vllm, tmp_path):
     long = {"custom_id": "long", "prompt": "word " * 5000}
     write_prompts(tmp_path / "in", "a.jsonl", [long, *prompts(2)])

@@ -1,0 +1,214 @@
+"""What a re-ask is (option ``repairAttempts``): which answers are asked again, and how.
+
+A row whose answer is ``truncated``, ``not_json``, ``corrupt_content`` or (with
+``validateSchema``) breaks the JSON Schema can be asked again:
+
+- ``truncated``: the same request with ``max_tokens`` doubled (capped by ``repairMaxTokens`` and
+  by what the model's context leaves after the prompt, where the server lists it);
+- the others: the conversation extended with the model's answer and a user message that names
+  what was wrong (the parse error, or the violations: path and message, capped in length),
+  asking for the JSON only.
+
+``http_error``, ``invalid_prompt``, ``corrupt_envelope``, ``empty`` and refusals are never
+re-asked. The rounds, the budget and the journal are :mod:`.reask`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dspark_json.option_spec import number, option, positive
+from dspark_json.parse.content import extract_json
+from dspark_json.rows import Attempt, Status, load_json
+
+__all__ = [
+    "REASKED",
+    "Answer",
+    "RepairOptions",
+    "RowState",
+    "feedback",
+    "is_wrong",
+    "parse_error",
+    "plan",
+    "read_answer",
+    "shorten",
+    "whole_number",
+]
+
+#: The statuses a re-ask can fix (with validateSchema: an ``ok`` row with violations too).
+REASKED = frozenset({Status.TRUNCATED, Status.NOT_JSON, Status.CORRUPT_CONTENT})
+#: The longest text the re-ask message quotes of one problem, and of all of them.
+_ONE_PROBLEM = 200
+_ALL_PROBLEMS = 600
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepairOptions:
+    """Whether, how often and at what cost rows with a wrong answer are asked again."""
+
+    repair_attempts: int = option(
+        "repairAttempts",
+        "Re-asks per row whose answer is truncated, not_json, corrupt_content or (with "
+        "validateSchema) breaks the schema: truncated ones with max_tokens doubled, the others "
+        "with the answer and what was wrong with it added to the conversation. 0: none (a "
+        "re-ask costs tokens). Column _attempts shows each attempt; never re-asked: "
+        "http_error, invalid_prompt, refusals.",
+        "2",
+        convert=number(int, low=0, high=10),
+        default="0",
+    )
+    repair_max_tokens: int | None = option(
+        "repairMaxTokens",
+        "The most max_tokens a re-ask of a truncated answer asks for (doubling from maxTokens "
+        "or the row's own). Never more than the model's context leaves after the prompt, "
+        "where the server lists it (vLLM's max_model_len). Default: no other cap.",
+        "2048",
+        convert=positive(int),
+    )
+    repair_token_budget: int | None = option(
+        "repairTokenBudget",
+        "The most tokens (prompt + completion) the re-asks of one task of a micro-batch may "
+        "spend; a re-ask is sent while the tokens spent plus its estimate (twice those of the "
+        "answer it replaces) stay within it. Past it, rows stay as answered and the metrics "
+        "say so (repair.over_budget). Default: no cap.",
+        "200000",
+        convert=positive(int),
+    )
+
+
+@dataclass
+class RowState:
+    """A row being repaired: its request, its answer now, its attempts."""
+
+    request: dict[str, Any]
+    messages: list[Any]  # the first request's messages
+    max_tokens: int | None
+    body: str | None
+    status: str
+    violations: list[str] | None
+    attempts: list[Attempt]
+    done: bool = False  # not to be asked again
+
+
+@dataclass
+class Answer:
+    """What the policy reads of one answer body."""
+
+    content: str | None = None
+    finish_reason: str | None = None
+    refused: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def read_answer(body: str | None) -> Answer:
+    try:
+        envelope = _object(load_json(body) if body is not None else None)
+    except ValueError:  # not the answer's JSON: the parser has said so
+        return Answer()
+    usage = _object(envelope.get("usage"))
+    out = Answer(
+        prompt_tokens=whole_number(usage.get("prompt_tokens")),
+        completion_tokens=whole_number(usage.get("completion_tokens")),
+    )
+    choices = envelope.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    if isinstance(choice, dict):
+        message = _object(choice.get("message"))
+        content = message.get("content")
+        out.content = content if isinstance(content, str) else None
+        out.finish_reason = choice.get("finish_reason")
+        out.refused = bool(message.get("refusal")) or out.finish_reason == "content_filter"
+    return out
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def whole_number(value: Any) -> int | None:
+    """``value`` where it is a JSON integer, else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def parse_error(content: str | None) -> str:
+    """What is wrong with ``content`` as JSON, short: the decoder's message and where."""
+    if content is None:
+        return "the answer has no content"
+    found = extract_json(content)
+    if found is None:
+        return "the answer holds no JSON (prose)"
+    try:
+        json.loads(found)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError as exc:
+        return f"invalid JSON: {exc}"
+    return "the JSON does not have the types asked for"
+
+
+def feedback(status: str, problem: str, violations: Sequence[str] | None) -> str:
+    """The user message of a conversation re-ask: what was wrong, and what to answer."""
+    if violations:
+        listed = "; ".join(shorten(v, _ONE_PROBLEM) for v in violations)
+        return (
+            "Your answer breaks the JSON Schema: "
+            f"{shorten(listed, _ALL_PROBLEMS)}. Answer again with only the corrected JSON "
+            "document, no prose and no Markdown."
+        )
+    return (
+        f"Your answer could not be read ({status}: {shorten(problem, _ONE_PROBLEM)}). Answer again "
+        "with only the JSON document, no prose and no Markdown."
+    )
+
+
+def plan(
+    row: RowState, answer: Answer, options: RepairOptions, context: int | None
+) -> tuple[str, dict[str, Any], int | None] | str:
+    """How to re-ask ``row``: (why, the request, its max_tokens), or why it is not re-asked."""
+    if answer.refused:
+        return "a refusal: not re-asked"
+    if row.status == Status.TRUNCATED:
+        current = row.max_tokens
+        if current is None:
+            return "cut at the model's limit (no max_tokens to raise): not re-asked"
+        caps = {"repairMaxTokens": options.repair_max_tokens}
+        if context is not None and answer.prompt_tokens is not None:
+            caps["the model's context"] = context - answer.prompt_tokens
+        raised = min([current * 2, *(c for c in caps.values() if c is not None)])
+        if raised <= current:
+            limit = min((c, name) for name, c in caps.items() if c is not None)[1]
+            return f"cut at max_tokens={current}, already at {limit}: not re-asked"
+        return (
+            f"cut at max_tokens={current} (finish_reason length): re-asked with max_tokens="
+            f"{raised}",
+            {**row.request, "max_tokens": raised},
+            raised,
+        )
+    problem = parse_error(answer.content) if row.status != Status.OK else "schema violations"
+    violations = row.violations if row.violations else None
+    message = feedback(row.status, problem, violations)
+    request = {
+        **row.request,
+        "messages": [
+            *row.messages,
+            {"role": "assistant", "content": answer.content or ""},
+            {"role": "user", "content": message},
+        ],
+    }
+    if row.max_tokens is not None:
+        request["max_tokens"] = row.max_tokens
+    what = f"{len(violations)} schema violation(s)" if violations else problem
+    return f"{shorten(what, _ONE_PROBLEM)}: re-asked with the error named", request, row.max_tokens
+
+
+def is_wrong(row: RowState) -> bool:
+    """Whether the row's answer now is one a re-ask could fix."""
+    return row.status in REASKED or (row.status == Status.OK and bool(row.violations))
