@@ -12,6 +12,11 @@
     table = dspark_json.parse_responses(bodies, response_format=schema)  # bodies in hand
 
 Importing this package never imports cuDF, RMM or CUDA; the GPU parser loads them on use.
+
+``__all__`` is what users call. The rest is internal: importable from its module (the options
+as :class:`dspark_json.options.Options` and :data:`dspark_json.options.OPTION_SPECS`, the plan
+redaction as :data:`dspark_json.http.secrets.REDACTION_PATTERN`), with no promise across 0.x
+releases.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from dspark_json.bodies import parse_dataframe, parse_responses, response_schema
+from dspark_json.compat import start
 from dspark_json.delta import write_delta
+from dspark_json.delta.sink import DeltaSink
 from dspark_json.errors import (
     BackendUnavailable,
     DSparkJsonError,
@@ -29,20 +36,21 @@ from dspark_json.errors import (
     ServerError,
 )
 from dspark_json.generation import generate
-from dspark_json.options import FORMAT as FORMAT  # the format name, one spelling
-from dspark_json.options import OPTION_SPECS, Options
+from dspark_json.http.secrets import REDACTION_PATTERN as _REDACTION_PATTERN
+from dspark_json.options import FORMAT
 from dspark_json.schema.json_schema import json_schema_to_spark
+from dspark_json.source import DSparkJsonDataSource
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = [
-    "OPTION_SPECS",
-    "REDACTION_PATTERN",
+    "FORMAT",
     "BackendUnavailable",
+    "DSparkJsonDataSource",
     "DSparkJsonError",
+    "DeltaSink",
     "OptionError",
-    "Options",
     "RecordError",
     "SchemaError",
     "ServerError",
@@ -53,16 +61,12 @@ __all__ = [
     "parse_responses",
     "register",
     "response_schema",
+    "start",
     "write_delta",
 ]
 
 __version__ = "0.1.0"
 
-
-#: Added to ``spark.sql.redaction.options.regex`` by :func:`register`: option names that hold a
-#: key, and any value with credentials in a URL. Spark's default, ``(?i)url``, matches neither,
-#: and a streaming DataFrame's ``explain()`` prints every option of the source.
-REDACTION_PATTERN = r"(?i:apikey|api_key)|://[^/@\s]+@"
 _REDACTION_CONF = "spark.sql.redaction.options.regex"
 
 
@@ -77,10 +81,9 @@ def register(spark: SparkSession) -> None:
         The session to register the format with (classic or Spark Connect).
     """
     from dspark_json.delta.stream import register_once, register_sink
-    from dspark_json.source import DSparkJsonDataSource
 
     register_once(spark, DSparkJsonDataSource)
     register_sink(spark)
     current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
-    if REDACTION_PATTERN not in current:
-        spark.conf.set(_REDACTION_CONF, f"{current}|{REDACTION_PATTERN}")
+    if _REDACTION_PATTERN not in current:
+        spark.conf.set(_REDACTION_CONF, f"{current}|{_REDACTION_PATTERN}")

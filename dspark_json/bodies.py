@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
@@ -27,22 +27,27 @@ from dspark_json.rows import (
     RecordMode,
     apply_mode,
 )
-from dspark_json.schema.json_schema import as_json_schema
+from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
 from dspark_json.schema.output import output_schema, response_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-__all__ = ["parse_dataframe", "parse_responses", "response_schema"]
+__all__ = ["Bodies", "Columns", "parse_dataframe", "parse_responses", "response_schema"]
 
 logger = logging.getLogger("dspark_json")
 
 _SNIPPET = 200
 
+#: Response bodies: a string or binary Arrow array, or a list of str / bytes / None.
+Bodies: TypeAlias = pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]
+#: The columns wanted: Spark DDL, a StructType or a pyarrow schema.
+Columns: TypeAlias = str | StructType | pa.Schema
+
 
 def response_schema(
-    schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | type | None = None,
+    schema: Columns | None = None,
+    response_format: ResponseFormat | None = None,
 ) -> StructType:
     """The columns ``parse_responses`` yields: ``schema`` (or the vLLM envelope, with ``parsed``
     typed from ``response_format``) plus ``_status``, ``_rescued_data`` and ``_corrupt_record``.
@@ -71,10 +76,10 @@ def response_schema(
 
 
 def parse_responses(
-    bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None],
+    bodies: Bodies,
     *,
-    schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | type | None = None,
+    schema: Columns | None = None,
+    response_format: ResponseFormat | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
     allow_unquoted_control_chars: bool = True,
@@ -112,13 +117,13 @@ def parse_responses(
 
 def _parse_with(
     target: StructType, backend: ParseMode, lenient: bool
-) -> Callable[[pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]], pa.Table]:
+) -> Callable[[Bodies], pa.Table]:
     """One parser for ``target`` on ``backend``, as a function of bodies that logs each parse:
     made once, then called for each batch (a task of ``parse_dataframe`` parses many)."""
     chosen = select_backend(PARSE_MODES[backend])
     parser = make_parser(target, chosen, lenient=lenient)
 
-    def parse(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
+    def parse(bodies: Bodies) -> pa.Table:
         started = time.perf_counter()
         table = parser.parse(bodies)
         logger.info(
@@ -153,7 +158,7 @@ def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:
     return None if keep is None else pa.array(keep, pa.bool_())
 
 
-def check_keywords(backend: str, mode: str) -> None:
+def check_keywords(backend: ParseMode, mode: RecordMode) -> None:
     """Raise :class:`OptionError` unless ``backend`` and ``mode`` are allowed values."""
     if backend not in PARSE_MODES:
         raise OptionError(
@@ -163,7 +168,7 @@ def check_keywords(backend: str, mode: str) -> None:
         raise OptionError(f"mode={mode!r} is not a mode; use one of {', '.join(RECORD_MODES)}.")
 
 
-def _struct_of(schema: str | StructType | pa.Schema) -> StructType:
+def _struct_of(schema: Columns) -> StructType:
     if isinstance(schema, StructType):
         return schema
     if isinstance(schema, pa.Schema):
@@ -192,8 +197,8 @@ def parse_dataframe(
     df: DataFrame,
     column: str = "value",
     *,
-    schema: str | StructType | pa.Schema | None = None,
-    response_format: Mapping[str, Any] | type | None = None,
+    schema: Columns | None = None,
+    response_format: ResponseFormat | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
     allow_unquoted_control_chars: bool = True,

@@ -20,7 +20,8 @@ from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.parse.arrow import contiguous_table
 from dspark_json.pipeline import answer, assemble, fetch, settle
 from dspark_json.records import PromptRecord, PromptRows
-from dspark_json.schema.json_schema import as_json_schema
+from dspark_json.rows import ParseMode, RecordMode
+from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
 from dspark_json.schema.output import output_schema
 
 if TYPE_CHECKING:
@@ -39,23 +40,25 @@ _NOT_FOR_GENERATE = (
 )
 
 
-#: The Python API's keyword (snake_case) -> the option; ``backend`` as in parse_responses.
-_KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS} | {"backend": "parseMode"}
+#: The Python API's keyword (snake_case, ``backend`` for ``parseMode``) -> the option.
+_KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS}
+#: Keywords of 0.1 that 0.2 renamed (README, "Changelog") -> today's.
+_RENAMED = {"prompt_col": "column", "parse_mode": "backend"}
 
 
 def generate(
     df: DataFrame,
+    column: str = "prompt",
     *,
-    prompt_col: str = "prompt",
     endpoint: str,
-    response_format: Mapping[str, Any] | type | None = None,
-    backend: str = "auto",
-    mode: str = "PERMISSIVE",
+    response_format: ResponseFormat | None = None,
+    backend: ParseMode = "auto",
+    mode: RecordMode = "PERMISSIVE",
     **options: Any,
 ) -> DataFrame:
     """``df`` plus the model's answer to each row's prompt, typed as the source types it.
 
-        answers = dspark_json.generate(prompts_df, prompt_col="question",
+        answers = dspark_json.generate(prompts_df, "question",
                                        endpoint="http://vllm:8000", response_format=schema)
 
     Parameters
@@ -63,7 +66,7 @@ def generate(
     df:
         The prompts, batch or streaming; a ``custom_id`` column, where there is one, names rows
         in FAILFAST errors.
-    prompt_col:
+    column:
         The column holding the prompt text (string) or the chat messages (array of
         ``struct<role, content>``).
     endpoint:
@@ -72,7 +75,8 @@ def generate(
         The JSON Schema the model must follow (types ``parsed``), or a Pydantic model class, as
         in ``parse_responses``.
     backend:
-        The parser: ``auto``, ``cpu`` or ``gpu``, as in ``parse_responses``.
+        The parser: ``auto``, ``cpu`` or ``gpu``, as in ``parse_responses`` (option
+        ``parseMode``).
     mode:
         PERMISSIVE, DROPMALFORMED or FAILFAST, as in ``parse_responses``.
     options:
@@ -90,7 +94,9 @@ def generate(
         if value is None:
             continue
         if keyword not in _KEYWORDS:
-            close = difflib.get_close_matches(keyword, list(_KEYWORDS), n=1)
+            close = [_RENAMED[keyword]] if keyword in _RENAMED else []
+            usable = [k for k, name in _KEYWORDS.items() if name not in _NOT_FOR_GENERATE]
+            close = close or difflib.get_close_matches(keyword, usable, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise OptionError(
                 f"generate: unknown keyword {keyword!r}.{hint} Options are given by their "
@@ -98,15 +104,15 @@ def generate(
             )
         raw[_KEYWORDS[keyword]] = _option_text(value)
     query = prepare(Options.parse(raw, unused=_NOT_FOR_GENERATE))
-    if prompt_col not in df.columns:
+    if column not in df.columns:
         raise OptionError(
-            f"generate: prompt_col {prompt_col!r} is not a column of the DataFrame (columns: "
+            f"generate: column {column!r} is not a column of the DataFrame (columns: "
             f"{', '.join(df.columns)}). Pass the column that holds the prompts."
         )
-    kind = df.schema[prompt_col].dataType
+    kind = df.schema[column].dataType
     if not isinstance(kind, StringType | ArrayType):
         raise SchemaError(
-            f"generate: column {prompt_col!r} is {kind.simpleString()}; it must hold the prompt "
+            f"generate: column {column!r} is {kind.simpleString()}; it must hold the prompt "
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
     full = output_schema(
@@ -122,7 +128,7 @@ def generate(
             "brings too. Rename or drop them first."
         )
     out = StructType([*df.schema.fields, *answers_schema.fields])
-    prompt_index = df.columns.index(prompt_col)
+    prompt_index = df.columns.index(column)
     id_index = df.columns.index("custom_id") if "custom_id" in df.columns else None
 
     def send(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

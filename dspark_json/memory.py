@@ -2,13 +2,11 @@
 fault in fresh pages; and the cyclic garbage collector paused while objects are made in bulk.
 
 A partition's work allocates a few large buffers and frees them when its rows are handed on: the
-rows' bytes, the scans' events, the unescaped strings, the output's columns (about 360 MB for
-50,000 vLLM answers of 1.6 KB). glibc serves each buffer above its mmap threshold (128 KiB,
+rows' bytes, the scans' events, the unescaped strings, the output's columns (several times
+the bodies' size). glibc serves each buffer above its mmap threshold (128 KiB,
 rising to at most 32 MiB) with a fresh mapping and unmaps it when it is freed, and it trims the
 heap's free top; so every partition touches its buffers' pages for the first time again, one page
-fault per 4 KiB page. On the 2-core VM of the benchmarks, that was 90,000 faults and a quarter
-of a 50,000-row partition's time (0.73-0.80 s against 0.53-0.60 s with the memory kept,
-``benchmarks/README.md``).
+fault per 4 KiB page, a large share of a partition's time (figures: ``benchmarks/README.md``).
 
 :func:`keep_freed_memory` raises glibc's mmap and trim thresholds to 1 GiB, once per process,
 where the CPU parser or a partition's work first runs (Spark's Python workers, or the process

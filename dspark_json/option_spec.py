@@ -53,11 +53,14 @@ class OptionSpec:
     required: bool = False
     stage: str = ""  # the stage that reads it: http, request, input, schema, rows
     attr: str = ""  # its field in that stage's options
+    #: The name the Python API takes: the snake_case of ``name`` (``responseFormat`` ->
+    #: ``response_format``) unless the option says otherwise.
+    keyword: str = ""
 
-    @property
-    def keyword(self) -> str:
-        """The snake_case name the Python API takes (``responseFormat`` -> ``response_format``)."""
-        return "".join(f"_{c.lower()}" if c.isupper() else c for c in self.name)
+    def __post_init__(self) -> None:
+        if not self.keyword:
+            snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in self.name)
+            object.__setattr__(self, "keyword", snake)
 
 
 def option(
@@ -70,9 +73,11 @@ def option(
     aliases: tuple[str, ...] = (),
     required: bool = False,
     empty: Any = None,
+    keyword: str = "",
 ) -> Any:
     """A dataclass field that is a reader option. Its default is ``convert(name, default)``, or
-    ``empty`` where the option has no default (``None`` unless given)."""
+    ``empty`` where the option has no default (``None`` unless given). ``keyword``: the Python
+    API's name for it, where that is not the snake_case of ``name``."""
     spec = OptionSpec(
         name=name,
         doc=doc,
@@ -81,6 +86,7 @@ def option(
         default=default,
         aliases=aliases,
         required=required,
+        keyword=keyword,
     )
     value = convert(name, default) if default is not None else empty
     return dataclasses.field(default=value, metadata={"option": spec})

@@ -55,6 +55,7 @@ class RowOptions:
         convert=choice(PARSE_MODES),
         default="auto",
         aliases=("dspark.json.parse_mode",),
+        keyword="backend",  # as parse_responses and parse_dataframe call it
     )
     gpu_memory_fraction: float = option(
         "gpuMemoryFraction",

@@ -44,8 +44,8 @@ logger = logging.getLogger("dspark_json")
 _ADDED = frozenset(SYSTEM_COLUMNS).difference(PARSER_COLUMNS) | {"_schema_violations", "_attempts"}
 
 #: The most rows in one batch handed to Spark: its own default for Arrow batches
-#: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition (50,000 vLLM
-#: answers, ~100 MB) made a 100,000-row read ~10% slower inside Spark (``benchmarks/README.md``).
+#: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition made a read
+#: slower inside Spark (figures: ``benchmarks/README.md``).
 SPARK_BATCH_ROWS = 10_000
 
 

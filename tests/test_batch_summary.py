@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from dspark_json.cli import main
+from dspark_json.compat import ADMISSION_CONTROL
 from dspark_json.metrics import METRICS_SCHEMA, read_records
 from dspark_json.source import DSparkJsonDataSource
 from tests.helpers import write_prompts
@@ -26,8 +27,15 @@ def stream_reader(url, tmp_path):
     return source.streamReader(source.schema())
 
 
+def latest(reader, start):
+    """``latestOffset`` as the Spark in use calls it (4.0 and 4.1: no start, no limit)."""
+    if ADMISSION_CONTROL:
+        return reader.latestOffset(start, reader.getDefaultReadLimit())
+    return reader.latestOffset()
+
+
 def run_batch(reader, start):
-    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    end = latest(reader, start)
     for partition in reader.partitions(start, end):
         for _ in reader.read(partition):
             pass
@@ -50,6 +58,8 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
 
     # A restart: a new reader takes up the count from the records (Spark gives no batch id).
     again = stream_reader(simulator.url, tmp_path)
+    if not ADMISSION_CONTROL:  # Spark 4.0 and 4.1 plan an empty range at the checkpoint first
+        assert again.partitions(first, first) == []
     second = run_batch(again, first)
     again.stop()  # the last batch before a stop is never committed to the source
     lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
@@ -106,6 +116,6 @@ def test_what_is_missing_is_said_once_per_run_by_the_process_that_drives_the_bat
     reader = source.streamReader(source.schema())  # also built where Spark plans: says nothing
     assert "without option 'journal'" not in caplog.text
     for _ in range(2):
-        reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+        latest(reader, reader.initialOffset())
     assert caplog.text.count("Streaming without option 'journal'") == 1
     assert caplog.text.count("No line per micro-batch: set option 'metrics'") == 1

@@ -80,13 +80,13 @@ def test_a_trigger_with_availablenow_and_another_is_refused():
 def listings(monkeypatch):
     """How many times the input directory is listed."""
     calls = []
-    real = listing.list_files
+    real = listing._scan  # every listing of a directory, local (os.scandir) or not (pyarrow)
 
-    def counted(directory, **kwargs):
+    def counted(directory, after):
         calls.append(directory)
-        return real(directory, **kwargs)
+        return real(directory, after)
 
-    monkeypatch.setattr(listing, "list_files", counted)
+    monkeypatch.setattr(listing, "_scan", counted)
     return calls
 
 

@@ -19,3 +19,38 @@ def test_generate_checks_values_like_the_source_does():
         dspark_json.generate(None, endpoint="http://127.0.0.1:9", max_concurrency=0)  # type: ignore[arg-type]
     with pytest.raises(dspark_json.OptionError, match="'mode' has value 'LOUD'"):
         dspark_json.generate(None, endpoint="http://127.0.0.1:9", mode="LOUD")  # type: ignore[arg-type]
+
+
+def test_generate_takes_the_parser_as_backend_as_parse_responses_does():
+    with pytest.raises(
+        dspark_json.OptionError, match=r"unknown keyword 'parse_mode'\. Did you mean 'backend'"
+    ):
+        dspark_json.generate(None, endpoint="http://127.0.0.1:9", parse_mode="cpu")  # type: ignore[arg-type]
+    with pytest.raises(dspark_json.OptionError, match="'parseMode' has value 'tpu'"):
+        dspark_json.generate(None, endpoint="http://127.0.0.1:9", backend="tpu")  # type: ignore[arg-type]
+
+
+def test_the_three_entry_points_spell_and_type_each_concept_once():
+    """generate, parse_responses and parse_dataframe: the same keyword for the same thing, typed
+    by the same alias (``rows.ParseMode``, ``rows.RecordMode``, ``ResponseFormat``)."""
+    import inspect
+
+    entry = [dspark_json.generate, dspark_json.parse_responses, dspark_json.parse_dataframe]
+    params = [inspect.signature(f).parameters for f in entry]
+    for keyword, kind in [
+        ("backend", "ParseMode"),
+        ("mode", "RecordMode"),
+        ("response_format", "ResponseFormat | None"),
+    ]:
+        assert [p[keyword].annotation for p in params] == [kind] * 3, keyword
+        assert all(p[keyword].kind is inspect.Parameter.KEYWORD_ONLY for p in params)
+    for df_function in (params[0], params[2]):  # the DataFrame's column of input, second
+        assert list(df_function)[:2] == ["df", "column"]
+    assert {n for p in params for n in p} & {"prompt_col", "engine", "parse_mode"} == set()
+
+
+def test_the_renamed_prompt_column_keyword_names_its_new_name():
+    with pytest.raises(
+        dspark_json.OptionError, match=r"unknown keyword 'prompt_col'\. Did you mean 'column'"
+    ):
+        dspark_json.generate(None, endpoint="http://127.0.0.1:9", prompt_col="q")  # type: ignore[arg-type]

@@ -3,8 +3,8 @@ option the source knows."""
 
 import pytest
 
-from dspark_json import OptionError, Options
-from dspark_json.options import OPTION_SPECS
+from dspark_json import OptionError
+from dspark_json.options import OPTION_SPECS, Options
 
 
 def message(raw):

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from dspark_json import OptionError, Options
+from dspark_json import OptionError
+from dspark_json.options import Options
 
 BASE = {"endpoint": "http://127.0.0.1:8000", "prompts": "/data/prompts"}
 

@@ -1,8 +1,8 @@
 """The HTTP side: chat completion requests to vLLM / OpenAI-compatible servers, with httpx.
 
 vLLM never sheds load (its queue is unbounded), so the bound on requests in flight
-(:class:`~dspark_json.limits.AdaptiveLimit`) and the deadlines live here. Every request ends as
-exactly one :class:`Outcome`: the response body, or the error that stopped it.
+(:class:`~dspark_json.http.concurrency.AdaptiveLimit`) and the deadlines live here. Every request
+ends as exactly one :class:`Outcome`: the response body, or the error that stopped it.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ class _Run:
             self.config.max_concurrency,
             adaptive=self.config.adaptive_concurrency,
         )
-        # Loading the CA bundle costs ~50 ms: once per partition, not per worker, and only
+        # Loading the CA bundle is costly: once per partition, not per worker, and only
         # where an endpoint speaks https.
         secure = any(e.url.startswith("https://") for e in self.config.endpoints)
         self.ssl_context = httpx.create_ssl_context() if secure else None

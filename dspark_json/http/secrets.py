@@ -21,9 +21,21 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
 
-__all__ = ["MASK", "ApiKey", "Secret", "check_header_value", "redact", "split_credentials"]
+__all__ = [
+    "MASK",
+    "REDACTION_PATTERN",
+    "ApiKey",
+    "Secret",
+    "check_header_value",
+    "redact",
+    "split_credentials",
+]
 
 MASK = "***"
+#: Added to ``spark.sql.redaction.options.regex`` by :func:`dspark_json.register`: option names
+#: that hold a key, and any value with credentials in a URL. Spark's default, ``(?i)url``,
+#: matches neither, and a streaming DataFrame's ``explain()`` prints every option of the source.
+REDACTION_PATTERN = r"(?i:apikey|api_key)|://[^/@\s]+@"
 _URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
 #: Passwords shorter than this are not masked on their own (they would mask common words).
 _MIN_PART_CHARS = 4

@@ -1,8 +1,8 @@
 """A lean HTTP/1.1 transport for httpx: asyncio streams, one keep-alive connection per origin.
 
-httpx's default transport (httpcore + h11 + anyio) costs about 1 ms of CPU per request, which on
-a small executor is the ceiling of the whole source (measured: 1.35 ms per request in all, of
-which httpcore is about 60%). Each of our workers sends one request at a time over one connection
+httpx's default transport (httpcore + h11 + anyio) spends most of the client's CPU per request,
+which on a small executor is the ceiling of the whole source (figures: benchmarks/README.md,
+"Client"). Each of our workers sends one request at a time over one connection
 per endpoint, which needs none of httpcore's pooling, so this transport does only that: write the
 request, read the status line, headers and a ``content-length`` or chunked body. It raises
 httpx's own exceptions (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``WriteTimeout``,

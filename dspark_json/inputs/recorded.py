@@ -27,14 +27,13 @@ from dspark_json.inputs.listing import Segment, segment_packed
 from dspark_json.parse.arrow import shown_as_text, string_buffers
 from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.json import (
-    CODE_EXTRA,
-    CODE_FITS,
     NESTED_STRIDE,
     TypeTable,
     compile_type,
     holds_bytes,
     holds_escape,
     read_events,
+    scan_codes,
     scan_envelope_fit,
 )
 from dspark_json.records import Outcome, Outcomes, PromptRecord, PromptRows
@@ -119,9 +118,9 @@ def _batch_lines(raw: pa.Array, packed: Sequence[np.ndarray]) -> np.ndarray:
     are raw bodies, which the parser reads. ``packed``: each segment's rows' bytes, end to end.
 
     Most files hold no batch line, so each segment's bytes are first searched whole, for the
-    key and for an escaped letter of it (compiled scans, 64 bytes at a time): 4 ms for 50,000
-    vLLM answers, where C's ``memmem`` and a word-at-a-time escape scan took 21 ms, and two
-    Python regex searches 70 ms. Only when one of them hits are all the partition's rows
+    key and for an escaped letter of it (compiled scans, 64 bytes at a time, which beat C's
+    ``memmem`` with a word-at-a-time escape scan, and Python's regex searches: figures in
+    benchmarks/README.md). Only when one of them hits are all the partition's rows
     matched against the key, one by one."""
     if not any(_holds(data, _KEY_BYTES) or _holds_escaped_letter(data) for data in packed):
         return np.zeros(0, np.int64)
@@ -179,7 +178,7 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     bodies: dict[int, tuple[int, int]] = dict(  # the last one wins, as in json.loads
         zip(nested_rows[is_body].tolist(), entries[is_body, 2:4].tolist(), strict=True)
     )
-    plain = np.isin(codes, (CODE_FITS, CODE_EXTRA)) & ~deep
+    plain = np.isin(codes, (scan_codes.CODE_FITS, scan_codes.CODE_EXTRA)) & ~deep
     out: list[tuple[str | None, str] | None] = [None] * len(lines)
     for row, (v0, v1) in bodies.items():
         # A null custom_id is also what a missing one reads as: a raw body may hold the word

@@ -165,8 +165,8 @@ class FoundKeys:
 def unlike_repr(data: np.ndarray, checks: np.ndarray) -> np.ndarray:
     """The rows of the numbers noted in ``checks`` (row, start, end) that Python's ``repr``
     would write otherwise (one float() and repr() per number). Made without a container per
-    number: 22,000 small lists set off the cyclic GC's walk of the whole heap, up to 0.09 s of
-    a 0.65 s parse (strings and floats are not tracked by the GC)."""
+    number: thousands of small lists set off the cyclic GC's walk of the whole heap (strings
+    and floats are not tracked by the GC)."""
     triples = checks.reshape(-1, 3)
     raw = data.tobytes()
     texts = [

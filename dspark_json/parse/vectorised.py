@@ -59,17 +59,12 @@ from dspark_json.parse.found import (
     unlike_repr,
 )
 from dspark_json.parse.json import (
-    CODE_EXTRA,
-    CODE_FITS,
-    CODE_INVALID,
-    CODE_MISFIT,
-    CODE_NONE,
-    CODE_NULL,
     TypeTable,
     compile_type,
     json_texts,
     read_events,
     rescue_rows,
+    scan_codes,
     scan_content_fit,
     scan_envelope_fit,
 )
@@ -214,7 +209,7 @@ class Vectorised:
             apart=4,
         )
         found = FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested, groups)
-        fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
+        fits = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         envelopes, read = self._read(
             data,
             offsets[:-1],
@@ -225,10 +220,10 @@ class Vectorised:
             schema=plan.envelope_read,
         )
         aside = _SetAside(n)
-        aside.add(Reason.ENVELOPE, codes == CODE_MISFIT)
+        aside.add(Reason.ENVELOPE, codes == scan_codes.CODE_MISFIT)
         aside.add(Reason.READER, fits & ~read)
         slow = aside.rows()
-        codes[slow] = CODE_MISFIT
+        codes[slow] = scan_codes.CODE_MISFIT
         table = self._fast_columns(envelopes, codes, texts, found, aside)
         slow_rows = np.flatnonzero(aside.rows())
         self.reference_rows = len(slow_rows)
@@ -312,9 +307,9 @@ class Vectorised:
                     aside.add(Reason.CHOICES, lengths > 1)
                 if "parsed" in self.target.names:
                     columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
-        invalid = np.flatnonzero(codes == CODE_INVALID)
+        invalid = np.flatnonzero(codes == scan_codes.CODE_INVALID)
         status[invalid] = _CORRUPT_ENVELOPE
-        status[codes == CODE_NULL] = _NO_STATUS
+        status[codes == scan_codes.CODE_NULL] = _NO_STATUS
         columns["_status"] = pa.array(_STATUSES, pa.string()).take(pa.array(status))
         if len(invalid):
             index = np.arange(n)
@@ -343,7 +338,7 @@ class Vectorised:
             scan_content_fit, len(content), self.threads, offsets, data, valid,
             plan.content_table.arrays(), self.lenient, apart=6,
         ))  # fmt: skip
-        fitting = (codes == CODE_FITS) | (codes == CODE_EXTRA)
+        fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         values, read = self._read(
             data,
             starts,
@@ -353,8 +348,8 @@ class Vectorised:
             table=plan.content_table,
             schema=plan.content_read,
         )
-        codes[fitting & ~read] = CODE_MISFIT
-        aside.of(Reason.CONTENT).update(parents[codes == CODE_MISFIT].tolist())
+        codes[fitting & ~read] = scan_codes.CODE_MISFIT
+        aside.of(Reason.CONTENT).update(parents[codes == scan_codes.CODE_MISFIT].tolist())
         parsed = finish(
             contiguous(values.column("v")), plan.content, parents, aside.of(Reason.VALUES)
         )
@@ -366,14 +361,16 @@ class Vectorised:
         head_length = pc.equal(fields["finish_reason"].take(pa.array(head)), "length")
         truncated = pc.fill_null(head_length, False).to_numpy(zero_copy_only=False)
         status_head = np.full(len(head), _NOT_JSON, np.int8)
-        status_head[(head_codes == CODE_FITS) | (head_codes == CODE_EXTRA)] = _OK
-        broken = head_codes == CODE_INVALID
+        status_head[
+            (head_codes == scan_codes.CODE_FITS) | (head_codes == scan_codes.CODE_EXTRA)
+        ] = _OK
+        broken = head_codes == scan_codes.CODE_INVALID
         status_head[broken] = np.where(truncated[broken], _TRUNCATED, _CORRUPT_CONTENT)
         status = np.full(len(lengths), _EMPTY, np.int8)
         status[has_first] = status_head
 
         corrupt_index = np.full(len(lengths), -1, np.int64)
-        shows_text = (head_codes == CODE_INVALID) | (head_codes == CODE_NONE)
+        shows_text = (head_codes == scan_codes.CODE_INVALID) | (head_codes == scan_codes.CODE_NONE)
         corrupt_index[np.flatnonzero(has_first)[shows_text]] = head[shows_text]
         return _Contents(
             parsed=parsed,
@@ -401,7 +398,7 @@ class Vectorised:
         from the spans the scans found (:mod:`dspark_json.parse.json.rescue`); rows with keys deeper
         down, or values whose canonical form needs Python, in Python."""
         n = len(codes)
-        needs = codes == CODE_EXTRA
+        needs = codes == scan_codes.CODE_EXTRA
         # Rows to walk in Python (more unknown keys than a scan records), and rows rescued in
         # Python from the recorded keys (some deeper than the top level): neither is compiled.
         walk = found.deep.copy()
@@ -414,7 +411,7 @@ class Vectorised:
         first = lengths = np.zeros(n, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
-            content_keys[row_of_choice[contents.codes == CODE_EXTRA]] = True
+            content_keys[row_of_choice[contents.codes == scan_codes.CODE_EXTRA]] = True
             needs |= content_keys
             walk[row_of_choice[contents.found.deep]] = True
             in_python[row_of_choice[contents.found.nested_rows]] = True
@@ -586,9 +583,9 @@ class Vectorised:
             for k, choice in enumerate(choices):
                 j = int(contents.first[row]) + k
                 value = None
-                # A content that fits exactly (not CODE_EXTRA) holds nothing to rescue: it
-                # need not be read.
-                if contents.codes[j] == CODE_EXTRA:
+                # A content that fits exactly (not CODE_EXTRA) holds nothing to rescue: it need
+                # not be read.
+                if contents.codes[j] == scan_codes.CODE_EXTRA:
                     span = contents.data[contents.starts[j] : contents.ends[j]].tobytes()
                     value = loads(span, checked=True)
                     choice["message"]["parsed"] = value

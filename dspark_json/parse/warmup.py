@@ -35,7 +35,7 @@ logger = logging.getLogger("dspark_json")
 #: Batches below this many rows do not wait for the kernels.
 SMALL_BATCH = 4096
 #: How long a process that ends waits for the warm-up to finish (compiling every kernel on
-#: an empty cache takes about 25 s on 2 cores).
+#: an empty cache takes a while: benchmarks/README.md, cold start).
 EXIT_WAIT = 120.0
 
 _ready = threading.Event()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from pyspark.sql.types import (
     ArrayType,
@@ -40,7 +40,10 @@ from dspark_json.schema.ddl import to_ddl
 from dspark_json.schema.inference import merge_types, scalar_type, settle
 from dspark_json.schema.refs import Document
 
-__all__ = ["as_json_schema", "json_schema_to_spark"]
+__all__ = ["ResponseFormat", "as_json_schema", "json_schema_to_spark"]
+
+#: What ``response_format`` takes in the Python API: a JSON Schema, or a Pydantic model class.
+ResponseFormat: TypeAlias = Mapping[str, Any] | type
 
 logger = logging.getLogger("dspark_json")
 
@@ -119,7 +122,7 @@ def _log_cycles(cycles: list[tuple[str, str, int]], typed: Mapping[int, _Type]) 
     )
 
 
-def as_json_schema(response_format: Mapping[str, Any] | type | None) -> Mapping[str, Any] | None:
+def as_json_schema(response_format: ResponseFormat | None) -> Mapping[str, Any] | None:
     """``response_format`` as a JSON Schema: a Pydantic model class gives its
     ``model_json_schema()`` (pydantic is imported only then); a mapping is returned as is."""
     if response_format is None or isinstance(response_format, Mapping):

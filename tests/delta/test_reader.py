@@ -4,9 +4,9 @@ the files a partition filter keeps, a file read in the table's schema."""
 from pathlib import Path
 
 import pyarrow as pa
+import pyspark.sql.datasource as datasource
 import pytest
 from deltalake import DeltaTable, QueryBuilder, write_deltalake
-from pyspark.sql.datasource import EqualTo, GreaterThan, In, IsNull
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from dspark_json.delta.reader import DeltaTableReader, read_file, read_table, snapshot
@@ -41,21 +41,27 @@ def test_rows_equal_what_delta_rs_reads_and_older_files_get_nulls(widened):
 
 
 @pytest.mark.parametrize(
-    ("filters", "langs"),
+    ("kind", "column", "value", "langs"),
     [
-        ([EqualTo(("lang",), "en")], ["en", "en"]),
-        ([In(("lang",), ("de", "fr"))], ["de"]),
-        ([IsNull(("lang",))], [None]),
-        ([GreaterThan(("lang",), "da")], ["de", "en", "en"]),
-        ([EqualTo(("id",), 1)], [None, "de", "en", "en"]),  # not a partition column: all files
+        ("EqualTo", "lang", "en", ["en", "en"]),
+        ("In", "lang", ("de", "fr"), ["de"]),
+        ("IsNull", "lang", None, [None]),
+        ("GreaterThan", "lang", "da", ["de", "en", "en"]),
+        ("EqualTo", "id", 1, [None, "de", "en", "en"]),  # not a partition column: all files
     ],
     ids=["equal", "in", "is-null", "greater", "data-column"],
 )
-def test_partition_filters_select_files_and_all_go_back_to_spark(widened, filters, langs):
+def test_partition_filters_select_files_and_all_go_back_to_spark(
+    widened, kind, column, value, langs
+):
+    if not hasattr(datasource, kind):
+        pytest.skip("Spark 4.0 has no filters for Python readers")
+    make = getattr(datasource, kind)
+    f = make((column,)) if value is None else make((column,), value)
     table = snapshot({"path": widened}, format_name="dspark-delta")
     schema = StructType([StructField("id", LongType()), StructField("lang", StringType())])
     reader = DeltaTableReader(table, schema)
-    assert list(reader.pushFilters(filters)) == filters  # Spark still evaluates each
+    assert list(reader.pushFilters([f])) == [f]  # Spark still evaluates each
     kept = [dict(p.partition_values)["lang"] for p in reader.partitions()]
     assert sorted(kept, key=str) == sorted(langs, key=str)
 

@@ -23,7 +23,7 @@ from dspark_json.inputs.listing import (
     read_rows,
     segment_packed,
 )
-from tests.hostile.test_fuzz_row_index import _file
+from tests.inputs.test_row_index_property import _file
 
 
 def pieces_of(partition: PromptPartition) -> tuple[PromptPartition, ...]:

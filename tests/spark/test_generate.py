@@ -171,7 +171,7 @@ def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
     )
     out = dspark_json.generate(
         df,
-        prompt_col="question",
+        "question",
         endpoint=simulator.url,
         response_format=REVIEW_SCHEMA,
         max_concurrency=4,
@@ -189,7 +189,7 @@ def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
     records = [json.loads(p.read_text()) for p in (tmp_path / "metrics").glob("*.json")]
     assert sum(r["prompts"] for r in records) == 3 and sum(r["requests"] for r in records) == 2
     assert all(r["label"].startswith("generate stage ") and r["batch"] is None for r in records)
-    with pytest.raises(dspark_json.OptionError, match="prompt_col 'prompt' is not a column"):
+    with pytest.raises(dspark_json.OptionError, match="column 'prompt' is not a column"):
         dspark_json.generate(df, endpoint=simulator.url)
     with pytest.raises(dspark_json.OptionError, match="Option 'prompts' does not apply here"):
-        dspark_json.generate(df, prompt_col="question", endpoint=simulator.url, prompts="/x")
+        dspark_json.generate(df, "question", endpoint=simulator.url, prompts="/x")

@@ -169,7 +169,7 @@ def test_generate_and_validate_schema(spark, vllm):
         "custom_id string, question string",
     )
     out = dspark_json.generate(
-        df, prompt_col="question", endpoint=vllm.url, response_format=SCHEMA,
+        df, "question", endpoint=vllm.url, response_format=SCHEMA,
         max_tokens=96, seed=5, validate_schema=True,
     ).collect()  # fmt: skip
     assert len(out) == 6

@@ -16,18 +16,16 @@ The modules, bottom-up:
 - :mod:`.decode`: the scans' events as Arrow arrays;
 - :mod:`.times`: timestamps and dates read from text;
 - :mod:`.rescue`: the keys a type does not hold, found and rendered for ``_rescued_data``.
+
+What a scan says of each document (fits, fits with keys to rescue, misfit, invalid, null, no
+candidate) is ``scan_codes.CODE_*``: the face gives the namespace, not a list of names to repeat.
 """
 
 from __future__ import annotations
 
+from dspark_json.parse.json import conform as scan_codes
 from dspark_json.parse.json.compiled import kernel
 from dspark_json.parse.json.conform import (
-    CODE_EXTRA,
-    CODE_FITS,
-    CODE_INVALID,
-    CODE_MISFIT,
-    CODE_NONE,
-    CODE_NULL,
     NESTED_STRIDE,
     T_STRUCT,
     TypeTable,
@@ -51,12 +49,6 @@ from dspark_json.parse.json.words import BLOCK, block_equal, copy_block, lowest_
 
 __all__ = [
     "BLOCK",
-    "CODE_EXTRA",
-    "CODE_FITS",
-    "CODE_INVALID",
-    "CODE_MISFIT",
-    "CODE_NONE",
-    "CODE_NULL",
     "KIND_INVALID",
     "KIND_NONE",
     "MAX_DEPTH",
@@ -77,6 +69,7 @@ __all__ = [
     "read_events",
     "rescue_rows",
     "rescued_keys",
+    "scan_codes",
     "scan_content_fit",
     "scan_dates",
     "scan_envelope_fit",

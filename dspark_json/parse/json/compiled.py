@@ -7,8 +7,8 @@
   that neither allocate nor return an array, which are most of them: the byte scans a scan calls
   per token. numba counts a reference to each array a compiled function receives, with an atomic
   increment on the way in and a decrement on the way out that its pruning pass does not always
-  remove; the calls of :func:`~.conform.check_row` alone spent a fifth of the content scan on
-  them (``perf``: ``NRT_incref`` and ``NRT_decref``, 21% of its samples). A leaf may call only
+  remove; the calls of :func:`~.conform.check_row` alone spent a large share of the content scan
+  on them (``perf`` shows ``NRT_incref`` and ``NRT_decref``). A leaf may call only
   leaves; its caller keeps the arrays alive.
 """
 

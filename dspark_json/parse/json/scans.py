@@ -245,7 +245,7 @@ def scan_content_fit(
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
     """
     kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
-    strict = lenient and not lenient  # noqa: SIM220  (False typed bool: one check_row)
+    lenient_off = lenient and not lenient  # noqa: SIM220  (False, typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
@@ -278,7 +278,7 @@ def scan_content_fit(
             json_kind, code = check_row(
                 data, start, end, kind, first, count, low, high, field_node, key_start,
                 key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                strict, stack_count, closure, closure_at, events, n_events,
+                lenient_off, stack_count, closure, closure_at, events, n_events,
             )  # fmt: skip
             if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
                 located, start, end = fallback_candidate(data, start, end)
@@ -287,7 +287,7 @@ def scan_content_fit(
                     json_kind, code = check_row(
                         data, start, end, kind, first, count, low, high, field_node, key_start,
                         key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n, strict, stack_count, closure, closure_at, events, n_events,
+                        found_n, lenient_off, stack_count, closure, closure_at, events, n_events,
                     )  # fmt: skip
                 else:
                     json_kind = KIND_NONE

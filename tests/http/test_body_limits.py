@@ -21,7 +21,7 @@ from dspark_json.load import prepare, resolve_schema
 from dspark_json.options import Options
 from dspark_json.pipeline import read_partition
 from dspark_json.rows import MALFORMED, STATUSES
-from tests.hostile.servers import Request, alive, completion, raw_server, response
+from tests.raw_servers import Request, alive, completion, raw_server, response
 
 LIMIT = 1 << 20  # the maxResponseBytes of these tests
 OK = json.dumps(completion('{"score": 1}')).encode()

@@ -22,7 +22,7 @@ from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import report
 from dspark_json.options import Options
 from dspark_json.pipeline import read_partition
-from tests.hostile.servers import alive, completion, raw_server, response
+from tests.raw_servers import alive, completion, raw_server, response
 
 
 def answering(request):

@@ -20,7 +20,7 @@ from dspark_json.http.secrets import Secret, redact
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position
 from dspark_json.options import Options
-from tests.hostile.servers import Request, alive, completion, raw_server, response
+from tests.raw_servers import Request, alive, completion, raw_server, response
 
 KEY = "zq-hostile-key-5e1d"
 ENV = "DSPARK_HOSTILE_KEY"

@@ -22,7 +22,7 @@ from dspark_json.records import PromptRows
 from dspark_json.rows import MAX_NESTING, exceeds_nesting
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, infer_type
 from dspark_json.schema.validation import schema_violations
-from tests.hostile.servers import Request, alive, completion, raw_server, response
+from tests.raw_servers import Request, alive, completion, raw_server, response
 
 DEEP = 100_000
 
