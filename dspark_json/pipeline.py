@@ -32,7 +32,15 @@ from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.arrow import contiguous_table
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
-from dspark_json.rows import PARSER_COLUMNS, SYSTEM_COLUMNS, RowError, Status, apply_mode, row_error
+from dspark_json.rows import (
+    PARSER_COLUMNS,
+    SYSTEM_COLUMNS,
+    RowError,
+    Status,
+    apply_mode,
+    row_error,
+    status_of_error,
+)
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, new_fields, response_fields
 from dspark_json.schema.validation import schema_violations
 
@@ -177,8 +185,8 @@ def _reask(
 
     def judge(some: Outcomes) -> Judged:
         found = pc.fill_null(parse(some.bodies).column("_status"), Status.OK.value).to_pylist()
-        for row in some.errors:
-            found[row] = Status.HTTP_ERROR
+        for row, error in some.errors.items():
+            found[row] = status_of_error(error)
         return Judged(statuses=found, violations=_violations(query, some.bodies.to_pylist()))
 
     return repair(
@@ -354,7 +362,7 @@ def _statuses(rows: PromptRows, outcomes: Outcomes, parsed: pa.ChunkedArray) -> 
     """Each row's ``_status``: ``invalid_prompt``, ``http_error``, or the parser's."""
     out: list[str] = pc.fill_null(parsed, Status.OK.value).to_pylist()
     for row, error in outcomes.errors.items():
-        out[row] = Status.INVALID_UTF8 if error["type"] == "invalid_utf8" else Status.HTTP_ERROR
+        out[row] = status_of_error(error)
     for row in rows.problems:
         out[row] = Status.INVALID_PROMPT
     return out

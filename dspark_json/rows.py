@@ -54,6 +54,7 @@ __all__ = [
     "exceeds_nesting",
     "load_json",
     "row_error",
+    "status_of_error",
 ]
 
 logger = logging.getLogger("dspark_json")
@@ -209,6 +210,12 @@ def data_fields(schema: StructType) -> StructType:
 def row_error(*, status: int | None, type: str, message: str, attempts: int | None) -> RowError:
     """An ``_error`` value (every stage builds them with this)."""
     return {"status": status, "type": type, "message": message, "attempts": attempts}
+
+
+def status_of_error(error: RowError) -> Status:
+    """The ``_status`` of a row whose request ended in ``error`` (an ``_error`` value): a 200
+    answer that is not UTF-8 is ``invalid_utf8``; every other error is ``http_error``."""
+    return Status.INVALID_UTF8 if error["type"] == "invalid_utf8" else Status.HTTP_ERROR
 
 
 def apply_mode(

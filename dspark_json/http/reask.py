@@ -43,7 +43,7 @@ from dspark_json.records import (
     PromptRecord,
     RepairStats,
 )
-from dspark_json.rows import Attempt, Status
+from dspark_json.rows import Attempt, Status, status_of_error
 
 __all__ = ["Judged", "Repaired", "RoundStore", "repair"]
 
@@ -240,7 +240,7 @@ def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: 
     if outcome.error is not None:  # the re-ask failed: the row keeps its last answer
         row.attempts.append(
             Attempt(
-                status=Status.HTTP_ERROR,
+                status=status_of_error(outcome.error),
                 reason=f"{outcome.error['type']}: {shorten(outcome.error['message'], 160)}",
                 prompt_tokens=None,
                 completion_tokens=None,

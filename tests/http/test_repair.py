@@ -18,7 +18,7 @@ from dspark_json.http.repair import RepairOptions, feedback, parse_error
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.records import Outcomes, PromptRecord
-from dspark_json.rows import Status
+from dspark_json.rows import Status, status_of_error
 from dspark_json.schema.output import output_schema, response_fields
 from dspark_json.schema.validation import schema_violations
 
@@ -60,8 +60,8 @@ GOOD = body('{"word": "amber", "n": 3}', completion_tokens=7)
 def judge(outcomes, *, validate=False):
     parsed = PARSER.parse(outcomes.bodies).column("_status").to_pylist()
     statuses = [s or Status.OK for s in parsed]
-    for row in outcomes.errors:
-        statuses[row] = Status.HTTP_ERROR
+    for row, error in outcomes.errors.items():
+        statuses[row] = status_of_error(error)
     found = schema_violations(SCHEMA, outcomes.bodies.to_pylist()) if validate else None
     return Judged(statuses=statuses, violations=found)
 
@@ -264,6 +264,19 @@ def test_a_re_ask_that_fails_keeps_the_answer_and_is_not_a_transport_retry():
         "prompt_tokens": None,
         "completion_tokens": None,
     }
+
+
+def test_a_re_ask_answered_with_bytes_that_are_not_utf8_is_an_invalid_utf8_attempt():
+    """The same status a first answer of those bytes gets (pipeline._statuses), not
+    http_error: the server answered 200."""
+
+    def answer(sent):
+        return httpx.Response(200, content=b'{"choices": [{"message": {"content": "\xff"}}]}')
+
+    cut = body('{"word": "amb', finish="length")
+    done = run([cut], Model(answer), repair_attempts=1)
+    assert done.outcomes.bodies[0].as_py() == cut  # the row keeps its last answer
+    assert done.attempts[0][-1]["status"] == "invalid_utf8"
 
 
 def test_the_token_budget_stops_re_asks_and_says_so():
