@@ -17,6 +17,7 @@ from pyspark.sql.types import ArrayType, StringType, StructType
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.load import prepare
 from dspark_json.options import OPTION_SPECS, Options
+from dspark_json.parse import select_backend
 from dspark_json.parse.arrow import contiguous_table
 from dspark_json.pipeline import answer, assemble, fetch, settle
 from dspark_json.records import PromptRecord, PromptRows
@@ -132,6 +133,9 @@ def generate(
     id_index = df.columns.index("custom_id") if "custom_id" in df.columns else None
 
     def send(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid
+        # for), as the source's partitions do.
+        select_backend(query.options.rows.parse_mode)
         for number, batch in enumerate(batches):
             ids = batch.column(id_index).to_pylist() if id_index is not None else None
             records = [
