@@ -9,8 +9,8 @@ A row whose answer is ``truncated``, ``not_json``, ``corrupt_content`` or (with
   what was wrong (the parse error, or the violations: path and message, capped in length),
   asking for the JSON only.
 
-``http_error``, ``invalid_prompt``, ``corrupt_envelope``, ``empty`` and refusals are never
-re-asked. The rounds, the budget and the journal are :mod:`.reask`'s.
+``http_error``, ``invalid_prompt``, ``invalid_utf8``, ``corrupt_envelope``, ``empty`` and
+refusals are never re-asked. The rounds, the budget and the journal are :mod:`.reask`'s.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class RepairOptions:
         "validateSchema) breaks the schema: truncated ones with max_tokens doubled, the others "
         "with the answer and what was wrong with it added to the conversation. 0: none (a "
         "re-ask costs tokens). Column _attempts shows each attempt; never re-asked: "
-        "http_error, invalid_prompt, refusals.",
+        "http_error, invalid_prompt, invalid_utf8, corrupt_envelope, empty, refusals.",
         "2",
         convert=number(int, low=0, high=10),
         default="0",
