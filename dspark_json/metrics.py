@@ -260,8 +260,9 @@ def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapp
 
 def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
     """One line for ``records`` (a micro-batch's partitions, or a whole run): rows by status,
-    rows with errors and rescued data, requests, retries, tokens, p95 latency (the highest of the
-    partitions'), the parse backend and time."""
+    rows with errors and rescued data, requests, retries, tokens, the re-asks (where any), p95
+    latency (the highest of the partitions'), the parse backend and time, and the rows of the
+    reference parser by reason (where any)."""
     rows: Counter[str] = Counter()
     for record in records:
         rows.update(record.get("rows") or {})
@@ -278,10 +279,42 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{sum(r.get('requests') or 0 for r in records)} requests, "
         f"{sum(r.get('retries') or 0 for r in records)} retries; tokens "
         f"{sum(r.get('prompt_tokens') or 0 for r in records)} in, "
-        f"{sum(r.get('completion_tokens') or 0 for r in records)} out; {latency}; parsed on "
-        f"{backends} in {sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
-        f"({len(records)} partition(s))"
+        f"{sum(r.get('completion_tokens') or 0 for r in records)} out{_reasks(records)}; "
+        f"{latency}; parsed on {backends} in "
+        f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
+        f"({len(records)} partition(s)){_reference(records)}"
     )
+
+
+def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
+    """The re-asks of ``records`` for :func:`summary`: ``; re-asked 3 (fixed 2, tokens 90 in /
+    40 out, 1 over budget)``, or nothing where there were none."""
+    repairs = [r["repair"] for r in records if r.get("repair")]
+    total = {
+        part: sum(repair.get(part) or 0 for repair in repairs)
+        for part in ("reasks", "fixed", "prompt_tokens", "completion_tokens", "over_budget")
+    }
+    if not total["reasks"] and not total["over_budget"]:
+        return ""
+    return (
+        f"; re-asked {total['reasks']} (fixed {total['fixed']}, tokens {total['prompt_tokens']} "
+        f"in / {total['completion_tokens']} out"
+        + (f", {total['over_budget']} over budget" if total["over_budget"] else "")
+        + ")"
+    )
+
+
+def _reference(records: Sequence[Mapping[str, Any]]) -> str:
+    """The rows of the reference parser for :func:`summary`: ``; reference parser 3 rows
+    (content_misfit 2, ...)``, or nothing where there were none."""
+    rows = sum(r.get("reference_rows") or 0 for r in records)
+    if not rows:
+        return ""
+    reasons: Counter[str] = Counter()
+    for record in records:
+        reasons.update(record.get("reference_reasons") or {})
+    why = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
+    return f"; reference parser {rows} rows" + (f" ({why})" if why else "")
 
 
 def driver_logger() -> logging.Logger:

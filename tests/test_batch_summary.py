@@ -9,7 +9,7 @@ import pytest
 
 from dspark_json.cli import main
 from dspark_json.compat import ADMISSION_CONTROL
-from dspark_json.metrics import METRICS_SCHEMA, read_records
+from dspark_json.metrics import METRICS_SCHEMA, read_records, summary
 from dspark_json.source import DSparkJsonDataSource
 from tests.helpers import write_prompts
 
@@ -119,3 +119,43 @@ def test_what_is_missing_is_said_once_per_run_by_the_process_that_drives_the_bat
         latest(reader, reader.initialOffset())
     assert caplog.text.count("Streaming without option 'journal'") == 1
     assert caplog.text.count("No line per micro-batch: set option 'metrics'") == 1
+
+
+def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_are_any():
+    def record(**parts):
+        return {"rows": {"ok": 2}, "requests": 2, "backend": "cpu", "parse_seconds": 0.01} | parts
+
+    def repair(reasks, fixed, over_budget=0):
+        return {
+            "reasks": reasks,
+            "rows": reasks,
+            "fixed": fixed,
+            "prompt_tokens": 30 * reasks,
+            "completion_tokens": 10 * reasks,
+            "budget": None,
+            "over_budget": over_budget,
+        }
+
+    plain = [record(), record(repair=None, reference_rows=None, reference_reasons=None)]
+    assert "re-asked" not in summary(plain, "b") and "reference parser" not in summary(plain, "b")
+    line = summary(
+        [
+            record(repair=repair(2, 1), reference_rows=3, reference_reasons={"content_misfit": 3}),
+            record(
+                repair=repair(1, 1, over_budget=2),
+                reference_rows=2,
+                reference_reasons={"content_misfit": 1, "values_to_convert": 1},
+            ),
+            record(repair=None),
+        ],
+        "batch 4",
+    )
+    assert (
+        "tokens 0 in, 0 out; re-asked 3 (fixed 2, tokens 90 in / 30 out, 2 over budget); " in line
+    )
+    assert line.endswith(
+        "(3 partition(s)); reference parser 5 rows (content_misfit 4, values_to_convert 1)"
+    )
+    alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
+    assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
+    assert alone.endswith("; reference parser 1 rows")

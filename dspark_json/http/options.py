@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
 from dspark_json.fs import kind_of, read_text
@@ -50,8 +51,7 @@ def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
                 f"Option {name!r} must be http(s) URLs of the model server, comma-separated; "
                 f"got {redact(item)!r}. Example: 'http://127.0.0.1:8000'."
             )
-        _check_base_url(name, url)
-        out.append(Endpoint(url.removesuffix("/v1"), credentials))
+        out.append(Endpoint(_check_base_url(name, url), credentials))
     if not out:
         raise OptionError(
             f"Option {name!r} is empty; give the model server's URL, e.g. 'http://127.0.0.1:8000'."
@@ -59,15 +59,18 @@ def _endpoints(name: str, text: str) -> tuple[Endpoint, ...]:
     return tuple(out)
 
 
-def _check_base_url(name: str, url: str) -> None:
-    """A URL with an API path in it (``/v2``, ``/v1/chat/completions``) is not a base URL: say
-    so here, before the checks at ``.load()`` blame option 'model' for the 404 that follows."""
-    found = re.search(r"(/v\d+)?(/chat/completions|/completions|/models)?/*$", url)
+def _check_base_url(name: str, url: str) -> str:
+    """``url`` without a trailing ``/v1``. A URL with an API path in it (``/v2``,
+    ``/v1/chat/completions``) is not a base URL: say so here, before the checks at ``.load()``
+    blame option 'model' for the 404 that follows. Only the path is looked at: a host may be
+    named ``models`` or ``v1``."""
+    parts = urlsplit(url)
+    found = re.search(r"(/v\d+)?(/chat/completions|/completions|/models)?/*$", parts.path)
     assert found is not None  # the pattern matches the empty end of any text
     version, api = found.groups()
+    base = urlunsplit(parts._replace(path=parts.path[: found.start()]))
     if api is None and version in (None, "/v1"):
-        return
-    base = url[: found.start()]
+        return base
     raise OptionError(
         f"Option {name!r} must be the server's base URL, got {redact(url)!r}: requests go to "
         f"<base>{CHAT_COMPLETIONS} and the checks to <base>/v1/models. Give {redact(base)!r}."

@@ -37,7 +37,8 @@ def check_server(options: HttpOptions, model: str | None) -> str:
 def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | None]:
     """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
     (``model``, else the first one the first reachable endpoint lists) and its context length
-    (vLLM's ``max_model_len`` in the list; ``None`` where no endpoint says).
+    (vLLM's ``max_model_len`` in the list, the smallest the endpoints give; ``None`` where no
+    endpoint says).
 
     Raises :class:`ServerError` when no endpoint is usable; an endpoint that is down while
     another works is logged and left to the executors' health probes.
@@ -75,7 +76,9 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
                 f"Model {model!r} is not served by {endpoint.url} (it serves: "
                 f"{', '.join(served) or 'nothing'}). Fix option 'model', or option 'endpoint'."
             )
-        context = context or served[model]
+        length = served[model]
+        if length is not None and (context is None or length < context):
+            context = length  # a re-ask must fit the smallest context of the endpoints
     if model is None or len(problems) == len(options.endpoints):
         raise ServerError("No endpoint is usable: " + " | ".join(problems))
     return model, context

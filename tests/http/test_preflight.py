@@ -91,6 +91,26 @@ def test_the_model_is_the_first_served_or_must_be_served():
             check_server(options, "c")
 
 
+def test_the_context_is_the_smallest_the_endpoints_give():
+    def serving(length: int | None) -> Route:
+        def models(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+            if handler.path == "/health":
+                return 200, ""
+            return 200, json.dumps({"data": [{"id": "m", "max_model_len": length}]})
+
+        return models
+
+    with (
+        server(serving(8192)) as big,
+        server(serving(None)) as silent,
+        server(serving(2048)) as small,
+    ):
+        endpoints = (Endpoint(big), Endpoint(silent), Endpoint(small))
+        assert check_model(HttpOptions(endpoints=endpoints), "m") == ("m", 2048)
+        assert check_model(HttpOptions(endpoints=endpoints[:2]), None) == ("m", 8192)
+        assert check_model(HttpOptions(endpoints=endpoints[1:2]), "m") == ("m", None)
+
+
 def test_a_dead_engine_and_a_refused_key_are_named():
     def dead(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
         return 503, ""
