@@ -329,6 +329,21 @@ def spark_same_columns(schema: Any) -> tuple[Any, Any]:
     return envelope, message["parsed"].dataType
 
 
+def read_same_columns(spark: Any, path: str, schema: Any) -> Any:
+    """Spark's read.json + from_json giving dspark-json's columns of ``schema`` (the frame of
+    ``spark_same_columns``), for the JSON lines at ``path``."""
+    from pyspark.sql import functions as F
+
+    envelope, content = spark_same_columns(schema)
+    df = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(path)
+    choices = F.transform(
+        "choices",
+        lambda c: c.withField("message.parsed", F.from_json(c["message"]["content"], content)),
+    )
+    df = df.withColumn("choices", choices)
+    return df.withColumn("parsed", F.col("choices")[0]["message"]["parsed"])
+
+
 def timed(frame: Callable[[], Any]) -> Callable[[], None]:
     """Evaluate every column of the frame (Spark's noop sink)."""
     return lambda: frame().write.format("noop").mode("overwrite").save()
@@ -361,18 +376,8 @@ def spark_contenders(
 
     yield BASELINE, timed(read_json), counted(read_json)
 
-    full_envelope, content_type_full = spark_same_columns(schema)
-
     def read_json_same() -> Any:
-        df = spark.read.schema(full_envelope).option("mode", "PERMISSIVE").json(str(path))
-        choices = F.transform(
-            "choices",
-            lambda c: c.withField(
-                "message.parsed", F.from_json(c["message"]["content"], content_type_full)
-            ),
-        )
-        df = df.withColumn("choices", choices)
-        return df.withColumn("parsed", F.col("choices")[0]["message"]["parsed"])
+        return read_same_columns(spark, str(path), schema)
 
     yield SPARK_SAME, timed(read_json_same), counted(read_json_same)
 

@@ -337,24 +337,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _spark_figures(spark: Any, schema: Any, texts: list[str], repeat: int) -> dict[str, Any]:
     """Spark's read.json + from_json for dspark-json's columns of ``schema``, evaluated whole."""
-    from parser_throughput import spark_same_columns
-    from pyspark.sql import functions as F
+    from parser_throughput import read_same_columns
 
-    envelope, content = spark_same_columns(schema)
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "bodies.jsonl"
         path.write_text("\n".join(texts) + "\n")
 
         def frame() -> Any:
-            df = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(str(path))
-            choices = F.transform(
-                "choices",
-                lambda c: c.withField(
-                    "message.parsed", F.from_json(c["message"]["content"], content)
-                ),
-            )
-            df = df.withColumn("choices", choices)
-            return df.withColumn("parsed", F.col("choices")[0]["message"]["parsed"])
+            return read_same_columns(spark, str(path), schema)
 
         took = _best(lambda: frame().write.format("noop").mode("overwrite").save(), repeat)
     return {"spark_s": round(took, 4), "spark_rows_per_s": round(len(texts) / took)}
