@@ -1,4 +1,5 @@
-"""What several test modules share: the canary key, the review schema, a prompt writer."""
+"""What several test modules share: the canary key, the review schema, a prompt writer, a chat
+completion body."""
 
 from __future__ import annotations
 
@@ -39,3 +40,23 @@ def write_prompts(directory: Path, name: str, rows: list[dict]) -> Path:
     final = directory / name
     tmp.rename(final)
     return final
+
+
+def chat(*contents: str | None, finish: str = "stop") -> str:
+    """A chat completion body with one choice per content, each ending with ``finish``."""
+    return json.dumps(
+        {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "m",
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": c},
+                    "finish_reason": finish,
+                }
+                for i, c in enumerate(contents)
+            ],
+        }
+    )

@@ -3,7 +3,6 @@
 ``string``) hold a non-string as its JSON text, in the reference parser's canonical form. The
 kernels take them (no row goes to the reference parser for it), byte for byte the reference's."""
 
-import json
 import random
 
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from dspark_json import response_schema
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
+from tests.helpers import chat
 
 FORMAT = {
     "type": "object",
@@ -76,25 +76,6 @@ def content(rng: random.Random) -> tuple[str, bool]:
     return "{" + ", ".join(kept) + "}", drift
 
 
-def body(*contents: str) -> str:
-    return json.dumps(
-        {
-            "id": "c",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": c},
-                    "finish_reason": "stop",
-                }
-                for i, c in enumerate(contents)
-            ],
-        }
-    )
-
-
 def assert_same(ours, reference, bodies):
     """The two tables equal, else the first rows that differ, column by column."""
     for name in reference.column_names:
@@ -111,7 +92,7 @@ def test_json_text_columns_on_the_kernels_path_are_the_reference_parsers_bytes(s
     for _ in range(300):
         first, drift = content(rng)
         second, drift_2 = content(rng)
-        bodies.append(body(first, second) if rng.random() < 0.2 else body(first))
+        bodies.append(chat(first, second) if rng.random() < 0.2 else chat(first))
         drifting += drift or (drift_2 and bodies[-1].count('"index"') == 2)
     parser = CpuParser(SCHEMA)
     ours = parser.parse_vectorised(bodies)
@@ -126,7 +107,7 @@ def test_json_text_columns_on_the_kernels_path_are_the_reference_parsers_bytes(s
 def test_a_content_that_is_a_json_text_column_itself_takes_any_value():
     """A ``parsed`` column of type string (a free-form schema: ``{}``)."""
     schema = response_schema(response_format={})
-    bodies = [body(text) for text in ['{"a": [1, 2.50]}', "[true]", '"s"', "3", "1e400", "-0"]]
+    bodies = [chat(text) for text in ['{"a": [1, 2.50]}', "[true]", '"s"', "3", "1e400", "-0"]]
     parser = CpuParser(schema)
     ours = parser.parse_vectorised(bodies)
     assert ours.equals(ReferenceParser(schema).parse(bodies))
@@ -196,7 +177,7 @@ def test_maps_on_the_kernels_path_are_the_reference_parsers(seed):
     drift and repeated keys leave the kernels' path."""
     rng = random.Random(seed)
     schema = response_schema(response_format=MAPS)
-    bodies = [body(map_content(rng)) for _ in range(300)]
+    bodies = [chat(map_content(rng)) for _ in range(300)]
     parser = CpuParser(schema)
     ours = parser.parse_vectorised(bodies)
     reference = ReferenceParser(schema).parse(bodies)

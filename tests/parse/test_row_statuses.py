@@ -11,6 +11,7 @@ from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.envelope import content_type
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.schema.output import output_schema, response_fields
+from tests.helpers import chat
 
 LABEL = StructType([StructField("label", StringType())])
 CONTENT = {"type": "object", "properties": {"label": {"type": "string"}}}
@@ -60,25 +61,6 @@ PARSERS = {
 @pytest.fixture(params=list(PARSERS))
 def parse(request):
     return lambda schema, bodies: PARSERS[request.param](schema)(bodies).to_pylist()
-
-
-def chat(*contents, finish="stop"):
-    return json.dumps(
-        {
-            "id": "c",
-            "object": "chat.completion",
-            "created": 1,
-            "model": "m",
-            "choices": [
-                {
-                    "index": i,
-                    "message": {"role": "assistant", "content": c},
-                    "finish_reason": finish,
-                }
-                for i, c in enumerate(contents)
-            ],
-        }
-    )
 
 
 CASES = [
