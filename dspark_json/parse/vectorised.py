@@ -196,26 +196,27 @@ class Vectorised:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events, nested_rows, nested, groups = by_row_ranges(
+        scan = by_row_ranges(
             scan_envelope_fit,
             n,
             self.threads,
             offsets,
             data,
             valid,
-            plan.envelope_table.arrays(),
+            plan.envelope_table.nodes,
             False,
             True,
-            apart=4,
+            apart="events",
         )
-        found = FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested, groups)
+        codes = scan.codes
+        found = FoundKeys.of(data, scan)
         fits = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         envelopes, read = self._read(
             data,
             offsets[:-1],
             offsets[1:],
             fits,
-            events=events,
+            events=scan.events,
             table=plan.envelope_table,
             schema=plan.envelope_read,
         )
@@ -333,18 +334,18 @@ class Vectorised:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes, deep, found_rows, found_spans, events, nested_rows, nested = (
-            by_row_ranges(
+        scan = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.arrays(), self.lenient, apart=6,
-        ))  # fmt: skip
+            plan.content_table.nodes, self.lenient, apart="events",
+        )  # fmt: skip
+        starts, ends, codes = scan.starts, scan.ends, scan.codes
         fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         values, read = self._read(
             data,
             starts,
             ends,
             fitting,
-            events=events,
+            events=scan.events,
             table=plan.content_table,
             schema=plan.content_read,
         )
@@ -382,7 +383,7 @@ class Vectorised:
             starts=starts,
             ends=ends,
             data=data,
-            found=FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested),
+            found=FoundKeys.of(data, scan),
         )
 
     def _rescued(
