@@ -23,6 +23,7 @@ from dspark_json.parse.json import (
     T_STRUCT,
     ContentScan,
     EnvelopeScan,
+    KeySpans,
     TypeTable,
 )
 
@@ -151,6 +152,13 @@ class FoundKeys:
         """The unknown keys a scan of the documents in ``data`` found."""
         repeats = scan.repeats_keys_of if isinstance(scan, EnvelopeScan) else None
         return cls(data, scan.deep, scan.rows, scan.spans, scan.nested_rows, scan.nested, repeats)
+
+    def by_owner(self, owners: int) -> KeySpans:
+        """The top-level keys of owners ``0..owners`` (the rows, or the choices, scanned)."""
+        index = np.arange(owners)
+        start = np.searchsorted(self.rows, index, "left")
+        end = np.searchsorted(self.rows, index, "right")
+        return KeySpans(self.data, start, end, self.spans)
 
     def select(self, rows: np.ndarray) -> dict[int, list[Key]]:
         """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its

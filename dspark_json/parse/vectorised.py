@@ -59,6 +59,7 @@ from dspark_json.parse.found import (
     unlike_repr,
 )
 from dspark_json.parse.json import (
+    KeySpans,
     TypeTable,
     compile_type,
     json_texts,
@@ -407,8 +408,7 @@ class Vectorised:
         in_python[found.nested_rows] = True
         empty = np.zeros(0, np.int64)
         content_keys = np.zeros(n, np.bool_)  # rows whose choices' contents record keys
-        content_data, content_spans = np.zeros(0, np.uint8), empty
-        key_start = key_end = empty
+        by_choice = KeySpans(np.zeros(0, np.uint8), empty, empty, empty)
         first = lengths = np.zeros(n, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
@@ -416,27 +416,17 @@ class Vectorised:
             needs |= content_keys
             walk[row_of_choice[contents.found.deep]] = True
             in_python[row_of_choice[contents.found.nested_rows]] = True
-            choices = np.arange(len(contents.codes))
-            key_start = np.searchsorted(contents.found.rows, choices, "left")
-            key_end = np.searchsorted(contents.found.rows, choices, "right")
-            content_data, content_spans = contents.data, contents.found.spans
+            by_choice = contents.found.by_owner(len(contents.codes))
             first, lengths = contents.first, contents.lengths
         needs &= ~bad
         if not needs.any():
             return pa.nulls(n, pa.string())
         in_python |= walk
-        rows = np.arange(n)
         order = self._rescue_order
         offsets, data, valid, fallback, checks = rescue_rows(
             needs & ~in_python,
-            found.data,
-            np.searchsorted(found.rows, rows, "left"),
-            np.searchsorted(found.rows, rows, "right"),
-            found.spans,
-            content_data,
-            key_start,
-            key_end,
-            content_spans,
+            found.by_owner(n),
+            by_choice,
             first.astype(np.int64),
             lengths.astype(np.int64),
             "parsed" in order,

@@ -43,7 +43,7 @@ from dspark_json.parse.json.grammar import (
     holds_escape,
 )
 from dspark_json.parse.json.lines import gather_lines, line_lengths
-from dspark_json.parse.json.rescue import json_texts, rescue_rows, rescued_keys
+from dspark_json.parse.json.rescue import KeySpans, json_texts, rescue_rows, rescued_keys
 from dspark_json.parse.json.scans import (
     ContentScan,
     EnvelopeScan,
@@ -62,6 +62,7 @@ __all__ = [
     "T_STRUCT",
     "ContentScan",
     "EnvelopeScan",
+    "KeySpans",
     "TypeNodes",
     "TypeTable",
     "block_equal",

@@ -117,13 +117,26 @@ def _grown(
     return room(events, n, need, i - lo, hi - lo, most)
 
 
+class _Kept(NamedTuple):
+    """Recorded keys gathered over a scan: ``rows[:n]``, and ``spans`` with ``stride`` entries
+    each (four a top-level key, ``NESTED_STRIDE`` a nested one), grown as needed."""
+
+    rows: np.ndarray
+    spans: np.ndarray
+    n: int
+
+
 @kernel
-def _keep(
-    found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
-) -> tuple[Any, Any, int]:
-    """Append ``n`` recorded keys of ``row`` (``stride`` entries each, from ``found[at]`` on)
-    to ``rows`` and ``spans``, grown as needed. Element loops only: numba compiles 2-D slice
-    copies slowly."""
+def _kept(stride: int) -> _Kept:
+    """Room for the keys of a scan, ``stride`` entries each."""
+    return _Kept(np.empty(16, np.int64), np.empty(stride * 16, np.int64), 0)
+
+
+@kernel
+def _keep(kept: _Kept, spans: Any, at: int, n: int, stride: int, row: int) -> _Kept:
+    """``kept`` with ``n`` recorded keys of ``row`` appended (``stride`` entries each, from
+    ``spans[at]`` on). Element loops only: numba compiles 2-D slice copies slowly."""
+    rows, out, count = kept.rows, kept.spans, kept.n
     need = count + n
     if need > len(rows):
         size = max(2 * len(rows), need)
@@ -132,37 +145,26 @@ def _keep(
         for i in range(count):
             grown_rows[i] = rows[i]
         for i in range(stride * count):
-            grown_spans[i] = spans[i]
-        rows, spans = grown_rows, grown_spans
+            grown_spans[i] = out[i]
+        rows, out = grown_rows, grown_spans
     for r in range(n):
         rows[count] = row
         for c in range(stride):
-            spans[stride * count + c] = found[at + stride * r + c]
+            out[stride * count + c] = spans[at + stride * r + c]
         count += 1
-    return rows, spans, count
+    return _Kept(rows, out, count)
 
 
 @kernel
-def _keep_row(
-    found: Found,
-    row: int,
-    rows: Any,
-    spans: Any,
-    kept: int,
-    nested_rows: Any,
-    nested: Any,
-    nested_kept: int,
-) -> tuple[bool, Any, Any, int, Any, Any, int]:
+def _keep_row(found: Found, row: int, top: _Kept, nested: _Kept) -> tuple[bool, _Kept, _Kept]:
     """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
-    walk in Python (more keys than recorded), else its keys appended, top-level and nested."""
-    top, deeper = found.counts[0], found.counts[1]
-    if top < 0:
-        return True, rows, spans, kept, nested_rows, nested, nested_kept
-    rows, spans, kept = _keep(found.spans, 0, top, 4, row, rows, spans, kept)
-    nested_rows, nested, nested_kept = _keep(
-        found.spans, 4 * FOUND, deeper, NESTED_STRIDE, row, nested_rows, nested, nested_kept
-    )
-    return False, rows, spans, kept, nested_rows, nested, nested_kept
+    walk in Python (more keys than recorded), else its keys appended to ``top`` and
+    ``nested``."""
+    if found.counts[0] < 0:
+        return True, top, nested
+    top = _keep(top, found.spans, 0, found.counts[0], 4, row)
+    nested = _keep(nested, found.spans, 4 * FOUND, found.counts[1], NESTED_STRIDE, row)
+    return False, top, nested
 
 
 @kernel
@@ -186,12 +188,8 @@ def scan_envelope_fit(
     deep = np.zeros(hi - lo, np.bool_)
     work = scratch(len(nodes.field_node))
     found = found_keys()
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
+    top = _kept(4)
+    nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
@@ -243,19 +241,17 @@ def scan_envelope_fit(
                     else:  # not learnable: wait twice as long before the next try
                         learn_after = min(2 * learn_after, _MAX_LEARN_WAIT)
         if codes[i - lo] == CODE_EXTRA:
-            deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                found, i, rows, spans, kept, nested_rows, nested, nested_kept
-            )
+            deep[i - lo], top, nested = _keep_row(found, i, top, nested)
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = emit_null(events, n0, 0, nodes)
     return EnvelopeScan(
         codes,
         deep,
-        rows[:kept],
-        spans[: 4 * kept],
+        top.rows[: top.n],
+        top.spans[: 4 * top.n],
         events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
+        nested.rows[: nested.n],
+        nested.spans[: NESTED_STRIDE * nested.n],
         repeats_keys_of,
     )
 
@@ -280,12 +276,8 @@ def scan_content_fit(
     deep = np.zeros(hi - lo, np.bool_)
     work = scratch(len(nodes.field_node))
     found = found_keys()
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
+    top = _kept(4)
+    nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
@@ -329,9 +321,7 @@ def scan_content_fit(
         else:
             codes[i - lo] = code
             if code == CODE_EXTRA:
-                deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                    found, i, rows, spans, kept, nested_rows, nested, nested_kept
-                )
+                deep[i - lo], top, nested = _keep_row(found, i, top, nested)
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
             n_events[0] = emit_null(events, n0, 0, nodes)
     return ContentScan(
@@ -339,9 +329,9 @@ def scan_content_fit(
         ends,
         codes,
         deep,
-        rows[:kept],
-        spans[: 4 * kept],
+        top.rows[: top.n],
+        top.spans[: 4 * top.n],
         events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
+        nested.rows[: nested.n],
+        nested.spans[: NESTED_STRIDE * nested.n],
     )
