@@ -182,7 +182,7 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
         # A null custom_id is also what a missing one reads as: a raw body may hold the word
         # and a response key, so such lines are left to the Python reading.
         plain_line = plain[row] and custom_ids[row] is not None
-        if plain_line and statuses[row] in (None, 200) and data[v0] == 123:  # {
+        if plain_line and statuses[row] in (None, 200) and data[v0] == ord("{"):
             body = data[v0:v1].tobytes().rstrip(b" \t\r\n").decode("utf-8")
             out[row] = (custom_ids[row], body)
     return out

@@ -6,6 +6,7 @@ own (``tests/test_layers.py`` holds every other module of the package to this fa
 The modules, bottom-up:
 
 - :mod:`.compiled`: how a function is compiled (``kernel``, ``leaf``: numba ``njit``, CPU);
+- :mod:`.bytes`: the bytes the kernels compare against, by name (``QUOTE``, ``LBRACE``, ...);
 - :mod:`.words`: a word of eight bytes and a block of 64 at a time (CPU instructions);
 - :mod:`.grammar`: JSON token by token (strings, numbers, literals, whitespace, escapes);
 - :mod:`.candidates`: the content rule's candidates (a fence, the outermost braces);

@@ -40,6 +40,26 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.parse.json.bytes import (
+    BACKSLASH,
+    COLON,
+    COMMA,
+    CONTROL_END,
+    DOT,
+    LBRACE,
+    LBRACKET,
+    LOWER_E,
+    LOWER_N,
+    LOWER_T,
+    MINUS,
+    NINE,
+    PLUS,
+    QUOTE,
+    RBRACE,
+    RBRACKET,
+    UPPER_E,
+    ZERO,
+)
 from dspark_json.parse.json.candidates import fallback_candidate
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.grammar import (
@@ -111,11 +131,6 @@ TEXT_ANY = 1
 #: An event's ``a`` for a value held as JSON text: ``JSON_TEXT - start`` (``<= JSON_TEXT``;
 #: ``b`` its end), apart from a string's body (``a >= 0``) and a null (``a = -1``).
 JSON_TEXT = -3
-
-# Bytes the kernels compare against.
-_OPEN_OBJECT, _CLOSE_OBJECT, _OPEN_ARRAY, _CLOSE_ARRAY = 123, 125, 91, 93
-_QUOTE, _BACKSLASH, _COMMA, _COLON, _MINUS = 34, 92, 44, 58, 45
-_N, _T = 110, 116  # the first letters of null and true
 
 #: Doubles with a decimal exponent beyond this (or as many integer digits) go to the reference
 #: parser, which decides between a value, zero and overflow the way Python does.
@@ -245,7 +260,7 @@ def compile_type(
                 # A name with a quote, a backslash or a control character never matches a
                 # key as written: such a key is escaped (or holds raw control characters,
                 # in lenient content), and the reference parser decides what it names.
-                plain = not any(b < 32 or b in (34, 92) for b in name)
+                plain = not any(b < CONTROL_END or b in (QUOTE, BACKSLASH) for b in name)
                 key_end.append(len(keys) if plain else -1)
             first[index], count[index] = start, len(t.fields)
             for offset, f in enumerate(t.fields):
@@ -313,34 +328,34 @@ def compile_type(
 def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> tuple[int, int]:
     """``pos`` at a valid number: its end when it fits the node, else -1; and, for an integer
     node, its value."""
-    negative = data[pos] == 45
+    negative = data[pos] == MINUS
     if negative:
         pos += 1
     digits = 0
     value = 0
     nonzero = False
-    while pos < end and 48 <= data[pos] <= 57:
+    while pos < end and ZERO <= data[pos] <= NINE:
         if digits < _MAX_INT_DIGITS:
-            value = value * 10 + (data[pos] - 48)
-        nonzero = nonzero or data[pos] != 48
+            value = value * 10 + (data[pos] - ZERO)
+        nonzero = nonzero or data[pos] != ZERO
         digits += 1
         pos += 1
-    fraction = pos < end and data[pos] == 46
+    fraction = pos < end and data[pos] == DOT
     if fraction:
         pos += 1
-        while pos < end and 48 <= data[pos] <= 57:
+        while pos < end and ZERO <= data[pos] <= NINE:
             pos += 1
     exponent = 0
     exponent_sign = 1
-    has_exponent = pos < end and (data[pos] == 101 or data[pos] == 69)
+    has_exponent = pos < end and (data[pos] == LOWER_E or data[pos] == UPPER_E)
     if has_exponent:
         pos += 1
-        if data[pos] == 43 or data[pos] == 45:
-            exponent_sign = -1 if data[pos] == 45 else 1
+        if data[pos] == PLUS or data[pos] == MINUS:
+            exponent_sign = -1 if data[pos] == MINUS else 1
             pos += 1
-        while pos < end and 48 <= data[pos] <= 57:
+        while pos < end and ZERO <= data[pos] <= NINE:
             if exponent <= _MAX_EXPONENT:
-                exponent = exponent * 10 + (data[pos] - 48)
+                exponent = exponent * 10 + (data[pos] - ZERO)
             pos += 1
     if node_kind == T_INT:
         if fraction or has_exponent or digits > _MAX_INT_DIGITS:
@@ -510,7 +525,9 @@ def check_row(
             if depth == 0:
                 if pos != end:
                     return KIND_INVALID, CODE_MISFIT
-                json_kind = KIND_OBJECT if top == 123 else KIND_ARRAY if top == 91 else KIND_SCALAR
+                json_kind = (
+                    KIND_OBJECT if top == LBRACE else KIND_ARRAY if top == LBRACKET else KIND_SCALAR
+                )
                 if misfit:
                     return json_kind, CODE_MISFIT
                 if emit:
@@ -520,18 +537,16 @@ def check_row(
                 return KIND_INVALID, CODE_MISFIT
             c = data[pos]
             bracket = stack[depth - 1]
-            if c == 44:  # ,
+            if c == COMMA:
                 pos += 1
                 parent = stack_node[depth - 1]
-                if bracket == 123:
+                if bracket == LBRACE:
                     state = 2
                 else:
                     node = first[parent] if parent >= 0 else -1
                     stack_count[depth - 1] += 1
                     state = 0
-            elif (c == _CLOSE_OBJECT and bracket == _OPEN_OBJECT) or (
-                c == _CLOSE_ARRAY and bracket == _OPEN_ARRAY
-            ):
+            elif (c == RBRACE and bracket == LBRACE) or (c == RBRACKET and bracket == LBRACKET):
                 depth -= 1
                 pos += 1
                 if depth == text_depth:
@@ -546,7 +561,7 @@ def check_row(
             else:
                 return KIND_INVALID, CODE_MISFIT
         elif state == 2:
-            if pos >= end or data[pos] != 34:
+            if pos >= end or data[pos] != QUOTE:
                 return KIND_INVALID, CODE_MISFIT
             key_begin = pos + 1
             parent = stack_node[depth - 1]
@@ -563,7 +578,7 @@ def check_row(
             as_expected = (
                 length >= 0
                 and key_begin + length < end
-                and data[key_begin + length] == 34
+                and data[key_begin + length] == QUOTE
                 and same_run(keys, key_start[expected], data, key_begin, length)
             )
             if as_expected:
@@ -599,9 +614,10 @@ def check_row(
                 if field >= 0:  # the next key most likely names the field after it
                     stack_count[depth - 1] = field + 1 if field + 1 < hi else lo
                 if field < 0:  # a name matched as written is plain (compile_type)
+                    # Escaped, or raw control bytes: the reference parser decides what it names.
                     for b in range(key_begin, key_stop):
-                        if data[b] == 92 or data[b] < 32:  # escaped, or raw control bytes:
-                            misfit = True  # the reference parser decides what it names
+                        if data[b] == BACKSLASH or data[b] < CONTROL_END:
+                            misfit = True
                             break
                 if field < 0:
                     unknown = True
@@ -611,7 +627,7 @@ def check_row(
                     stamps[field] = stack_stamp[depth - 1]
                     node = field_node[field]
             pos = skip_ws(data, pos, end)
-            if pos >= end or data[pos] != 58:  # :
+            if pos >= end or data[pos] != COLON:
                 return KIND_INVALID, CODE_MISFIT
             pos += 1
             state = 0
@@ -620,7 +636,7 @@ def check_row(
                 return KIND_INVALID, CODE_MISFIT
             c = data[pos]
             if unknown:
-                if c != 110:
+                if c != LOWER_N:
                     extra = True
                     if found_n[0] < 0:
                         pass  # already too many: the row is walked
@@ -639,7 +655,7 @@ def check_row(
                         spans[at + 2] = pos
                         spans[at + 4] = depth - 1
                         for level in range(depth - 1):
-                            if stack[level] == 91:  # in an array: the element's index
+                            if stack[level] == LBRACKET:  # in an array: the element's index
                                 spans[at + 5 + level] = -stack_count[level]
                             else:  # in an object: the field's type node
                                 spans[at + 5 + level] = stack_node[level + 1]
@@ -658,28 +674,29 @@ def check_row(
                 unknown = False
             t = kind[node] if node >= 0 else 0
             # A non-string for a string node that takes JSON text: held as its text.
-            as_text = t == T_STRING and low[node] == TEXT_ANY and c != _QUOTE and c != _N
-            if c == _OPEN_OBJECT or c == _OPEN_ARRAY:
+            as_text = t == T_STRING and low[node] == TEXT_ANY and c != QUOTE and c != LOWER_N
+            if c == LBRACE or c == LBRACKET:
                 if depth == MAX_DEPTH:
                     return KIND_INVALID, CODE_MISFIT
                 if as_text:
                     text_node, text_begin, text_depth = node, pos, depth
                     node = -1  # its inside is untyped
-                if node >= 0 and t == T_MAP and c == _OPEN_OBJECT:
+                if node >= 0 and t == T_MAP and c == LBRACE:
                     pass
-                elif node >= 0 and t != (T_STRUCT if c == _OPEN_OBJECT else T_ARRAY):
+                elif node >= 0 and t != (T_STRUCT if c == LBRACE else T_ARRAY):
                     misfit = True
                     node = -1
                 stack[depth] = c
                 stack_node[depth] = node
                 # An array's element count; a struct's next expected field; a map's entries.
-                stack_count[depth] = first[node] if c == _OPEN_OBJECT and t == T_STRUCT else 0
-                if c == 123:
+                stack_count[depth] = first[node] if c == LBRACE and t == T_STRUCT else 0
+                if c == LBRACE:
                     clock[0] += 1
                     stack_stamp[depth] = clock[0]
                 depth += 1
                 pos = skip_ws(data, pos + 1, end)
-                if pos < end and data[pos] == c + 2:  # {} or []
+                # {} or []: each closing bracket is its opening one + 2 (LBRACE + 2 == RBRACE).
+                if pos < end and data[pos] == c + 2:
                     depth -= 1
                     pos += 1
                     state = 1
@@ -689,20 +706,20 @@ def check_row(
                             n = _emit(events, n, text_node, JSON_TEXT - text_begin, pos)
                     elif emit and node >= 0:
                         n = _emit_close(events, n, node, nodes, stamps, stack_stamp[depth], 0)
-                elif c == 123:
+                elif c == LBRACE:
                     state = 2
                 else:
                     stack_count[depth - 1] = 1
                     node = first[node] if node >= 0 else -1
                 continue
             begin = pos
-            if c == _QUOTE:
+            if c == QUOTE:
                 if node >= 0 and t != T_STRING:
                     misfit = True
                 pos = scan_string(data, pos, end, lenient)
                 if emit and t == T_STRING:
                     n = _emit(events, n, node, begin + 1, pos - 1)
-            elif c == _MINUS or 48 <= c <= 57:
+            elif c == MINUS or ZERO <= c <= NINE:
                 pos = scan_number(data, pos, end)
                 if as_text and pos >= 0:
                     if emit:
@@ -718,16 +735,16 @@ def check_row(
                     elif emit:
                         n = _emit(events, n, node, begin, pos)
             else:
-                if node >= 0 and c != _N and t != T_BOOL and not as_text:
+                if node >= 0 and c != LOWER_N and t != T_BOOL and not as_text:
                     misfit = True
                 pos = scan_literal(data, pos, end)
                 if emit and node >= 0 and pos >= 0:
-                    if c == _N:
+                    if c == LOWER_N:
                         n = emit_null(events, n, node, nodes)
                     elif as_text:
                         n = _emit(events, n, node, JSON_TEXT - begin, pos)
                     elif t == T_BOOL:
-                        n = _emit(events, n, node, 1, 1 if c == _T else 0)
+                        n = _emit(events, n, node, 1, 1 if c == LOWER_T else 0)
             if pos < 0:
                 return KIND_INVALID, CODE_MISFIT
             state = 1
@@ -784,7 +801,7 @@ def extract_row(data: np.ndarray, start: int, end: int) -> tuple[int, int, int]:
     if start >= end:
         return start, end, KIND_NONE
     kind = validate_row(data, start, end)
-    if kind != KIND_INVALID or data[start] in (123, 91):
+    if kind != KIND_INVALID or data[start] in (LBRACE, LBRACKET):
         return start, end, kind
     found, first, last = fallback_candidate(data, start, end)
     if not found:

@@ -31,6 +31,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dspark_json.parse.json.bytes import (
+    BACKSLASH,
+    CASE_BIT,
+    DOT,
+    LOWER_E,
+    LOWER_U,
+    MINUS,
+    PLUS,
+    ZERO,
+)
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
     JSON_TEXT,
@@ -193,7 +203,7 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
     blocks (where a block copy would read past ``data``)."""
     while j < end and j + 2 * BLOCK <= len(data):
         base = j
-        slashes = block_equal(data, base, 92)
+        slashes = block_equal(data, base, BACKSLASH)
         stop = min(base + BLOCK, end)
         if stop - base < BLOCK:
             slashes &= (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
@@ -202,7 +212,7 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
             copy_block(data, j, out, pos)  # the run to the backslash, and bytes overwritten next
             pos += at - j
             letter = data[at + 1]
-            if letter == 117:  # \uXXXX
+            if letter == LOWER_U:  # \uXXXX
                 return at, pos
             out[pos] = UNESCAPED[letter]
             pos += 1
@@ -246,13 +256,13 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
         if j >= end:
             break
         c = data[j]
-        if c != 92:
+        if c != BACKSLASH:
             out[pos] = c
             pos += 1
             j += 1
             continue
         e = data[j + 1]
-        if e == 117:  # \uXXXX; a surrogate pair is one code point
+        if e == LOWER_U:  # \uXXXX; a surrogate pair is one code point
             code, j = unicode_escape(data, j)
             pos = put_utf8(out, pos, code)
             blocks = False  # not between two \uXXXX: a block per escape costs more
@@ -301,7 +311,7 @@ def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
     """A valid JSON number at ``data[pos:end]`` as ``(negative, mantissa, significant digits,
     decimal exponent)``: its value is ``mantissa * 10**exponent`` while it has at most 19
     significant digits."""
-    negative = data[pos] == 45
+    negative = data[pos] == MINUS
     if negative:
         pos += 1
     mantissa = digits = scale = 0
@@ -309,14 +319,14 @@ def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
     while pos < end:
         c = data[pos]
         pos += 1
-        if c == 46:
+        if c == DOT:
             fraction = True
-        elif c | 32 == 101:  # e or E
+        elif c | CASE_BIT == LOWER_E:  # e or E
             exponent = True
             break
-        elif digits or c != 48:  # leading zeros are not significant
+        elif digits or c != ZERO:  # leading zeros are not significant
             if digits < 19:
-                mantissa = mantissa * 10 + (c - 48)
+                mantissa = mantissa * 10 + (c - ZERO)
                 if fraction:
                     scale -= 1
             elif not fraction:
@@ -326,13 +336,13 @@ def _decimal(data: Any, pos: int, end: int) -> tuple[bool, int, int, int]:
             scale -= 1
     if exponent:
         sign = 1
-        if data[pos] == 43 or data[pos] == 45:
-            sign = -1 if data[pos] == 45 else 1
+        if data[pos] == PLUS or data[pos] == MINUS:
+            sign = -1 if data[pos] == MINUS else 1
             pos += 1
         power = 0
         while pos < end:
             if power < 100000:
-                power = power * 10 + (data[pos] - 48)
+                power = power * 10 + (data[pos] - ZERO)
             pos += 1
         scale += sign * power
     return negative, mantissa, digits, scale

@@ -22,6 +22,37 @@ from typing import Any
 
 import numpy as np
 
+from dspark_json.parse.json.bytes import (
+    ASCII_END,
+    BACKSLASH,
+    BACKSPACE,
+    CONTROL_END,
+    CR,
+    DOT,
+    FORM_FEED,
+    LF,
+    LOWER_A,
+    LOWER_B,
+    LOWER_E,
+    LOWER_F,
+    LOWER_L,
+    LOWER_N,
+    LOWER_R,
+    LOWER_S,
+    LOWER_T,
+    LOWER_U,
+    MINUS,
+    NINE,
+    PLUS,
+    QUOTE,
+    SLASH,
+    SPACE,
+    TAB,
+    UPPER_A,
+    UPPER_E,
+    UPPER_F,
+    ZERO,
+)
 from dspark_json.parse.json.compiled import leaf
 from dspark_json.parse.json.words import (
     BLOCK,
@@ -74,17 +105,19 @@ KIND_ARRAY = 2
 KIND_SCALAR = 3
 
 
-_SPACE, _TAB, _LF, _CR = 32, 9, 10, 13
-_QUOTE, _BACKSLASH, _MINUS, _DOT = 34, 92, 45, 46
 #: Bytes a string scan passes over without a second look: printable ASCII but the quote and the
 #: backslash (and, read leniently, the raw control characters too).
-_PLAIN = np.array([32 <= c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
-_PLAIN_LENIENT = np.array([c < 128 and c not in (34, 92) for c in range(256)], np.bool_)
+_PLAIN = np.array(
+    [CONTROL_END <= c < ASCII_END and c not in (QUOTE, BACKSLASH) for c in range(256)], np.bool_
+)
+_PLAIN_LENIENT = np.array(
+    [c < ASCII_END and c not in (QUOTE, BACKSLASH) for c in range(256)], np.bool_
+)
 
 
 @leaf
 def _is_ws(c: int) -> bool:
-    return c == _SPACE or c == _TAB or c == _LF or c == _CR
+    return c == SPACE or c == TAB or c == LF or c == CR
 
 
 @leaf
@@ -101,12 +134,12 @@ def _hex4(data: Any, pos: int, end: int) -> int:
     value = 0
     for i in range(pos, pos + 4):
         c = data[i]
-        if 48 <= c <= 57:
-            digit = c - 48
-        elif 97 <= c <= 102:
-            digit = c - 87
-        elif 65 <= c <= 70:
-            digit = c - 55
+        if ZERO <= c <= NINE:
+            digit = c - ZERO
+        elif LOWER_A <= c <= LOWER_F:
+            digit = c - LOWER_A + 10
+        elif UPPER_A <= c <= UPPER_F:
+            digit = c - UPPER_A + 10
         else:
             return -1
         value = value * 16 + digit
@@ -174,7 +207,7 @@ def hex4(data: Any, pos: int) -> int:
     value = 0
     for i in range(pos, pos + 4):
         c = data[i]
-        digit = c - 48 if c <= 57 else (c - 87 if c >= 97 else c - 55)
+        digit = c - ZERO if c <= NINE else (c - LOWER_A + 10 if c >= LOWER_A else c - UPPER_A + 10)
         value = value * 16 + digit
     return value
 
@@ -182,7 +215,7 @@ def hex4(data: Any, pos: int) -> int:
 #: What the letter of a valid JSON escape stands for (``\\"``, ``\\\\``, ``\\/``: itself;
 #: ``\\u`` apart: :func:`unicode_escape`).
 UNESCAPED = np.arange(256, dtype=np.uint8)
-UNESCAPED[[98, 102, 110, 114, 116]] = [8, 12, 10, 13, 9]
+UNESCAPED[[LOWER_B, LOWER_F, LOWER_N, LOWER_R, LOWER_T]] = [BACKSPACE, FORM_FEED, LF, CR, TAB]
 
 
 @leaf
@@ -225,11 +258,11 @@ def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
     non-ASCII byte, or the backslash of an escape other than ``\\"``, ``\\\\``, ``\\/``,
     ``\\b``, ``\\f``, ``\\n``, ``\\r``, ``\\t``), or after the last whole block."""
     while pos + BLOCK <= end:
-        quotes = block_equal(data, pos, _QUOTE)
-        slashes = block_equal(data, pos, _BACKSLASH)
+        quotes = block_equal(data, pos, QUOTE)
+        slashes = block_equal(data, pos, BACKSLASH)
         odd = block_high(data, pos)
         if not lenient:
-            odd |= block_below(data, pos, 32)
+            odd |= block_below(data, pos, CONTROL_END)
         usable = BLOCK
         if slashes >> np.uint64(63):  # a run of backslashes to the end: the next block starts
             usable = BLOCK - leading_zeros(~slashes)  # at the run, outside an escape
@@ -240,12 +273,12 @@ def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
         other = escaped & ~(quotes | slashes)
         if other:
             other &= ~(
-                block_equal(data, pos, 47)  # /
-                | block_equal(data, pos, 98)  # b
-                | block_equal(data, pos, 102)  # f
-                | block_equal(data, pos, 110)  # n
-                | block_equal(data, pos, 114)  # r
-                | block_equal(data, pos, 116)  # t
+                block_equal(data, pos, SLASH)
+                | block_equal(data, pos, LOWER_B)
+                | block_equal(data, pos, LOWER_F)
+                | block_equal(data, pos, LOWER_N)
+                | block_equal(data, pos, LOWER_R)
+                | block_equal(data, pos, LOWER_T)
             )
         stops = (quotes & ~escaped) | odd | other
         if usable < BLOCK:
@@ -290,19 +323,19 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
         if plain[c]:  # most bytes: printable ASCII other than a quote or a backslash
             pos += 1
             continue
-        if c == _QUOTE:
+        if c == QUOTE:
             return pos + 1
-        if c == _BACKSLASH:
+        if c == BACKSLASH:
             if pos + 1 >= end:
                 return -1
             e = data[pos + 1]
-            if e == 117:  # \uXXXX
+            if e == LOWER_U:  # \uXXXX
                 unit = _hex4(data, pos + 2, end)
                 if unit < 0:
                     return -1
                 pos += 6
                 if 0xD800 <= unit <= 0xDBFF:
-                    if pos + 1 < end and data[pos] == _BACKSLASH and data[pos + 1] == 117:
+                    if pos + 1 < end and data[pos] == BACKSLASH and data[pos + 1] == LOWER_U:
                         low = _hex4(data, pos + 2, end)
                         if 0xDC00 <= low <= 0xDFFF:
                             pos += 6
@@ -314,14 +347,14 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
                 blocks = False  # not between two \uXXXX: a block per escape costs more
                 continue
             # \" \\ \/ \b \f \n \r \t
-            if e in (34, 92, 47, 98, 102, 110, 114, 116):
+            if e in (QUOTE, BACKSLASH, SLASH, LOWER_B, LOWER_F, LOWER_N, LOWER_R, LOWER_T):
                 pos += 2
                 blocks = True
                 continue
             return -1
-        if c < 32 and not lenient:
+        if c < CONTROL_END and not lenient:
             return -1
-        if c < 128:
+        if c < ASCII_END:
             pos += 1
             continue
         length = _utf8_length(data, pos, end)
@@ -335,32 +368,32 @@ def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
 @leaf
 def _scan_digits(data: Any, pos: int, end: int) -> int:
     """At least one digit at ``pos``: the position after the run, else -1."""
-    if pos >= end or not (48 <= data[pos] <= 57):
+    if pos >= end or not (ZERO <= data[pos] <= NINE):
         return -1
-    while pos < end and 48 <= data[pos] <= 57:
+    while pos < end and ZERO <= data[pos] <= NINE:
         pos += 1
     return pos
 
 
 @leaf
 def scan_number(data: Any, pos: int, end: int) -> int:
-    if data[pos] == _MINUS:
+    if data[pos] == MINUS:
         pos += 1
     if pos >= end:
         return -1
-    if data[pos] == 48:
+    if data[pos] == ZERO:
         pos += 1
     else:
         pos = _scan_digits(data, pos, end)
         if pos < 0:
             return -1
-    if pos < end and data[pos] == _DOT:
+    if pos < end and data[pos] == DOT:
         pos = _scan_digits(data, pos + 1, end)
         if pos < 0:
             return -1
-    if pos < end and (data[pos] == 101 or data[pos] == 69):
+    if pos < end and (data[pos] == LOWER_E or data[pos] == UPPER_E):
         pos += 1
-        if pos < end and (data[pos] == 43 or data[pos] == _MINUS):
+        if pos < end and (data[pos] == PLUS or data[pos] == MINUS):
             pos += 1
         pos = _scan_digits(data, pos, end)
     return pos
@@ -369,12 +402,12 @@ def scan_number(data: Any, pos: int, end: int) -> int:
 @leaf
 def scan_literal(data: Any, pos: int, end: int) -> int:
     c = data[pos]
-    if c == 116:  # true
-        word = (116, 114, 117, 101, 0)
-    elif c == 102:  # false
-        word = (102, 97, 108, 115, 101)
-    elif c == 110:  # null
-        word = (110, 117, 108, 108, 0)
+    if c == LOWER_T:
+        word = (LOWER_T, LOWER_R, LOWER_U, LOWER_E, 0)  # true
+    elif c == LOWER_F:
+        word = (LOWER_F, LOWER_A, LOWER_L, LOWER_S, LOWER_E)  # false
+    elif c == LOWER_N:
+        word = (LOWER_N, LOWER_U, LOWER_L, LOWER_L, 0)  # null
     else:
         return -1
     for i in range(5):
@@ -441,10 +474,10 @@ def holds_escape(data: Any, low: int, high: int) -> bool:
     end = len(data) - 5  # an escape is six bytes
     while pos + 3 + BLOCK <= len(data):  # a block at a time: every \\u00 in it, exactly
         found = (
-            block_equal(data, pos, _BACKSLASH)
-            & block_equal(data, pos + 1, 117)
-            & block_equal(data, pos + 2, 48)
-            & block_equal(data, pos + 3, 48)
+            block_equal(data, pos, BACKSLASH)
+            & block_equal(data, pos + 1, LOWER_U)
+            & block_equal(data, pos + 2, ZERO)
+            & block_equal(data, pos + 3, ZERO)
         )
         while found:
             at = pos + lowest_bit(found)
@@ -462,12 +495,12 @@ def holds_escape(data: Any, low: int, high: int) -> bool:
             pos += WORD - 1
         if at < 0:  # the last few bytes
             at = pos
-            while at < end and not (data[at] == _BACKSLASH and data[at + 1] == 117):
+            while at < end and not (data[at] == BACKSLASH and data[at + 1] == LOWER_U):
                 at += 1
             if at >= end:
                 return False
-        is_escape = data[at] == _BACKSLASH and data[at + 1] == 117  # (a mask may hit falsely)
-        if is_escape and data[at + 2] == 48 and data[at + 3] == 48:
+        is_escape = data[at] == BACKSLASH and data[at + 1] == LOWER_U  # (a mask may hit falsely)
+        if is_escape and data[at + 2] == ZERO and data[at + 3] == ZERO:
             code = _hex4(data, at + 2, at + 6)
             if low <= code <= high:
                 return True

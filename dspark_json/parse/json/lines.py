@@ -7,12 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from dspark_json.parse.json.bytes import CR, LBRACE, LF, RBRACE, SPACE
 from dspark_json.parse.json.compiled import leaf
 
 __all__ = ["gather_lines", "line_lengths"]
-
-_SPACE, _LF, _CR = 32, 10, 13
-_LBRACE, _RBRACE = 123, 125
 
 
 @leaf
@@ -30,16 +28,16 @@ def gather_lines(
                 pos += 1
             for j in range(starts[i], ends[i]):
                 c = data[j]
-                out[pos] = _SPACE if c == _LF or c == _CR else c
+                out[pos] = SPACE if c == LF or c == CR else c
                 pos += 1
             for b in suffix:
                 out[pos] = b
                 pos += 1
         else:
-            out[pos] = _LBRACE
-            out[pos + 1] = _RBRACE
+            out[pos] = LBRACE
+            out[pos + 1] = RBRACE
             pos += 2
-        out[pos] = _LF
+        out[pos] = LF
         pos += 1
 
 

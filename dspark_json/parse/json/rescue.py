@@ -31,6 +31,36 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dspark_json.parse.arrow import string_buffers
+from dspark_json.parse.json.bytes import (
+    BACKSLASH,
+    BACKSPACE,
+    COLON,
+    COMMA,
+    CONTROL_END,
+    CR,
+    DOT,
+    FORM_FEED,
+    LBRACE,
+    LBRACKET,
+    LF,
+    LOWER_B,
+    LOWER_E,
+    LOWER_F,
+    LOWER_N,
+    LOWER_R,
+    LOWER_T,
+    LOWER_U,
+    MINUS,
+    NINE,
+    PLUS,
+    QUOTE,
+    RBRACE,
+    RBRACKET,
+    SPACE,
+    TAB,
+    UPPER_E,
+    ZERO,
+)
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.grammar import (
     UNESCAPED,
@@ -55,7 +85,6 @@ class KeySpans(NamedTuple):
     spans: np.ndarray
 
 
-_QUOTE, _BACKSLASH = 34, 92
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 #: Python refuses to turn longer digit strings into an int (sys.int_info.default_max_str_digits).
 _MAX_STR_DIGITS = 4300
@@ -85,7 +114,7 @@ def _put(out: Any, pos: int, data: Any) -> int:
 @leaf
 def _put_int(out: Any, pos: int, value: int) -> int:
     if value == 0:
-        out[pos] = 48
+        out[pos] = ZERO
         return pos + 1
     digits = 0
     rest = value
@@ -93,7 +122,7 @@ def _put_int(out: Any, pos: int, value: int) -> int:
         digits += 1
         rest //= 10
     for i in range(digits - 1, -1, -1):
-        out[pos + i] = 48 + value % 10
+        out[pos + i] = ZERO + value % 10
         value //= 10
     return pos + digits
 
@@ -101,29 +130,29 @@ def _put_int(out: Any, pos: int, value: int) -> int:
 @leaf
 def _put_char(out: Any, pos: int, code: int) -> int:
     """One code point as json.dumps(ensure_ascii=False) writes it inside a string."""
-    if code == _QUOTE or code == _BACKSLASH:
-        out[pos] = _BACKSLASH
+    if code == QUOTE or code == BACKSLASH:
+        out[pos] = BACKSLASH
         out[pos + 1] = code
         return pos + 2
-    if code < 32:
-        out[pos] = _BACKSLASH
+    if code < CONTROL_END:
+        out[pos] = BACKSLASH
         short = 0
-        if code == 8:
-            short = 98  # b
-        elif code == 12:
-            short = 102  # f
-        elif code == 10:
-            short = 110  # n
-        elif code == 13:
-            short = 114  # r
-        elif code == 9:
-            short = 116  # t
+        if code == BACKSPACE:
+            short = LOWER_B
+        elif code == FORM_FEED:
+            short = LOWER_F
+        elif code == LF:
+            short = LOWER_N
+        elif code == CR:
+            short = LOWER_R
+        elif code == TAB:
+            short = LOWER_T
         if short:
             out[pos + 1] = short
             return pos + 2
-        out[pos + 1] = 117  # u00xx
-        out[pos + 2] = 48
-        out[pos + 3] = 48
+        out[pos + 1] = LOWER_U  # u00xx
+        out[pos + 2] = ZERO
+        out[pos + 3] = ZERO
         out[pos + 4] = _HEX[code >> 4]
         out[pos + 5] = _HEX[code & 15]
         return pos + 6
@@ -137,15 +166,15 @@ def _put_string_body(out: Any, pos: int, data: Any, start: int, end: int) -> int
     i = start
     while i < end:
         c = data[i]
-        if c == _BACKSLASH:
+        if c == BACKSLASH:
             e = data[i + 1]
-            if e == 117:  # \uXXXX, a surrogate pair as one code point
+            if e == LOWER_U:  # \uXXXX, a surrogate pair as one code point
                 code, i = unicode_escape(data, i)
                 pos = _put_char(out, pos, code)
                 continue
             pos = _put_char(out, pos, int(UNESCAPED[e]))
             i += 2
-        elif c < 32:  # a raw control character (content read leniently)
+        elif c < CONTROL_END:  # a raw control character (content read leniently)
             pos = _put_char(out, pos, c)
             i += 1
         else:
@@ -167,38 +196,38 @@ def _number(data: Any, start: int, end: int) -> int:
     (``repr`` writes it back when it is the shortest that reads back: the caller checks);
     ``_NOT_CANONICAL`` otherwise."""
     i = start
-    if data[i] == 45:
+    if data[i] == MINUS:
         i += 1
     int_start = i
-    while i < end and 48 <= data[i] <= 57:
+    while i < end and ZERO <= data[i] <= NINE:
         i += 1
     int_digits = i - int_start
     if i == end:  # an integer
         if int_digits > _MAX_STR_DIGITS:
             return _NOT_CANONICAL
-        if data[start] == 45 and int_digits == 1 and data[int_start] == 48:
+        if data[start] == MINUS and int_digits == 1 and data[int_start] == ZERO:
             return _NOT_CANONICAL
         return _CANONICAL
-    if data[i] != 46:  # an exponent
+    if data[i] != DOT:  # an exponent
         return _NOT_CANONICAL
     i += 1
     frac_start = i
-    while i < end and 48 <= data[i] <= 57:
+    while i < end and ZERO <= data[i] <= NINE:
         i += 1
     if i != end:
         return _NOT_CANONICAL
     frac_digits = end - frac_start
     if int_digits > 16:
         return _NOT_CANONICAL
-    zero_int = int_digits == 1 and data[int_start] == 48
-    if frac_digits == 1 and data[frac_start] == 48:  # X.0, exact below 2**53
+    zero_int = int_digits == 1 and data[int_start] == ZERO
+    if frac_digits == 1 and data[frac_start] == ZERO:  # X.0, exact below 2**53
         return _CANONICAL if int_digits <= 15 else _NOT_CANONICAL
-    if data[end - 1] == 48:  # a trailing zero: repr drops it
+    if data[end - 1] == ZERO:  # a trailing zero: repr drops it
         return _NOT_CANONICAL
     significant = frac_digits
     if zero_int:
         leading = 0
-        while leading < frac_digits and data[frac_start + leading] == 48:
+        while leading < frac_digits and data[frac_start + leading] == ZERO:
             leading += 1
         if leading > 3:  # below 1e-4: repr writes an exponent
             return _NOT_CANONICAL
@@ -226,23 +255,24 @@ def _put_value(
     i = start
     while i < end:
         c = data[i]
-        if c == 32 or c == 9 or c == 10 or c == 13:
+        if c == SPACE or c == TAB or c == LF or c == CR:
             i += 1
-        elif c == _QUOTE:
+        elif c == QUOTE:
             j = i + 1
-            while data[j] != _QUOTE:
-                j += 2 if data[j] == _BACKSLASH else 1
-            out[pos] = _QUOTE
+            while data[j] != QUOTE:
+                j += 2 if data[j] == BACKSLASH else 1
+            out[pos] = QUOTE
             pos = _put_string_body(out, pos + 1, data, i + 1, j)
-            out[pos] = _QUOTE
+            out[pos] = QUOTE
             pos += 1
             last_start, last_end = i + 1, j
             i = j + 1
-        elif c == 45 or 48 <= c <= 57:
+        elif c == MINUS or ZERO <= c <= NINE:
             j = i + 1
             while j < end:
                 d = data[j]
-                if not (48 <= d <= 57 or d == 46 or d == 101 or d == 69 or d == 43 or d == 45):
+                number = ZERO <= d <= NINE or d == DOT or d == LOWER_E or d == UPPER_E
+                if not (number or d == PLUS or d == MINUS):
                     break
                 j += 1
             kind = _number(data, i, j)
@@ -256,8 +286,8 @@ def _put_value(
                 out[pos] = data[k]
                 pos += 1
             i = j
-        elif c == 58 or c == 44:  # : and , get no space after them
-            if c == 58:  # the string before it is a key of the innermost object
+        elif c == COLON or c == COMMA:  # no space after them
+            if c == COLON:  # the string before it is a key of the innermost object
                 if not _new_key(data, keys, frames[depth - 1], held, last_start, last_end):
                     return -1
                 keys[2 * held], keys[2 * held + 1] = last_start, last_end
@@ -266,12 +296,12 @@ def _put_value(
             pos += 1
             i += 1
         else:  # { } [ ] and the letters of true, false, null
-            if c == 123 or c == 91:
+            if c == LBRACE or c == LBRACKET:
                 if depth == _MAX_DEPTH:
                     return -1
                 frames[depth] = held
                 depth += 1
-            elif c == 125 or c == 93:
+            elif c == RBRACE or c == RBRACKET:
                 depth -= 1
                 held = frames[depth]
             out[pos] = c
@@ -288,7 +318,7 @@ def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) 
     if held >= _MAX_KEYS:
         return False
     for b in range(start, end):
-        if data[b] == _BACKSLASH:
+        if data[b] == BACKSLASH:
             return False
     for k in range(first, held):
         if same_bytes(data, keys[2 * k], keys[2 * k + 1], start, end):
@@ -340,16 +370,16 @@ def _entry(
     """``"<head><k>.message.parsed.<key>":<value>`` (``k >= 0``) or ``"<head><key>":<value>``,
     after a comma where one is due; (-1, count) when the value needs Python."""
     if count:
-        out[pos] = 44
+        out[pos] = COMMA
         pos += 1
-    out[pos] = _QUOTE
+    out[pos] = QUOTE
     pos = _put(out, pos + 1, head)
     if k >= 0:
         pos = _put_int(out, pos, k)
         pos = _put(out, pos, _MESSAGE_PARSED)
     pos = _put_string_body(out, pos, data, span[s], span[s + 1])
-    out[pos] = _QUOTE
-    out[pos + 1] = 58
+    out[pos] = QUOTE
+    out[pos + 1] = COLON
     pos = _put_value(out, pos + 2, data, span[s + 2], span[s + 3], checks, row, seen)
     return pos, count + 1
 
@@ -393,7 +423,7 @@ def rescue_rows(
                 size += 8 + 6 * (
                     env_spans[s + 1] - env_spans[s] + env_spans[s + 3] - env_spans[s + 2]
                 )
-                dots += _count(env_data, env_spans[s + 2], env_spans[s + 3], 46)
+                dots += _count(env_data, env_spans[s + 2], env_spans[s + 3], DOT)
             for k in range(lengths[row]):
                 c = first[row] + k
                 for j in range(key_start[c], key_end[c]):
@@ -402,7 +432,7 @@ def rescue_rows(
                         content_spans[s + 1] - content_spans[s] + content_spans[s + 3]
                         - content_spans[s + 2]
                     )  # fmt: skip
-                    dots += _count(content_data, content_spans[s + 2], content_spans[s + 3], 46)
+                    dots += _count(content_data, content_spans[s + 2], content_spans[s + 3], DOT)
         bound[row + 1] = bound[row] + size
     out = np.empty(bound[n], np.uint8)
     checks = np.zeros(1 + 3 * dots, np.int64)
@@ -416,7 +446,7 @@ def rescue_rows(
         if not needs[row]:
             continue
         start = pos
-        out[pos] = 123
+        out[pos] = LBRACE
         pos += 1
         count = 0
         failed = False
@@ -473,7 +503,7 @@ def rescue_rows(
             while checks[0] > 0 and checks[1 + 3 * (checks[0] - 1)] == row:
                 checks[0] -= 1  # numbers noted in a row that falls back
         elif count:
-            out[pos] = 125
+            out[pos] = RBRACE
             pos += 1
             valid[row] = True
         else:
@@ -541,12 +571,12 @@ def _object_keys(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
         pos = skip_ws(data, offsets[i], end)
         if pos >= end:
             continue  # an empty text holds no keys
-        ok = data[pos] == 123
+        ok = data[pos] == LBRACE
         pos = skip_ws(data, pos + 1, end)
-        if ok and pos < end and data[pos] == 125:
+        if ok and pos < end and data[pos] == RBRACE:
             continue  # {}
         while ok:
-            ok = pos < end and data[pos] == _QUOTE
+            ok = pos < end and data[pos] == QUOTE
             after = scan_string(data, pos, end, True) if ok else -1
             ok = after > 0
             if not ok:
@@ -561,14 +591,14 @@ def _object_keys(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any, Any]:
             count += 1
             ends[count] = at
             pos = skip_ws(data, after, end)
-            ok = pos < end and data[pos] == 58  # :
+            ok = pos < end and data[pos] == COLON
             pos = _skip_value(data, skip_ws(data, pos + 1, end), end)
             ok = ok and pos > 0
             pos = skip_ws(data, pos, end) if ok else end
-            if ok and pos < end and data[pos] == 44:  # ,
+            if ok and pos < end and data[pos] == COMMA:
                 pos = skip_ws(data, pos + 1, end)
                 continue
-            ok = ok and pos < end and data[pos] == 125 and skip_ws(data, pos + 1, end) == end
+            ok = ok and pos < end and data[pos] == RBRACE and skip_ws(data, pos + 1, end) == end
             break
         if not ok:
             odd[i] = True
@@ -584,23 +614,23 @@ def _skip_value(data: Any, pos: int, end: int) -> int:
     depth = 0
     while pos < end:
         c = data[pos]
-        if c == _QUOTE:
+        if c == QUOTE:
             pos = scan_string(data, pos, end, True)
             if pos < 0:
                 return -1
-        elif c == 123 or c == 91:
+        elif c == LBRACE or c == LBRACKET:
             depth += 1
             pos += 1
-        elif c == 125 or c == 93:
+        elif c == RBRACE or c == RBRACKET:
             if depth == 0:
                 return pos  # the end of the object holding a scalar
             depth -= 1
             pos += 1
-        elif depth == 0 and (c == 44 or c == 32 or c == 9 or c == 10 or c == 13):
+        elif depth == 0 and (c == COMMA or c == SPACE or c == TAB or c == LF or c == CR):
             return pos  # after a scalar
         else:
             pos += 1
-        if depth == 0 and (c == _QUOTE or c == 125 or c == 93):
+        if depth == 0 and (c == QUOTE or c == RBRACE or c == RBRACKET):
             return pos
     return pos if depth == 0 else -1
 
@@ -621,7 +651,7 @@ def json_texts(data: Any, starts: Any, ends: Any) -> tuple[Any, Any, Any, Any]:
     for i in range(n):
         # A raw control character (lenient content) is written as \\u00xx: 6 bytes for 1.
         size += 6 * (ends[i] - starts[i])
-        dots += _count(data, starts[i], ends[i], 46)
+        dots += _count(data, starts[i], ends[i], DOT)
     out = np.empty(max(size, 1), np.uint8)
     checks = np.zeros(1 + 3 * dots, np.int64)
     seen = _seen()

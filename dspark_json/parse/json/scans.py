@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dspark_json.parse.json.bytes import LBRACE, LBRACKET, LOWER_N
 from dspark_json.parse.json.candidates import fallback_candidate
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
@@ -297,7 +298,7 @@ def scan_content_fit(
             json_kind, code = check_row(
                 data, start, end, nodes, work, found, lenient_off, events, n_events
             )
-            if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
+            if json_kind == KIND_INVALID and data[start] != LBRACE and data[start] != LBRACKET:
                 located, start, end = fallback_candidate(data, start, end)
                 if located:
                     n_events[0] = n0
@@ -316,7 +317,7 @@ def scan_content_fit(
             codes[i - lo] = CODE_NONE
         elif json_kind == KIND_INVALID:
             codes[i - lo] = CODE_INVALID
-        elif data[start] == 110:
+        elif data[start] == LOWER_N:  # null
             codes[i - lo] = CODE_MISFIT
         else:
             codes[i - lo] = code

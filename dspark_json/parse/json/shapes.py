@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from dspark_json.parse.json.bytes import COLON, LOWER_F, LOWER_T, MINUS, NINE, QUOTE, ZERO
 from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
     FOUND,
@@ -137,17 +138,17 @@ def learn_shape(
     pos = start
     while pos < end:
         c = data[pos]
-        if c == 34:  # a string: a key when a colon follows
+        if c == QUOTE:  # a string: a key when a colon follows
             after = scan_string(data, pos, end, False)
             if after < 0:
                 return False, no_shape()
             colon = skip_ws(data, after, end)
-            if colon < end and data[colon] == 58:
+            if colon < end and data[colon] == COLON:
                 pos = after
                 continue
-        elif c == 45 or 48 <= c <= 57:
+        elif c == MINUS or ZERO <= c <= NINE:
             after = scan_number(data, pos, end)
-        elif c == 116 or c == 102:  # true, false (a null is static)
+        elif c == LOWER_T or c == LOWER_F:  # true, false (a null is static)
             after = scan_literal(data, pos, end)
         else:
             pos += 1
@@ -155,7 +156,8 @@ def learn_shape(
         if after < 0 or k >= values:
             return False, no_shape()
         node_kind = kind[written[3 * slot_events[k]]]
-        if (c == 34) != (node_kind == T_STRING) or (c == 116 or c == 102) != (node_kind == T_BOOL):
+        boolean = c == LOWER_T or c == LOWER_F
+        if (c == QUOTE) != (node_kind == T_STRING) or boolean != (node_kind == T_BOOL):
             return False, no_shape()
         begins[k] = pos
         stops[k] = after
@@ -294,7 +296,7 @@ def match_shape(
         events[at] = node
         c = data[pos]
         if t == T_STRING:
-            if c != 34:
+            if c != QUOTE:
                 return -1
             after = scan_string(data, pos, end, False)
             if after < 0:
@@ -302,15 +304,15 @@ def match_shape(
             events[at + 1] = pos + 1
             events[at + 2] = after - 1
         elif t == T_BOOL:
-            if c != 116 and c != 102:
+            if c != LOWER_T and c != LOWER_F:
                 return -1
             after = scan_literal(data, pos, end)
             if after < 0:
                 return -1
             events[at + 1] = 1
-            events[at + 2] = 1 if c == 116 else 0
+            events[at + 2] = 1 if c == LOWER_T else 0
         else:
-            if c != 45 and not 48 <= c <= 57:
+            if c != MINUS and not ZERO <= c <= NINE:
                 return -1
             after = scan_number(data, pos, end)
             if after < 0:

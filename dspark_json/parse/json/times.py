@@ -12,11 +12,24 @@ from typing import Any
 
 import numpy as np
 
+from dspark_json.parse.json.bytes import (
+    COLON,
+    DOT,
+    MINUS,
+    NINE,
+    PLUS,
+    SPACE,
+    UPPER_T,
+    UPPER_Z,
+    ZERO,
+)
 from dspark_json.parse.json.compiled import kernel, leaf
 
 __all__ = ["scan_dates", "scan_timestamps"]
 
 _DAY_US = 86_400_000_000
+#: What a day count is where there is no date (a date that does not exist, or another shape).
+_NO_DATE = -(10**9)
 
 
 @leaf
@@ -24,18 +37,18 @@ def _digits(data: Any, pos: int, count: int) -> int:
     value = 0
     for i in range(pos, pos + count):
         c = data[i]
-        if c < 48 or c > 57:
+        if c < ZERO or c > NINE:
             return -1
-        value = value * 10 + (c - 48)
+        value = value * 10 + (c - ZERO)
     return value
 
 
 @leaf
 def _days(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 of a valid proleptic Gregorian date (Hinnant's algorithm);
-    -10**9 when the date does not exist."""
+    :data:`_NO_DATE` when the date does not exist."""
     if month < 1 or month > 12 or day < 1 or year < 1:
-        return -(10**9)
+        return _NO_DATE
     leap = (year % 4 == 0 and year % 100 != 0) or year % 400 == 0
     length = 31
     if month == 2:
@@ -43,7 +56,7 @@ def _days(year: int, month: int, day: int) -> int:
     elif month == 4 or month == 6 or month == 9 or month == 11:
         length = 30
     if day > length:
-        return -(10**9)
+        return _NO_DATE
     y = year - 1 if month <= 2 else year
     era = y // 400
     yoe = y - era * 400
@@ -55,12 +68,12 @@ def _days(year: int, month: int, day: int) -> int:
 
 @leaf
 def _date_at(data: Any, pos: int) -> int:
-    """``YYYY-MM-DD`` at ``pos``: days since the epoch, or -10**9."""
-    if data[pos + 4] != 45 or data[pos + 7] != 45:
-        return -(10**9)
+    """``YYYY-MM-DD`` at ``pos``: days since the epoch, or :data:`_NO_DATE`."""
+    if data[pos + 4] != MINUS or data[pos + 7] != MINUS:
+        return _NO_DATE
     year, month, day = _digits(data, pos, 4), _digits(data, pos + 5, 2), _digits(data, pos + 8, 2)
     if year < 0 or month < 0 or day < 0:
-        return -(10**9)
+        return _NO_DATE
     return _days(year, month, day)
 
 
@@ -74,7 +87,7 @@ def scan_dates(offsets: Any, data: Any, valid: Any) -> tuple[Any, Any]:
         start = offsets[i]
         if valid[i] and offsets[i + 1] - start == 10:
             days = _date_at(data, start)
-            if days != -(10**9):
+            if days != _NO_DATE:
                 out[i] = days
                 done[i] = True
     return out, done
@@ -86,9 +99,9 @@ def _timestamp(data: Any, start: int, end: int) -> tuple[int, bool]:
         return 0, False
     days = _date_at(data, start)
     sep = data[start + 10]
-    if days == -(10**9) or (sep != 84 and sep != 32):  # 'T' or ' '
+    if days == _NO_DATE or (sep != UPPER_T and sep != SPACE):
         return 0, False
-    if data[start + 13] != 58 or data[start + 16] != 58:
+    if data[start + 13] != COLON or data[start + 16] != COLON:
         return 0, False
     hour = _digits(data, start + 11, 2)
     minute = _digits(data, start + 14, 2)
@@ -97,7 +110,7 @@ def _timestamp(data: Any, start: int, end: int) -> tuple[int, bool]:
         return 0, False
     pos = start + 19
     micros = 0
-    if pos < end and data[pos] == 46:  # a fraction of 3 or 6 digits
+    if pos < end and data[pos] == DOT:  # a fraction of 3 or 6 digits
         if pos + 7 <= end and _digits(data, pos + 1, 6) >= 0:
             micros = _digits(data, pos + 1, 6)
             pos += 7
@@ -106,19 +119,19 @@ def _timestamp(data: Any, start: int, end: int) -> tuple[int, bool]:
             pos += 4
         else:
             return 0, False
-        if pos < end and 48 <= data[pos] <= 57:
+        if pos < end and ZERO <= data[pos] <= NINE:
             return 0, False
     offset = 0
     if pos < end:
         c = data[pos]
-        if c == 90 and pos + 1 == end:  # 'Z'
+        if c == UPPER_Z and pos + 1 == end:
             pos += 1
-        elif (c == 43 or c == 45) and pos + 6 == end and data[pos + 3] == 58:
+        elif (c == PLUS or c == MINUS) and pos + 6 == end and data[pos + 3] == COLON:
             oh, om = _digits(data, pos + 1, 2), _digits(data, pos + 4, 2)
             if oh < 0 or oh > 23 or om < 0 or om > 59:
                 return 0, False
             offset = (oh * 60 + om) * 60_000_000
-            if c == 45:
+            if c == MINUS:
                 offset = -offset
             pos += 6
         else:
