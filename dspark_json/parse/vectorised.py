@@ -470,8 +470,8 @@ class Vectorised:
         (matched by one shape: ``found.repeats_keys_of``) and rescue nothing else rescue the
         same text: each such group's keys are gathered, ordered and rendered once, from its
         first row, instead of once a row (rendering alone was already cached by
-        :meth:`_rescued_in_python`; the gathering cost about 5 us a row). Walked rows, and rows
-        with their contents' keys too, are rendered each on its own."""
+        :meth:`_rescued_in_python`; the gathering was a cost per row: benchmarks/README.md).
+        Walked rows, and rows with their contents' keys too, are rendered each on its own."""
         group = np.full(len(slow), -1, np.int64)
         if found.repeats_keys_of is not None:
             alone = (walk | content_keys)[slow]

@@ -7,9 +7,9 @@
   that neither allocate nor return an array, which are most of them: the byte scans a scan calls
   per token. numba counts a reference to each array a compiled function receives, with an atomic
   increment on the way in and a decrement on the way out that its pruning pass does not always
-  remove; the calls of :func:`~.conform.check_row` alone spent a large share of the content scan
-  on them (``perf`` shows ``NRT_incref`` and ``NRT_decref``). A leaf may call only
-  leaves; its caller keeps the arrays alive.
+  remove (``perf`` shows ``NRT_incref`` and ``NRT_decref`` in the calls of
+  :func:`~.conform.check_row`; figures: benchmarks/README.md). A leaf may call only leaves; its
+  caller keeps the arrays alive.
 """
 
 from __future__ import annotations

@@ -413,7 +413,7 @@ def room(events: Any, n: int, need: int, done: int = 0, rows: int = 0, most: int
     for all of them (an eighth more), but never past ``most``, the most events the scan can
     still write (its bytes left, each a value of the widest node: rows that start long do not
     project a huge array): one or two copies of a large array instead of one per doubling
-    (growing 19 MB of content events to 150 MB copied 130 MB)."""
+    (figures: benchmarks/README.md)."""
     if 3 * (n + need) <= len(events):
         return events
     size = max(2 * len(events), 3 * (n + need))

@@ -294,7 +294,7 @@ def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
     ``out`` (from ``byte_at[node]``, advanced); ``ends[index_at[node]]`` is where it ends
     there (its place among its node's strings, advanced). One forward pass over the rows'
     bytes: a row's strings are read while its bytes are in cache, where a pass per column
-    reads each row once per column (a cache miss per string, about 100 ns)."""
+    reads each row once per column (a cache miss per string: benchmarks/README.md)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         if not is_string[node]:

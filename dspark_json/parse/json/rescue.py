@@ -94,13 +94,13 @@ _PARSED = np.frombuffer(b"parsed.", np.uint8)
 #: Keys held at once on the way down a rescued value (the open objects' keys), and containers
 #: open at once in it; a value with more falls back to Python.
 _MAX_KEYS = 64
-_MAX_DEPTH = 64
+_MAX_OPEN = 64
 
 
 @kernel
 def _seen() -> Any:
     """Scratch for :func:`_put_value`: the keys it holds, then where each container's begin."""
-    return np.empty(2 * _MAX_KEYS + _MAX_DEPTH, np.int64)
+    return np.empty(2 * _MAX_KEYS + _MAX_OPEN, np.int64)
 
 
 @leaf
@@ -245,7 +245,7 @@ def _put_value(
 ) -> int:
     """A valid JSON value ``data[start:end]`` in Python's canonical form; -1 where it needs
     Python (see :func:`_number`; an object in it that repeats a key, :func:`_new_key`; nesting
-    deeper than :data:`_MAX_DEPTH`). Numbers to verify are noted in ``checks``: ``checks[0]``
+    deeper than :data:`_MAX_OPEN`). Numbers to verify are noted in ``checks``: ``checks[0]``
     triples follow, (row, start, end) in ``out``. ``seen``: scratch (:func:`_seen`)."""
     # The keys of the objects open on the way down (start, end each) and where each open
     # container's keys begin among them: a repeated key is Python's to settle.
@@ -297,7 +297,7 @@ def _put_value(
             i += 1
         else:  # { } [ ] and the letters of true, false, null
             if c == LBRACE or c == LBRACKET:
-                if depth == _MAX_DEPTH:
+                if depth == _MAX_OPEN:
                     return -1
                 frames[depth] = held
                 depth += 1
@@ -526,8 +526,8 @@ def rescued_keys(rescued: pa.Array | pa.ChunkedArray) -> list[str]:
     in the order first met (those of texts read by Python last): one compiled pass copies every
     key's bytes end to end, Arrow keeps the distinct ones, and only those are decoded (a key
     with an escape by Python's json). A text the pass cannot walk as an object (none that this
-    package writes) is read by Python's json (reading each object whole by ``json.loads`` was a
-    large share of a partition that rescues a block a row, the drift corpus)."""
+    package writes) is read by Python's json (reading each object whole by ``json.loads`` cost
+    more: benchmarks/README.md)."""
     if isinstance(rescued, pa.ChunkedArray):
         rescued = rescued.combine_chunks()
     if rescued.null_count == len(rescued):

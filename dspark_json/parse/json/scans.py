@@ -205,7 +205,7 @@ def scan_envelope_fit(
         n0 = n_events[0]
         # A byte starts at most one value, and a value writes at most ``widest`` events.
         need = (end - start + 1) * widest
-        if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
+        if 3 * (n0 + need) > len(events):  # here, not a call per row (benchmarks/README.md)
             events = _grown(events, n0, need, offsets, i, lo, hi, widest)
         matched = False
         if valid[i] and shapes and shape_row >= 0:
@@ -291,7 +291,7 @@ def scan_content_fit(
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
         need = (end - start + 1) * widest
-        if 3 * (n0 + need) > len(events):  # checked here: a call per row cost 5% of a scan
+        if 3 * (n0 + need) > len(events):  # here, not a call per row (benchmarks/README.md)
             events = _grown(events, n0, need, offsets, i, lo, hi, widest)
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
