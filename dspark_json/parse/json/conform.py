@@ -476,13 +476,8 @@ def check_row(
     describes; the caller makes room, and drops the events of a document that does not fit.
     With ``n_events`` empty, nothing is written.
     """
-    kind, first, count, low, high = (
-        nodes.kind,
-        nodes.first,
-        nodes.field_count,
-        nodes.low,
-        nodes.high,
-    )
+    kind, first, count = nodes.kind, nodes.first, nodes.field_count
+    low, high = nodes.low, nodes.high
     field_node, key_start, key_end, keys = (
         nodes.field_node, nodes.key_start, nodes.key_end, nodes.keys
     )  # fmt: skip
