@@ -3,10 +3,11 @@
 vLLM keeps the KV of prompt tokens in blocks of 16 tokens; with automatic prefix caching a full
 block is known by a hash of its tokens chained to the hash of the block before it, so a block
 is found again only after the same tokens from the start of the prompt. Freed blocks stay
-cached until their space is needed, least recently used first (a prefix's last blocks before its first). A request's prefill skips its
-leading blocks that are cached (never its last token: vLLM computes at least one), and vLLM
-reports how many tokens that was as ``usage.prompt_tokens_details.cached_tokens`` when started
-with ``--enable-prompt-tokens-details``.
+cached until their space is needed, least recently used first (a prefix's last blocks before
+its first). A request's prefill skips its leading blocks that are cached (never its last
+token: vLLM computes at least one), and vLLM reports how many tokens that was as
+``usage.prompt_tokens_details.cached_tokens`` when started with
+``--enable-prompt-tokens-details``.
 
 :class:`Engine` says how the simulator models this: a request takes ``prefill_ms`` per prompt
 token not cached, then ``decode_ms`` per output token; the simulator's ``capacity``

@@ -352,7 +352,9 @@ class Simulator:
             return status, payload
         tokens = _prompt_tokens(json.loads(body)["messages"])
         cached = cache.lookup(tokens) if cache is not None else 0
-        prefill, decode = engine.seconds(len(tokens) - cached, payload["usage"]["completion_tokens"])
+        prefill, decode = engine.seconds(
+            len(tokens) - cached, payload["usage"]["completion_tokens"]
+        )
         if prefill:
             await asyncio.sleep(prefill)
         if cache is not None:
