@@ -118,3 +118,18 @@ def test_repair_benchmark_smoke(tmp_path):
     assert none["reasks"] == 0 and two["reasks"] == two["rows_reasked"] > 0
     assert two["right"] == two["rows"] == two["distinct_prompts"] > none["right"]
     assert "| repairAttempts |" in (tmp_path / "repair.md").read_text()
+
+
+def test_model_time_benchmark_smoke(tmp_path):
+    run_smoke("model_time.py", tmp_path)
+    result = json.loads((tmp_path / "model_time.json").read_text())
+    blocks = {(b["workload"], b.get("endpoints")): b for b in result["workloads"]}
+    prefixes = blocks[("(b) long shared prefixes", 1)]
+    on, off = prefixes["runs"]
+    assert (on["prefixOrder"], off["prefixOrder"]) == ("true", "false")
+    assert on["requests"] == off["requests"] == on["rows"]
+    assert on["prompt_tokens"] == off["prompt_tokens"] > on["cached_tokens"] > 0
+    assert ("(b) long shared prefixes", 2) in blocks
+    control = blocks[("(b) control: nothing shared", 1)]
+    assert all(run["cached_tokens"] == 0 for run in control["runs"])
+    assert "| workload |" in (tmp_path / "model_time.md").read_text()

@@ -115,7 +115,7 @@ def test_answers_come_back_to_their_rows_and_the_order_is_off_on_request():
 
 
 def test_a_prefix_fails_over_to_the_next_endpoint_of_its_ranking_when_its_own_is_down():
-    payloads, prefix_of = shuffled(prefixes=4, each=6)
+    payloads, _ = shuffled(prefixes=4, each=6)
     rankings = plan(payloads, [A, B, C]).rankings
     down = rankings[0][0]  # the endpoint of row 0's prefix
     sent = {}
@@ -132,7 +132,7 @@ def test_a_prefix_fails_over_to_the_next_endpoint_of_its_ranking_when_its_own_is
     fetched = send(payloads, [A, B, C], handler)
     assert all(o.error is None for o in fetched.outcomes)
     for i, payload in enumerate(payloads):
-        want = [e.url for e in rankings[i] if e != down][0]
+        want = next(e.url for e in rankings[i] if e != down)
         assert sent[payload] == [want]  # its own endpoint, else the next of its ranking
 
 
