@@ -206,6 +206,7 @@ def side_by_side(
         "workload": name,
         "option": option,
         "endpoints": endpoints if not args.endpoint else 1,
+        "cache_blocks": None if args.endpoint else args.cache_blocks,
         "runs": runs,
         "ratio": {
             key: round(on[key] / off[key], 3) if off[key] else None
@@ -240,22 +241,23 @@ def markdown(result: dict[str, Any]) -> str:
         "after another in process: the pipeline's fetch, Spark's start left out), maxTokens 32, "
         "temperature 0, maxConcurrency 32.",
         "",
-        "| workload | option | value | endpoints | requests | prompt tokens | cached | computed "
-        "| seconds |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| workload | option | value | endpoints | KV blocks | requests | prompt tokens | cached "
+        "| computed | seconds |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for block in result["workloads"]:
         for run in block["runs"]:
             value = run.get(block.get("option", ""), run.get("run"))
             lines.append(
                 f"| {block['workload']} | {block.get('option', 'cache')} | {value} | "
-                f"{block.get('endpoints', 1)} | {run['requests']:,} | {run['prompt_tokens']:,} | "
+                f"{block.get('endpoints', 1)} | {block.get('cache_blocks') or '-'} | "
+                f"{run['requests']:,} | {run['prompt_tokens']:,} | "
                 f"{run['cached_tokens']:,} | {run['computed_tokens']:,} | {run['seconds']:.2f} |"
             )
         if "ratio" in block:
             r = block["ratio"]
             lines.append(
-                f"| {block['workload']} | on / off | | | {r['requests']} | | | "
+                f"| {block['workload']} | on / off | | | | {r['requests']} | | | "
                 f"{r['computed_tokens']} | {r['seconds']} |"
             )
     for note in result["not_run"]:
@@ -266,7 +268,7 @@ def markdown(result: dict[str, Any]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", help="a real vLLM's base URL (default: the simulator)")
-    parser.add_argument("--prompts", type=int, default=480)
+    parser.add_argument("--prompts", type=int, default=960)
     parser.add_argument("--prefixes", type=int, default=8)
     parser.add_argument("--prefix-words", type=int, default=1100)
     parser.add_argument("--cache-blocks", type=int, default=200, help="simulator: KV blocks")
@@ -310,6 +312,16 @@ def main() -> None:
                     "prefixOrder",
                     ("true", "false"),
                     endpoints=2,
+                )
+            )
+            roomy = replace_args(args, cache_blocks=args.cache_blocks * 50)
+            blocks.append(
+                side_by_side(
+                    roomy,
+                    "(b) KV space for every prefix",
+                    "prefixes",
+                    "prefixOrder",
+                    ("true", "false"),
                 )
             )
         blocks.append(

@@ -11,9 +11,10 @@ token: vLLM computes at least one), and vLLM reports how many tokens that was as
 
 :class:`Engine` says how the simulator models this: a request takes ``prefill_ms`` per prompt
 token not cached, then ``decode_ms`` per output token; the simulator's ``capacity``
-(vLLM's ``max_num_seqs``) bounds the sequences worked on at once, the rest queue. Its blocks are
-cached once the prefill that computes them is done, so requests that arrive while a prefix is
-being computed compute it too (as requests vLLM schedules into the same step do). Simplified:
+(vLLM's ``max_num_seqs``) bounds the sequences worked on at once, the rest queue. As in vLLM (v1), a
+request's blocks are cached when it is scheduled, before they are computed (their hash is of
+tokens, not of KV): a request that finds blocks still being computed waits until they are, and
+does not compute them again. Simplified:
 running sequences' blocks do not count against ``cache_blocks``, and prefills do not share a
 step's token budget (each sequence's time is its own).
 
@@ -86,7 +87,7 @@ class PrefixCache:
     def __init__(self, capacity: int, block_size: int = BLOCK_SIZE) -> None:
         self.capacity = capacity
         self.block_size = block_size
-        self._blocks: OrderedDict[bytes, None] = OrderedDict()
+        self._blocks: OrderedDict[bytes, float] = OrderedDict()  # hash -> when computed
         self.evicted = 0
 
     def __len__(self) -> int:
@@ -102,29 +103,31 @@ class PrefixCache:
             hashes.append(parent)
         return hashes
 
-    def lookup(self, tokens: Sequence[str]) -> int:
+    def lookup(self, tokens: Sequence[str]) -> tuple[int, float]:
         """How many leading tokens of ``tokens`` are cached (whole blocks, never the last
-        token); the blocks found become the most recently used."""
+        token), and when the last of those blocks is computed; the blocks found become the
+        most recently used."""
         found: list[bytes] = []
         for digest in self._hashes(tokens[: max(0, len(tokens) - 1)]):
             if digest not in self._blocks:
                 break
             found.append(digest)
+        ready = max((self._blocks[d] for d in found), default=0.0)
         self._touch(found)
-        return len(found) * self.block_size
+        return len(found) * self.block_size, ready
 
-    def insert(self, tokens: Sequence[str]) -> None:
-        """Cache every full block of ``tokens`` (computed by a prefill), evicting the least
-        recently used blocks beyond the capacity."""
-        self._touch(self._hashes(tokens))
+    def insert(self, tokens: Sequence[str], ready: float = 0.0) -> None:
+        """Cache every full block of ``tokens``, the ones not cached yet computed at ``ready``,
+        evicting the least recently used blocks beyond the capacity."""
+        self._touch(self._hashes(tokens), ready)
         while len(self._blocks) > self.capacity:
             self._blocks.popitem(last=False)
             self.evicted += 1
 
-    def _touch(self, hashes: Sequence[bytes]) -> None:
+    def _touch(self, hashes: Sequence[bytes], ready: float = 0.0) -> None:
         """Make ``hashes`` the most recently used, the first block last (as vLLM frees a
         request's blocks tail first): a prefix is evicted from its end, never left without
-        its start."""
+        its start. A block new here is computed at ``ready``."""
         for digest in reversed(hashes):
-            self._blocks[digest] = None
+            self._blocks[digest] = self._blocks.get(digest, ready)
             self._blocks.move_to_end(digest)

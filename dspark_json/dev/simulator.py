@@ -351,19 +351,20 @@ class Simulator:
         if status != 200 or (cache is None and not engine.prefill_ms and not engine.decode_ms):
             return status, payload
         tokens = _prompt_tokens(json.loads(body)["messages"])
-        cached = cache.lookup(tokens) if cache is not None else 0
+        now = asyncio.get_running_loop().time()
+        cached, ready = cache.lookup(tokens) if cache is not None else (0, 0.0)
         prefill, decode = engine.seconds(
             len(tokens) - cached, payload["usage"]["completion_tokens"]
         )
-        if prefill:
-            await asyncio.sleep(prefill)
+        done = max(now, ready) + prefill  # the blocks found are computed first
         if cache is not None:
-            cache.insert(tokens)  # computed now: a request that arrived meanwhile missed it
+            # Cached when scheduled, as vLLM does: a request after it finds them and waits.
+            cache.insert(tokens, done)
             payload["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
             self.counts["prompt_tokens"] += len(tokens)
             self.counts["cached_tokens"] += cached
-        if decode:
-            await asyncio.sleep(decode)
+        if done + decode > now:
+            await asyncio.sleep(done + decode - now)
         return status, payload
 
     def _error(self, message: str, code: int, *, param: str | None = None) -> dict[str, Any]:

@@ -8,17 +8,16 @@ was just computed on the same server skips its prefill. Within one partition:
 - Requests are sent in the order of their messages' serialised JSON (bytes): a trie's order, so
   that requests sharing the longest prefixes are sent next to each other. Only the send order
   changes: each answer goes back to its own row, and rows leave in their order.
-- Requests whose messages share their first :data:`KEY_BYTES` bytes (the *prefix key*) form a
-  group. A group's first request (its leader) is sent one group ahead, while the group before
-  is being sent, so that its prefix is computed once before the rest of its group arrive;
-  the requests vLLM works on at once otherwise all compute the same prefix.
-- With several endpoints, each group goes to one endpoint, chosen by rendezvous hashing on its
-  prefix key (the same key picks the same endpoint in every task and every run), as far as an
-  even share of the partition's requests allows: a group larger than what is left of its
-  endpoint's share goes on at the next endpoint of its ranking. The endpoints' sequences are
-  interleaved, so that all of them work at once. A request whose endpoint rests (failing, or
-  down) goes to the next endpoint of its ranking, as requests go round-robin to the healthy
-  endpoints without this option.
+  vLLM caches a request's blocks when it schedules it, so the requests after it that share
+  its prefix find it even while it is being computed.
+- With several endpoints, requests whose messages share their first :data:`KEY_BYTES` bytes
+  (the *prefix key*: a group) go to one endpoint, chosen by rendezvous hashing on that key (the
+  same key picks the same endpoint in every task and every run), as far as an even share of the
+  partition's requests allows: a group larger than what is left of its endpoint's share goes on
+  at the next endpoint of its ranking. The endpoints' sequences are interleaved, so that all of
+  them work at once. A request whose endpoint rests (failing, or down) goes to the next
+  endpoint of its ranking, as requests go round-robin to the healthy endpoints without this
+  option.
 """
 
 from __future__ import annotations
@@ -67,19 +66,6 @@ def _ranking(key: bytes, endpoints: Sequence[Endpoint]) -> tuple[Endpoint, ...]:
     return tuple(sorted(endpoints, key=score, reverse=True))
 
 
-def _leaders_ahead(groups: Sequence[list[int]]) -> list[int]:
-    """The groups in turn, each group's first request sent while the group before is sent:
-    L1, L2, rest of 1, L3, rest of 2, ..."""
-    order: list[int] = []
-    for at, group in enumerate(groups):
-        if at == 0:
-            order.append(group[0])
-        if at + 1 < len(groups):
-            order.append(groups[at + 1][0])
-        order.extend(group[1:])
-    return order
-
-
 def plan(payloads: Sequence[bytes | None], endpoints: Sequence[Endpoint]) -> SendPlan:
     """The send plan of ``payloads`` (``None``: not sent) over ``endpoints``."""
     pending = [i for i, payload in enumerate(payloads) if payload is not None]
@@ -94,7 +80,7 @@ def plan(payloads: Sequence[bytes | None], endpoints: Sequence[Endpoint]) -> Sen
             keys.append(key)
         groups[-1].append(i)
     if len(endpoints) < 2:
-        return SendPlan(order=_leaders_ahead(groups), rankings={})
+        return SendPlan(order=pending, rankings={})
     share = -(-len(pending) // len(endpoints))  # an even share, rounded up
     load = dict.fromkeys(endpoints, 0)
     assigned: dict[Endpoint, list[list[int]]] = {e: [] for e in endpoints}
@@ -118,6 +104,6 @@ def plan(payloads: Sequence[bytes | None], endpoints: Sequence[Endpoint]) -> Sen
     sequences = []
     for endpoint in endpoints:
         ordered = sorted(assigned[endpoint], key=lambda g: (body[g[0]], g[0]))
-        sequences.append(_leaders_ahead(ordered))
+        sequences.append([i for group in ordered for i in group])
     order = [i for turn in zip_longest(*sequences) for i in turn if i is not None]
     return SendPlan(order=order, rankings=rankings)

@@ -1,6 +1,7 @@
 """The simulator's prefix cache and time model (dev/engine.py): cached tokens grow on a repeated
 prefix, only whole blocks from the start count, the least recently used blocks go first, and a
-prefix being computed is not yet cached; through the server, usage reports them as vLLM does."""
+prefix is cached when its request is scheduled (a request after it waits for it, as in vLLM);
+through the server, usage reports them as vLLM does."""
 
 import asyncio
 import json
@@ -20,14 +21,14 @@ def words(tag, n):
 def test_a_repeated_prefix_is_found_in_whole_blocks_from_its_start():
     cache = PrefixCache(capacity=100, block_size=4)
     shared = words("s", 10)
-    assert cache.lookup([*shared, "a"]) == 0
-    cache.insert([*shared, "a"])  # 11 tokens: two full blocks cached
-    assert cache.lookup([*shared, "b", "c"]) == 8
+    assert cache.lookup([*shared, "a"]) == (0, 0.0)
+    cache.insert([*shared, "a"], 5.0)  # 11 tokens: two full blocks, computed at 5
+    assert cache.lookup([*shared, "b", "c"]) == (8, 5.0)
     # The same blocks later in a prompt are not a prefix: the chain starts at the first token.
-    assert cache.lookup(["x", *shared]) == 0
+    assert cache.lookup(["x", *shared])[0] == 0
     # Never the last token: a prompt wholly cached still computes one.
     cache.insert(words("t", 8))
-    assert cache.lookup(words("t", 8)) == 4
+    assert cache.lookup(words("t", 8))[0] == 4
 
 
 def test_the_least_recently_used_prefix_is_evicted_from_its_end():
@@ -35,14 +36,14 @@ def test_the_least_recently_used_prefix_is_evicted_from_its_end():
     a, b, c = words("a", 5), words("b", 5), words("c", 5)  # two blocks each
     cache.insert(a)
     cache.insert(b)
-    assert cache.lookup(a) == 4  # a is now the most recently used
+    assert cache.lookup(a)[0] == 4  # a is now the most recently used
     cache.insert(c)  # 6 blocks > 4: b's two go
     assert len(cache) == 4 and cache.evicted == 2
-    assert (cache.lookup(a), cache.lookup(b), cache.lookup(c)) == (4, 0, 4)
+    assert [cache.lookup(x)[0] for x in (a, b, c)] == [4, 0, 4]
     cache = PrefixCache(capacity=2, block_size=2)
     cache.insert(a)
     cache.insert(words("d", 3))  # one more block: a's last block goes, its first stays
-    assert cache.lookup(a) == 2
+    assert cache.lookup(a)[0] == 2
 
 
 def test_tokens_are_as_many_as_usage_counts():
@@ -55,24 +56,26 @@ def body(*contents):
     return json.dumps({"model": "dspark-sim", "messages": messages}).encode()
 
 
-def test_a_prefix_is_cached_once_its_prefill_is_done():
+def test_a_prefix_is_found_while_it_is_computed_and_waited_for():
     sim = Simulator(engine=Engine(cache_blocks=64, prefill_ms=20.0))
     shared = " ".join(words("w", 64))
 
-    async def main():
-        first, second = await asyncio.gather(
-            sim.route("POST", "/v1/chat/completions", body(shared, "a")),
-            sim.route("POST", "/v1/chat/completions", body(shared, "b")),
-        )
-        third = await sim.route("POST", "/v1/chat/completions", body(shared, "c"))
-        return [
-            r.payload["usage"]["prompt_tokens_details"]["cached_tokens"]
-            for r in (first, second, third)
-        ]
+    async def timed(question):
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        reply = await sim.route("POST", "/v1/chat/completions", body(shared, question))
+        cached = reply.payload["usage"]["prompt_tokens_details"]["cached_tokens"]
+        return cached, loop.time() - started
 
-    # Sent together, both compute the prefix; sent after, the third finds it (73 tokens: 4 blocks).
-    assert asyncio.run(main()) == [0, 0, 64]
-    assert sim.counts["cached_tokens"] == 64 and sim.counts["prompt_tokens"] == 3 * 73
+    async def main():
+        return await asyncio.gather(timed("a"), timed("b"))
+
+    # Sent together: the second finds the first's 4 blocks (73 tokens), cached when the first
+    # was scheduled, and waits for them; it computes 9 tokens, not 73.
+    (first, first_s), (second, second_s) = asyncio.run(main())
+    assert (first, second) == (0, 64)
+    assert first_s >= 73 * 0.02 * 0.9 and second_s >= first_s
+    assert sim.counts["cached_tokens"] == 64 and sim.counts["prompt_tokens"] == 2 * 73
 
 
 def test_without_a_cache_usage_has_no_details():
