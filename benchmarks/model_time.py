@@ -272,7 +272,7 @@ def main() -> None:
     parser.add_argument("--prefixes", type=int, default=8)
     parser.add_argument("--prefix-words", type=int, default=1100)
     parser.add_argument("--cache-blocks", type=int, default=200, help="simulator: KV blocks")
-    parser.add_argument("--prefill-ms", type=float, default=0.4, help="simulator: per token")
+    parser.add_argument("--prefill-ms", type=float, default=0.05, help="simulator: per token")
     parser.add_argument("--decode-ms", type=float, default=4.0, help="simulator: per token")
     parser.add_argument("--max-seqs", type=int, default=16, help="simulator: sequences at once")
     parser.add_argument("--seed", type=int, default=7)

@@ -14,9 +14,10 @@ token not cached, then ``decode_ms`` per output token; the simulator's ``capacit
 (vLLM's ``max_num_seqs``) bounds the sequences worked on at once, the rest queue. As in vLLM (v1), a
 request's blocks are cached when it is scheduled, before they are computed (their hash is of
 tokens, not of KV): a request that finds blocks still being computed waits until they are, and
-does not compute them again. Simplified:
-running sequences' blocks do not count against ``cache_blocks``, and prefills do not share a
-step's token budget (each sequence's time is its own).
+does not compute them again. Prefill is compute-bound: the prefills of the sequences in
+flight run one after another (a prefix computed twice costs twice), while their decodes run side
+by side. Simplified: running sequences' blocks do not count against ``cache_blocks``, and a
+prefill is not cut into chunks that share a step with decodes.
 
 Tokens are the simulator's own (the ones its ``usage`` counts): per message, its role's opening
 and closing markers, two newlines, and the words of its content.

@@ -237,6 +237,7 @@ class Simulator:
             if self.engine.cache_blocks is not None
             else None
         )
+        self._prefill_free = 0.0  # when the engine's compute is free for the next prefill
         self.started = int(time.time())
         #: As vLLM's: its version and a hash of the server configuration.
         self.fingerprint = (
@@ -356,7 +357,9 @@ class Simulator:
         prefill, decode = engine.seconds(
             len(tokens) - cached, payload["usage"]["completion_tokens"]
         )
-        done = max(now, ready) + prefill  # the blocks found are computed first
+        # Prefills share the engine's compute, one after another; the blocks found first.
+        done = max(now, ready, self._prefill_free) + prefill
+        self._prefill_free = done
         if cache is not None:
             # Cached when scheduled, as vLLM does: a request after it finds them and waits.
             cache.insert(tokens, done)
