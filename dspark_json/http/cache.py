@@ -70,7 +70,7 @@ class ResponseCache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
+            if any(s in str(exc).lower() for s in ("not found", "no such file", "does not exist")):
                 return None
             logger.warning("cache %s: entry %s cannot be read (%s); asked again.", self, key, exc)
             return None
