@@ -119,8 +119,7 @@ def send_once(
     fetched = (
         sender([requests[row] for row in asked]) if asked else Fetched(outcomes=Outcomes.of([]))
     )
-    for k, row in enumerate(asked):
-        answers[row] = fetched.outcomes[k]
+    answers.update(zip(asked, fetched.outcomes, strict=True))  # one pass over the bodies
     if cache is not None:
         # Only whole HTTP 200 answers: an error, or a body that is not UTF-8, is never kept.
         new = [
