@@ -161,6 +161,11 @@ class Options:
                 f"Options {given['prompts'][0]!r} and 'responses' are both set: read prompts "
                 "(and call the model) or replay recorded responses, not both."
             )
+        if "responses" in given and "cache" in given:
+            raise OptionError(
+                f"Options {given['cache'][0]!r} and 'responses' are both set: the cache saves "
+                "requests, and recorded responses send none. Leave 'cache' out."
+            )
         if "apiKey" in given and "apiKeyEnv" in given:
             raise OptionError(
                 f"Options {given['apiKey'][0]!r} and 'apiKeyEnv' both give the API key; set "
