@@ -7,10 +7,11 @@ raw body of one HTTP 200 answer, behind a header line that states its length and
     <cache>/<first 2 hex digits>/<64 hex digits>.answer
         dspark-json-cache 1 {"status": 200, "bytes": 1234, "sha256": "..."}\\n<body bytes>
 
-Entries are written atomically (a hidden name, then a rename: :func:`dspark_json.fs.write_atomic`;
-an object store copies the finished object) before the partition's rows leave. An entry that cannot be read, is
-cut short or does not match its digest is logged (WARN) and its request is sent again (the new
-answer replaces it); one that cannot be written is logged and the rows go on. The cache only
+Entries are written atomically (a hidden name, then a rename:
+:func:`dspark_json.fs.write_atomic`; an object store copies the finished object) before the
+partition's rows leave. An entry that cannot be read, is cut short or does not match its digest
+is logged (WARN) and its request is sent again (the new answer replaces it); one that cannot be
+written is logged and the rows go on. The cache only
 saves requests: the journal stays what makes a replay exactly once.
 
 Nothing expires an entry by itself; delete by age (``find DIR -name '*.answer' -mtime +7
