@@ -11,8 +11,8 @@ Entries are written atomically (a hidden name, then a rename:
 :func:`dspark_json.fs.write_atomic`; an object store copies the finished object) before the
 partition's rows leave. An entry that cannot be read, is cut short or does not match its digest
 is logged (WARN) and its request is sent again (the new answer replaces it); one that cannot be
-written is logged and the rows go on. The cache only
-saves requests: the journal stays what makes a replay exactly once.
+written is logged and the rows go on. The cache only saves requests: the journal stays what
+makes a replay exactly once.
 
 Nothing expires an entry by itself; delete by age (``find DIR -name '*.answer' -mtime +7
 -delete``, or an object store's lifecycle rule on the prefix).
