@@ -16,13 +16,15 @@ Workloads, each run with the feature on and off, side by side in one run:
 Each file is one partition, sent as a Spark task sends it (the pipeline's fetch: request
 bodies, dedupe and cache where present, then the client), in process and one after another;
 Spark's own start is left out. Per run: requests sent, prompt tokens, of them cached by the
-server's prefix cache, prompt tokens computed (total minus cached), wall time, and the ratios
-of "on" to "off". On the simulator (the default) each run gets fresh servers with the model
-engine of ``dev/engine.py``: vLLM's prefix cache (16-token blocks, an LRU of ``--cache-blocks``
-blocks: a few of the prefixes, not all), prefill per uncached token and decode per output token,
-``--max-seqs`` sequences at once. With ``--endpoint`` the runs go to that server (vLLM started
-with ``--enable-prefix-caching --enable-prompt-tokens-details``); each run's prefixes carry a
-tag of their own, so that no run finds another's prefixes in the cache.
+server's prefix cache, prompt tokens computed (total minus cached) as the servers count them
+(the simulator's ``/stats``, vLLM's ``/metrics``; else from the answers' usage), wall time, and
+the ratios of "on" to "off". On the simulator (the default) each run gets fresh servers with
+the model engine of ``dev/engine.py``: vLLM's prefix cache (16-token blocks, an LRU of
+``--cache-blocks`` blocks: a few of the prefixes, not all), prefill per uncached token (one
+prefill after another) and decode per output token, ``--max-seqs`` sequences at once. With
+``--endpoint`` the runs go to that server (vLLM started with ``--enable-prefix-caching
+--enable-prompt-tokens-details``); each run's prefixes carry a tag of their own, so that no
+run finds another's prefixes in the cache.
 """
 
 from __future__ import annotations
@@ -118,6 +120,8 @@ def query(endpoints: Sequence[str], model: str, **options: str) -> Query:
 def run_files(files: Sequence[list[list[dict[str, str]]]], q: Query) -> dict[str, Any]:
     """Each file as one partition's fetch; what was sent and what the answers' usage says."""
     requests = prompt = cached = 0
+    urls = [e.url for e in q.options.http.endpoints]
+    before = server_tokens(urls)
     started = time.perf_counter()
     for f, convs in enumerate(files):
         records = [
@@ -143,14 +147,44 @@ def run_files(files: Sequence[list[list[dict[str, str]]]], q: Query) -> dict[str
             usage = answer.get("usage") or {}
             prompt += usage.get("prompt_tokens") or 0
             cached += (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+    seconds = time.perf_counter() - started
+    after = server_tokens(urls)
+    counted_by = "answers"
+    if before is not None and after is not None:  # what the servers computed, not the rows
+        prompt, cached = after[0] - before[0], after[1] - before[1]
+        counted_by = "server"
     return {
         "requests": requests,
         "rows": sum(len(c) for c in files),
+        "counted_by": counted_by,
         "prompt_tokens": prompt,
         "cached_tokens": cached,
         "computed_tokens": prompt - cached,
-        "seconds": round(time.perf_counter() - started, 3),
+        "seconds": round(seconds, 3),
     }
+
+
+def server_tokens(urls: Sequence[str]) -> tuple[int, int] | None:
+    """(prompt tokens, of them cached) as the servers count them: the simulator's ``/stats``,
+    vLLM's ``/metrics`` (``vllm:prompt_tokens_total``, ``vllm:prefix_cache_hits_total``);
+    ``None`` where a server reports neither."""
+    prompt = cached = 0.0
+    for url in dict.fromkeys(urls):
+        stats = httpx.get(f"{url}/stats", timeout=30)
+        if stats.status_code == 200 and isinstance(stats.json(), dict):
+            counts = stats.json()
+            prompt += counts.get("prompt_tokens", 0)
+            cached += counts.get("cached_tokens", 0)
+            continue
+        metrics = httpx.get(f"{url}/metrics", timeout=30)
+        if metrics.status_code != 200 or "vllm:prompt_tokens_total" not in metrics.text:
+            return None
+        for line in metrics.text.splitlines():
+            if line.startswith("vllm:prompt_tokens_total"):
+                prompt += float(line.rsplit(" ", 1)[1])
+            elif line.startswith(("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits")):
+                cached += float(line.rsplit(" ", 1)[1])
+    return int(prompt), int(cached)
 
 
 @contextmanager
@@ -216,7 +250,8 @@ def side_by_side(
 
 
 def rerun_with_cache(args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """(c): the same prompts twice, with option cache; the second run's requests."""
+    """(c): the prompts of (a) run with option cache, then again with it, and again without:
+    the re-runs side by side."""
     tag = f"cache-{time.time_ns()}"
     files = workload(
         "repeated",
@@ -228,10 +263,24 @@ def rerun_with_cache(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     )
     runs = []
     with servers(args, 1) as (urls, model):
-        for label in ("first run", "run again"):
-            q = query(urls, model, cache=str(work / "cache"), prefixOrder="false")
+        for label, cache in (
+            ("first run, cache", True),
+            ("run again, cache", True),
+            ("run again, no cache", False),
+        ):
+            options = {"cache": str(work / "cache")} if cache else {}
+            q = query(urls, model, prefixOrder="false", **options)
             runs.append({"run": label, **run_files(files, q)})
-    return {"workload": "(c) same prompts again, option cache", "runs": runs}
+    on, off = runs[1], runs[2]
+    return {
+        "workload": "(c) same prompts again",
+        "option": "cache",
+        "runs": runs,
+        "ratio": {
+            key: round(on[key] / off[key], 3) if off[key] else None
+            for key in ("requests", "computed_tokens", "seconds")
+        },
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:

@@ -133,3 +133,17 @@ def test_model_time_benchmark_smoke(tmp_path):
     control = blocks[("(b) control: nothing shared", 1)]
     assert all(run["cached_tokens"] == 0 for run in control["runs"])
     assert "| workload |" in (tmp_path / "model_time.md").read_text()
+
+
+@pytest.mark.slow
+def test_response_cache_benchmark_smoke(tmp_path):
+    run_smoke("response_cache.py", tmp_path)
+    result = json.loads((tmp_path / "response_cache.json").read_text())
+    sent = {r["name"]: r["requests_sent"] for r in result["runs"]}
+    rows = result["runs"][0]["rows"]
+    assert sent["dedupe off"] == rows == result["distinct"] * 3 // 2
+    assert sent["dedupe auto (default)"] == result["distinct"]  # one task: all repeats in it
+    assert sent["dedupe auto + cache, re-run"] == 0
+    assert result["cache"]["entries"] == result["distinct"]
+    assert result["cache"]["bytes_per_entry"] > result["cache"]["header_bytes_per_entry"] > 0
+    assert "| dedupe auto + cache, re-run | 0 |" in (tmp_path / "response_cache.md").read_text()
