@@ -132,6 +132,11 @@ def test_model_time_benchmark_smoke(tmp_path):
     assert ("(b) long shared prefixes", 2) in blocks
     control = blocks[("(b) control: nothing shared", 1)]
     assert all(run["cached_tokens"] == 0 for run in control["runs"])
+    once, every = blocks[("(a) a third repeated", 1)]["runs"]
+    assert once["requests"] == once["distinct"] < every["requests"] == every["rows"]
+    first, again, uncached = blocks[("(c) same prompts again", 1)]["runs"]
+    # The re-run with the cache sends nothing; without it, every distinct request again.
+    assert first["requests"] == uncached["requests"] == first["distinct"] > again["requests"] == 0
     assert "| workload |" in (tmp_path / "model_time.md").read_text()
 
 
