@@ -284,6 +284,8 @@ def rerun_with_cache(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     return {
         "workload": "(c) same prompts again",
         "option": "cache",
+        "endpoints": 1,
+        "cache_blocks": None if args.endpoint else args.cache_blocks,
         "runs": runs,
         "ratio": {
             key: round(on[key] / off[key], 3) if off[key] else None
