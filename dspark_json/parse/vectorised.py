@@ -24,7 +24,7 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -74,7 +74,7 @@ from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.threads import by_row_ranges
 from dspark_json.rows import Status, data_fields
 
-__all__ = ["Vectorised", "as_python"]
+__all__ = ["Fit", "Vectorised", "as_python"]
 
 #: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
 _SECONDS = (-62135596800, 253402300799)
@@ -146,6 +146,27 @@ class _Plan:
         )
 
 
+class Fit(Protocol):
+    """Who decides the fit where the CPU scans do not: the GPU backend's device kernel
+    (:class:`~dspark_json.parse.gpu.fit.DeviceFit`), with the scans' results but their events
+    (the rows that fit are read by :attr:`Vectorised.lines`)."""
+
+    def envelope(
+        self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
+    ) -> tuple[Any, ...]:
+        """What :func:`~dspark_json.parse.json.scans.scan_envelope_fit` gives."""
+
+    def content(
+        self,
+        offsets: np.ndarray,
+        data: np.ndarray,
+        valid: np.ndarray,
+        table: TypeTable,
+        lenient: bool,
+    ) -> tuple[Any, ...]:
+        """What :func:`~dspark_json.parse.json.scans.scan_content_fit` gives."""
+
+
 @functools.lru_cache(maxsize=64)
 def _plan_of(data: StructType, json_text: bool = True) -> _Plan | None:
     """:meth:`_Plan.of`, once per schema (a partition of a few hundred rows would otherwise
@@ -160,7 +181,12 @@ class Vectorised:
     GPU backend's cuDF) where one is given."""
 
     def __init__(
-        self, schema: StructType, *, lines: JsonLines | None = None, lenient: bool = True
+        self,
+        schema: StructType,
+        *,
+        lines: JsonLines | None = None,
+        fit: Fit | None = None,
+        lenient: bool = True,
     ) -> None:
         self.schema = schema
         self.lenient = lenient
@@ -170,6 +196,9 @@ class Vectorised:
         #: The documents that fit are read from the scans' events (:mod:`.json.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
+        #: Who decides the fit instead of the CPU scans (with ``lines``: the GPU backend's
+        #: device kernel), else None.
+        self.fit = fit
         data = data_fields(schema)
         self._plan = _plan_of(data, lines is None)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
@@ -196,18 +225,22 @@ class Vectorised:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events, nested_rows, nested, groups = by_row_ranges(
-            scan_envelope_fit,
-            n,
-            self.threads,
-            offsets,
-            data,
-            valid,
-            plan.envelope_table.arrays(),
-            False,
-            True,
-            apart=4,
-        )
+        if self.fit is not None:
+            scanned = self.fit.envelope(offsets, data, valid, plan.envelope_table)
+        else:
+            scanned = by_row_ranges(
+                scan_envelope_fit,
+                n,
+                self.threads,
+                offsets,
+                data,
+                valid,
+                plan.envelope_table.arrays(),
+                False,
+                True,
+                apart=4,
+            )
+        codes, deep, found_rows, found_spans, events, nested_rows, nested, groups = scanned
         found = FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested, groups)
         fits = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         envelopes, read = self._read(
@@ -333,11 +366,14 @@ class Vectorised:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes, deep, found_rows, found_spans, events, nested_rows, nested = (
-            by_row_ranges(
-            scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.arrays(), self.lenient, apart=6,
-        ))  # fmt: skip
+        if self.fit is not None:
+            scanned = self.fit.content(offsets, data, valid, plan.content_table, self.lenient)
+        else:
+            scanned = by_row_ranges(
+                scan_content_fit, len(content), self.threads, offsets, data, valid,
+                plan.content_table.arrays(), self.lenient, apart=6,
+            )  # fmt: skip
+        starts, ends, codes, deep, found_rows, found_spans, events, nested_rows, nested = scanned
         fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         values, read = self._read(
             data,

@@ -1,5 +1,6 @@
 """The fit check on the device: a ``numba.cuda`` kernel, a thread per body, decides for each
-body (or message text) what the CPU scans decide (:func:`~dspark_json.parse.json.scans.scan_envelope_fit`,
+body (or message text) what the CPU scans decide
+(:func:`~dspark_json.parse.json.scans.scan_envelope_fit`,
 :func:`~dspark_json.parse.json.scans.scan_content_fit`): valid JSON, the fit code against the
 type, where a content's JSON lies, and the unknown keys to rescue; without the shredding
 events, for cuDF reads the rows that fit. The rules are the CPU kernels' own source compiled for
@@ -35,13 +36,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dspark_json.parse.gpu import grammar as device_grammar
 from dspark_json.parse.gpu.targets import Target, portable
-from dspark_json.parse.json import candidates, grammar
+from dspark_json.parse.json import grammar
 from dspark_json.parse.json.candidates import fallback_candidate
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,
@@ -88,11 +90,10 @@ _TOP = 4 * FOUND
 _SCRATCH = _TOP + NESTED_STRIDE * 32  # check_row's ``found``: top-level, then nested keys
 
 #: The CPU kernels that are CPU instructions, and the byte loops that stand for them.
-_REPLACEMENTS = {
+_REPLACEMENTS: dict[Any, Callable[..., Any]] = {
     grammar.scan_string: device_grammar.scan_string,
     grammar.same_run: device_grammar.same_run,
-    grammar.find_byte: device_grammar.find_byte,
-    candidates.find_byte: device_grammar.find_byte,
+    grammar.find_byte: device_grammar.find_byte,  # candidates' find_byte too: the same kernel
 }
 
 
@@ -297,7 +298,7 @@ def device_target() -> Target:
     ``NUMBA_ENABLE_CUDASIM=1``, numba's simulator runs them on the CPU)."""
     from numba import cuda
 
-    return Target(cuda.jit(device=True), _REPLACEMENTS)
+    return Target(cuda.jit(device=True), _REPLACEMENTS)  # type: ignore[no-untyped-call]
 
 
 @functools.cache
@@ -307,7 +308,17 @@ def _cpu_launch() -> Any:
     one = cpu_target().compile(visit)
 
     @njit(nogil=True)
-    def launch(rows, content, lenient, offsets, data, valid, table, scratch, out):  # type: ignore[no-untyped-def]
+    def launch(
+        rows: Any,
+        content: bool,
+        lenient: bool,
+        offsets: Any,
+        data: Any,
+        valid: Any,
+        table: Any,
+        scratch: Any,
+        out: Any,
+    ) -> None:
         kind, first, count, low, high, field_node, key_start, key_end, keys, closure, at = table
         stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch
         codes, starts, ends, hazards, counts, write, top_at, spans, nested_at, nested = out
@@ -463,7 +474,7 @@ class DeviceFit:
             # widens a byte first. Widened here, the simulator computes what the device does.
             data = data.astype(np.int64)
         on_device = [
-            cuda.to_device(a) if isinstance(a, np.ndarray) else a  # type: ignore[no-untyped-call]
+            cuda.to_device(a) if isinstance(a, np.ndarray) else a
             for a in (
                 rows, offsets, data, valid, *table.arrays(), *scratch.arrays(),
                 np.zeros(0, np.int64), *out,
@@ -473,9 +484,7 @@ class DeviceFit:
         rest = on_device[4:]
         from dspark_json.parse.gpu.kernels import fit_kernel
 
-        fit_kernel()[grid, block](
-            d_rows, content, lenient, d_offsets, d_data, d_valid, *rest
-        )
+        fit_kernel()[grid, block](d_rows, content, lenient, d_offsets, d_data, d_valid, *rest)
         for host, dev in zip(out, on_device[4 + 11 + 8 + 1 :], strict=True):
             if isinstance(host, np.ndarray):
                 dev.copy_to_host(host)

@@ -1,3 +1,4 @@
+# mypy: disable-error-code="attr-defined,no-untyped-def,misc"
 """The device kernels (``numba.cuda``; imported on use, by :mod:`.fit`): one launch runs
 :func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, a grid-stride loop over
 the batch, each thread on its own row of the scratch. A module of its own because numba's CUDA
@@ -20,13 +21,13 @@ def fit_kernel() -> Any:
 
     one = device_target().compile(visit)
 
-    @cuda.jit  # type: ignore[untyped-decorator]
+    @cuda.jit
     def kernel(
         rows, content, lenient, offsets, data, valid, kind, first, count, low, high,
         field_node, key_start, key_end, keys, closure, closure_at, stack, stack_node,
         stack_stamp, stamps, clock, found, found_n, stack_count, no_events, codes, starts,
         ends, hazards, counts, write, top_at, spans, nested_at, nested,
-    ):  # type: ignore[no-untyped-def]  # fmt: skip
+    ):  # fmt: skip
         t = cuda.grid(1)
         for r in range(t, rows.shape[0], cuda.gridsize(1)):
             one(
@@ -49,8 +50,8 @@ def gather_kernel() -> Any:
 
     one = device_target().compile(gather_row)
 
-    @cuda.jit  # type: ignore[untyped-decorator]
-    def kernel(data, starts, ends, take, prefix, suffix, line_at, out):  # type: ignore[no-untyped-def]
+    @cuda.jit
+    def kernel(data, starts, ends, take, prefix, suffix, line_at, out):
         t = cuda.grid(1)
         for i in range(t, starts.shape[0], cuda.gridsize(1)):
             one(data, starts[i], ends[i], take[i], prefix, suffix, out, line_at[i])
