@@ -484,7 +484,9 @@ class DeviceFit:
         rest = on_device[4:]
         from dspark_json.parse.gpu.kernels import fit_kernel
 
-        fit_kernel()[grid, block](d_rows, content, lenient, d_offsets, d_data, d_valid, *rest)
+        fit_kernel(device_target().compile(visit))[grid, block](
+            d_rows, content, lenient, d_offsets, d_data, d_valid, *rest
+        )
         for host, dev in zip(out, on_device[4 + 11 + 8 + 1 :], strict=True):
             if isinstance(host, np.ndarray):
                 dev.copy_to_host(host)

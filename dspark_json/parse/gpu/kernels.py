@@ -1,25 +1,33 @@
 # mypy: disable-error-code="attr-defined,no-untyped-def,misc"
 """The device kernels (``numba.cuda``; imported on use, by :mod:`.fit`): one launch runs
 :func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, a grid-stride loop over
-the batch, each thread on its own row of the scratch. A module of its own because numba's CUDA
-simulator rebinds the ``cuda`` a kernel's module imports (``NUMBA_ENABLE_CUDASIM=1``)."""
+the batch, each thread on its own row of the scratch. ``numba.cuda`` is imported on first use,
+into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) swaps the
+``cuda`` a kernel's globals hold for its own, not one a closure holds."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
-from numba import cuda
-
 __all__ = ["fit_kernel", "gather_kernel"]
+
+cuda: Any = None
+
+
+def _import_cuda() -> None:
+    global cuda  # noqa: PLW0603  (on use: see the module's docstring)
+    if cuda is None:
+        from numba import cuda as module
+
+        cuda = module
 
 
 @functools.cache
-def fit_kernel() -> Any:
-    """The fit check's kernel, compiled on first use."""
-    from dspark_json.parse.gpu.fit import device_target, visit
-
-    one = device_target().compile(visit)
+def fit_kernel(one: Any) -> Any:
+    """The fit check's kernel over ``one`` (:func:`~dspark_json.parse.gpu.fit.visit` compiled
+    for the device), compiled on first use."""
+    _import_cuda()
 
     @cuda.jit
     def kernel(
@@ -42,13 +50,11 @@ def fit_kernel() -> Any:
 
 
 @functools.cache
-def gather_kernel() -> Any:
-    """Rows copied into JSON lines on the device (:func:`~dspark_json.parse.gpu.reader.gather_row`
-    per row, at the line offsets the host computed from the lengths)."""
-    from dspark_json.parse.gpu.fit import device_target
-    from dspark_json.parse.gpu.reader import gather_row
-
-    one = device_target().compile(gather_row)
+def gather_kernel(one: Any) -> Any:
+    """Rows copied into JSON lines on the device: ``one``
+    (:func:`~dspark_json.parse.gpu.reader.gather_row` compiled for the device) per row, at the
+    line offsets the host computed from the lengths."""
+    _import_cuda()
 
     @cuda.jit
     def kernel(data, starts, ends, take, prefix, suffix, line_at, out):

@@ -70,6 +70,7 @@ class CudfLines(JsonLines):
     ) -> tuple[pa.Table, np.ndarray]:
         from numba import cuda
 
+        from dspark_json.parse.gpu.fit import device_target
         from dspark_json.parse.gpu.kernels import gather_kernel
         from dspark_json.parse.json import line_lengths
 
@@ -86,7 +87,8 @@ class CudfLines(JsonLines):
         block = min(_BLOCK, threads)
         if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
             block = threads = min(4, n)  # a Python thread each
-        gather_kernel()[(threads + block - 1) // block, block](
+        kernel = gather_kernel(device_target().compile(gather_row))
+        kernel[(threads + block - 1) // block, block](
             *(
                 cuda.to_device(np.ascontiguousarray(a))
                 for a in (data, starts, ends, take, head, tail, line_at[:-1])

@@ -11,8 +11,10 @@ import pyarrow as pa
 import pytest
 
 from dspark_json.parse import reader, vectorised
+from dspark_json.parse.gpu.fit import device_target
 from dspark_json.parse.gpu.kernels import gather_kernel
 from dspark_json.parse.gpu.parser import GpuParser
+from dspark_json.parse.gpu.reader import gather_row
 from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
@@ -102,6 +104,7 @@ def test_lines_gathered_on_the_device_are_the_cpu_s(prefix, suffix):
     gather_lines(data, starts, ends, take, head, tail, want)
     got = cuda.device_array(int(line_at[-1]), np.uint8)
     inputs = (data, starts, ends, take, head, tail, line_at[:-1])
-    gather_kernel()[1, 4](*(cuda.to_device(np.ascontiguousarray(a)) for a in inputs), got)
+    kernel = gather_kernel(device_target().compile(gather_row))
+    kernel[1, 4](*(cuda.to_device(np.ascontiguousarray(a)) for a in inputs), got)
     assert got.copy_to_host().tobytes() == want.tobytes()
     assert json.loads(want.tobytes().split(b"\n")[0] or b"{}") is not None
