@@ -71,7 +71,6 @@ __all__ = [
     "HAZARD_FRACTION",
     "DeviceFit",
     "Fitted",
-    "cpu_target",
     "device_target",
     "reader_hazards",
 ]
@@ -284,55 +283,12 @@ class _Scratch:
 
 
 @functools.cache
-def cpu_target() -> Target:
-    """The device's rules compiled for the CPU (``njit``): the same functions as the device
-    runs, at CPU speed, for tests on whole corpora."""
-    from numba import njit
-
-    return Target(njit(nogil=True), _REPLACEMENTS)
-
-
-@functools.cache
 def device_target() -> Target:
     """The device's rules compiled for CUDA (``cuda.jit(device=True)``; under
     ``NUMBA_ENABLE_CUDASIM=1``, numba's simulator runs them on the CPU)."""
     from numba import cuda
 
     return Target(cuda.jit(device=True), _REPLACEMENTS)  # type: ignore[no-untyped-call]
-
-
-@functools.cache
-def _cpu_launch() -> Any:
-    from numba import njit
-
-    one = cpu_target().compile(visit)
-
-    @njit(nogil=True)
-    def launch(
-        rows: Any,
-        content: bool,
-        lenient: bool,
-        offsets: Any,
-        data: Any,
-        valid: Any,
-        table: Any,
-        scratch: Any,
-        out: Any,
-    ) -> None:
-        kind, first, count, low, high, field_node, key_start, key_end, keys, closure, at = table
-        stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch
-        codes, starts, ends, hazards, counts, write, top_at, spans, nested_at, nested = out
-        no_events = np.zeros(0, np.int64)
-        for r in range(len(rows)):
-            one(
-                rows[r], content, lenient, offsets, data, valid, kind, first, count, low, high,
-                field_node, key_start, key_end, keys, closure, at, stack[0], stack_node[0],
-                stack_stamp[0], stamps[0], clock[0], found[0], found_n[0], stack_count[0],
-                no_events, codes, starts, ends, hazards, counts, write, top_at, spans,
-                nested_at, nested,
-            )  # fmt: skip
-
-    return launch
 
 
 class Fitted:
@@ -360,14 +316,15 @@ class Fitted:
 
 
 class DeviceFit:
-    """The fit check for the GPU backend (``device``: on the CUDA device, else the same rules
-    compiled for the CPU, for tests): the vectorised path's scans without a CPU pass over the
-    bytes (:class:`~dspark_json.parse.vectorised.Fit`)."""
+    """The fit check for the GPU backend, on the CUDA device (or numba's simulator): the
+    vectorised path's scans without a CPU pass over the bytes
+    (:class:`~dspark_json.parse.vectorised.Fit`). ``threads``: threads per launch, each with
+    its own scratch."""
 
-    def __init__(self, *, device: bool = True, threads: int | None = None) -> None:
-        self.device = device
+    def __init__(self, *, threads: int | None = None) -> None:
         self.simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-        self.threads = threads or (4 if self.simulated or not device else _DEVICE_THREADS)
+        # The simulator runs a Python thread per device thread: a few are enough.
+        self.threads = threads or (4 if self.simulated else _DEVICE_THREADS)
         #: The rows of the last batch that fit but went to the reference for a hazard.
         self.hazard_rows = 0
 
@@ -455,13 +412,6 @@ class DeviceFit:
     ) -> None:
         offsets, data, valid, table = inputs
         fields = len(table.field_node)
-        if not self.device:
-            scratch = _Scratch(1, fields)
-            _cpu_launch()(
-                rows, content, lenient, offsets, data, valid, table.arrays(), scratch.arrays(),
-                tuple(out),
-            )  # fmt: skip
-            return
         from numba import cuda
 
         threads = max(1, min(self.threads, len(rows)))

@@ -5,6 +5,9 @@ may run over the bodies (the cuDF read itself is for a device: the ``gpu`` marke
 tests/parse/test_backend_conformance.py)."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -108,3 +111,21 @@ def test_lines_gathered_on_the_device_are_the_cpu_s(prefix, suffix):
     kernel[1, 4](*(cuda.to_device(np.ascontiguousarray(a)) for a in inputs), got)
     assert got.copy_to_host().tobytes() == want.tobytes()
     assert json.loads(want.tobytes().split(b"\n")[0] or b"{}") is not None
+
+
+@pytest.mark.slow
+def test_the_profile_finds_no_per_byte_pass_on_the_host(tmp_path):
+    """benchmarks/gpu/profile_fit.py (the figures in benchmarks/results/gpu_profile.md) exits 1
+    where a function that reads bytes one by one runs on the host."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/profile_fit.py", "--rows", "16", "--out", str(tmp_path)],
+        cwd=Path(__file__).parents[3],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = (tmp_path / "gpu_profile.md").read_text()
+    assert "check_row" in text.split("On the host")[0]  # the rules ran, on the device
+    assert "on the host (" in text.lower() and text.rstrip().endswith("none")
