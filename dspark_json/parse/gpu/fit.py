@@ -257,19 +257,27 @@ def visit(
 
 
 class _Scratch:
-    """Per-thread scratch for check_row: ``threads`` rows of each stack."""
+    """Per-thread scratch for check_row in device memory: ``threads`` rows of each stack,
+    kept across batches (the stamps and their clock, zeroed once, go on as on the CPU, where
+    ``scratch`` is made once per scan; the other stacks are written before they are read)."""
 
     def __init__(self, threads: int, fields: int) -> None:
-        self.stack = np.zeros((threads, MAX_DEPTH), np.uint8)
-        self.stack_node = np.zeros((threads, MAX_DEPTH), np.int32)
-        self.stack_stamp = np.zeros((threads, MAX_DEPTH), np.int32)
-        self.stack_count = np.zeros((threads, MAX_DEPTH), np.int32)
-        self.stamps = np.zeros((threads, max(fields, 1)), np.int32)
-        self.clock = np.zeros((threads, 1), np.int32)
-        self.found = np.zeros((threads, _SCRATCH), np.int64)
-        self.found_n = np.zeros((threads, 2), np.int64)
+        from numba import cuda
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
+        def empty(shape: tuple[int, int], dtype: Any) -> Any:
+            return cuda.device_array(shape, dtype)
+
+        self.threads = threads
+        self.stack = empty((threads, MAX_DEPTH), np.uint8)
+        self.stack_node = empty((threads, MAX_DEPTH), np.int32)
+        self.stack_stamp = empty((threads, MAX_DEPTH), np.int32)
+        self.stack_count = empty((threads, MAX_DEPTH), np.int32)
+        self.stamps = cuda.to_device(np.zeros((threads, max(fields, 1)), np.int32))
+        self.clock = cuda.to_device(np.zeros((threads, 1), np.int32))
+        self.found = empty((threads, _SCRATCH), np.int64)
+        self.found_n = empty((threads, 2), np.int64)
+
+    def arrays(self) -> tuple[Any, ...]:
         return (
             self.stack,
             self.stack_node,
@@ -327,6 +335,7 @@ class DeviceFit:
         self.threads = threads or (4 if self.simulated else _DEVICE_THREADS)
         #: The rows of the last batch that fit but went to the reference for a hazard.
         self.hazard_rows = 0
+        self._scratch: dict[int, _Scratch] = {}
 
     def fit(
         self,
@@ -348,7 +357,7 @@ class DeviceFit:
         counts = np.zeros(2 * n, np.int64)
         empty = np.zeros(1, np.int64)
         rows = np.arange(n, dtype=np.int64)
-        inputs = (offsets, data, valid, table)
+        inputs = self._to_device(offsets, data, valid, table)
         out = [codes, starts, ends, hazards, counts, False, empty, empty, empty, empty]
         self._launch(rows, content, lenient, inputs, out)
         top = counts[0::2]
@@ -407,36 +416,47 @@ class DeviceFit:
         rows: np.ndarray,
         content: bool,
         lenient: bool,
-        inputs: tuple[np.ndarray, np.ndarray, np.ndarray, TypeTable],
+        inputs: tuple[Any, ...],
         out: list[Any],
     ) -> None:
-        offsets, data, valid, table = inputs
-        fields = len(table.field_node)
+        """One launch over ``rows``: ``inputs`` (offsets, data, valid, then the type table's
+        arrays) already on the device; ``out`` copied back."""
         from numba import cuda
+
+        from dspark_json.parse.gpu.kernels import fit_kernel
 
         threads = max(1, min(self.threads, len(rows)))
         block = min(_BLOCK, threads)
         grid = (threads + block - 1) // block
-        scratch = _Scratch(grid * block, fields)
+        scratch = self._scratch_for(grid * block, inputs)
+        on_device = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in out]
+        fit_kernel(device_target().compile(visit))[grid, block](
+            cuda.to_device(rows), content, lenient, *inputs, *scratch.arrays(),
+            cuda.to_device(np.zeros(0, np.int64)), *on_device,
+        )  # fmt: skip
+        for host, dev in zip(out, on_device, strict=True):
+            if isinstance(host, np.ndarray):
+                dev.copy_to_host(host)
+
+    def _scratch_for(self, threads: int, inputs: tuple[Any, ...]) -> _Scratch:
+        """Scratch for ``threads`` threads and the table in ``inputs`` (its fields' count)."""
+        fields = max(len(inputs[8]), 1)  # field_node
+        scratch = self._scratch.get(fields)
+        if scratch is None or scratch.threads < threads:
+            scratch = self._scratch[fields] = _Scratch(max(threads, self.threads), fields)
+        return scratch
+
+    def _to_device(
+        self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
+    ) -> tuple[Any, ...]:
+        """A batch's inputs on the device, once for both launches."""
+        from numba import cuda
+
         if self.simulated:
             # The simulator runs the kernels as Python with NumPy's scalar rules, under which
             # uint8 arithmetic wraps (``c - 87`` of a hex digit); numba's typing on the device
             # widens a byte first. Widened here, the simulator computes what the device does.
             data = data.astype(np.int64)
-        on_device = [
-            cuda.to_device(a) if isinstance(a, np.ndarray) else a
-            for a in (
-                rows, offsets, data, valid, *table.arrays(), *scratch.arrays(),
-                np.zeros(0, np.int64), *out,
-            )
-        ]  # fmt: skip
-        d_rows, d_offsets, d_data, d_valid = on_device[:4]
-        rest = on_device[4:]
-        from dspark_json.parse.gpu.kernels import fit_kernel
-
-        fit_kernel(device_target().compile(visit))[grid, block](
-            d_rows, content, lenient, d_offsets, d_data, d_valid, *rest
+        return tuple(
+            cuda.to_device(np.ascontiguousarray(a)) for a in (offsets, data, valid, *table.arrays())
         )
-        for host, dev in zip(out, on_device[4 + 11 + 8 + 1 :], strict=True):
-            if isinstance(host, np.ndarray):
-                dev.copy_to_host(host)
