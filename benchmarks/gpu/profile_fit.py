@@ -54,14 +54,16 @@ def _profile_threads() -> list[cProfile.Profile]:
     return profiles
 
 
+#: The simulator's own modules (by stem), left out of the tables.
+_MACHINERY = {"threading", "kernel", "kernelapi", "contextlib", "devicearray"}
+
+
 def _table(stats: pstats.Stats) -> list[tuple[float, float, int, str]]:
     """(tottime, cumtime, calls, function) by tottime, the simulator's machinery left out."""
     rows = []
     for (path, line, name), (_, calls, tottime, cumtime, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if Path(path).name in ("threading.py", "kernel.py", "kernelapi.py", "contextlib.py"):
-            continue  # the simulator's threads, their waits and its module swaps
-        if Path(path).name == "devicearray.py" or "lock" in name or "importlib" in path:
-            continue
+        if Path(path).stem in _MACHINERY or "lock" in name or "importlib" in path:
+            continue  # the simulator's threads, their waits, its module swaps and arrays
         rows.append((tottime, cumtime, calls, f"{Path(path).name}:{line}({name})"))
     return sorted(rows, reverse=True)
 
