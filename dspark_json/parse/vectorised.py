@@ -149,7 +149,11 @@ class _Plan:
 class Fit(Protocol):
     """Who decides the fit where the CPU scans do not: the GPU backend's device kernel
     (:class:`~dspark_json.parse.gpu.fit.DeviceFit`), with the scans' results but their events
-    (the rows that fit are read by :attr:`Vectorised.lines`)."""
+    (the rows that fit are read by :attr:`Vectorised.lines`); rows that fit but that its
+    reader reads otherwise are ``CODE_MISFIT``, and :attr:`routed` says which they were."""
+
+    #: After :meth:`envelope` or :meth:`content`: the rows it made misfits for its reader.
+    routed: np.ndarray
 
     def envelope(
         self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
@@ -253,6 +257,8 @@ class Vectorised:
             schema=plan.envelope_read,
         )
         aside = _SetAside(n)
+        if self.fit is not None:
+            aside.add(Reason.READER_RULES, self.fit.routed)
         aside.add(Reason.ENVELOPE, codes == scan_codes.CODE_MISFIT)
         aside.add(Reason.READER, fits & ~read)
         slow = aside.rows()
@@ -385,6 +391,8 @@ class Vectorised:
             schema=plan.content_read,
         )
         codes[fitting & ~read] = scan_codes.CODE_MISFIT
+        if self.fit is not None:
+            aside.of(Reason.READER_RULES).update(parents[self.fit.routed].tolist())
         aside.of(Reason.CONTENT).update(parents[codes == scan_codes.CODE_MISFIT].tolist())
         parsed = finish(
             contiguous(values.column("v")), plan.content, parents, aside.of(Reason.VALUES)

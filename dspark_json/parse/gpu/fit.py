@@ -315,11 +315,16 @@ class Fitted:
         self.nested_rows: np.ndarray = arrays["nested_rows"]
         self.nested: np.ndarray = arrays["nested"]
 
+    def hazardous(self) -> np.ndarray:
+        """The rows that fit but hold a construct cuDF reads otherwise."""
+        fits = (self.codes == CODE_FITS) | (self.codes == CODE_EXTRA)
+        return fits & (self.hazards != 0)  # type: ignore[no-any-return]
+
     def routed(self) -> np.ndarray:
-        """The codes the vectorised path acts on: rows that fit but hold a construct cuDF
-        reads otherwise are ``CODE_MISFIT`` (the reference parser's)."""
+        """The codes the vectorised path acts on: the :meth:`hazardous` rows are
+        ``CODE_MISFIT`` (the reference parser's)."""
         codes = self.codes.copy()
-        codes[(self.hazards != 0) & ((codes == CODE_FITS) | (codes == CODE_EXTRA))] = CODE_MISFIT
+        codes[self.hazardous()] = CODE_MISFIT
         return codes
 
 
@@ -335,6 +340,8 @@ class DeviceFit:
         self.threads = threads or (4 if self.simulated else _DEVICE_THREADS)
         #: The rows of the last batch that fit but went to the reference for a hazard.
         self.hazard_rows = 0
+        #: The rows of the last scan (envelope or content) made misfits for a hazard.
+        self.routed = np.zeros(0, np.bool_)
         self._scratch: dict[int, _Scratch] = {}
 
     def fit(
@@ -384,8 +391,8 @@ class DeviceFit:
             nested_rows=np.repeat(np.arange(n), nested_n),
             nested=nested,
         )
-        fits = (codes == CODE_FITS) | (codes == CODE_EXTRA)
-        self.hazard_rows += int(np.count_nonzero(fits & (hazards != 0)))
+        self.routed = fitted.hazardous()
+        self.hazard_rows += int(np.count_nonzero(self.routed))
         return fitted
 
     def envelope(

@@ -68,7 +68,7 @@ def test_fitting_bodies_take_no_cpu_scan(monkeypatch):
 def test_rows_cudf_would_read_otherwise_go_to_the_reference():
     parser = _same_as_reference(WHOLE[:3] + GOOD[3:])
     assert parser.device_fit.hazard_rows == 3  # 0.5: a fraction, cuDF's sum of digits
-    assert parser.reference_rows == 3
+    assert parser.reference_reasons == {"reader_rules": 3}
 
 
 def test_the_conformance_bodies():
