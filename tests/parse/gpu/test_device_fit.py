@@ -200,3 +200,40 @@ def test_what_cudf_reads_otherwise_is_flagged(text, hazards):
     assert int(fitted.hazards[0]) == (hazards if fitted.codes[0] in (CODE_FITS, CODE_EXTRA) else 0)
     if hazards and fitted.codes[0] in (CODE_FITS, CODE_EXTRA):
         assert fitted.routed()[0] == CODE_MISFIT  # to the reference parser
+
+
+def _long_string(rng):
+    """A string literal past the CPU's 64-byte blocks, of pieces that trip each of its rules
+    where they fall across a block's edge: escapes, backslash runs, UTF-8, bad bytes."""
+    pieces = [
+        b"a" * rng.randint(1, 70),
+        b'\\"',
+        b"\\\\" * rng.randint(1, 40),
+        b"\\n\\t\\/\\b\\f\\r",
+        b"\\u00e9",
+        b"\\ud83d\\ude00",
+        b"\\ud83d",  # a lone high surrogate
+        b"\\ude00",  # a lone low surrogate
+        b"\\x",  # not an escape
+        b"\x01",  # a raw control character
+        "é😀€".encode(),
+        b"\xff",  # not UTF-8
+        b"\xe2\x82",  # a cut sequence
+        b"\\u12",  # a short escape
+    ]
+    weights = [30, 5, 5, 5, 5, 3, 1, 1, 1, 1, 5, 1, 1, 1]
+    body = b"".join(rng.choices(pieces, weights, k=rng.randint(2, 30)))
+    return b'"' + body + b'"'
+
+
+def test_long_strings_across_the_cpu_s_blocks():
+    """The device reads strings a byte at a time, the CPU 64 bytes a block: seeded strings
+    whose escapes, backslash runs and bad bytes fall anywhere in and across blocks."""
+    import random
+
+    rng = random.Random(35)
+    texts = [b'{"label":' + _long_string(rng) + b',"n":1}' for _ in range(300)]
+    device = _content_agrees(texts, CONTENT, True)
+    codes = set(device.codes.tolist())
+    assert {CODE_FITS, CODE_MISFIT, CODE_INVALID} <= codes  # valid, lenient-only and invalid
+    _envelope_agrees(texts, CONTENT)
