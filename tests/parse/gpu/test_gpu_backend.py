@@ -129,3 +129,18 @@ def test_the_profile_finds_no_per_byte_pass_on_the_host(tmp_path):
     text = (tmp_path / "gpu_profile.md").read_text()
     assert "check_row" in text.split("On the host")[0]  # the rules ran, on the device
     assert "on the host (" in text.lower() and text.rstrip().endswith("none")
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        [],
+        [None],
+        ['{"id":"x","choices":[]}'],
+        ["nope"],
+        [conformance.dumps(conformance.envelope())],
+    ],
+    ids=["no-rows", "null", "no-choices", "not-json", "empty-choices"],
+)
+def test_batches_with_nothing_to_read(bodies):
+    _same_as_reference(bodies)
