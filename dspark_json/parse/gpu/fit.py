@@ -54,6 +54,9 @@ from dspark_json.parse.json.conform import (
     CODE_NULL,
     FOUND,
     NESTED_STRIDE,
+    Found,
+    Scratch,
+    TypeNodes,
     TypeTable,
     check_row,
 )
@@ -64,6 +67,7 @@ from dspark_json.parse.json.grammar import (
     MAX_DEPTH,
     strip,
 )
+from dspark_json.parse.json.scans import ContentScan, EnvelopeScan
 
 __all__ = [
     "HAZARD_DIGITS",
@@ -140,28 +144,20 @@ def reader_hazards(data: Any, start: int, end: int) -> int:
 
 @portable
 def envelope_row(
-    data: Any, start: int, end: int, valid: bool, kind: Any, first: Any, count: Any,
-    low: Any, high: Any, field_node: Any, key_start: Any, key_end: Any, keys: Any,
-    stack: Any, stack_node: Any, stack_stamp: Any, stamps: Any, clock: Any, found: Any,
-    found_n: Any, stack_count: Any, closure: Any, closure_at: Any, no_events: Any,
+    data: Any, start: int, end: int, valid: bool, nodes: TypeNodes, work: Scratch, found: Found,
+    no_events: Any,
 ) -> int:  # fmt: skip
     """One body's code, as :func:`~dspark_json.parse.json.scans.scan_envelope_fit` gives it."""
     if not valid:
         return CODE_NULL
-    json_kind, code = check_row(
-        data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        stack, stack_node, stack_stamp, stamps, clock, found, found_n, False, stack_count,
-        closure, closure_at, no_events, no_events,
-    )  # fmt: skip
+    json_kind, code = check_row(data, start, end, nodes, work, found, False, no_events, no_events)
     return code if json_kind == KIND_OBJECT else CODE_INVALID
 
 
 @portable
 def content_row(
-    data: Any, start: int, end: int, valid: bool, lenient: bool, kind: Any, first: Any,
-    count: Any, low: Any, high: Any, field_node: Any, key_start: Any, key_end: Any, keys: Any,
-    stack: Any, stack_node: Any, stack_stamp: Any, stamps: Any, clock: Any, found: Any,
-    found_n: Any, stack_count: Any, closure: Any, closure_at: Any, no_events: Any,
+    data: Any, start: int, end: int, valid: bool, lenient: bool, nodes: TypeNodes,
+    work: Scratch, found: Found, no_events: Any,
 ) -> tuple[int, int, int]:  # fmt: skip
     """One message text's ``(code, start, end)``, as
     :func:`~dspark_json.parse.json.scans.scan_content_fit` gives them (the content rule:
@@ -172,26 +168,20 @@ def content_row(
     json_kind, code = KIND_NONE, CODE_MISFIT
     if start < end:
         json_kind, code = check_row(
-            data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-            keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, False,
-            stack_count, closure, closure_at, no_events, no_events,
-        )  # fmt: skip
+            data, start, end, nodes, work, found, False, no_events, no_events
+        )
         if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
             located, start, end = fallback_candidate(data, start, end)
             if located:
                 json_kind, code = check_row(
-                    data, start, end, kind, first, count, low, high, field_node, key_start,
-                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                    found_n, False, stack_count, closure, closure_at, no_events, no_events,
-                )  # fmt: skip
+                    data, start, end, nodes, work, found, False, no_events, no_events
+                )
             else:
                 json_kind = KIND_NONE
         if json_kind == KIND_INVALID and lenient:
             json_kind, code = check_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start,
-                key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                lenient, stack_count, closure, closure_at, no_events, no_events,
-            )  # fmt: skip
+                data, start, end, nodes, work, found, lenient, no_events, no_events
+            )
             code = CODE_MISFIT
     if json_kind == KIND_NONE:
         return CODE_NONE, start, end
@@ -203,17 +193,15 @@ def content_row(
 
 
 @portable
-def keep_found(
-    found: Any, found_n: Any, i: int, top_at: Any, spans: Any, nested_at: Any, nested: Any
-) -> None:
+def keep_found(found: Found, i: int, top_at: Any, spans: Any, nested_at: Any, nested: Any) -> None:
     """Row ``i``'s recorded unknown keys (``found``, as check_row records them) copied to
     ``spans`` from key ``top_at[i]`` and ``nested`` from key ``nested_at[i]`` on."""
     at = 4 * top_at[i]
-    for k in range(4 * found_n[0]):
-        spans[at + k] = found[k]
+    for k in range(4 * found.counts[0]):
+        spans[at + k] = found.spans[k]
     at = NESTED_STRIDE * nested_at[i]
-    for k in range(NESTED_STRIDE * found_n[1]):
-        nested[at + k] = found[_TOP + k]
+    for k in range(NESTED_STRIDE * found.counts[1]):
+        nested[at + k] = found.spans[_TOP + k]
 
 
 @portable
@@ -221,36 +209,36 @@ def visit(
     i: int, content: bool, lenient: bool, offsets: Any, data: Any, valid: Any,
     kind: Any, first: Any, count: Any, low: Any, high: Any, field_node: Any, key_start: Any,
     key_end: Any, keys: Any, closure: Any, closure_at: Any,
-    stack: Any, stack_node: Any, stack_stamp: Any, stamps: Any, clock: Any, found: Any,
-    found_n: Any, stack_count: Any, no_events: Any,
+    stack: Any, stack_node: Any, stack_count: Any, stack_stamp: Any, stamps: Any, clock: Any,
+    found_spans: Any, found_counts: Any, no_events: Any,
     codes: Any, starts: Any, ends: Any, hazards: Any, counts: Any,
     write: bool, top_at: Any, spans: Any, nested_at: Any, nested: Any,
 ) -> None:  # fmt: skip
     """Row ``i`` of a launch: its code, span, hazards and unknown-key counts (and, with
-    ``write``, its unknown keys' spans)."""
+    ``write``, its unknown keys' spans). The kernel passes arrays (this thread's rows of the
+    scratch); the CPU kernels' structures are built here."""
+    nodes = TypeNodes(
+        kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at
+    )
+    work = Scratch(stack, stack_node, stack_count, stack_stamp, stamps, clock)
+    found = Found(found_spans, found_counts)
     start, end = offsets[i], offsets[i + 1]
     if content:
         code, start, end = content_row(
-            data, start, end, valid[i], lenient, kind, first, count, low, high, field_node,
-            key_start, key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-            found_n, stack_count, closure, closure_at, no_events,
-        )  # fmt: skip
+            data, start, end, valid[i], lenient, nodes, work, found, no_events
+        )
     else:
-        code = envelope_row(
-            data, start, end, valid[i], kind, first, count, low, high, field_node, key_start,
-            key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-            stack_count, closure, closure_at, no_events,
-        )  # fmt: skip
+        code = envelope_row(data, start, end, valid[i], nodes, work, found, no_events)
     codes[i] = code
     starts[i] = start
     ends[i] = end
     fits = code == CODE_FITS or code == CODE_EXTRA
     hazards[i] = reader_hazards(data, start, end) if fits else 0
     if code == CODE_EXTRA:
-        counts[2 * i] = found_n[0]
-        counts[2 * i + 1] = found_n[1]
-        if write and found_n[0] >= 0:
-            keep_found(found, found_n, i, top_at, spans, nested_at, nested)
+        counts[2 * i] = found_counts[0]
+        counts[2 * i + 1] = found_counts[1]
+        if write and found_counts[0] >= 0:
+            keep_found(found, i, top_at, spans, nested_at, nested)
     else:
         counts[2 * i] = 0
         counts[2 * i + 1] = 0
@@ -278,15 +266,16 @@ class _Scratch:
         self.found_n = empty((threads, 2), np.int64)
 
     def arrays(self) -> tuple[Any, ...]:
+        """In :func:`visit`'s order: the :class:`Scratch` fields, then the :class:`Found`'s."""
         return (
             self.stack,
             self.stack_node,
+            self.stack_count,
             self.stack_stamp,
             self.stamps,
             self.clock,
             self.found,
             self.found_n,
-            self.stack_count,
         )
 
 
@@ -397,13 +386,16 @@ class DeviceFit:
 
     def envelope(
         self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
-    ) -> tuple[Any, ...]:
+    ) -> EnvelopeScan:
         """:func:`~dspark_json.parse.json.scans.scan_envelope_fit`'s results (no events, no
         groups), hazardous rows as misfits."""
         self.hazard_rows = 0
         f = self.fit(offsets, data, valid, table)
         groups = np.full(len(valid), -1, np.int64)
-        return f.routed(), f.deep, f.rows, f.spans, [], f.nested_rows, f.nested, groups
+        no_events = np.zeros(0, np.int64)  # the rows that fit are read by cuDF
+        return EnvelopeScan(
+            f.routed(), f.deep, f.rows, f.spans, no_events, f.nested_rows, f.nested, groups
+        )
 
     def content(
         self,
@@ -412,11 +404,15 @@ class DeviceFit:
         valid: np.ndarray,
         table: TypeTable,
         lenient: bool,
-    ) -> tuple[Any, ...]:
+    ) -> ContentScan:
         """:func:`~dspark_json.parse.json.scans.scan_content_fit`'s results (no events),
         hazardous rows as misfits."""
         f = self.fit(offsets, data, valid, table, content=True, lenient=lenient)
-        return f.starts, f.ends, f.routed(), f.deep, f.rows, f.spans, [], f.nested_rows, f.nested
+        no_events = np.zeros(0, np.int64)
+        return ContentScan(
+            f.starts, f.ends, f.routed(), f.deep, f.rows, f.spans, no_events, f.nested_rows,
+            f.nested,
+        )  # fmt: skip
 
     def _launch(
         self,
@@ -465,5 +461,5 @@ class DeviceFit:
             # widens a byte first. Widened here, the simulator computes what the device does.
             data = data.astype(np.int64)
         return tuple(
-            cuda.to_device(np.ascontiguousarray(a)) for a in (offsets, data, valid, *table.arrays())
+            cuda.to_device(np.ascontiguousarray(a)) for a in (offsets, data, valid, *table.nodes)
         )

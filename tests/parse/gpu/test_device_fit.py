@@ -93,7 +93,7 @@ def _contents(bodies):
 
 def _same_keys(cpu, device):
     """The unknown keys both record: rows and spans (nested entries up to their path)."""
-    c_rows, c_spans, c_nrows, c_nested = cpu
+    c_rows, c_spans, c_nrows, c_nested = cpu.rows, cpu.spans, cpu.nested_rows, cpu.nested
     assert device.rows.tolist() == c_rows.tolist()
     assert device.spans.tolist() == c_spans.tolist()
     assert device.nested_rows.tolist() == c_nrows.tolist()
@@ -105,25 +105,25 @@ def _same_keys(cpu, device):
 
 def _envelope_agrees(texts, dtype):
     offsets, data, valid = string_buffers(to_string_array(texts))
-    table = compile_type(dtype) if not hasattr(dtype, "arrays") else dtype
-    cpu = scan_envelope_fit(offsets, data, valid, table.arrays(), False, True, 0, len(texts))
+    table = compile_type(dtype) if not hasattr(dtype, "nodes") else dtype
+    cpu = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(texts))
     device = DeviceFit().fit(offsets, data, valid, table)
-    assert device.codes.tolist() == cpu[0].tolist()
-    assert device.deep.tolist() == cpu[1].tolist()
-    _same_keys((cpu[2], cpu[3], cpu[5], cpu[6]), device)
+    assert device.codes.tolist() == cpu.codes.tolist()
+    assert device.deep.tolist() == cpu.deep.tolist()
+    _same_keys(cpu, device)
     return device
 
 
 def _content_agrees(texts, dtype, lenient):
     offsets, data, valid = string_buffers(to_string_array(texts))
     table = compile_type(dtype)
-    cpu = scan_content_fit(offsets, data, valid, table.arrays(), lenient, 0, len(texts))
+    cpu = scan_content_fit(offsets, data, valid, table.nodes, lenient, 0, len(texts))
     device = DeviceFit().fit(offsets, data, valid, table, content=True, lenient=lenient)
-    assert device.codes.tolist() == cpu[2].tolist()
-    assert device.starts.tolist() == cpu[0].tolist()
-    assert device.ends.tolist() == cpu[1].tolist()
-    assert device.deep.tolist() == cpu[3].tolist()
-    _same_keys((cpu[4], cpu[5], cpu[7], cpu[8]), device)
+    assert device.codes.tolist() == cpu.codes.tolist()
+    assert device.starts.tolist() == cpu.starts.tolist()
+    assert device.ends.tolist() == cpu.ends.tolist()
+    assert device.deep.tolist() == cpu.deep.tolist()
+    _same_keys(cpu, device)
     return device
 
 
