@@ -136,3 +136,17 @@ def test_gpu_fit_benchmark_smoke(tmp_path):
     cpu = [f for f in result["figures"] if f["contender"] == "CPU backend"]
     assert {f["corpus"] for f in cpu} == {"whole", "review"}
     assert all(f["rows_per_s"] > 0 and f["gb_per_s"] > 0 for f in cpu)
+
+
+@pytest.mark.slow
+def test_response_cache_benchmark_smoke(tmp_path):
+    run_smoke("response_cache.py", tmp_path)
+    result = json.loads((tmp_path / "response_cache.json").read_text())
+    sent = {r["name"]: r["requests_sent"] for r in result["runs"]}
+    rows = result["runs"][0]["rows"]
+    assert sent["dedupe off"] == rows == result["distinct"] * 3 // 2
+    assert sent["dedupe auto (default)"] == result["distinct"]  # one task: all repeats in it
+    assert sent["dedupe auto + cache, re-run"] == 0
+    assert result["cache"]["entries"] == result["distinct"]
+    assert result["cache"]["bytes_per_entry"] > result["cache"]["header_bytes_per_entry"] > 0
+    assert "| dedupe auto + cache, re-run | 0 |" in (tmp_path / "response_cache.md").read_text()
