@@ -30,6 +30,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
+from dspark_json.parse.json.bytes import BACKSLASH, LOWER_U, QUOTE
 from dspark_json.parse.json.compiled import leaf
 
 __all__ = [
@@ -59,7 +60,6 @@ BLOCK = 64
 _ONES = np.uint64(0x0101010101010101)
 _HIGH = np.uint64(0x8080808080808080)
 _SPACES = np.uint64(0x2020202020202020)
-_QUOTE, _BACKSLASH, _U = 0x22, 0x5C, 0x75
 
 
 def _contiguous_bytes(array: Any) -> bool:
@@ -159,7 +159,7 @@ def bytes_equal(word: np.uint64, byte: int) -> np.uint64:
 @leaf
 def backslashes(word: np.uint64) -> np.uint64:
     """The mask of the backslashes of ``word``."""
-    return bytes_equal(word, _BACKSLASH)
+    return bytes_equal(word, BACKSLASH)
 
 
 @leaf
@@ -167,14 +167,14 @@ def unicode_escapes(word: np.uint64) -> np.uint64:
     """The mask of the backslashes of ``word`` followed by a ``u`` in it (bytes 0-6; a scan
     steps seven bytes to see a pair across words). Its lowest bit may be a false hit, never
     past a real one: the caller checks the bytes."""
-    return backslashes(word) & (bytes_equal(word, _U) >> np.uint64(8))
+    return backslashes(word) & (bytes_equal(word, LOWER_U) >> np.uint64(8))
 
 
 @leaf
 def string_stops(word: np.uint64, lenient: bool) -> np.uint64:
     """The mask of the bytes a string scan must look at: a quote, a backslash, a byte of 0x80
     or above (UTF-8 to check), and, unless ``lenient``, a control character (below 0x20)."""
-    stops = bytes_equal(word, _QUOTE) | backslashes(word) | (word & _HIGH)
+    stops = bytes_equal(word, QUOTE) | backslashes(word) | (word & _HIGH)
     if not lenient:
         stops |= (word - _SPACES) & ~word & _HIGH
     return stops
