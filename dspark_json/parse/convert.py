@@ -202,6 +202,8 @@ def _extras_in(value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> 
     if isinstance(dtype, StructType):
         if isinstance(value, dict):
             _extras(value, dtype, path + ".", sink)
+        elif isinstance(value, list) and is_tuple(dtype):
+            _tuple_extras(value, dtype, path, sink)
     elif isinstance(dtype, ArrayType) and isinstance(value, list):
         element = dtype.elementType
         if isinstance(element, StructType):
@@ -209,9 +211,22 @@ def _extras_in(value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> 
             for i, item in enumerate(value):
                 if isinstance(item, dict) and (nested or not item.keys() <= names):
                     _extras(item, element, f"{path}[{i}].", sink)
+                elif isinstance(item, list) and is_tuple(element):
+                    _tuple_extras(item, element, f"{path}[{i}]", sink)
         elif isinstance(element, ArrayType):
             for i, item in enumerate(value):
                 _extras_in(item, element, f"{path}[{i}]", sink)
+
+
+def _tuple_extras(items: list[Any], dtype: StructType, path: str, sink: dict[str, Any]) -> None:
+    # A JSON array in a tuple struct, in Converter._tuple's order: what its items hold, by
+    # position, then the items past its fields.
+    for i, f in enumerate(dtype.fields[: len(items)]):
+        if _holds_struct(f.dataType):
+            _extras_in(items[i], f.dataType, f"{path}[{i}]", sink)
+    for i in range(len(dtype.fields), len(items)):
+        if items[i] is not None:
+            sink[f"{path}[{i}]"] = items[i]
 
 
 def _holds_struct(dtype: DataType) -> bool:

@@ -536,13 +536,12 @@ class Vectorised:
 
         def add(found: list[Key], prefix: str, sort: tuple[int, ...], table: NodePaths) -> None:
             for seq, (key, value, path) in enumerate(found):
-                if not path:
-                    entries.append(((*sort, LAST, seq), f"{prefix}{key}", value))
-                    continue
-                text, steps = table.path(path)
-                entries.append(
-                    ((*sort, *steps, LAST, seq), f"{_joined(prefix, text)}.{key}", value)
-                )
+                text, steps = table.path(path) if path else ("", ())
+                where = _joined(prefix, text) if path else prefix[:-1]  # the key's object
+                # An item past a tuple struct's fields follows its tuple as an element does.
+                name = f"[{key}]" if isinstance(key, int) else f".{key}"
+                joined = where + name if where else name[1:]
+                entries.append(((*sort, *steps, LAST, seq), joined, value))
 
         add(keys.get(row, []), "", (), paths.envelope)
         if contents is not None:
