@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import SchemaError
+from dspark_json.parse.json import is_tuple, tuple_field
 
 __all__ = [
     "MISSING",
@@ -172,18 +173,6 @@ class Converter:
             if items[i] is not None:
                 sink[f"{path}[{i}]"] = items[i]
         return out
-
-
-def tuple_field(position: int) -> str:
-    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
-    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
-    return f"_{position + 1}"
-
-
-def is_tuple(dtype: StructType) -> bool:
-    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
-    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
-    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
 
 
 def _extras(obj: Mapping[str, Any], dtype: StructType, prefix: str, sink: dict[str, Any]) -> None:

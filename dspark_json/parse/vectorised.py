@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     ArrayType,
     DataType,
     MapType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -116,9 +117,9 @@ class _Plan:
             return None
         parsed = content_type(data)
         envelope = _without_parsed(data)
-        if _has_map(envelope) or (parsed is not None and _has_map(parsed) and not json_text):
-            # Maps in the envelope, or for a JSON lines reader, are the reference parser's;
-            # the events' reader reads the content's.
+        if not json_text and (_has_map(envelope) or (parsed is not None and _has_map(parsed))):
+            # Maps for a JSON lines reader are the reference parser's; the events' reader
+            # reads them, in the envelope and in the content.
             return None
         per_choice = False
         if parsed is not None:
@@ -136,7 +137,9 @@ class _Plan:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
         return cls(
             envelope=envelope,
-            envelope_table=compile_type(_guarded(envelope), timestamp_range=_SECONDS),
+            envelope_table=compile_type(
+                _guarded(envelope), timestamp_range=_SECONDS, maps=json_text
+            ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
             content_table=(
@@ -768,8 +771,9 @@ def _without_parsed(data: StructType) -> StructType:
 
 def _guarded(envelope: StructType) -> StructType:
     """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
-    message) holding a value sends the row to the reference parser, which decides over it."""
-    reject = StructField("parsed", MapType(StringType(), StringType()))
+    message) holding a value sends the row to the reference parser, which decides over it
+    (a type the kernels never fit: ``NullType``)."""
+    reject = StructField("parsed", NullType())
     message = message_type(envelope)
     if message is None:
         return StructType([*envelope.fields, reject])

@@ -32,6 +32,8 @@ from dspark_json.parse.json.conform import (
     TypeTable,
     compile_type,
     extract_row,
+    is_tuple,
+    tuple_field,
     validate_row,
 )
 from dspark_json.parse.json.decode import read_events
@@ -72,6 +74,7 @@ __all__ = [
     "gather_lines",
     "holds_bytes",
     "holds_escape",
+    "is_tuple",
     "json_texts",
     "kernel",
     "line_lengths",
@@ -84,5 +87,6 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
+    "tuple_field",
     "validate_row",
 ]
