@@ -465,7 +465,7 @@ def _item(node: int, index: int, nodes: TypeNodes, stamps: Any, stamp: int) -> i
         return -1
     slot = nodes.first[node] + index
     stamps[slot] = stamp
-    return nodes.field_node[slot]
+    return int(nodes.field_node[slot])
 
 
 @leaf
