@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             figure[f"{key}_rows_per_s"] = round(args.rows / took)
         figure["reference_rows"] = cpu.reference_rows
         figure["reference_reasons"] = dict(getattr(cpu, "reference_reasons", {}))
-        if "spark_s" in seconds:
+        if "spark" in seconds:
             for key in ("cpu", "parse_dataframe", "source"):
                 if key in seconds:
                     label = "ratio" if key == "cpu" else f"{key}_ratio"
