@@ -88,32 +88,111 @@ WORDS = "the product works well but shipping was slow and the price is fair enou
 #: simulator wrote before vLLM 0.32), ``vllm`` (the same contents in vLLM 0.32's exact envelope:
 #: every row carries ``system_fingerprint`` and vLLM's null extras), ``drift`` (vLLM 0.32's
 #: envelope, 4 rows in 10 with a field nobody expected: a ``metadata`` block in the envelope or
-#: extra keys in the content, all to rescue).
-CORPORA = ("review", "vllm", "drift")
+#: extra keys in the content, all to rescue), ``traffic`` (shaped like a reasoning model's
+#: traffic: :func:`traffic_corpus`).
+CORPORA = ("review", "vllm", "drift", "traffic")
+
+
+def review_object(rng: random.Random) -> dict[str, Any]:
+    """One content object of :data:`CONTENT_SCHEMA`, about 1 KB (log-normal, to 64 KB)."""
+    target = min(64_000, max(600, int(rng.lognormvariate(6.7, 0.6))))
+    topics = []
+    size = 0
+    while size < target - 450:
+        quotes = [" ".join(rng.choices(WORDS, k=rng.randint(3, 12))) for _ in range(2)]
+        topic = {"name": rng.choice(WORDS), "weight": round(rng.random(), 4), "quotes": quotes}
+        topics.append(topic)
+        size += len(json.dumps(topic)) + 2
+    return {
+        "sentiment": rng.choice(["positive", "neutral", "negative"]),
+        "score": round(rng.random(), 6),
+        "stars": rng.randint(1, 5),
+        "summary": " ".join(rng.choices(WORDS, k=8)) + " \u00e9\u00e8 \U0001f600",
+        "reviewed_at": f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
+        "topics": topics,
+    }
+
+
+def traffic_corpus(rows: int, seed: int = 42) -> list[str]:
+    """Seeded bodies shaped like a reasoning model's traffic in vLLM 0.32's envelope, the kinds
+    issue 38 names at these rates: contents pretty-printed (35 %), in a fence (12 %, some of them
+    pretty-printed too), inside prose (6 %), prose answers without JSON (3 %), tool calls with
+    no content (5 %), reasoning text before the answer (30 %, 0.3-3 KB), content fields beyond
+    the schema (10 %), and envelope metadata that drifts: ``service_tier`` set, usage details
+    filled, vLLM's documented extras (``kv_transfer_params``, ``metrics``) with values, and a
+    ``metadata`` block nobody expected (2 % each to 15 %); 1 % cut by the length limit."""
+    from dspark_json.dev.simulator import vllm_choice, vllm_completion
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(rows):
+        content_obj = review_object(rng)
+        if rng.random() < 0.10:  # fields beyond the schema
+            content_obj["confidence"] = round(rng.random(), 3)
+            content_obj["notes"] = {"lang": rng.choice(["en", "fr"]), "caveats": ["short"]}
+        content: str | None = json.dumps(
+            content_obj, indent=2 if rng.random() < 0.35 else None, ensure_ascii=False
+        )
+        finish = "stop"
+        tool_calls = None
+        roll = rng.random()
+        if roll < 0.12:
+            content = "```json\n" + content + "\n```"
+        elif roll < 0.18:
+            content = "Here is the review as JSON:\n\n" + content + "\n\nLet me know if it helps."
+        elif roll < 0.21:
+            prose = " ".join(rng.choices(WORDS, k=20))
+            content = "I could not find a review in that text; " + prose
+        elif roll < 0.26:
+            arguments = json.dumps({"query": " ".join(rng.choices(WORDS, k=4)), "limit": 5})
+            call = {"name": "search_reviews", "arguments": arguments}
+            tool_calls = [{"id": f"chatcmpl-tool-{i:x}", "type": "function", "function": call}]
+            content, finish = None, "tool_calls"
+        elif roll < 0.27:
+            content, finish = content[: len(content) // 2], "length"
+        choice = vllm_choice(0, content, finish)  # type: ignore[arg-type]
+        message = choice["message"]
+        if tool_calls is not None:
+            message["tool_calls"] = tool_calls
+        if rng.random() < 0.30:
+            thought = " ".join(rng.choices(WORDS, k=rng.randint(20, 200)))
+            message["reasoning"] = "Okay, the user wants a review as JSON. " + thought
+        usage: dict[str, Any] = {
+            "prompt_tokens": rng.randint(80, 900),
+            "completion_tokens": rng.randint(50, 1500),
+            "total_tokens": 0,
+        }
+        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+        envelope = vllm_completion(
+            id=f"chatcmpl-{i:08x}",
+            created=1764374400 + i,
+            model="Qwen/Qwen3-8B",
+            choices=[choice],
+            usage=usage,
+            fingerprint=f"vllm-0.32.0-{rng.getrandbits(32):08x}",
+        )
+        if rng.random() < 0.15:
+            envelope["service_tier"] = "default"
+        if rng.random() < 0.10:
+            envelope["usage"]["prompt_tokens_details"] = {"cached_tokens": rng.randint(0, 64)}
+        if rng.random() < 0.03:
+            envelope["kv_transfer_params"] = {"remote_block_ids": [rng.randint(0, 99)]}
+        if rng.random() < 0.03:
+            envelope["metrics"] = {"ttft_s": round(rng.random(), 3)}
+        if rng.random() < 0.02:
+            envelope["metadata"] = {"trace_id": f"t{i}", "queue_ms": rng.randint(0, 99)}
+        out.append(json.dumps(envelope, ensure_ascii=rng.random() < 0.5))
+    return out
 
 
 def corpus(rows: int, seed: int = 42, kind: str = "review") -> list[str]:
     """Seeded bodies of one of :data:`CORPORA`."""
+    if kind == "traffic":
+        return traffic_corpus(rows, seed)
     rng = random.Random(seed)
     out = []
     for i in range(rows):
-        # Log-normal sizes: median about 1 KB, a long tail to 64 KB.
-        target = min(64_000, max(600, int(rng.lognormvariate(6.7, 0.6))))
-        topics = []
-        size = 0
-        while size < target - 450:
-            quotes = [" ".join(rng.choices(WORDS, k=rng.randint(3, 12))) for _ in range(2)]
-            topic = {"name": rng.choice(WORDS), "weight": round(rng.random(), 4), "quotes": quotes}
-            topics.append(topic)
-            size += len(json.dumps(topic)) + 2
-        content_obj: dict[str, Any] = {
-            "sentiment": rng.choice(["positive", "neutral", "negative"]),
-            "score": round(rng.random(), 6),
-            "stars": rng.randint(1, 5),
-            "summary": " ".join(rng.choices(WORDS, k=8)) + " \u00e9\u00e8 \U0001f600",
-            "reviewed_at": f"2026-11-{rng.randint(1, 28):02d}T{rng.randint(0, 23):02d}:00:00Z",
-            "topics": topics,
-        }
+        content_obj = review_object(rng)
         roll = rng.random()
         drift = kind == "drift" and rng.random() < 0.4
         if roll < 0.02 or (drift and roll < 0.6):  # drift: fields the schema does not know
@@ -684,7 +763,9 @@ def write_results(runs: list[dict[str, Any]], meta: dict[str, Any], out: Path) -
         "0.32's envelope, 4 rows in 10 with unexpected fields to rescue). Rows with content "
         "parsed: of the bodies, how many came out with a typed `parsed` value; only dspark-json "
         "finds the JSON in fences and prose, and it also keeps the rest: `_corrupt_record`, "
-        "`_rescued_data`, `_status`.",
+        "`_rescued_data`, `_status`. `traffic` (vLLM 0.32's envelope, shaped like a reasoning "
+        "model's traffic): contents pretty-printed, fenced or in prose, prose answers, tool "
+        "calls, reasoning text, content fields beyond the schema, drifting envelope metadata.",
     ]
     (out / "parser_throughput.md").write_text("\n".join(lines) + "\n")
     import matplotlib

@@ -6,11 +6,14 @@ valid instance (with nulls, missing keys and a little drift).
 
     .venv/bin/python benchmarks/realworld.py --rows 5000 --repeat 3      # in process
     .venv/bin/python benchmarks/realworld.py --rows 5000 --spark         # and Spark's path
+    .venv/bin/python benchmarks/realworld.py --rows 100000 --inside-spark  # and ours in Spark
 
 Per schema it prints the rows/s of dspark-json's CPU backend, how many rows took the reference
 parser and why (the parser's ``reference_reasons``), and, with ``--spark``, Spark's
 ``read.json`` + ``from_json`` for the same columns (the very type dspark-json maps the schema
-to) and the ratio.
+to) and the ratio; with ``--inside-spark``, dspark-json inside Spark as well
+(``parse_dataframe`` over ``read.text``, and the source on the bodies as recorded answers), timed
+in rounds with Spark's path (``parser_throughput.interleaved``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,13 @@ import json
 import random
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from parser_throughput import WORDS, vllm_envelope
+from parser_throughput import WORDS, interleaved, vllm_envelope
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
@@ -278,16 +280,6 @@ def bodies(name: str, rows: int, seed: int = 7) -> list[str]:
     return out
 
 
-def _best(run: Callable[[], Any], repeat: int) -> float:
-    run()
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def main(argv: list[str] | None = None) -> int:
     import pyarrow as pa
 
@@ -300,10 +292,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--schema", choices=sorted(SCHEMAS), action="append")
     parser.add_argument("--spark", action="store_true", help="also Spark's read.json + from_json")
+    parser.add_argument(
+        "--inside-spark",
+        action="store_true",
+        help="also dspark-json inside Spark (parse_dataframe, the source); implies --spark",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     spark = None
-    if args.spark:
+    if args.spark or args.inside_spark:
         from parser_throughput import spark_session
 
         spark = spark_session()
@@ -315,19 +312,29 @@ def main(argv: list[str] | None = None) -> int:
         schema = dspark_json.response_schema(response_format=SCHEMAS[name])
         cpu = CpuParser(schema)
         cpu.parse(array)  # compiles, then warm
-        ours = _best(lambda: cpu.parse(array), args.repeat)  # noqa: B023
         figure: dict[str, Any] = {
             "schema": name,
             "rows": args.rows,
             "mb": round(sum(len(t) for t in texts) / 1e6, 2),
-            "cpu_s": round(ours, 4),
-            "cpu_rows_per_s": round(args.rows / ours),
-            "reference_rows": cpu.reference_rows,
-            "reference_reasons": dict(getattr(cpu, "reference_reasons", {})),
         }
-        if spark is not None:
-            figure |= _spark_figures(spark, schema, texts, args.repeat)
-            figure["ratio"] = round(figure["spark_s"] / ours, 2)
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / "bodies" / "bodies.jsonl"  # alone: the source reads the folder
+            path.parent.mkdir()
+            path.write_text("\n".join(texts) + "\n")
+            runs: dict[str, Callable[[], Any]] = {"cpu": lambda: cpu.parse(array)}  # noqa: B023
+            if spark is not None:
+                runs |= _spark_runs(spark, schema, SCHEMAS[name], path, args)
+            seconds = dict(zip(runs, interleaved(args.repeat, list(runs.values())), strict=True))
+        for key, took in seconds.items():
+            figure[f"{key}_s"] = round(took, 4)
+            figure[f"{key}_rows_per_s"] = round(args.rows / took)
+        figure["reference_rows"] = cpu.reference_rows
+        figure["reference_reasons"] = dict(getattr(cpu, "reference_reasons", {}))
+        if "spark" in seconds:
+            for key in ("cpu", "parse_dataframe", "source"):
+                if key in seconds:
+                    label = "ratio" if key == "cpu" else f"{key}_ratio"
+                    figure[label] = round(seconds["spark"] / seconds[key], 2)
         figures.append(figure)
         print(json.dumps(figure), flush=True)
     if args.json:
@@ -335,19 +342,39 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _spark_figures(spark: Any, schema: Any, texts: list[str], repeat: int) -> dict[str, Any]:
-    """Spark's read.json + from_json for dspark-json's columns of ``schema``, evaluated whole."""
-    from parser_throughput import read_same_columns
+def _spark_runs(
+    spark: Any, schema: Any, response_format: dict[str, Any], path: Path, args: Any
+) -> dict[str, Callable[[], Any]]:
+    """Spark's read.json + from_json for dspark-json's columns of ``schema`` (the very type the
+    schema maps to), evaluated whole; with ``--inside-spark``, dspark-json inside Spark too:
+    ``parse_dataframe`` over the bodies read as text, and the source reading them as recorded
+    answers (one partition per core), as ``parser_throughput.py`` measures them."""
+    from parser_throughput import read_same_columns, timed
 
-    with tempfile.TemporaryDirectory() as scratch:
-        path = Path(scratch) / "bodies.jsonl"
-        path.write_text("\n".join(texts) + "\n")
+    import dspark_json
 
-        def frame() -> Any:
-            return read_same_columns(spark, str(path), schema)
+    runs = {"spark": timed(lambda: read_same_columns(spark, str(path), schema))}
+    if not args.inside_spark:
+        return runs
 
-        took = _best(lambda: frame().write.format("noop").mode("overwrite").save(), repeat)
-    return {"spark_s": round(took, 4), "spark_rows_per_s": round(len(texts) / took)}
+    def in_spark() -> Any:
+        frame = spark.read.text(str(path))
+        return dspark_json.parse_dataframe(frame, "value", schema=schema, backend="cpu")
+
+    dspark_json.register(spark)
+    cores = spark.sparkContext.defaultParallelism
+
+    def source() -> Any:
+        return (
+            spark.read.format("dspark-json")
+            .option("responses", str(path.parent))
+            .option("responseFormat", json.dumps(response_format))
+            .option("partitionSize", str(-(-args.rows // cores)))
+            .option("parseMode", "cpu")
+            .load()
+        )
+
+    return runs | {"parse_dataframe": timed(in_spark), "source": timed(source)}
 
 
 if __name__ == "__main__":

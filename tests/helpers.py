@@ -1,11 +1,12 @@
 """What several test modules share: the canary key, the review schema, a prompt writer, a chat
-completion body."""
+completion body, a comparison of two parsers' tables."""
 
 from __future__ import annotations
 
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 #: An API key no Spark redaction pattern matches by itself (Spark also redacts values that
 #: contain "secret", "token", "password", so such a canary would pass by accident).
@@ -60,3 +61,12 @@ def chat(*contents: str | None, finish: str = "stop") -> str:
             ],
         }
     )
+
+
+def assert_same_tables(ours: Any, reference: Any, bodies: list[str]) -> None:
+    """The two tables equal, else the first rows that differ, column by column (with a body)."""
+    for name in reference.column_names:
+        a, b = ours.column(name).to_pylist(), reference.column(name).to_pylist()
+        wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+        assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:300]!r}"
+    assert ours.equals(reference)

@@ -28,7 +28,7 @@ def run_smoke(script, out):
 def test_parser_benchmark_smoke(tmp_path):
     run_smoke("parser_throughput.py", tmp_path)
     result = json.loads((tmp_path / "parser_throughput.json").read_text())
-    assert [run["corpus"] for run in result["corpora"]] == ["review", "vllm", "drift"]
+    assert [run["corpus"] for run in result["corpora"]] == ["review", "vllm", "drift", "traffic"]
     for run in result["corpora"]:
         names = [f["name"] for f in run["figures"]]
         assert "dspark-json CPU (in process)" in names
@@ -67,6 +67,29 @@ def test_benchmark_corpus_is_seeded_and_has_every_kind_of_body():
     # vLLM's documented fields are not drift; the drift corpus rescues about 4 rows in 10.
     assert vllm.column("_rescued_data").null_count > 0.95 * 2000
     assert 0.3 < 1 - drift.column("_rescued_data").null_count / 2000 < 0.5
+
+
+def test_traffic_corpus_holds_the_kinds_of_traffic_it_names():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from parser_throughput import CONTENT_SCHEMA, corpus
+    finally:
+        sys.path.pop(0)
+    bodies = corpus(2000, kind="traffic")
+    assert bodies == corpus(2000, kind="traffic")
+    import dspark_json
+
+    table = dspark_json.parse_responses(bodies, response_format=CONTENT_SCHEMA, backend="cpu")
+    statuses = table.column("_status").to_pylist()
+    assert 0.85 < statuses.count("ok") / 2000 < 0.95  # prose answers, tool calls, cut ones
+    assert statuses.count("truncated") > 0
+    messages = [choices[0]["message"] for choices in table.column("choices").to_pylist()]
+    assert 0.03 < sum(m["tool_calls"] is not None for m in messages) / 2000 < 0.07
+    assert 0.25 < sum(m["reasoning"] is not None for m in messages) / 2000 < 0.35
+    assert sum("\n  " in (m["content"] or "") for m in messages) / 2000 > 0.3  # pretty-printed
+    rescued = [json.loads(r) for r in table.column("_rescued_data").to_pylist() if r]
+    keys = {key for row in rescued for key in row}
+    assert {"metadata", "kv_transfer_params", "parsed.confidence", "parsed.notes"} <= keys
 
 
 @pytest.mark.spark

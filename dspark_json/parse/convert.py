@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import SchemaError
+from dspark_json.parse.json import is_tuple, tuple_field
 
 __all__ = [
     "MISSING",
@@ -174,18 +175,6 @@ class Converter:
         return out
 
 
-def tuple_field(position: int) -> str:
-    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
-    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
-    return f"_{position + 1}"
-
-
-def is_tuple(dtype: StructType) -> bool:
-    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
-    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
-    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
-
-
 def _extras(obj: Mapping[str, Any], dtype: StructType, prefix: str, sink: dict[str, Any]) -> None:
     # Only unknown keys are rescued here, so known scalar fields need no visit: the nested ones
     # are walked in schema order, then the unknown keys, which is the order ``table`` keeps.
@@ -202,6 +191,8 @@ def _extras_in(value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> 
     if isinstance(dtype, StructType):
         if isinstance(value, dict):
             _extras(value, dtype, path + ".", sink)
+        elif isinstance(value, list) and is_tuple(dtype):
+            _tuple_extras(value, dtype, path, sink)
     elif isinstance(dtype, ArrayType) and isinstance(value, list):
         element = dtype.elementType
         if isinstance(element, StructType):
@@ -209,9 +200,22 @@ def _extras_in(value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> 
             for i, item in enumerate(value):
                 if isinstance(item, dict) and (nested or not item.keys() <= names):
                     _extras(item, element, f"{path}[{i}].", sink)
+                elif isinstance(item, list) and is_tuple(element):
+                    _tuple_extras(item, element, f"{path}[{i}]", sink)
         elif isinstance(element, ArrayType):
             for i, item in enumerate(value):
                 _extras_in(item, element, f"{path}[{i}]", sink)
+
+
+def _tuple_extras(items: list[Any], dtype: StructType, path: str, sink: dict[str, Any]) -> None:
+    # A JSON array in a tuple struct, in Converter._tuple's order: what its items hold, by
+    # position, then the items past its fields.
+    for i, f in enumerate(dtype.fields[: len(items)]):
+        if _holds_struct(f.dataType):
+            _extras_in(items[i], f.dataType, f"{path}[{i}]", sink)
+    for i in range(len(dtype.fields), len(items)):
+        if items[i] is not None:
+            sink[f"{path}[{i}]"] = items[i]
 
 
 def _holds_struct(dtype: DataType) -> bool:

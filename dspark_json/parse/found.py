@@ -31,8 +31,9 @@ __all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "
 
 #: Sorts a struct's own unknown keys after its fields (any field position or index is less).
 LAST = 2**62
-#: An unknown key a scan recorded: the key, its value's raw JSON, its path (see FoundKeys).
-Key = tuple[str, bytes, tuple[int, ...]]
+#: An unknown key a scan recorded: the key (or, for an item past a tuple struct's fields, the
+#: item's position), its value's raw JSON, its path (see FoundKeys).
+Key = tuple[str | int, bytes, tuple[int, ...]]
 #: Distinct sets of rescued keys remembered per parser, rendered as ``_rescued_data``.
 RENDERED = 4096
 
@@ -114,11 +115,14 @@ class NodePaths:
     def _path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
         text, sort, dtype = "", [], self.dtype
         for step in steps:
-            if step < 0:
-                assert isinstance(dtype, ArrayType)
+            if step < 0:  # an array's element, or a tuple struct's item (a JSON array too)
                 text += f"[{-step - 1}]"
                 sort.append(-step - 1)
-                dtype = dtype.elementType
+                if isinstance(dtype, StructType):
+                    dtype = dtype.fields[-step - 1].dataType
+                else:
+                    assert isinstance(dtype, ArrayType)
+                    dtype = dtype.elementType
             else:
                 assert isinstance(dtype, StructType)
                 name = self.names[step]
@@ -161,8 +165,9 @@ class FoundKeys:
         return KeySpans(self.data, start, end, self.spans)
 
     def select(self, rows: np.ndarray) -> dict[int, list[Key]]:
-        """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its
-        value's raw JSON, and its path (empty at the top level; else per level above the key's
+        """The unknown keys recorded for ``rows``, by row, in the body's order: the key (an
+        item's position for an item past a tuple struct's fields), its value's raw JSON, and its
+        path (empty at the top level; else per level above the key's
         object, a type node entered through a field or ``-(index + 1)`` of an element)."""
         view = memoryview(self.data.data)
         out: dict[int, list[Key]] = {}
@@ -174,12 +179,9 @@ class FoundKeys:
         deeper = np.isin(self.nested_rows, rows)
         entries = self.nested.reshape(-1, NESTED_STRIDE)[deeper].tolist()
         for row, e in zip(self.nested_rows[deeper].tolist(), entries, strict=True):
-            key = (
-                str(view[e[0] : e[1]], "utf-8"),
-                bytes(view[e[2] : e[3]]),
-                tuple(e[5 : 5 + e[4]]),
-            )
-            out.setdefault(row, []).append(key)
+            # A key start below 0: an item past a tuple struct's fields, ``-(position + 1)``.
+            name = str(view[e[0] : e[1]], "utf-8") if e[0] >= 0 else -e[0] - 1
+            out.setdefault(row, []).append((name, bytes(view[e[2] : e[3]]), tuple(e[5 : 5 + e[4]])))
         return out
 
 

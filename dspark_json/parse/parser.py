@@ -36,8 +36,8 @@ class Reason(StrEnum):
     )
     COLUMN_TYPES = (
         "column_types",
-        "the schema holds a type the kernels do not produce (a map in the envelope, or for a "
-        "JSON lines reader; no choices column; a parsed column of two types): every row",
+        "the schema is beyond the kernels' path (a map for a JSON lines reader, the GPU "
+        "backend's; no choices column; a parsed column of two types): every row",
     )
     ENVELOPE = (
         "envelope_misfit",

@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     ArrayType,
     DataType,
     MapType,
+    NullType,
     StringType,
     StructField,
     StructType,
@@ -118,9 +119,9 @@ class _Plan:
             return None
         parsed = content_type(data)
         envelope = _without_parsed(data)
-        if _has_map(envelope) or (parsed is not None and _has_map(parsed) and not json_text):
-            # Maps in the envelope, or for a JSON lines reader, are the reference parser's;
-            # the events' reader reads the content's.
+        if not json_text and (_has_map(envelope) or (parsed is not None and _has_map(parsed))):
+            # Maps for a JSON lines reader are the reference parser's; the events' reader
+            # reads them, in the envelope and in the content.
             return None
         per_choice = False
         if parsed is not None:
@@ -138,7 +139,9 @@ class _Plan:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
         return cls(
             envelope=envelope,
-            envelope_table=compile_type(_guarded(envelope), timestamp_range=_SECONDS),
+            envelope_table=compile_type(
+                _guarded(envelope), timestamp_range=_SECONDS, maps=json_text
+            ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
             content_table=(
@@ -574,13 +577,12 @@ class Vectorised:
 
         def add(found: list[Key], prefix: str, sort: tuple[int, ...], table: NodePaths) -> None:
             for seq, (key, value, path) in enumerate(found):
-                if not path:
-                    entries.append(((*sort, LAST, seq), f"{prefix}{key}", value))
-                    continue
-                text, steps = table.path(path)
-                entries.append(
-                    ((*sort, *steps, LAST, seq), f"{_joined(prefix, text)}.{key}", value)
-                )
+                text, steps = table.path(path) if path else ("", ())
+                where = _joined(prefix, text) if path else prefix[:-1]  # the key's object
+                # An item past a tuple struct's fields follows its tuple as an element does.
+                name = f"[{key}]" if isinstance(key, int) else f".{key}"
+                joined = where + name if where else name[1:]
+                entries.append(((*sort, *steps, LAST, seq), joined, value))
 
         add(keys.get(row, []), "", (), paths.envelope)
         if contents is not None:
@@ -816,8 +818,9 @@ def _without_parsed(data: StructType) -> StructType:
 
 def _guarded(envelope: StructType) -> StructType:
     """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
-    message) holding a value sends the row to the reference parser, which decides over it."""
-    reject = StructField("parsed", MapType(StringType(), StringType()))
+    message) holding a value sends the row to the reference parser, which decides over it
+    (a type the kernels never fit: ``NullType``)."""
+    reject = StructField("parsed", NullType())
     message = message_type(envelope)
     if message is None:
         return StructType([*envelope.fields, reject])

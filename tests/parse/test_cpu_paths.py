@@ -1,18 +1,21 @@
 """The CPU parser's other paths give the vectorised path's output: a cold process's small batches
-(the reference parser without numba), a schema beyond the vectorised reader (a map: the
-reference parser takes every row), and ``_rescued_data`` rows built in Python (keys deeper down,
-numbers whose shortest form needs Python's ``repr``)."""
+(the reference parser without numba), a schema beyond the vectorised reader (no choices column:
+the reference parser takes every row), maps in the envelope (the kernels' path), and
+``_rescued_data`` rows built in Python (keys deeper down, numbers whose shortest form needs
+Python's ``repr``)."""
 
 import json
+import random
 
 import pyarrow as pa
 import pytest
-from pyspark.sql.types import MapType, StringType, StructField, StructType
+from pyspark.sql.types import ArrayType, LongType, MapType, StringType, StructField, StructType
 
 from dspark_json import response_schema
 from dspark_json.parse import warmup
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
+from tests.helpers import assert_same_tables
 
 CONTENT = {"type": "object", "properties": {"label": {"type": "string"}}}
 SCHEMA = response_schema(response_format=CONTENT)
@@ -65,12 +68,17 @@ def test_a_cold_process_does_not_wait_for_a_big_batch_either_way(cold):
     assert parser.reference_rows == warmup.SMALL_BATCH - 1
 
 
-@pytest.mark.parametrize("given", ["binary array", "python list"])
-def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8(given):
-    fields = [*SCHEMA.fields]
+def _beyond_the_kernels(schema: StructType) -> StructType:
+    """``schema`` with a map in the envelope and without its choices column: the reference
+    parser's, every row."""
+    fields = [f for f in schema.fields if f.name != "choices"]
     fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
-    schema = StructType(fields)
-    parser = CpuParser(schema)
+    return StructType(fields)
+
+
+@pytest.mark.parametrize("given", ["binary array", "python list"])
+def test_a_schema_beyond_the_kernels_is_parsed_row_by_row_even_with_invalid_utf8(given):
+    parser = CpuParser(_beyond_the_kernels(SCHEMA))
     raw = [chat('{"label": "a"}', labels={"k": "v"}).encode(), b'{"id": "\xff']
     bodies = pa.array(raw, pa.binary()) if given == "binary array" else raw
     rows = parser.parse(bodies).to_pylist()
@@ -78,6 +86,62 @@ def test_a_schema_with_a_map_is_parsed_row_by_row_even_with_invalid_utf8(given):
     assert [r["_status"] for r in rows] == ["ok", "corrupt_envelope"]
     assert rows[0]["labels"] == [("k", "v")]
     assert rows[1]["_corrupt_record"] == '{"id": "\ufffd'
+
+
+def _with_envelope_maps(schema: StructType) -> StructType:
+    """``schema`` with maps in the envelope, as a user schema puts them there: at the top level
+    (of strings, of maps of integers) and in each choice's message (of arrays)."""
+    fields = list(schema.fields)
+    fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
+    counts = MapType(StringType(), MapType(StringType(), LongType()))
+    fields.insert(2, StructField("counts", counts))
+    choices = schema["choices"].dataType
+    choice = choices.elementType
+    message = choice["message"].dataType
+    hints = StructField("hints", MapType(StringType(), ArrayType(LongType())))
+    message = StructType([*message.fields, hints])
+    choice = StructType(
+        [StructField("message", message) if f.name == "message" else f for f in choice.fields]
+    )
+    return StructType(
+        [StructField("choices", ArrayType(choice)) if f.name == "choices" else f for f in fields]
+    )
+
+
+def _map_value(rng: random.Random, value) -> object:
+    if rng.random() < 0.1:
+        return None
+    keys = [rng.choice(["a", "b", "app.kubernetes.io/name", "\u00e9"]) for _ in range(3)]
+    return {k: value() for k in keys}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_maps_in_the_envelope_are_read_on_the_kernels_path(seed):
+    """Maps a user schema puts in the envelope: the reference parser's table, and only drift
+    (a value of another type, an unknown key under a map) leaves the kernels' path."""
+    rng = random.Random(seed)
+    schema = _with_envelope_maps(SCHEMA)
+    bodies, drifting = [], 0
+    for i in range(200):
+        drift = rng.random() < 0.05
+        labels = _map_value(rng, lambda: rng.choice(["x", "y", ""]))
+        counts = _map_value(rng, lambda: _map_value(rng, lambda: rng.choice([1, -2, None])))
+        if drift:
+            counts = {"a": {"b": "not a number"}}
+        envelope = json.loads(chat(*['{"label": "a"}'] * (1 + (i % 4 == 0))))
+        for choice in envelope["choices"]:
+            choice["message"]["hints"] = _map_value(rng, lambda: [rng.randint(0, 9)])
+        envelope |= {"labels": labels, "counts": counts}
+        if rng.random() < 0.1:
+            envelope["metadata"] = {"trace": f"t{i}"}  # rescued, on the kernels' path
+        bodies.append(json.dumps(envelope, indent=rng.choice([None, 1])))
+        drifting += drift
+    parser = CpuParser(schema)
+    ours = parser.parse_vectorised(bodies)
+    reference = ReferenceParser(schema).parse(bodies)
+    assert_same_tables(ours, reference, bodies)
+    assert parser.reference_reasons == ({"envelope_misfit": drifting} if drifting else {})
+    assert ours.column("labels").null_count < len(bodies)
 
 
 @pytest.mark.parametrize(
@@ -171,9 +235,7 @@ def test_the_reference_parsers_rows_are_counted_by_reason(cold):
 
 
 def test_a_schema_beyond_the_kernels_counts_every_row_under_column_types():
-    fields = list(SCHEMA.fields)
-    fields.insert(1, StructField("labels", MapType(StringType(), StringType())))
-    parser = CpuParser(StructType(fields))
+    parser = CpuParser(_beyond_the_kernels(SCHEMA))
     parser.parse_vectorised(BODIES)
     assert parser.reference_reasons == {"column_types": len(BODIES)}
     parser.parse_vectorised([])

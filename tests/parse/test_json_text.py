@@ -10,7 +10,7 @@ import pytest
 from dspark_json import response_schema
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.reference import ReferenceParser
-from tests.helpers import chat
+from tests.helpers import assert_same_tables, chat
 
 FORMAT = {
     "type": "object",
@@ -76,15 +76,6 @@ def content(rng: random.Random) -> tuple[str, bool]:
     return "{" + ", ".join(kept) + "}", drift
 
 
-def assert_same(ours, reference, bodies):
-    """The two tables equal, else the first rows that differ, column by column."""
-    for name in reference.column_names:
-        a, b = ours.column(name).to_pylist(), reference.column(name).to_pylist()
-        wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
-        assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:300]!r}"
-    assert ours.equals(reference)
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_json_text_columns_on_the_kernels_path_are_the_reference_parsers_bytes(seed):
     rng = random.Random(seed)
@@ -97,7 +88,7 @@ def test_json_text_columns_on_the_kernels_path_are_the_reference_parsers_bytes(s
     parser = CpuParser(SCHEMA)
     ours = parser.parse_vectorised(bodies)
     reference = ReferenceParser(SCHEMA).parse(bodies)
-    assert_same(ours, reference, bodies)
+    assert_same_tables(ours, reference, bodies)
     # Only drift (an integer column given text) and repeated or escaped keys in typed objects
     # leave the kernels' path: never a JSON-text value.
     assert set(parser.reference_reasons) <= {"content_misfit"}
@@ -181,6 +172,6 @@ def test_maps_on_the_kernels_path_are_the_reference_parsers(seed):
     parser = CpuParser(schema)
     ours = parser.parse_vectorised(bodies)
     reference = ReferenceParser(schema).parse(bodies)
-    assert_same(ours, reference, bodies)
+    assert_same_tables(ours, reference, bodies)
     assert "column_types" not in parser.reference_reasons
     assert parser.reference_rows < len(bodies) // 2

@@ -33,6 +33,8 @@ from dspark_json.parse.json.conform import (
     TypeTable,
     compile_type,
     extract_row,
+    is_tuple,
+    tuple_field,
     validate_row,
 )
 from dspark_json.parse.json.decode import read_events
@@ -73,6 +75,7 @@ __all__ = [
     "gather_lines",
     "holds_bytes",
     "holds_escape",
+    "is_tuple",
     "json_texts",
     "kernel",
     "line_lengths",
@@ -85,5 +88,6 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
+    "tuple_field",
     "validate_row",
 ]

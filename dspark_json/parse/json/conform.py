@@ -105,9 +105,11 @@ __all__ = [
     "emit_null",
     "extract_row",
     "found_keys",
+    "is_tuple",
     "number_fits",
     "room",
     "scratch",
+    "tuple_field",
     "validate_row",
 ]
 
@@ -128,6 +130,10 @@ T_MAP = 8
 #: ``low`` of a string node that takes any JSON value, a non-string as its JSON text (a Spark
 #: string column: free-form values, unions of scalars; dates and timestamps read as text do not).
 TEXT_ANY = 1
+#: ``low`` of a struct node that is a tuple (:func:`is_tuple`): it takes a JSON array too, its
+#: items by position (item ``j`` is field ``j``; an item past the fields is an unknown key whose
+#: name is its position, rescued as ``path[j]``), as well as an object.
+TUPLE_ITEMS = 1
 #: An event's ``a`` for a value held as JSON text: ``JSON_TEXT - start`` (``<= JSON_TEXT``;
 #: ``b`` its end), apart from a string's body (``a >= 0``) and a null (``a = -1``).
 JSON_TEXT = -3
@@ -213,6 +219,18 @@ class Found(NamedTuple):
     counts: np.ndarray
 
 
+def tuple_field(position: int) -> str:
+    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
+    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
+    return f"_{position + 1}"
+
+
+def is_tuple(dtype: StructType) -> bool:
+    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
+    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
+    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
+
+
 _INT_RANGES = {
     LongType: (-(2**63), 2**63 - 1),
     IntegerType: (-(2**31), 2**31 - 1),
@@ -224,12 +242,15 @@ def compile_type(
     *,
     timestamp_range: tuple[int, int] | None = None,
     json_text: bool = False,
+    maps: bool = False,
 ) -> TypeTable:
     """The table for ``dtype``. Timestamps are read as unix seconds in ``timestamp_range`` when
-    it is given, else as text (converted afterwards); dates always as text; maps never fit.
+    it is given, else as text (converted afterwards); dates always as text.
     ``json_text`` (a table read from the scan's events): a string column takes any JSON value,
-    a non-string as its JSON text (:data:`TEXT_ANY`), as the reference parser fills it, and a
-    map is read as a map (:data:`T_MAP`; without it, a map never fits)."""
+    a non-string as its JSON text (:data:`TEXT_ANY`), as the reference parser fills it, a map
+    is read as a map (:data:`T_MAP`) and a tuple struct takes a JSON array too
+    (:data:`TUPLE_ITEMS`). ``maps`` alone (the envelope's table, read from the events): maps
+    are read as maps, the rest as without ``json_text``. Without either, a map never fits."""
     kind: list[int] = []
     first: list[int] = []
     count: list[int] = []
@@ -250,6 +271,8 @@ def compile_type(
         high.append(0)
         if isinstance(t, StructType):
             kind[index] = T_STRUCT
+            if json_text and is_tuple(t):
+                low[index] = TUPLE_ITEMS
             # Reserve the struct's field slots before compiling children.
             start = len(field_node)
             names.extend(f.name for f in t.fields)
@@ -268,7 +291,7 @@ def compile_type(
         elif isinstance(t, ArrayType):
             kind[index] = T_ARRAY
             first[index] = add(t.elementType)
-        elif isinstance(t, MapType) and json_text:
+        elif isinstance(t, MapType) and (json_text or maps):
             kind[index] = T_MAP
             first[index] = add(StringType())
             high[index] = add(t.valueType)
@@ -433,7 +456,7 @@ def _recorded(data: Any, start: int, stop: int, found: Found) -> bool:
     spans, top = found.spans, found.counts[0]
     for r in range(top + found.counts[1]):
         at = 4 * r if r < top else 4 * FOUND + NESTED_STRIDE * (r - top)
-        if same_bytes(data, spans[at], spans[at + 1], start, stop):
+        if spans[at] >= 0 and same_bytes(data, spans[at], spans[at + 1], start, stop):
             return True
     return False
 
@@ -447,6 +470,17 @@ def _under_map(kind: Any, stack_node: Any, depth: int) -> bool:
         if node >= 0 and kind[node] == T_MAP:
             return True
     return False
+
+
+@leaf
+def _item(node: int, index: int, nodes: TypeNodes, stamps: Any, stamp: int) -> int:
+    """The type node of item ``index`` of the tuple struct ``node`` (its field, stamped as held
+    by the tuple of ``stamp``), or -1 for an item past its fields."""
+    if index >= nodes.field_count[node]:
+        return -1
+    slot = nodes.first[node] + index
+    stamps[slot] = stamp
+    return int(nodes.field_node[slot])
 
 
 @leaf
@@ -501,6 +535,8 @@ def check_row(
     found_n[1] = 0
     recording = False
     nesting = 0  # the depth of the object whose unknown key's value is being recorded
+    recording_nested = False  # among the keys deeper down (with a path)
+    item = -1  # the unknown key ahead is a tuple's item past its fields, at this position
     key_begin = key_stop = 0
     # A container held whole as a string node's JSON text (TEXT_ANY): its node, where it
     # begins, and the depth it was opened at (-1: none open; its inside is untyped).
@@ -510,7 +546,7 @@ def check_row(
         pos = skip_ws(data, pos, end)
         if state == 1:
             if recording and depth == nesting:
-                if nesting == 1:
+                if not recording_nested:
                     spans[4 * found_n[0] + 3] = pos
                     found_n[0] += 1
                 else:
@@ -538,7 +574,13 @@ def check_row(
                 if bracket == LBRACE:
                     state = 2
                 else:
-                    node = first[parent] if parent >= 0 else -1
+                    if parent >= 0 and kind[parent] == T_STRUCT:  # a tuple's next item
+                        index = stack_count[depth - 1]
+                        node = _item(parent, index, nodes, stamps, stack_stamp[depth - 1])
+                        unknown = node < 0  # past its fields: rescued as path[index]
+                        item = index if unknown else -1
+                    else:
+                        node = first[parent] if parent >= 0 else -1
                     stack_count[depth - 1] += 1
                     state = 0
             elif (c == RBRACE and bracket == LBRACE) or (c == RBRACKET and bracket == LBRACKET):
@@ -635,18 +677,25 @@ def check_row(
                     extra = True
                     if found_n[0] < 0:
                         pass  # already too many: the row is walked
-                    elif depth == 1 and found_n[0] < FOUND:
+                    elif depth == 1 and item < 0 and found_n[0] < FOUND:
                         spans[4 * found_n[0]] = key_begin
                         spans[4 * found_n[0] + 1] = key_stop
                         spans[4 * found_n[0] + 2] = pos
                         recording = True
+                        recording_nested = False
                         nesting = 1
                     elif _under_map(kind, stack_node, depth):
                         misfit = True  # a path through a map's key: the reference rescues it
-                    elif 1 < depth <= NESTED_PATH + 1 and found_n[1] < _NESTED:
+                    elif (
+                        (depth > 1 or item >= 0)
+                        and depth <= NESTED_PATH + 1
+                        and (found_n[1] < _NESTED)
+                    ):
+                        # A key deeper down, or a tuple's item past its fields (at any depth,
+                        # rescued as path[i]: its key start is -(i + 1), its key end 0).
                         at = 4 * FOUND + NESTED_STRIDE * found_n[1]
-                        spans[at] = key_begin
-                        spans[at + 1] = key_stop
+                        spans[at] = key_begin if item < 0 else -(item + 1)
+                        spans[at + 1] = key_stop if item < 0 else 0
                         spans[at + 2] = pos
                         spans[at + 4] = depth - 1
                         for level in range(depth - 1):
@@ -655,11 +704,13 @@ def check_row(
                             else:  # in an object: the field's type node
                                 spans[at + 5 + level] = stack_node[level + 1]
                         recording = True
+                        recording_nested = True
                         nesting = depth
                     else:
                         found_n[0] = -1
                 elif (
-                    found_n[0] >= 0
+                    item < 0
+                    and found_n[0] >= 0
                     and found_n[0] + found_n[1] > 0
                     and _recorded(data, key_begin, key_stop, found)
                 ):
@@ -667,6 +718,7 @@ def check_row(
                     # rescue for it), which the recorded spans cannot say. The reference decides.
                     misfit = True
                 unknown = False
+                item = -1
             t = kind[node] if node >= 0 else 0
             # A non-string for a string node that takes JSON text: held as its text.
             as_text = t == T_STRING and low[node] == TEXT_ANY and c != QUOTE and c != LOWER_N
@@ -676,7 +728,9 @@ def check_row(
                 if as_text:
                     text_node, text_begin, text_depth = node, pos, depth
                     node = -1  # its inside is untyped
-                if node >= 0 and t == T_MAP and c == LBRACE:
+                # A tuple struct's items, by position: an array at a struct node (TUPLE_ITEMS).
+                tuple_items = c == LBRACKET and t == T_STRUCT and low[node] == TUPLE_ITEMS
+                if node >= 0 and ((t == T_MAP and c == LBRACE) or tuple_items):
                     pass
                 elif node >= 0 and t != (T_STRUCT if c == LBRACE else T_ARRAY):
                     misfit = True
@@ -685,7 +739,7 @@ def check_row(
                 stack_node[depth] = node
                 # An array's element count; a struct's next expected field; a map's entries.
                 stack_count[depth] = first[node] if c == LBRACE and t == T_STRUCT else 0
-                if c == LBRACE:
+                if c == LBRACE or tuple_items:  # the fields this object or tuple holds
                     clock[0] += 1
                     stack_stamp[depth] = clock[0]
                 depth += 1
@@ -705,7 +759,10 @@ def check_row(
                     state = 2
                 else:
                     stack_count[depth - 1] = 1
-                    node = first[node] if node >= 0 else -1
+                    if tuple_items:  # its first item (a tuple has a field at least)
+                        node = _item(node, 0, nodes, stamps, stack_stamp[depth - 1])
+                    else:
+                        node = first[node] if node >= 0 else -1
                 continue
             begin = pos
             if c == QUOTE:
