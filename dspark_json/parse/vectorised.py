@@ -47,7 +47,8 @@ from dspark_json.parse.arrow import (
     with_null_rows,
 )
 from dspark_json.parse.convert import arrow_schema, dump_json, text_value
-from dspark_json.parse.envelope import content_type, message_type
+from dspark_json.parse.calls import ToolPlan, tool_calls_column, tools_reachable
+from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (
     LAST,
@@ -102,6 +103,8 @@ class _Plan:
     content_read: pa.Schema | None
     #: Whether each message has a ``parsed`` column (else only the top level has one).
     per_choice: bool
+    #: Each function's arguments, where the schema has a ``tool_calls`` column.
+    tools: tuple[ToolPlan, ...] | None = None
 
     @classmethod
     def of(cls, data: StructType, json_text: bool = True) -> _Plan | None:
@@ -130,12 +133,22 @@ class _Plan:
             top = data["parsed"].dataType if "parsed" in data.names else None
             if per_choice and top is not None and message["parsed"].dataType != top:
                 return None
+        tools = None
+        arguments = tool_types(data)
+        if TOOL_CALLS in data.names:
+            if arguments is None or not tools_reachable(envelope):
+                return None
+            if not json_text and any(_has_map(t) for t in arguments.values()):
+                return None
+            tools = tuple(ToolPlan.of(n, t, json_text) for n, t in arguments.items())
         content_read = None
         if parsed is not None:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
         return cls(
             envelope=envelope,
-            envelope_table=compile_type(_guarded(envelope), timestamp_range=_SECONDS),
+            envelope_table=compile_type(
+                _guarded(envelope, tools=tools is not None), timestamp_range=_SECONDS
+            ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
             content_table=(
@@ -143,6 +156,7 @@ class _Plan:
             ),
             content_read=content_read,
             per_choice=per_choice,
+            tools=tools,
         )
 
 
@@ -307,6 +321,25 @@ class Vectorised:
                     aside.add(Reason.CHOICES, lengths > 1)
                 if "parsed" in self.target.names:
                     columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
+        if plan.tools is not None and "choices" in columns:
+            calls, made, broken, call_corrupt = tool_calls_column(
+                columns["choices"],
+                lengths,
+                plan.tools,
+                self.target.field(TOOL_CALLS).type,
+                read=self._read,
+                threads=self.threads,
+                lenient=self.lenient,
+                aside_of=aside.of,
+            )
+            columns[TOOL_CALLS] = calls
+            # Where the first choice made calls, they, not the content, say how the row went.
+            status[made] = _OK
+            status[broken == 0] = _CORRUPT_CONTENT
+            status[broken == 1] = _TRUNCATED
+            corrupt = pc.if_else(pa.array(made), call_corrupt.cast(pa.large_string()), corrupt)
+        elif TOOL_CALLS in self.target.names:
+            columns[TOOL_CALLS] = pa.nulls(n, self.target.field(TOOL_CALLS).type)
         invalid = np.flatnonzero(codes == scan_codes.CODE_INVALID)
         status[invalid] = _CORRUPT_ENVELOPE
         status[codes == scan_codes.CODE_NULL] = _NO_STATUS
@@ -752,8 +785,9 @@ def _has_map(dtype: DataType) -> bool:
 
 
 def _without_parsed(data: StructType) -> StructType:
-    """The envelope as the server sends it: no top-level ``parsed``, no ``message.parsed``."""
-    fields = [f for f in data.fields if f.name != "parsed"]
+    """The envelope as the server sends it: no top-level ``parsed`` or ``tool_calls`` (ours),
+    no ``message.parsed``."""
+    fields = [f for f in data.fields if f.name not in ("parsed", TOOL_CALLS)]
     message = message_type(data)
     if message is None:
         return StructType(fields)
@@ -776,13 +810,17 @@ def _without_parsed(data: StructType) -> StructType:
     )
 
 
-def _guarded(envelope: StructType) -> StructType:
+def _guarded(envelope: StructType, *, tools: bool = False) -> StructType:
     """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
-    message) holding a value sends the row to the reference parser, which decides over it."""
+    message) holding a value, or a top-level ``tool_calls`` key where that is our column, sends
+    the row to the reference parser, which decides over it."""
     reject = StructField("parsed", MapType(StringType(), StringType()))
+    rejects = [reject]
+    if tools:
+        rejects.append(StructField(TOOL_CALLS, MapType(StringType(), StringType())))
     message = message_type(envelope)
     if message is None:
-        return StructType([*envelope.fields, reject])
+        return StructType([*envelope.fields, *rejects])
     choices = envelope["choices"].dataType
     assert isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)
     choice = StructType(
@@ -796,7 +834,7 @@ def _guarded(envelope: StructType) -> StructType:
             StructField("choices", ArrayType(choice)) if f.name == "choices" else f
             for f in envelope.fields
         ]
-        + [reject]
+        + rejects
     )
 
 
