@@ -120,6 +120,28 @@ class ReferenceParser:
                 status, corrupt = tools_status, tools_corrupt
         return envelope, status, corrupt
 
+    def _content(self, choice: Any) -> tuple[Any, Status, str | None]:
+        """Parse one choice's content in place; return (value, status, corrupt text)."""
+        message = choice.get("message") if isinstance(choice, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            return None, Status.NOT_JSON, None
+        found = extract_json(content) if self.kernels else extract_json_python(content)
+        if found is None:
+            return None, Status.NOT_JSON, content
+        try:
+            value = loads(
+                found.encode("utf-8", "surrogatepass"), lenient=self.lenient, kernels=self.kernels
+            )
+        except ValueError:
+            truncated = choice.get("finish_reason") == "length"
+            return None, Status.TRUNCATED if truncated else Status.CORRUPT_CONTENT, content
+        if not _fits(value, self._content_type):
+            return None, Status.CORRUPT_CONTENT, content
+        assert isinstance(message, dict)
+        message["parsed"] = value
+        return value, Status.OK, None
+
     def _tool_calls(self, choice: Any) -> tuple[dict[str, Any] | None, Status | None, str | None]:
         """The first choice's tool calls by function name (None, and no status, where it made
         none), the row's status and ``_corrupt_record``: the first call that went wrong, in
