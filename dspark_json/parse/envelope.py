@@ -8,7 +8,8 @@ from pyspark.sql.types import ArrayType, DataType, StructType
 __all__ = ["TOOL_CALLS", "content_type", "message_type", "tool_types"]
 
 #: The column of the typed tool calls: one field per function name, each the list of that
-#: function's calls in the first choice (``struct<id, arguments>``; :mod:`dspark_json.schema.tools`).
+#: function's calls in the first choice (``struct<id, arguments>``;
+#: :mod:`dspark_json.schema.tools`).
 TOOL_CALLS = "tool_calls"
 
 

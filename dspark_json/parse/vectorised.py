@@ -46,8 +46,8 @@ from dspark_json.parse.arrow import (
     to_string_array,
     with_null_rows,
 )
-from dspark_json.parse.convert import arrow_schema, dump_json, text_value
 from dspark_json.parse.calls import ToolPlan, tool_calls_column, tools_reachable
+from dspark_json.parse.convert import arrow_schema, dump_json, text_value
 from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (

@@ -125,7 +125,7 @@ def as_tools(value: Any, name: str = "tools") -> tuple[dict[str, Any], ...]:
                 f"Option {name!r} does not hold valid JSON ({exc}). It must be a JSON list of "
                 "tool definitions."
             ) from exc
-    if isinstance(value, Mapping) or isinstance(value, type):
+    if isinstance(value, Mapping | type):
         value = [value]  # one tool
     if not isinstance(value, Sequence) or isinstance(value, str | bytes) or not value:
         raise OptionError(
@@ -171,7 +171,10 @@ def tool_choice_body(choice: str, tools: Sequence[Mapping[str, Any]] | None) -> 
 def call_type(arguments: DataType) -> StructType:
     """One call of a function whose arguments are of type ``arguments``."""
     return StructType(
-        [*(StructField(name, StringType()) for name in CALL_FIELDS), StructField("arguments", arguments)]
+        [
+            *(StructField(name, StringType()) for name in CALL_FIELDS),
+            StructField("arguments", arguments),
+        ]
     )
 
 

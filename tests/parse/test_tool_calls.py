@@ -20,7 +20,10 @@ WEATHER = {
         "days": {"type": "integer"},
         "units": {"type": "string", "enum": ["c", "f"]},
         "when": {"type": "string", "format": "date-time"},
-        "stops": {"type": "array", "items": {"type": "object", "properties": {"x": {"type": "number"}}}},
+        "stops": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"x": {"type": "number"}}},
+        },
     },
     "required": ["city"],
 }
@@ -89,10 +92,18 @@ def test_two_functions_calls_land_typed_with_their_ids(backend):
             "get_weather": [
                 {
                     "id": f"chatcmpl-tool-{0:032x}",
-                    "arguments": {"city": "Oslo", "days": 3, "units": None, "when": None, "stops": None},
+                    "arguments": {
+                        "city": "Oslo",
+                        "days": 3,
+                        "units": None,
+                        "when": None,
+                        "stops": None,
+                    },
                 }
             ],
-            "get_time": [{"id": f"chatcmpl-tool-{1:032x}", "arguments": {"zone": "CET", "free": None}}],
+            "get_time": [
+                {"id": f"chatcmpl-tool-{1:032x}", "arguments": {"zone": "CET", "free": None}}
+            ],
             "ping": [],
         },
         "_status": "ok",
@@ -124,15 +135,22 @@ def test_calls_decide_the_status_over_a_null_content(backend):
 def test_arguments_that_are_not_json_or_not_an_object_keep_their_text(
     backend, arguments, finish, status
 ):
-    [row] = rows([body(("get_time", '{"zone": "CET"}'), ("get_weather", arguments), finish=finish)], backend=backend)
+    [row] = rows(
+        [body(("get_time", '{"zone": "CET"}'), ("get_weather", arguments), finish=finish)],
+        backend=backend,
+    )
     assert row["_status"] == status
     assert row["_corrupt_record"] == arguments
-    assert row["tool_calls"]["get_weather"] == [{"id": f"chatcmpl-tool-{1:032x}", "arguments": None}]
+    assert row["tool_calls"]["get_weather"] == [
+        {"id": f"chatcmpl-tool-{1:032x}", "arguments": None}
+    ]
     assert row["tool_calls"]["get_time"][0]["arguments"]["zone"] == "CET"
 
 
 def test_drifting_arguments_are_rescued_by_path_and_the_row_is_ok(backend):
-    [row] = rows([body(("get_weather", '{"city": "Oslo", "days": "three", "wind": true}'))], backend=backend)
+    [row] = rows(
+        [body(("get_weather", '{"city": "Oslo", "days": "three", "wind": true}'))], backend=backend
+    )
     assert row["_status"] == "ok"
     assert json.loads(row["_rescued_data"]) == {
         "tool_calls.get_weather[0].arguments.days": "three",
@@ -142,7 +160,10 @@ def test_drifting_arguments_are_rescued_by_path_and_the_row_is_ok(backend):
 
 
 def test_a_function_not_offered_is_corrupt_content_and_kept_under_its_name(backend):
-    [row] = rows([body(("get_weather", '{"city": "Oslo"}'), ("book_flight", '{"to": "Rome"}'))], backend=backend)
+    [row] = rows(
+        [body(("get_weather", '{"city": "Oslo"}'), ("book_flight", '{"to": "Rome"}'))],
+        backend=backend,
+    )
     assert row["_status"] == "corrupt_content"
     assert json.loads(row["_rescued_data"]) == {
         "tool_calls.book_flight": [{"id": f"chatcmpl-tool-{1:032x}", "arguments": {"to": "Rome"}}]
@@ -176,7 +197,9 @@ def _arguments(rng):
         if rng.random() < 0.2:
             parts.append('"when":"2026-01-02T03:04:05Z"')
         if rng.random() < 0.4:
-            stops = ",".join(f'{{"x":{rng.choice(["1", "2.5", "-0", "1e3"])}}}' for _ in range(rng.randint(0, 3)))
+            stops = ",".join(
+                f'{{"x":{rng.choice(["1", "2.5", "-0", "1e3"])}}}' for _ in range(rng.randint(0, 3))
+            )
             parts.append(f'"stops":[{stops}]')
         if rng.random() < 0.08:
             parts.append('"wind":{"kph":12}')  # drift: a key the schema lacks
@@ -187,8 +210,10 @@ def _arguments(rng):
         rng.shuffle(parts)
         text = "{" + ws + ("," + ws).join(parts) + ws + "}"
     elif name == "get_time":
-        free = rng.choice(["1", '"x"', "[1, {\"k\": null}]", "{}", "true", "1.50"])
-        text = f'{{"zone":{ws}"{rng.choice(WORDS)}", "free": {free}}}' if rng.random() < 0.8 else "{}"
+        free = rng.choice(["1", '"x"', '[1, {"k": null}]', "{}", "true", "1.50"])
+        text = (
+            f'{{"zone":{ws}"{rng.choice(WORDS)}", "free": {free}}}' if rng.random() < 0.8 else "{}"
+        )
     else:
         text = rng.choice(["{}", '{"a": 1}', '"just text"', "[1,2]", "null", "3.0"])
     if roll < 0.06:
