@@ -80,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="first answer leaves out a required property, until a later message names it",
     )
+    tool = sim.add_argument_group("tool-call faults (seeded; rates are per call, exclusive)")
+    tool.add_argument(
+        "--tool-broken-rate", type=float, default=0.0, help="arguments that are not JSON"
+    )
+    tool.add_argument(
+        "--tool-drift-rate", type=float, default=0.0, help="arguments with a key not in the tool"
+    )
+    tool.add_argument(
+        "--tool-unknown-rate", type=float, default=0.0, help="a call of a function not offered"
+    )
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -207,6 +217,9 @@ async def _simulate(args: argparse.Namespace) -> None:
         first_broken_rate=args.first_broken_rate,
         first_prose_rate=args.first_prose_rate,
         first_invalid_rate=args.first_invalid_rate,
+        tool_broken_rate=args.tool_broken_rate,
+        tool_drift_rate=args.tool_drift_rate,
+        tool_unknown_rate=args.tool_unknown_rate,
     )
     await run(
         args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults
