@@ -205,7 +205,9 @@ def _function(
     )
     per_row = np.bincount(owners, minlength=len(calls.made))
     offsets = np.concatenate([[0], np.cumsum(per_row)]).astype(np.int32)
-    column = pa.ListArray.from_arrays(pa.array(offsets), entry, type=list_type)
+    column = pa.ListArray.from_arrays(
+        pa.array(offsets), entry, type=list_type, mask=pa.array(per_row == 0)
+    )
     return column, index[broken], code[broken]
 
 

@@ -155,7 +155,9 @@ class ReferenceParser:
         if not isinstance(calls, list) or not calls:
             return None, None, None
         truncated = choice.get("finish_reason") == "length"
-        out: dict[str, list[Any]] = {name: [] for name in self._tool_types}
+        # A function not called is null, not an empty list: tool_calls.f[0] is then null in
+        # SQL, where an empty list's [0] fails under ANSI mode (Spark 4's default).
+        out: dict[str, list[Any]] = {}
         status, corrupt = Status.OK, None
         for call in calls:
             function = call.get("function") if isinstance(call, dict) else None
@@ -164,7 +166,7 @@ class ReferenceParser:
             call_id = call.get("id") if isinstance(call, dict) else None
             if isinstance(name, str) and name in self._tool_types:
                 arguments, problem = self._arguments(text, self._tool_types[name], truncated)
-                out[name].append({"id": call_id, "arguments": arguments})
+                out.setdefault(name, []).append({"id": call_id, "arguments": arguments})
                 if problem is not None and status == Status.OK:
                     status, corrupt = problem, text if isinstance(text, str) else None
                 continue

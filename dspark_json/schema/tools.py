@@ -2,7 +2,8 @@
 ``tools`` field sends them, and the ``tool_calls`` column that types each call's arguments.
 
 The column (:func:`tool_calls_type`) is a struct with one field per function name, each the
-list of that function's calls in the first choice, in order, each call a struct of its ``id``
+list of that function's calls in the first choice, in order (null where it made none: ``[0]`` is
+then null in SQL, where an empty list's fails under ANSI mode), each call a struct of its ``id``
 and its ``arguments`` typed from the function's ``parameters`` JSON Schema (the same mapping as
 ``responseFormat``)::
 
