@@ -34,9 +34,10 @@ def test_parser_benchmark_smoke(tmp_path):
         assert "dspark-json CPU (in process)" in names
         if run["corpus"] == "tools":  # tool calls: against Spark's from_json of the arguments
             counts = {f["name"]: f["content_parsed"] for f in run["figures"]}
-            assert counts["dspark-json CPU (in process)"] == counts[
-                "Spark read.json + from_json, dspark-json's columns"
-            ]
+            assert (
+                counts["dspark-json CPU (in process)"]
+                == counts["Spark read.json + from_json, dspark-json's columns"]
+            )
             continue
         assert "Spark read.json + from_json(content)" in names
         assert all(f["records_per_s"] > 0 for f in run["figures"])
