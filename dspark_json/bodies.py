@@ -2,7 +2,7 @@
 
 ``parse_responses`` parses bodies in hand into a pyarrow table; ``parse_dataframe`` does it on a
 Spark DataFrame's column, on the executors. Both run the same parser as the ``dspark-json``
-source, take the same keywords (``schema``, ``response_format``, ``backend``, ``mode``) and apply
+source, take the same keywords (``schema``, ``response_format``, ``tools``, ``backend``, ``mode``) and apply
 the record mode with :func:`dspark_json.rows.apply_mode`.
 """
 
@@ -210,6 +210,7 @@ def parse_dataframe(
     *,
     schema: Columns | None = None,
     response_format: ResponseFormat | None = None,
+    tools: Sequence[Tool] | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
     allow_unquoted_control_chars: bool = True,
@@ -227,7 +228,7 @@ def parse_dataframe(
         Batch or streaming.
     column:
         The string or binary column of response bodies.
-    schema, response_format, backend, mode, allow_unquoted_control_chars:
+    schema, response_format, tools, backend, mode, allow_unquoted_control_chars:
         As in :func:`parse_responses`; DROPMALFORMED drops the other columns of a dropped row
         too.
     """
@@ -242,7 +243,7 @@ def parse_dataframe(
             f"parse_dataframe: column {column!r} is {df.schema[column].dataType.simpleString()}"
             "; response bodies must be a string or binary column (cast it first)."
         )
-    parsed = response_schema(schema, response_format)
+    parsed = response_schema(schema, response_format, tools)
     kept = [f for f in df.schema.fields if f.name != column]
     clash = sorted({f.name for f in kept} & set(parsed.names))
     if clash:
