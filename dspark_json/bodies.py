@@ -2,8 +2,8 @@
 
 ``parse_responses`` parses bodies in hand into a pyarrow table; ``parse_dataframe`` does it on a
 Spark DataFrame's column, on the executors. Both run the same parser as the ``dspark-json``
-source, take the same keywords (``schema``, ``response_format``, ``tools``, ``backend``, ``mode``) and apply
-the record mode with :func:`dspark_json.rows.apply_mode`.
+source, take the same keywords (``schema``, ``response_format``, ``tools``, ``backend``,
+``mode``) and apply the record mode with :func:`dspark_json.rows.apply_mode`.
 """
 
 from __future__ import annotations
