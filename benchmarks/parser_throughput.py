@@ -325,17 +325,23 @@ def read_same_tool_columns(spark: Any, path: str, schema: Any) -> Any:
     )
     df = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(path)
     calls = F.col("choices")[0]["message"]["tool_calls"]
-    fields = []
-    for field in schema["tool_calls"].dataType.fields:
-        arguments = field.dataType.elementType["arguments"].dataType
-        mine = F.filter(calls, lambda c, n=field.name: c["function"]["name"] == n)
+
+    def calls_of(name: str, arguments: Any) -> Any:
+        # One-argument lambdas: Spark reads a second parameter as the element's index.
+        mine = F.filter(calls, lambda c: c["function"]["name"] == name)
         typed = F.transform(
             mine,
-            lambda c, t=arguments: F.struct(
-                c["id"].alias("id"), F.from_json(c["function"]["arguments"], t).alias("arguments")
+            lambda c: F.struct(
+                c["id"].alias("id"),
+                F.from_json(c["function"]["arguments"], arguments).alias("arguments"),
             ),
         )
-        fields.append(F.when(F.size(typed) > 0, typed).alias(field.name))
+        return F.when(F.size(typed) > 0, typed).alias(name)
+
+    fields = [
+        calls_of(f.name, f.dataType.elementType["arguments"].dataType)
+        for f in schema["tool_calls"].dataType.fields
+    ]
     return df.withColumn("tool_calls", F.when(F.size(calls) > 0, F.struct(*fields)))
 
 
