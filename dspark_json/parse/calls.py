@@ -11,8 +11,10 @@ rescue), and values to convert.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,13 +23,14 @@ from pyspark.sql.types import ArrayType, DataType, StringType, StructField, Stru
 
 from dspark_json.parse.arrow import contiguous, string_buffers
 from dspark_json.parse.convert import arrow_schema
-from dspark_json.parse.envelope import message_type
+from dspark_json.parse.envelope import TOOL_CALLS, message_type
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.json import TypeTable, compile_type, scan_codes, scan_content_fit
 from dspark_json.parse.parser import Reason
+from dspark_json.parse.rules import json_float
 from dspark_json.parse.threads import by_row_ranges
 
-__all__ = ["ToolPlan", "tool_calls_column", "tools_reachable"]
+__all__ = ["ToolColumns", "ToolPlan", "rescued_arguments", "tool_calls_column", "tools_reachable"]
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,35 @@ def tools_reachable(envelope: StructType) -> bool:
 
 
 Read = Callable[..., tuple[pa.Table, np.ndarray]]
+#: A call whose arguments hold keys their type lacks: (row, function, its position among the
+#: row's calls of that function, the arguments' JSON).
+Drift = tuple[int, str, int, bytes]
+
+
+@dataclass(frozen=True)
+class ToolColumns:
+    """What the tool pass gives the vectorised path."""
+
+    column: pa.Array  # tool_calls
+    made: np.ndarray  # per row: its first choice made calls (they decide its status)
+    broken: np.ndarray  # per row: -1, or the first broken call's 0 corrupt_content, 1 truncated
+    corrupt: pa.Array  # per row: that call's arguments (_corrupt_record)
+    drift: list[Drift]  # the calls with keys to rescue
+
+
+def rescued_arguments(
+    drift: list[Drift], extras: Callable[[dict[str, Any]], dict[str, Any]]
+) -> dict[int, dict[str, Any]]:
+    """Per row with drifting calls, what the reference parser rescues from them: ``extras``
+    (its converter's, for a row holding only ``tool_calls``) over those calls' arguments, each
+    read by Python's json (only these calls: the rest of the row is not read again)."""
+    by_row: dict[int, dict[str, list[Any]]] = {}
+    for row, name, position, raw in drift:
+        calls = by_row.setdefault(row, {}).setdefault(name, [])
+        calls.extend([None] * (position + 1 - len(calls)))
+        # Valid JSON (the scan checked it), read as the reference parser reads it.
+        calls[position] = {"arguments": json.loads(raw, parse_float=json_float, strict=False)}
+    return {row: extras({TOOL_CALLS: calls}) for row, calls in by_row.items()}
 
 
 @dataclass(frozen=True)
@@ -130,25 +162,25 @@ def tool_calls_column(
     threads: int,
     lenient: bool,
     aside_of: Callable[[Reason], set[int]],
-) -> tuple[pa.Array, np.ndarray, np.ndarray, pa.Array]:
-    """Column ``tool_calls`` (of Arrow type ``target``) from each row's first choice; which
-    rows' first choice made calls; per row the first broken call's status code (-1: none;
-    else 0 ``corrupt_content``, 1 ``truncated``) and its arguments (``_corrupt_record``).
-    Rows that need the reference parser are added to ``aside_of(Reason.TOOLS)`` (or
-    ``VALUES``)."""
+) -> ToolColumns:
+    """Column ``tool_calls`` (of Arrow type ``target``) from each row's first choice, and what
+    the rows' statuses and rescue need (:class:`ToolColumns`). Rows that need the reference
+    parser are added to ``aside_of(Reason.TOOLS)`` (or ``VALUES``)."""
     n = len(lengths)
     calls = _Calls.of(choices, lengths, pa.array([p.name for p in plans], pa.string()))
     aside_of(Reason.TOOLS).update(np.unique(calls.rows[~calls.usable]).tolist())
     broken_calls: list[np.ndarray] = []
     broken_codes: list[np.ndarray] = []
     fields: list[pa.Array] = []
+    drift: list[Drift] = []
     for plan, field in zip(plans, target, strict=True):
-        column, broken, code = _function(
+        column, broken, code, found = _function(
             plan, field.type, calls, read=read, threads=threads, lenient=lenient, aside_of=aside_of
         )
         fields.append(column)
         broken_calls.append(broken)
         broken_codes.append(code)
+        drift += found
     column = pa.StructArray.from_arrays(fields, fields=list(target), mask=pa.array(~calls.made))
     status = np.full(n, -1, np.int8)
     corrupt_index = np.full(n, -1, np.int64)
@@ -161,7 +193,7 @@ def tool_calls_column(
     status[owners[first_of_row]] = codes[first_of_row]
     corrupt_index[owners[first_of_row]] = where[first_of_row]
     corrupt = calls.arguments.take(pa.array(corrupt_index, mask=corrupt_index < 0))
-    return column, calls.made, status, corrupt
+    return ToolColumns(column, calls.made, status, corrupt, drift)
 
 
 def _function(
@@ -173,9 +205,9 @@ def _function(
     threads: int,
     lenient: bool,
     aside_of: Callable[[Reason], set[int]],
-) -> tuple[pa.Array, np.ndarray, np.ndarray]:
-    """One function's calls as a list per row, and its broken calls (their index among all
-    calls, and their status code)."""
+) -> tuple[pa.Array, np.ndarray, np.ndarray, list[Drift]]:
+    """One function's calls as a list per row, its broken calls (their index among all calls,
+    and their status code), and its calls with keys to rescue."""
     index = np.flatnonzero(_numpy(pc.fill_null(pc.equal(calls.names, plan.name), False)))
     texts = calls.arguments.take(pa.array(index))
     offsets, data, valid = string_buffers(texts)
@@ -189,9 +221,9 @@ def _function(
     )
     codes[fitting & ~was_read] = scan_codes.CODE_MISFIT
     owners = calls.rows[index]
-    # Drift (keys to rescue, values of another type) is the reference parser's.
-    drift = (codes == scan_codes.CODE_MISFIT) | (codes == scan_codes.CODE_EXTRA)
-    aside_of(Reason.TOOLS).update(np.unique(owners[drift]).tolist())
+    # Values of another type are the reference parser's; keys the type lacks (CODE_EXTRA: the
+    # values read fit) are rescued from the arguments alone (:func:`rescued_arguments`).
+    aside_of(Reason.TOOLS).update(np.unique(owners[codes == scan_codes.CODE_MISFIT]).tolist())
     parsed = finish(contiguous(values.column("v")), plan.dtype, owners, aside_of(Reason.VALUES))
     broken = (codes == scan_codes.CODE_INVALID) | (codes == scan_codes.CODE_NONE)
     code = ((codes == scan_codes.CODE_INVALID) & calls.truncated[owners]).astype(np.int8)
@@ -208,7 +240,13 @@ def _function(
     column = pa.ListArray.from_arrays(
         pa.array(offsets), entry, type=list_type, mask=pa.array(per_row == 0)
     )
-    return column, index[broken], code[broken]
+    extra = np.flatnonzero(codes == scan_codes.CODE_EXTRA)
+    view = memoryview(data.data)
+    drift = [
+        (int(owners[k]), plan.name, k - int(offsets[owners[k]]), bytes(view[starts[k] : ends[k]]))
+        for k in extra.tolist()
+    ]
+    return column, index[broken], code[broken], drift
 
 
 def _numpy(array: pa.Array) -> np.ndarray:

@@ -46,7 +46,13 @@ from dspark_json.parse.arrow import (
     to_string_array,
     with_null_rows,
 )
-from dspark_json.parse.calls import ToolPlan, tool_calls_column, tools_reachable
+from dspark_json.parse.calls import (
+    ToolColumns,
+    ToolPlan,
+    rescued_arguments,
+    tool_calls_column,
+    tools_reachable,
+)
 from dspark_json.parse.convert import arrow_schema, dump_json, text_value
 from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
@@ -321,8 +327,9 @@ class Vectorised:
                     aside.add(Reason.CHOICES, lengths > 1)
                 if "parsed" in self.target.names:
                     columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
+        tools = None
         if plan.tools is not None and "choices" in columns:
-            calls, made, broken, call_corrupt = tool_calls_column(
+            tools = tool_calls_column(
                 columns["choices"],
                 lengths,
                 plan.tools,
@@ -332,12 +339,13 @@ class Vectorised:
                 lenient=self.lenient,
                 aside_of=aside.of,
             )
-            columns[TOOL_CALLS] = calls
+            columns[TOOL_CALLS] = tools.column
             # Where the first choice made calls, they, not the content, say how the row went.
-            status[made] = _OK
-            status[broken == 0] = _CORRUPT_CONTENT
-            status[broken == 1] = _TRUNCATED
-            corrupt = pc.if_else(pa.array(made), call_corrupt.cast(pa.large_string()), corrupt)
+            status[tools.made] = _OK
+            status[tools.broken == 0] = _CORRUPT_CONTENT
+            status[tools.broken == 1] = _TRUNCATED
+            made = pa.array(tools.made)
+            corrupt = pc.if_else(made, tools.corrupt.cast(pa.large_string()), corrupt)
         elif TOOL_CALLS in self.target.names:
             columns[TOOL_CALLS] = pa.nulls(n, self.target.field(TOOL_CALLS).type)
         invalid = np.flatnonzero(codes == scan_codes.CODE_INVALID)
@@ -351,9 +359,26 @@ class Vectorised:
             corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
         columns["_rescued_data"] = self._rescued(texts, codes, found, contents, aside.rows())
+        if tools is not None and tools.drift:
+            columns["_rescued_data"] = self._tools_rescued(columns["_rescued_data"], tools, aside)
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
+
+    def _tools_rescued(self, rescued: pa.Array, tools: ToolColumns, aside: _SetAside) -> pa.Array:
+        """``_rescued_data`` with the keys of the drifting calls' arguments, for rows that
+        rescue nothing else (a row that also rescues from its envelope or content goes to the
+        reference parser, which orders the two)."""
+        sinks = rescued_arguments(tools.drift, self.reference.converter.extras)
+        rows = np.array(sorted(sinks), np.int64)
+        both = rows[rescued.is_valid().to_numpy(zero_copy_only=False)[rows]]
+        aside.of(Reason.TOOLS).update(both.tolist())
+        alone = [row for row in rows.tolist() if sinks[row]]
+        n = len(rescued)
+        index = np.arange(n)
+        index[alone] = n + np.arange(len(alone))
+        texts = pa.array([dump_json(sinks[row]) for row in alone], rescued.type)
+        return pa.concat_arrays([rescued, texts]).take(pa.array(index))
 
     def _content(self, choices: pa.Array, lengths: np.ndarray, aside: _SetAside) -> _Contents:
         """Parse every choice's content: the parsed value per choice, and per row the status

@@ -283,3 +283,29 @@ def test_backends_agree_on_tool_calls(backend):
     bodies = [random_body(rng) for _ in range(200)]
     ours = parse_responses(bodies, tools=TOOLS, backend=backend)
     assert_same(ours, ReferenceParser(SCHEMA).parse(bodies), bodies)
+
+
+def test_calls_with_keys_their_type_lacks_are_rescued_on_the_kernels_path():
+    bodies = [
+        body(
+            ("get_time", '{"zone": "CET"}'),
+            ("get_weather", json.dumps({"city": "Oslo", "wind": {"kph": i}, "gust": None})),
+            ("get_weather", json.dumps({"city": "Rome", "stops": [{"x": 1, "y": [i]}]})),
+        )
+        for i in range(50)
+    ] + [body(("get_weather", '{"city": "Oslo"}'))]
+    parser = CpuParser(SCHEMA)
+    ours = parser.parse_vectorised(bodies)
+    assert parser.reference_rows == 0
+    assert_same(ours, ReferenceParser(SCHEMA).parse(bodies), bodies)
+    assert json.loads(ours.column("_rescued_data")[3].as_py()) == {
+        "tool_calls.get_weather[0].arguments.wind": {"kph": 3},
+        "tool_calls.get_weather[1].arguments.stops[0].y": [3],
+    }
+    # With drift in the envelope too, the reference parser orders the two.
+    drifting = json.loads(bodies[0])
+    drifting["metadata"] = {"trace": 1}
+    more = [*bodies, json.dumps(drifting)]
+    ours = parser.parse_vectorised(more)
+    assert parser.reference_reasons == {"tool_calls_misfit": 1}
+    assert_same(ours, ReferenceParser(SCHEMA).parse(more), more)
