@@ -5,8 +5,9 @@ scan, with the function's type table): no Python per row.
 
 The rules are the reference parser's (:meth:`~dspark_json.parse.reference.ReferenceParser`
 ``._tool_calls``); rows that need more than the common case go to it: a call of a function not
-offered, arguments that are null, do not fit their type, or hold keys the type lacks (drift to
-rescue), and values to convert.
+offered, arguments that are null or hold a value of another type than its column, and values
+to convert. Keys the arguments' type lacks are rescued from those arguments alone
+(:func:`rescued_arguments`).
 """
 
 from __future__ import annotations

@@ -52,8 +52,9 @@ class Reason(StrEnum):
     )
     TOOLS = (
         "tool_calls_misfit",
-        "a tool call the kernels do not type: a function not offered, arguments null, not "
-        "of their type, or with keys their type lacks (drift to rescue)",
+        "a tool call the kernels do not type: a function not offered, arguments null or "
+        "holding a value of another type than its column; or rescue from the calls and from "
+        "the envelope or content at once",
     )
     VALUES = (
         "values_to_convert",
