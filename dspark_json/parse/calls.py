@@ -212,13 +212,14 @@ def _function(
     index = np.flatnonzero(_numpy(pc.fill_null(pc.equal(calls.names, plan.name), False)))
     texts = calls.arguments.take(pa.array(index))
     offsets, data, valid = string_buffers(texts)
-    starts, ends, codes, _deep, _rows, _spans, events, _nrows, _nested = by_row_ranges(
+    scan = by_row_ranges(
         scan_content_fit, len(texts), threads, offsets, data, valid,
-        plan.table.arrays(), lenient, apart=6,
+        plan.table.nodes, lenient, apart="events",
     )  # fmt: skip
+    starts, ends, codes = scan.starts, scan.ends, scan.codes
     fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
     values, was_read = read(
-        data, starts, ends, fitting, events=events, table=plan.table, schema=plan.read
+        data, starts, ends, fitting, events=scan.events, table=plan.table, schema=plan.read
     )
     codes[fitting & ~was_read] = scan_codes.CODE_MISFIT
     owners = calls.rows[index]
