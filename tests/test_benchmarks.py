@@ -146,6 +146,24 @@ def test_repair_benchmark_smoke(tmp_path):
     assert "| repairAttempts |" in (tmp_path / "repair.md").read_text()
 
 
+def test_gpu_fit_benchmark_smoke(tmp_path):
+    """benchmarks/gpu/fit_throughput.py (device_checks.sh runs it on a device): the CPU column
+    here, the GPU columns where a device is."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/fit_throughput.py", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "gpu_fit_throughput.json").read_text())
+    cpu = [f for f in result["figures"] if f["contender"] == "CPU backend"]
+    assert {f["corpus"] for f in cpu} == {"whole", "review"}
+    assert all(f["rows_per_s"] > 0 and f["gb_per_s"] > 0 for f in cpu)
+
+
 @pytest.mark.slow
 def test_response_cache_benchmark_smoke(tmp_path):
     run_smoke("response_cache.py", tmp_path)
