@@ -26,12 +26,18 @@ from dspark_json.parse.arrow import contiguous, string_buffers
 from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.envelope import TOOL_CALLS, message_type
 from dspark_json.parse.finish import finish, read_type
-from dspark_json.parse.json import TypeTable, compile_type, scan_codes, scan_content_fit
+from dspark_json.parse.json import TypeTable, compile_type, scan_codes
 from dspark_json.parse.parser import Reason
 from dspark_json.parse.rules import json_float
-from dspark_json.parse.threads import by_row_ranges
 
-__all__ = ["ToolColumns", "ToolPlan", "rescued_arguments", "tool_calls_column", "tools_reachable"]
+__all__ = [
+    "ScanTexts",
+    "ToolColumns",
+    "ToolPlan",
+    "rescued_arguments",
+    "tool_calls_column",
+    "tools_reachable",
+]
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,9 @@ def tools_reachable(envelope: StructType) -> bool:
 
 
 Read = Callable[..., tuple[pa.Table, np.ndarray]]
+#: The content scan over a string column's buffers with a type table: (the scan's result, the
+#: rows its reader reads otherwise, or None): the CPU scans or the GPU backend's device fit.
+ScanTexts = Callable[[np.ndarray, np.ndarray, np.ndarray, TypeTable], tuple[Any, np.ndarray | None]]
 #: A call whose arguments hold keys their type lacks: (row, function, its position among the
 #: row's calls of that function, the arguments' JSON).
 Drift = tuple[int, str, int, bytes]
@@ -160,8 +169,7 @@ def tool_calls_column(
     target: pa.DataType,
     *,
     read: Read,
-    threads: int,
-    lenient: bool,
+    scan_texts: ScanTexts,
     aside_of: Callable[[Reason], set[int]],
 ) -> ToolColumns:
     """Column ``tool_calls`` (of Arrow type ``target``) from each row's first choice, and what
@@ -176,7 +184,7 @@ def tool_calls_column(
     drift: list[Drift] = []
     for plan, field in zip(plans, target, strict=True):
         column, broken, code, found = _function(
-            plan, field.type, calls, read=read, threads=threads, lenient=lenient, aside_of=aside_of
+            plan, field.type, calls, read=read, scan_texts=scan_texts, aside_of=aside_of
         )
         fields.append(column)
         broken_calls.append(broken)
@@ -203,8 +211,7 @@ def _function(
     calls: _Calls,
     *,
     read: Read,
-    threads: int,
-    lenient: bool,
+    scan_texts: ScanTexts,
     aside_of: Callable[[Reason], set[int]],
 ) -> tuple[pa.Array, np.ndarray, np.ndarray, list[Drift]]:
     """One function's calls as a list per row, its broken calls (their index among all calls,
@@ -212,10 +219,7 @@ def _function(
     index = np.flatnonzero(_numpy(pc.fill_null(pc.equal(calls.names, plan.name), False)))
     texts = calls.arguments.take(pa.array(index))
     offsets, data, valid = string_buffers(texts)
-    scan = by_row_ranges(
-        scan_content_fit, len(texts), threads, offsets, data, valid,
-        plan.table.nodes, lenient, apart="events",
-    )  # fmt: skip
+    scan, routed = scan_texts(offsets, data, valid, plan.table)
     starts, ends, codes = scan.starts, scan.ends, scan.codes
     fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
     values, was_read = read(
@@ -223,6 +227,8 @@ def _function(
     )
     codes[fitting & ~was_read] = scan_codes.CODE_MISFIT
     owners = calls.rows[index]
+    if routed is not None:  # the GPU backend's reader reads these otherwise
+        aside_of(Reason.READER_RULES).update(np.unique(owners[routed]).tolist())
     # Values of another type are the reference parser's; keys the type lacks (CODE_EXTRA: the
     # values read fit) are rescued from the arguments alone (:func:`rescued_arguments`).
     aside_of(Reason.TOOLS).update(np.unique(owners[codes == scan_codes.CODE_MISFIT]).tolist())

@@ -378,8 +378,7 @@ class Vectorised:
                 plan.tools,
                 self.target.field(TOOL_CALLS).type,
                 read=self._read,
-                threads=self.threads,
-                lenient=self.lenient,
+                scan_texts=self._scan_texts,
                 aside_of=aside.of,
             )
             columns[TOOL_CALLS] = tools.column
@@ -407,6 +406,21 @@ class Vectorised:
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
+
+    def _scan_texts(
+        self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
+    ) -> tuple[Any, np.ndarray | None]:
+        """The content scan of a string column (the tool calls' arguments) with ``table``, as
+        the contents are scanned: by the device fit where there is one (with the rows its
+        reader reads otherwise), else by the CPU scans."""
+        if self.fit is not None:
+            scan = self.fit.content(offsets, data, valid, table, self.lenient)
+            return scan, self.fit.routed
+        scan = by_row_ranges(
+            scan_content_fit, len(offsets) - 1, self.threads, offsets, data, valid,
+            table.nodes, self.lenient, apart="events",
+        )  # fmt: skip
+        return scan, None
 
     def _tools_rescued(self, rescued: pa.Array, tools: ToolColumns, aside: _SetAside) -> pa.Array:
         """``_rescued_data`` with the keys of the drifting calls' arguments, for rows that
