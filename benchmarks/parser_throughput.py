@@ -89,8 +89,9 @@ WORDS = "the product works well but shipping was slow and the price is fair enou
 #: every row carries ``system_fingerprint`` and vLLM's null extras), ``drift`` (vLLM 0.32's
 #: envelope, 4 rows in 10 with a field nobody expected: a ``metadata`` block in the envelope or
 #: extra keys in the content, all to rescue), ``traffic`` (shaped like a reasoning model's
-#: traffic: :func:`traffic_corpus`).
-CORPORA = ("review", "vllm", "drift", "traffic")
+#: traffic: :func:`traffic_corpus`), ``tools`` (function calling: the JSON is each call's
+#: arguments string, :data:`TOOLS`; measured against Spark's from_json of them).
+CORPORA = ("review", "vllm", "drift", "traffic", "tools")
 
 
 def review_object(rng: random.Random) -> dict[str, Any]:
@@ -185,10 +186,57 @@ def traffic_corpus(rows: int, seed: int = 42) -> list[str]:
     return out
 
 
+#: The ``tools`` corpus: answers that call two functions (vLLM 0.32's envelope, content null,
+#: 1 to 3 calls a body), their arguments JSON strings typed by these parameters.
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "city": {"type": "string"},
+                    "days": {"type": "integer"},
+                    "units": {"type": "string", "enum": ["c", "f"]},
+                },
+                "required": ["city", "days"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "search_products",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string"},
+                    "max_price": {"type": "number"},
+                    "filters": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "name": {"type": "string"},
+                                "values": {"type": "array", "items": {"type": "string"}},
+                            },
+                        },
+                    },
+                },
+                "required": ["query"],
+            },
+        },
+    },
+]
+
+
 def corpus(rows: int, seed: int = 42, kind: str = "review") -> list[str]:
     """Seeded bodies of one of :data:`CORPORA`."""
     if kind == "traffic":
         return traffic_corpus(rows, seed)
+    if kind == "tools":
+        return tool_corpus(rows, seed)
     rng = random.Random(seed)
     out = []
     for i in range(rows):
@@ -240,6 +288,141 @@ def corpus(rows: int, seed: int = 42, kind: str = "review") -> list[str]:
             body = body[: rng.randint(1, len(body) - 1)]  # a body cut short
         out.append(body)
     return out
+
+
+def tool_corpus(rows: int, seed: int = 42) -> list[str]:
+    """Seeded answers that call :data:`TOOLS`, in vLLM 0.32's envelope: per call, 2% arguments
+    cut short (not JSON), 3% with a key the parameters lack (drift), 1% a function not
+    offered."""
+    from dspark_json.dev.simulator import vllm_choice, vllm_completion
+
+    rng = random.Random(seed)
+    out = []
+    for i in range(rows):
+        calls = []
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            name = rng.choice(["get_weather", "search_products"])
+            if name == "get_weather":
+                value: dict[str, Any] = {
+                    "city": " ".join(rng.choices(WORDS, k=2)).title(),
+                    "days": rng.randint(1, 7),
+                    "units": rng.choice("cf"),
+                }
+            else:
+                filters = [
+                    {"name": rng.choice(WORDS), "values": rng.choices(WORDS, k=rng.randint(1, 6))}
+                    for _ in range(rng.randint(0, 8))
+                ]
+                value = {
+                    "query": " ".join(rng.choices(WORDS, k=rng.randint(3, 20))) + " \u00e9",
+                    "max_price": round(rng.uniform(1, 500), 2),
+                    "filters": filters,
+                }
+            roll = rng.random()
+            if roll < 0.03:
+                value["confidence"] = round(rng.random(), 3)
+            arguments = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+            if 0.03 <= roll < 0.05:
+                arguments = arguments[: len(arguments) // 2]
+            if 0.05 <= roll < 0.06:
+                name = "book_flight"
+            calls.append(
+                {
+                    "id": f"chatcmpl-tool-{rng.getrandbits(128):032x}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": arguments},
+                }
+            )
+        choice = vllm_choice(0, None, "tool_calls")
+        message = choice["message"]
+        choice["message"] = {
+            **{k: v for k, v in message.items() if k != "reasoning"},
+            "tool_calls": calls,
+            "reasoning": None,
+        }
+        body = vllm_completion(
+            id=f"chatcmpl-{i:08x}",
+            created=1764374400 + i,
+            model="Qwen/Qwen2.5-7B-Instruct",
+            choices=[choice],
+            usage={"prompt_tokens": 120, "completion_tokens": 80, "total_tokens": 200},
+            fingerprint=f"vllm-0.32.0-{rng.getrandbits(32):08x}",
+        )
+        out.append(json.dumps(body))
+    return out
+
+
+def tool_contenders(path: Path, args: argparse.Namespace) -> Iterator[Contender]:
+    """The ``tools`` corpus: dspark-json's ``tool_calls`` next to Spark's read.json + from_json
+    of each function's arguments giving the same columns (:func:`read_same_tool_columns`)."""
+    import dspark_json
+    from dspark_json.parse import gpu
+
+    bodies = path.read_text().splitlines()
+    array = pa.array(bodies, pa.string())
+    schema = dspark_json.response_schema(tools=TOOLS)
+
+    def ours(backend: str) -> Callable[[], pa.Table]:
+        return lambda: dspark_json.parse_responses(array, schema=schema, backend=backend)
+
+    def with_calls(run: Callable[[], pa.Table]) -> Callable[[], int]:
+        return lambda: len(run()) - run().column("tool_calls").null_count
+
+    yield "dspark-json CPU (in process)", ours("cpu"), with_calls(ours("cpu"))
+    if gpu.unavailable_reason() is None:
+        yield "dspark-json GPU (in process)", ours("gpu"), with_calls(ours("gpu"))
+    if args.no_spark:
+        return
+    spark = spark_session()
+
+    def same() -> Any:
+        return read_same_tool_columns(spark, str(path), schema)
+
+    def count(frame: Callable[[], Any]) -> Callable[[], int]:
+        return lambda: int(frame().where("tool_calls IS NOT NULL").count())
+
+    yield SPARK_SAME, timed(same), count(same)
+
+    def in_spark() -> Any:
+        return dspark_json.parse_dataframe(
+            spark.read.text(str(path)), "value", schema=schema, backend="cpu"
+        )
+
+    yield "dspark-json parse_dataframe (inside Spark)", timed(in_spark), count(in_spark)
+
+
+def read_same_tool_columns(spark: Any, path: str, schema: Any) -> Any:
+    """Spark's read.json + from_json giving dspark-json's columns of ``schema`` with
+    ``tool_calls``: the envelope read, then per function the first choice's calls of that name
+    (filter), each with its arguments from_json'd (transform), null where none."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    system = ("tool_calls", "_status", "_rescued_data", "_corrupt_record")
+    envelope = StructType(
+        [f for f in schema.fields if f.name not in system]
+        + [StructField("_corrupt_record", StringType())]
+    )
+    df = spark.read.schema(envelope).option("mode", "PERMISSIVE").json(path)
+    calls = F.col("choices")[0]["message"]["tool_calls"]
+
+    def calls_of(name: str, arguments: Any) -> Any:
+        # One-argument lambdas: Spark reads a second parameter as the element's index.
+        mine = F.filter(calls, lambda c: c["function"]["name"] == name)
+        typed = F.transform(
+            mine,
+            lambda c: F.struct(
+                c["id"].alias("id"),
+                F.from_json(c["function"]["arguments"], arguments).alias("arguments"),
+            ),
+        )
+        return F.when(F.size(typed) > 0, typed).alias(name)
+
+    fields = [
+        calls_of(f.name, f.dataType.elementType["arguments"].dataType)
+        for f in schema["tool_calls"].dataType.fields
+    ]
+    return df.withColumn("tool_calls", F.when(F.size(calls) > 0, F.struct(*fields)))
 
 
 def vllm_envelope(review: dict[str, Any], rng: random.Random) -> dict[str, Any]:
@@ -819,7 +1002,11 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir()
             path.write_text("".join(b + "\n" for b in bodies))
             (Path(tmp) / "scratch").mkdir()
-            entries = list(contenders(bodies, path, args, Path(tmp) / "scratch"))
+            entries = list(
+                tool_contenders(path, args)
+                if kind == "tools"
+                else contenders(bodies, path, args, Path(tmp) / "scratch")
+            )
             times = interleaved(args.repeat, [run for _, run, _ in entries])
             for (name, _, count), seconds in zip(entries, times, strict=True):
                 figures.append(

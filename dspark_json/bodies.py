@@ -2,8 +2,8 @@
 
 ``parse_responses`` parses bodies in hand into a pyarrow table; ``parse_dataframe`` does it on a
 Spark DataFrame's column, on the executors. Both run the same parser as the ``dspark-json``
-source, take the same keywords (``schema``, ``response_format``, ``backend``, ``mode``) and apply
-the record mode with :func:`dspark_json.rows.apply_mode`.
+source, take the same keywords (``schema``, ``response_format``, ``tools``, ``backend``,
+``mode``) and apply the record mode with :func:`dspark_json.rows.apply_mode`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dspark_json.rows import (
     apply_mode,
 )
 from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
-from dspark_json.schema.output import output_schema, response_fields
+from dspark_json.schema.output import output_schema, response_fields, tool_arguments
+from dspark_json.schema.tools import Tool, as_tools
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -48,6 +49,7 @@ Columns: TypeAlias = str | StructType | pa.Schema
 def response_schema(
     schema: Columns | None = None,
     response_format: ResponseFormat | None = None,
+    tools: Sequence[Tool] | None = None,
 ) -> StructType:
     """The columns ``parse_responses`` yields: ``schema`` (or the vLLM envelope, with ``parsed``
     typed from ``response_format``) plus ``_status``, ``_rescued_data`` and ``_corrupt_record``.
@@ -60,15 +62,20 @@ def response_schema(
     response_format:
         The JSON Schema of the content, which types ``parsed`` (only without ``schema``), or a
         Pydantic model class (its ``model_json_schema()``).
+    tools:
+        The tools the requests offered (OpenAI tool definitions, or Pydantic model classes):
+        column ``tool_calls`` types each function's calls from its ``parameters`` (only without
+        ``schema``; a function without parameters: its arguments' JSON text).
     """
     response_format = as_json_schema(response_format)
     if schema is None:
-        full = output_schema(response_format=response_format)
+        arguments = tool_arguments(as_tools(tools, "tools")) if tools is not None else None
+        full = output_schema(response_format=response_format, tools=arguments)
         return response_fields(full)
-    if response_format is not None:
+    if response_format is not None or tools is not None:
         raise OptionError(
-            "parse_responses got both schema and response_format; the schema wins in the "
-            "source, so pass only one of them."
+            "parse_responses got both schema and response_format or tools; the schema wins in "
+            "the source, so pass only one of them."
         )
     struct = _struct_of(schema)
     missing = [StructField(n, StringType()) for n in PARSER_COLUMNS if n not in struct.names]
@@ -80,6 +87,7 @@ def parse_responses(
     *,
     schema: Columns | None = None,
     response_format: ResponseFormat | None = None,
+    tools: Sequence[Tool] | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
     allow_unquoted_control_chars: bool = True,
@@ -95,6 +103,9 @@ def parse_responses(
         ``parsed`` typed from ``response_format``.
     response_format:
         The JSON Schema of the content, or a Pydantic model class.
+    tools:
+        The tools the requests offered, which type column ``tool_calls`` (see
+        :func:`response_schema`).
     backend:
         ``auto`` (the GPU when cuDF and a device are there, else the CPU, with a warning),
         ``cpu`` or ``gpu`` (an error where it cannot run).
@@ -108,7 +119,7 @@ def parse_responses(
         always strict.
     """
     check_keywords(backend, mode)
-    target = response_schema(schema, response_format)
+    target = response_schema(schema, response_format, tools)
     parse = _parse_with(target, backend, allow_unquoted_control_chars)
     table = parse(bodies)
     keep = _apply_mode(table, mode)
@@ -199,6 +210,7 @@ def parse_dataframe(
     *,
     schema: Columns | None = None,
     response_format: ResponseFormat | None = None,
+    tools: Sequence[Tool] | None = None,
     backend: ParseMode = "auto",
     mode: RecordMode = "PERMISSIVE",
     allow_unquoted_control_chars: bool = True,
@@ -216,7 +228,7 @@ def parse_dataframe(
         Batch or streaming.
     column:
         The string or binary column of response bodies.
-    schema, response_format, backend, mode, allow_unquoted_control_chars:
+    schema, response_format, tools, backend, mode, allow_unquoted_control_chars:
         As in :func:`parse_responses`; DROPMALFORMED drops the other columns of a dropped row
         too.
     """
@@ -231,7 +243,7 @@ def parse_dataframe(
             f"parse_dataframe: column {column!r} is {df.schema[column].dataType.simpleString()}"
             "; response bodies must be a string or binary column (cast it first)."
         )
-    parsed = response_schema(schema, response_format)
+    parsed = response_schema(schema, response_format, tools)
     kept = [f for f in df.schema.fields if f.name != column]
     clash = sorted({f.name for f in kept} & set(parsed.names))
     if clash:

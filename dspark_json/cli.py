@@ -25,33 +25,7 @@ DESCRIPTION = (
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line: every command and its flags."""
-    parser = argparse.ArgumentParser(prog="dspark-json", description=DESCRIPTION)
-    commands = parser.add_subparsers(dest="command", required=True)
-
-    sim = commands.add_parser("simulate", help="run the vLLM-compatible simulator")
-    sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--model", default="dspark-sim")
-    sim.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
-    faults = sim.add_argument_group("faults (seeded; rates are per completion request)")
-    faults.add_argument(
-        "--fail", action="append", default=[], metavar="STATUS=RATE", help="e.g. 429=0.1"
-    )
-    faults.add_argument("--error-shape", choices=["nested", "flat"], default="nested")
-    faults.add_argument("--retry-after", help="Retry-After sent with 429/503 (s or HTTP date)")
-    faults.add_argument("--retry-after-ms", type=int, help="retry-after-ms sent with 429/503")
-    faults.add_argument("--slow-rate", type=float, default=0.0)
-    faults.add_argument("--slow-seconds", type=float, default=5.0)
-    faults.add_argument("--reset-rate", type=float, default=0.0, help="close without answering")
-    faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
-    faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
-    faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
-    faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
-    faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
-    faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
+def _first_fault_flags(sim: argparse.ArgumentParser) -> None:
     first = sim.add_argument_group(
         "first-answer faults a re-ask (repairAttempts) fixes (seeded; rates are per prompt, "
         "exclusive)"
@@ -80,6 +54,50 @@ def build_parser() -> argparse.ArgumentParser:
         default=0.0,
         help="first answer leaves out a required property, until a later message names it",
     )
+
+
+def _tool_fault_flags(sim: argparse.ArgumentParser) -> None:
+    tool = sim.add_argument_group("tool-call faults (seeded; rates are per call, exclusive)")
+    tool.add_argument(
+        "--tool-broken-rate", type=float, default=0.0, help="arguments that are not JSON"
+    )
+    tool.add_argument(
+        "--tool-drift-rate", type=float, default=0.0, help="arguments with a key not in the tool"
+    )
+    tool.add_argument(
+        "--tool-unknown-rate", type=float, default=0.0, help="a call of a function not offered"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: every command and its flags."""
+    parser = argparse.ArgumentParser(prog="dspark-json", description=DESCRIPTION)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    sim = commands.add_parser("simulate", help="run the vLLM-compatible simulator")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--model", default="dspark-sim")
+    sim.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
+    faults = sim.add_argument_group("faults (seeded; rates are per completion request)")
+    faults.add_argument(
+        "--fail", action="append", default=[], metavar="STATUS=RATE", help="e.g. 429=0.1"
+    )
+    faults.add_argument("--error-shape", choices=["nested", "flat"], default="nested")
+    faults.add_argument("--retry-after", help="Retry-After sent with 429/503 (s or HTTP date)")
+    faults.add_argument("--retry-after-ms", type=int, help="retry-after-ms sent with 429/503")
+    faults.add_argument("--slow-rate", type=float, default=0.0)
+    faults.add_argument("--slow-seconds", type=float, default=5.0)
+    faults.add_argument("--reset-rate", type=float, default=0.0, help="close without answering")
+    faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
+    faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
+    faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
+    faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
+    faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
+    faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
+    _first_fault_flags(sim)
+    _tool_fault_flags(sim)
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -222,6 +240,9 @@ async def _simulate(args: argparse.Namespace) -> None:
         first_broken_rate=args.first_broken_rate,
         first_prose_rate=args.first_prose_rate,
         first_invalid_rate=args.first_invalid_rate,
+        tool_broken_rate=args.tool_broken_rate,
+        tool_drift_rate=args.tool_drift_rate,
+        tool_unknown_rate=args.tool_unknown_rate,
     )
     engine = Engine(
         cache_blocks=args.cache_blocks,

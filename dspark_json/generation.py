@@ -23,7 +23,8 @@ from dspark_json.pipeline import answer, assemble, fetch, settle
 from dspark_json.records import PromptRecord, PromptRows
 from dspark_json.rows import ParseMode, RecordMode
 from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
-from dspark_json.schema.output import output_schema
+from dspark_json.schema.output import output_schema, tool_arguments
+from dspark_json.schema.tools import as_tools
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -82,8 +83,12 @@ def generate(
         PERMISSIVE, DROPMALFORMED or FAILFAST, as in ``parse_responses``.
     options:
         Any other option of the source, by its snake_case name (``max_concurrency=16``,
-        ``api_key_env="VLLM_API_KEY"``, ``temperature=0``...).
+        ``api_key_env="VLLM_API_KEY"``, ``temperature=0``...); ``tools`` takes Pydantic model
+        classes as well as tool definitions (a function without parameters: its arguments'
+        JSON text, nothing is inferred here).
     """
+    if options.get("tools") is not None:  # Pydantic model classes become their definitions
+        options["tools"] = list(as_tools(options["tools"]))
     given: dict[str, Any] = {
         "response_format": as_json_schema(response_format),
         "backend": backend,
@@ -116,8 +121,10 @@ def generate(
             f"generate: column {column!r} is {kind.simpleString()}; it must hold the prompt "
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
+    tools = query.options.request.tools
     full = output_schema(
         response_format=query.json_schema,
+        tools=tool_arguments(tools) if tools is not None else None,
         violations=query.options.schema.validate_schema,
         attempts=query.options.repair.repair_attempts > 0,
     )

@@ -11,8 +11,10 @@ columns on top of any of these.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pyspark.sql.types import DataType, StructField, StructType
@@ -29,7 +31,8 @@ from dspark_json.records import PromptRecord
 from dspark_json.schema.ddl import apply_hints, to_ddl
 from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
-from dspark_json.schema.output import output_schema
+from dspark_json.schema.output import output_schema, tool_arguments
+from dspark_json.schema.tools import inferred_arguments, tool_choice_body, tool_parameters
 
 __all__ = [
     "Resolved",
@@ -39,9 +42,13 @@ __all__ = [
     "prepare",
     "resolve_parsed",
     "resolve_schema",
+    "resolve_tools",
 ]
 
 logger = logging.getLogger("dspark_json")
+
+#: The sample answers for inference, asked for (or read) on the first call.
+Samples = Callable[[], list[str | None]]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,10 +84,15 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
                 "or a full URL."
             )
         json_schema = fetch_served_schema(options.http, where)
-    if options.schema.validate_schema and json_schema is None:
+    tools = options.request.tools
+    if options.request.tool_choice is not None:
+        tool_choice_body(options.request.tool_choice, tools)  # a name must be one of the tools
+    with_parameters = any(p is not None for p in tool_parameters(tools or ()).values())
+    if options.schema.validate_schema and json_schema is None and not with_parameters:
         raise OptionError(
             "Option 'validateSchema' needs the JSON Schema to validate against: give option "
-            "'responseFormat' or 'schemaEndpoint'."
+            "'responseFormat' or 'schemaEndpoint' (or 'tools' with parameters, for the calls' "
+            "arguments)."
         )
     return Query(options=options, model=model, json_schema=json_schema, context=context)
 
@@ -134,11 +146,13 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
     passthrough:
         The prompt fields passed through as columns (typed from a sample of the input).
     """
-    resolved = resolve_parsed(query)
+    samples = functools.cache(lambda: _sample_bodies(query))  # sent once for both
+    resolved = resolve_parsed(query, samples)
     logger.info("Schema of `parsed`: %s.", resolved.source)
     schema = output_schema(
         passthrough=passthrough,
         parsed=resolved.parsed,
+        tools=resolve_tools(query, samples),
         violations=query.options.schema.validate_schema,
         attempts=query.options.repair.repair_attempts > 0,
     )
@@ -148,8 +162,9 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
     return schema
 
 
-def resolve_parsed(query: Query) -> Resolved:
-    """The type of ``parsed`` and where it came from (see the module doc for the order)."""
+def resolve_parsed(query: Query, samples: Samples | None = None) -> Resolved:
+    """The type of ``parsed`` and where it came from (see the module doc for the order);
+    ``samples`` gives the sample answers (default: asked or read now)."""
     options = query.options
     if query.json_schema is not None:
         source = (
@@ -160,7 +175,7 @@ def resolve_parsed(query: Query) -> Resolved:
         return Resolved(parsed=json_schema_to_spark(query.json_schema), source=source)
     if options.schema.infer_schema_samples == 0:
         return Resolved(parsed=None, source="none (inferSchemaSamples=0): no `parsed` column")
-    bodies = _sample_bodies(query)
+    bodies = samples() if samples is not None else _sample_bodies(query)
     values = contents_of(bodies)
     if not values:
         return Resolved(
@@ -171,6 +186,24 @@ def resolve_parsed(query: Query) -> Resolved:
     return Resolved(
         parsed=infer_type(values), source=f"inferred from {len(values)} sample answer(s)"
     )
+
+
+def resolve_tools(query: Query, samples: Samples | None = None) -> dict[str, DataType] | None:
+    """Function name -> the type of its calls' arguments (option ``tools``; None without it):
+    from its ``parameters``, else inferred from sample answers (``inferSchemaSamples``; string,
+    the arguments' JSON text, where none is sampled or inference is off)."""
+    tools = query.options.request.tools
+    if tools is None:
+        return None
+    missing = [name for name, p in tool_parameters(tools).items() if p is None]
+    inferred: dict[str, DataType] = {}
+    if missing and query.options.schema.infer_schema_samples > 0:
+        bodies = samples() if samples is not None else _sample_bodies(query)
+        inferred = {name: inferred_arguments(bodies, name) for name in missing}
+        logger.info(
+            "Arguments of tool(s) %s inferred from %d sample answer(s).", missing, len(bodies)
+        )
+    return tool_arguments(tools, inferred)
 
 
 def _sample_bodies(query: Query) -> list[str | None]:

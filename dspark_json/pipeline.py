@@ -42,7 +42,7 @@ from dspark_json.rows import (
     status_of_error,
 )
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, new_fields, response_fields
-from dspark_json.schema.validation import schema_violations
+from dspark_json.schema.validation import schema_violations, tool_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
 
@@ -208,9 +208,20 @@ def _reask(
 
 def _violations(query: Query, bodies: list[str | None]) -> list[list[str] | None] | None:
     """With option validateSchema: how each body breaks the JSON Schema; else ``None``."""
-    if query.options.schema.validate_schema and query.json_schema is not None:
-        return schema_violations(query.json_schema, bodies)
-    return None
+    if not query.options.schema.validate_schema:
+        return None
+    found = schema_violations(query.json_schema, bodies) if query.json_schema is not None else None
+    tools = query.options.request.tools
+    if tools is not None:
+        calls = tool_violations(tools, bodies)
+        found = (
+            calls if found is None else [_joined(a, b) for a, b in zip(found, calls, strict=True)]
+        )
+    return found
+
+
+def _joined(a: list[str] | None, b: list[str] | None) -> list[str] | None:
+    return None if a is None and b is None else [*(a or ()), *(b or ())]
 
 
 def read_partition(

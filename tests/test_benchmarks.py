@@ -28,10 +28,23 @@ def run_smoke(script, out):
 def test_parser_benchmark_smoke(tmp_path):
     run_smoke("parser_throughput.py", tmp_path)
     result = json.loads((tmp_path / "parser_throughput.json").read_text())
-    assert [run["corpus"] for run in result["corpora"]] == ["review", "vllm", "drift", "traffic"]
+    assert [run["corpus"] for run in result["corpora"]] == [
+        "review",
+        "vllm",
+        "drift",
+        "traffic",
+        "tools",
+    ]
     for run in result["corpora"]:
         names = [f["name"] for f in run["figures"]]
         assert "dspark-json CPU (in process)" in names
+        if run["corpus"] == "tools":  # tool calls: against Spark's from_json of the arguments
+            counts = {f["name"]: f["content_parsed"] for f in run["figures"]}
+            assert (
+                counts["dspark-json CPU (in process)"]
+                == counts["Spark read.json + from_json, dspark-json's columns"]
+            )
+            continue
         assert "Spark read.json + from_json(content)" in names
         assert all(f["records_per_s"] > 0 for f in run["figures"])
         # The hand-off floors carry dspark-json's own output, row for row.
@@ -90,6 +103,25 @@ def test_traffic_corpus_holds_the_kinds_of_traffic_it_names():
     rescued = [json.loads(r) for r in table.column("_rescued_data").to_pylist() if r]
     keys = {key for row in rescued for key in row}
     assert {"metadata", "kv_transfer_params", "parsed.confidence", "parsed.notes"} <= keys
+
+
+def test_the_tool_calls_corpus_is_seeded_and_has_broken_drifting_and_unknown_calls():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from parser_throughput import TOOLS, corpus
+    finally:
+        sys.path.pop(0)
+    bodies = corpus(2000, kind="tools")
+    assert bodies == corpus(2000, kind="tools")
+    import dspark_json
+
+    table = dspark_json.parse_responses(bodies, tools=TOOLS, backend="cpu")
+    statuses = table.column("_status").to_pylist()
+    assert {"ok", "corrupt_content"} == set(statuses)
+    assert table.column("tool_calls").null_count == 0
+    rescued = [r for r in table.column("_rescued_data").to_pylist() if r]
+    assert any(".arguments.confidence" in r for r in rescued)
+    assert any("tool_calls.book_flight" in r for r in rescued)
 
 
 @pytest.mark.spark

@@ -4,6 +4,7 @@ import json
 
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import StringType
 
 import dspark_json
 from dspark_json.errors import RecordError
@@ -60,8 +61,9 @@ def test_each_status_is_one_member_its_word_and_its_meaning():
 
 
 def test_the_output_schema_is_the_envelope_parsed_and_the_system_fields():
-    schema = output_schema(response_format=SCHEMA)
-    assert schema.names == ["custom_id", *ENVELOPE_COLUMNS, "parsed", *SYSTEM_COLUMNS]
+    schema = output_schema(response_format=SCHEMA, tools={"f": StringType()})
+    names = ["custom_id", *ENVELOPE_COLUMNS, "parsed", "tool_calls", *SYSTEM_COLUMNS]
+    assert schema.names == names
     assert schema.fields[-len(SYSTEM_FIELDS) :] == list(SYSTEM_FIELDS)
     # The parser fills every column of a response but the request's own _error.
     assert set(schema.names) - {"custom_id", "_error"} == RESPONSE_COLUMNS

@@ -71,6 +71,8 @@ _REASONS = {
 _MAX_BODY = 64 * 1024 * 1024
 #: The first-answer faults a re-ask can fix (:meth:`Faults.first_fault`).
 _FIRST_FAULTS = ("truncated", "broken", "prose", "invalid")
+#: The faults of one tool call (:meth:`Faults.tool_fault`).
+_TOOL_FAULTS = ("broken", "drift", "unknown")
 #: The context length the simulator's model has (vLLM's max_model_len); longer prompts are 400.
 _MAX_MODEL_LEN = 2048
 
@@ -159,6 +161,10 @@ class Faults:
     first_broken_rate: float = 0.0  # JSON with a syntax error until the answer is named
     first_prose_rate: float = 0.0  # prose until the answer is named
     first_invalid_rate: float = 0.0  # a required property left out until a user message names it
+    # Per tool call (requests with tools), exclusive:
+    tool_broken_rate: float = 0.0  # arguments that are not JSON (a trailing comma)
+    tool_drift_rate: float = 0.0  # arguments with a key the parameters lack
+    tool_unknown_rate: float = 0.0  # a call of a function the request did not offer
 
     def to_args(self) -> list[str]:
         """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
@@ -187,7 +193,20 @@ class Faults:
             rate = getattr(self, f"first_{kind}_rate")
             if rate:
                 args.append(f"--first-{kind}-rate={rate}")
+        for kind in _TOOL_FAULTS:
+            rate = getattr(self, f"tool_{kind}_rate")
+            if rate:
+                args.append(f"--tool-{kind}-rate={rate}")
         return args
+
+    def tool_fault(self, draw: float) -> str | None:
+        """Which way one tool call is broken (:data:`_TOOL_FAULTS`), for a uniform ``draw``."""
+        total = 0.0
+        for kind in _TOOL_FAULTS:
+            total += getattr(self, f"tool_{kind}_rate")
+            if draw < total:
+                return kind
+        return None
 
     def first_fault(self, seed: int, prompt: Any) -> str | None:
         """Which way the first answer to ``prompt`` (its messages before any answer) is
@@ -444,7 +463,13 @@ class Simulator:
             )
             return 400, self._error(message, 400, param="input_tokens")
         fault = self._first_fault(request, schema)
-        choices, completion_tokens = _choices(request, schema, rng, drifted=drifted, fault=fault)
+        tools = _offered(request)
+        if tools:
+            choices, completion_tokens = _tool_choices(request, tools, rng, self.faults)
+        else:
+            choices, completion_tokens = _choices(
+                request, schema, rng, drifted=drifted, fault=fault
+            )
         self.counts["completions_ok"] += 1
         extra = {"metadata": {"engine": "dspark-sim", "queue_ms": rng.randint(0, 50)}}
         usage = {
@@ -529,6 +554,67 @@ def _choices(
     return choices, completion_tokens
 
 
+def _offered(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The functions a request offers (name -> parameters), none where tool_choice is none."""
+    if request.get("tool_choice") == "none" or not isinstance(request.get("tools"), list):
+        return {}
+    out = {}
+    for tool in request["tools"]:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            out[function["name"]] = function.get("parameters") or {"type": "object"}
+    return out
+
+
+def _tool_choices(
+    request: Mapping[str, Any], tools: Mapping[str, Any], rng: random.Random, faults: Faults
+) -> tuple[list[dict[str, Any]], int]:
+    """Choices that call tools, as vLLM 0.32 answers them: a named ``tool_choice`` (guided
+    decoding) calls that function once, content ``""``, finish_reason ``stop``; ``auto`` and
+    ``required`` call one to three of the tools, content null, finish_reason ``tool_calls``.
+    Each call's arguments are JSON text that follows the function's parameters, unless
+    ``faults`` break it."""
+    choice = request.get("tool_choice")
+    named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+    choices = []
+    completion_tokens = 0
+    for index in range(int(request.get("n") or 1)):
+        names: list[str] = (
+            [str(named)] if named in tools else rng.choices(list(tools), k=rng.choice([1, 1, 2, 3]))
+        )
+        calls = []
+        for name in names:
+            value = generate_value(tools[name], rng)
+            kind = faults.tool_fault(rng.random())
+            if kind == "drift" and isinstance(value, dict):
+                value["confidence"] = round(rng.random(), 3)  # a key the parameters lack
+            arguments = json.dumps(value, ensure_ascii=False)
+            if kind == "broken":
+                arguments = arguments[:-1] + ", }" if arguments.endswith("}") else arguments + ","
+            calls.append(
+                {
+                    "id": f"chatcmpl-tool-{rng.getrandbits(128):032x}",
+                    "type": "function",
+                    "function": {
+                        "name": f"{name}_v2" if kind == "unknown" else name,
+                        "arguments": arguments,
+                    },
+                }
+            )
+            completion_tokens += len(arguments) // 4 + 1
+        finish = "stop" if named in tools else "tool_calls"
+        answer = vllm_choice(index, "" if named in tools else None, finish)
+        # As vLLM's ChatMessage orders its fields: tool_calls after function_call.
+        message = answer["message"]
+        answer["message"] = {
+            **{k: v for k, v in message.items() if k != "reasoning"},
+            "tool_calls": calls,
+            "reasoning": message["reasoning"],
+        }
+        choices.append(answer)
+    return choices, completion_tokens
+
+
 def _json_schema(response_format: Any) -> Mapping[str, Any] | None:
     if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
         inner = response_format.get("json_schema")
@@ -566,7 +652,7 @@ def vllm_completion(
     }
 
 
-def vllm_choice(index: int, content: str, finish: str) -> dict[str, Any]:
+def vllm_choice(index: int, content: str | None, finish: str) -> dict[str, Any]:
     """One choice as vLLM 0.32 writes it (no ``tool_calls`` key without tools)."""
     return {
         "index": index,

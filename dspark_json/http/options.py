@@ -33,6 +33,7 @@ from dspark_json.option_spec import (
     positive,
 )
 from dspark_json.rows import load_json
+from dspark_json.schema.tools import as_tools
 
 __all__ = ["CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
 
@@ -94,6 +95,39 @@ def _env_name(name: str, text: str) -> str:
     return text.strip()
 
 
+def _json_or_file(name: str, source: str, what: str) -> str:
+    """``source`` itself when it is JSON text (starts with { or [), else the text of the file
+    it names."""
+    if source.startswith(("{", "[")):
+        return source
+    path = directory(name, source)
+    try:
+        if kind_of(path) != "file":  # a device or a FIFO would be read forever
+            raise FileNotFoundError(f"{path} is not a regular file")
+        return read_text(path)
+    except OSError as exc:
+        raise OptionError(
+            f"Option {name!r} is neither JSON text nor a readable file: {source!r} ({exc}). "
+            f"Give the path of a file that holds {what}, or {what} itself."
+        ) from exc
+
+
+def _tools(name: str, text: str) -> tuple[dict[str, Any], ...]:
+    return as_tools(_json_or_file(name, text.strip(), "a JSON list of tool definitions"), name)
+
+
+def _tool_choice(name: str, text: str) -> str:
+    word = text.strip()
+    if word.lower() in ("auto", "required", "none"):
+        return word.lower()
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", word):
+        raise OptionError(
+            f"Option {name!r} must be auto, required, none or a function name of option "
+            f"'tools', got {text!r}."
+        )
+    return word
+
+
 def _response_format(name: str, text: str) -> Mapping[str, Any]:
     source = text.strip()
     if source.startswith("<class "):  # str() of a Python class, e.g. a Pydantic model
@@ -102,17 +136,7 @@ def _response_format(name: str, text: str) -> Mapping[str, Any]:
             "Pass its JSON Schema as text: json.dumps(Model.model_json_schema()) for a "
             "Pydantic model, or the path of a JSON Schema file."
         )
-    if not source.startswith(("{", "[")):
-        path = directory(name, source)
-        try:
-            if kind_of(path) != "file":  # a device or a FIFO would be read forever
-                raise FileNotFoundError(f"{path} is not a regular file")
-            source = read_text(path)
-        except OSError as exc:
-            raise OptionError(
-                f"Option {name!r} is neither JSON text nor a readable file: {text!r} ({exc}). "
-                "Give the path of a JSON Schema file or the schema itself."
-            ) from exc
+    source = _json_or_file(name, source, "a JSON Schema")
     try:
         schema = load_json(source)
     except json.JSONDecodeError as exc:
@@ -286,6 +310,23 @@ class RequestOptions:
         "the `parsed` column.",
         "/data/schema.json",
         convert=_response_format,
+    )
+    tools: tuple[dict[str, Any], ...] | None = option(
+        "tools",
+        "Functions the model may call (function calling): a JSON list of OpenAI tool "
+        "definitions, or the path of a file holding one. Sent as tools; each function's "
+        "calls land in column tool_calls.<name>, arguments typed from its parameters "
+        "(inferred from sample answers where a tool has none). A batch line's own tools win.",
+        '[{"type": "function", "function": {"name": "get_weather", "parameters": {...}}}]',
+        convert=_tools,
+    )
+    tool_choice: str | None = option(
+        "toolChoice",
+        "Which function the model calls (sent as tool_choice): auto, required, none, or a "
+        "function name of option tools (vLLM then enforces its parameters with guided "
+        "decoding).",
+        "get_weather",
+        convert=_tool_choice,
     )
     system_prompt: str | None = option(
         "systemPrompt",

@@ -1,8 +1,9 @@
 """Request bodies: one prompt row + the query's request options -> chat completion JSON bytes.
 
-The part every request shares (model, response_format with its schema, sampling options,
-``extraBody``) is serialised once; each row adds only its messages. A row in the OpenAI batch
-input format brings its own ``body``, whose fields win over the options.
+The part every request shares (model, response_format with its schema, tools and tool_choice,
+sampling options, ``extraBody``) is serialised once; each row adds only its messages. A row in
+the OpenAI batch input format brings its own ``body``, whose fields (its own ``tools`` too) win
+over the options.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from dspark_json.http.dedup import is_deterministic
 from dspark_json.http.options import RequestOptions
 from dspark_json.records import PromptRecord
+from dspark_json.schema.tools import tool_choice_body
 
 __all__ = ["RequestBuilder", "response_format_body"]
 
@@ -38,7 +40,8 @@ class RequestBuilder:
     Parameters
     ----------
     options:
-        The request options (responseFormat, sampling, extraBody, systemPrompt).
+        The request options (responseFormat, tools, toolChoice, sampling, extraBody,
+        systemPrompt).
     model:
         The model to ask (the one the driver settled; default: option ``model``).
     """
@@ -47,6 +50,10 @@ class RequestBuilder:
         shared: dict[str, Any] = {"model": model if model is not None else options.model}
         if options.response_format is not None:
             shared["response_format"] = response_format_body(options.response_format)
+        if options.tools is not None:
+            shared["tools"] = list(options.tools)
+        if options.tool_choice is not None:
+            shared["tool_choice"] = tool_choice_body(options.tool_choice, options.tools)
         sampling = {
             "max_tokens": options.max_tokens,
             "temperature": options.temperature,

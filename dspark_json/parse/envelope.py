@@ -1,11 +1,16 @@
 """Where a response schema holds the content: the walk from ``choices`` to ``message`` (and its
-``parsed``), done here once for every parser."""
+``parsed``), and the typed tool calls (column ``tool_calls``), done here once for every parser."""
 
 from __future__ import annotations
 
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-__all__ = ["content_type", "message_type"]
+__all__ = ["TOOL_CALLS", "content_type", "message_type", "tool_types"]
+
+#: The column of the typed tool calls: one field per function name, each the list of that
+#: function's calls in the first choice (``struct<id, arguments>``;
+#: :mod:`dspark_json.schema.tools`).
+TOOL_CALLS = "tool_calls"
 
 
 def message_type(schema: StructType) -> StructType | None:
@@ -29,3 +34,20 @@ def content_type(schema: StructType) -> DataType | None:
     if message is not None and "parsed" in message.names:
         return message["parsed"].dataType
     return None
+
+
+def tool_types(schema: StructType) -> dict[str, DataType] | None:
+    """Function name -> the type of its calls' arguments, from column ``tool_calls`` (None
+    where ``schema`` has no such column, or it is not a struct of lists of calls)."""
+    if TOOL_CALLS not in schema.names:
+        return None
+    dtype = schema[TOOL_CALLS].dataType
+    if not isinstance(dtype, StructType):
+        return None
+    out: dict[str, DataType] = {}
+    for f in dtype.fields:
+        call = f.dataType.elementType if isinstance(f.dataType, ArrayType) else None
+        if not isinstance(call, StructType) or "arguments" not in call.names:
+            return None
+        out[f.name] = call["arguments"].dataType
+    return out

@@ -50,6 +50,12 @@ class Reason(StrEnum):
         "another type to rescue: drift deeper than the fast rescue; a repeated or escaped key; "
         "a number past the kernels' range)",
     )
+    TOOLS = (
+        "tool_calls_misfit",
+        "a tool call the kernels do not type: a function not offered, arguments null or "
+        "holding a value of another type than its column; or rescue from the calls and from "
+        "the envelope or content at once",
+    )
     VALUES = (
         "values_to_convert",
         "a value the kernels read needs Python to convert it (timestamp or date text), or a "

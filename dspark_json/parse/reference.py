@@ -24,7 +24,7 @@ from pyspark.sql.types import ArrayType, DataType, StructType
 
 from dspark_json.parse.content import extract_json, extract_json_python
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json, is_tuple
-from dspark_json.parse.envelope import content_type
+from dspark_json.parse.envelope import TOOL_CALLS, content_type, tool_types
 from dspark_json.parse.json import KIND_INVALID, validate_row
 from dspark_json.parse.rules import json_float, loads_python
 from dspark_json.rows import Status, data_fields
@@ -72,6 +72,7 @@ class ReferenceParser:
         self.converter = Converter(data, not_rescued=skip)
         self._has_parsed = "parsed" in data.names
         self._content_type = content_type(schema)
+        self._tool_types = tool_types(data)
 
     def parse(self, bodies: Sequence[str | bytes | None]) -> pa.Table:
         rows: list[dict[str, Any]] = []
@@ -105,12 +106,18 @@ class ReferenceParser:
         choices = envelope.get("choices")
         if not isinstance(choices, list) or not choices:
             return envelope, Status.EMPTY, None
-        if self._content_type is None:
-            return envelope, Status.OK, None
-        outcomes = [self._content(choice) for choice in choices]
-        value, status, corrupt = outcomes[0]
-        if self._has_parsed:  # else the value is only in choices[].message.parsed
-            envelope["parsed"] = value
+        status: Status = Status.OK
+        corrupt: str | None = None
+        if self._content_type is not None:
+            outcomes = [self._content(choice) for choice in choices]
+            value, status, corrupt = outcomes[0]
+            if self._has_parsed:  # else the value is only in choices[].message.parsed
+                envelope["parsed"] = value
+        if self._tool_types is not None:
+            calls, tools_status, tools_corrupt = self._tool_calls(choices[0])
+            envelope[TOOL_CALLS] = calls
+            if tools_status is not None:  # the calls, not the content, say how the row went
+                status, corrupt = tools_status, tools_corrupt
         return envelope, status, corrupt
 
     def _content(self, choice: Any) -> tuple[Any, Status, str | None]:
@@ -134,6 +141,64 @@ class ReferenceParser:
         assert isinstance(message, dict)
         message["parsed"] = value
         return value, Status.OK, None
+
+    def _tool_calls(self, choice: Any) -> tuple[dict[str, Any] | None, Status | None, str | None]:
+        """The first choice's tool calls by function name (None, and no status, where it made
+        none), the row's status and ``_corrupt_record``: the first call that went wrong, in
+        call order, decides them (arguments not JSON: ``corrupt_content``, or ``truncated`` at
+        finish_reason length, with the arguments' text; arguments not an object where the
+        parameters are: ``corrupt_content`` with the text; a function not offered:
+        ``corrupt_content``, its calls kept in ``_rescued_data`` under ``tool_calls.<name>``)."""
+        assert self._tool_types is not None
+        message = choice.get("message") if isinstance(choice, dict) else None
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not isinstance(calls, list) or not calls:
+            return None, None, None
+        truncated = choice.get("finish_reason") == "length"
+        # A function not called is null, not an empty list: tool_calls.f[0] is then null in
+        # SQL, where an empty list's [0] fails under ANSI mode (Spark 4's default).
+        out: dict[str, list[Any]] = {}
+        status, corrupt = Status.OK, None
+        for call in calls:
+            function = call.get("function") if isinstance(call, dict) else None
+            function = function if isinstance(function, dict) else {}
+            name, text = function.get("name"), function.get("arguments")
+            call_id = call.get("id") if isinstance(call, dict) else None
+            if isinstance(name, str) and name in self._tool_types:
+                arguments, problem = self._arguments(text, self._tool_types[name], truncated)
+                out.setdefault(name, []).append({"id": call_id, "arguments": arguments})
+                if problem is not None and status == Status.OK:
+                    status, corrupt = problem, text if isinstance(text, str) else None
+                continue
+            # Not offered: kept whole, under its name, in _rescued_data (the converter rescues
+            # a key the struct lacks): its arguments' JSON value, or else their text.
+            arguments, _ = self._arguments(text, None, truncated)
+            kept = arguments if arguments is not None else text
+            out.setdefault(str(name), []).append({"id": call_id, "arguments": kept})
+            if status == Status.OK:
+                status = Status.CORRUPT_CONTENT
+        return out, status, corrupt
+
+    def _arguments(
+        self, text: Any, dtype: DataType | None, truncated: bool
+    ) -> tuple[Any, Status | None]:
+        """One call's arguments as a JSON value, and what was wrong (None: nothing): not JSON
+        (``truncated`` where the choice stopped at its length, else ``corrupt_content``), no
+        JSON in them, or not of ``dtype``'s kind (``corrupt_content``)."""
+        if not isinstance(text, str):
+            return None, Status.CORRUPT_CONTENT
+        found = extract_json(text) if self.kernels else extract_json_python(text)
+        if found is None:
+            return None, Status.CORRUPT_CONTENT
+        try:
+            value = loads(
+                found.encode("utf-8", "surrogatepass"), lenient=self.lenient, kernels=self.kernels
+            )
+        except ValueError:
+            return None, Status.TRUNCATED if truncated else Status.CORRUPT_CONTENT
+        if dtype is not None and not _fits(value, dtype):
+            return None, Status.CORRUPT_CONTENT
+        return value, None
 
 
 def _fits(value: Any, dtype: DataType | None) -> bool:

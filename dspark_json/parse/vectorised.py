@@ -47,8 +47,15 @@ from dspark_json.parse.arrow import (
     to_string_array,
     with_null_rows,
 )
+from dspark_json.parse.calls import (
+    ToolColumns,
+    ToolPlan,
+    rescued_arguments,
+    tool_calls_column,
+    tools_reachable,
+)
 from dspark_json.parse.convert import arrow_schema, dump_json, text_value
-from dspark_json.parse.envelope import content_type, message_type
+from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (
     LAST,
@@ -106,6 +113,8 @@ class _Plan:
     content_read: pa.Schema | None
     #: Whether each message has a ``parsed`` column (else only the top level has one).
     per_choice: bool
+    #: Each function's arguments, where the schema has a ``tool_calls`` column.
+    tools: tuple[ToolPlan, ...] | None = None
 
     @classmethod
     def of(cls, data: StructType, json_text: bool = True) -> _Plan | None:
@@ -134,13 +143,23 @@ class _Plan:
             top = data["parsed"].dataType if "parsed" in data.names else None
             if per_choice and top is not None and message["parsed"].dataType != top:
                 return None
+        tools = None
+        arguments = tool_types(data)
+        if TOOL_CALLS in data.names:
+            if arguments is None or not tools_reachable(envelope):
+                return None
+            if not json_text and any(_has_map(t) for t in arguments.values()):
+                return None
+            tools = tuple(ToolPlan.of(n, t, json_text) for n, t in arguments.items())
         content_read = None
         if parsed is not None:
             content_read = arrow_schema(StructType([StructField("v", read_type(parsed))]))
         return cls(
             envelope=envelope,
             envelope_table=compile_type(
-                _guarded(envelope), timestamp_range=_SECONDS, maps=json_text
+                _guarded(envelope, tools=tools is not None),
+                timestamp_range=_SECONDS,
+                maps=json_text,
             ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
@@ -149,6 +168,7 @@ class _Plan:
             ),
             content_read=content_read,
             per_choice=per_choice,
+            tools=tools,
         )
 
 
@@ -353,6 +373,26 @@ class Vectorised:
                     aside.add(Reason.CHOICES, lengths > 1)
                 if "parsed" in self.target.names:
                     columns["parsed"] = _first_choices(contents.parsed, contents.first, lengths)
+        tools = None
+        if plan.tools is not None and "choices" in columns:
+            tools = tool_calls_column(
+                columns["choices"],
+                lengths,
+                plan.tools,
+                self.target.field(TOOL_CALLS).type,
+                read=self._read,
+                scan_texts=self._scan_texts,
+                aside_of=aside.of,
+            )
+            columns[TOOL_CALLS] = tools.column
+            # Where the first choice made calls, they, not the content, say how the row went.
+            status[tools.made] = _OK
+            status[tools.broken == 0] = _CORRUPT_CONTENT
+            status[tools.broken == 1] = _TRUNCATED
+            made = pa.array(tools.made)
+            corrupt = pc.if_else(made, tools.corrupt.cast(pa.large_string()), corrupt)
+        elif TOOL_CALLS in self.target.names:
+            columns[TOOL_CALLS] = pa.nulls(n, self.target.field(TOOL_CALLS).type)
         invalid = np.flatnonzero(codes == scan_codes.CODE_INVALID)
         status[invalid] = _CORRUPT_ENVELOPE
         status[codes == scan_codes.CODE_NULL] = _NO_STATUS
@@ -364,9 +404,41 @@ class Vectorised:
             corrupt = corrupt.take(pa.array(index))
         columns["_corrupt_record"] = corrupt
         columns["_rescued_data"] = self._rescued(texts, codes, found, contents, aside.rows())
+        if tools is not None and tools.drift:
+            columns["_rescued_data"] = self._tools_rescued(columns["_rescued_data"], tools, aside)
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )
+
+    def _scan_texts(
+        self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
+    ) -> tuple[Any, np.ndarray | None]:
+        """The content scan of a string column (the tool calls' arguments) with ``table``, as
+        the contents are scanned: by the device fit where there is one (with the rows its
+        reader reads otherwise), else by the CPU scans."""
+        if self.fit is not None:
+            scan = self.fit.content(offsets, data, valid, table, self.lenient)
+            return scan, self.fit.routed
+        scan = by_row_ranges(
+            scan_content_fit, len(offsets) - 1, self.threads, offsets, data, valid,
+            table.nodes, self.lenient, apart="events",
+        )  # fmt: skip
+        return scan, None
+
+    def _tools_rescued(self, rescued: pa.Array, tools: ToolColumns, aside: _SetAside) -> pa.Array:
+        """``_rescued_data`` with the keys of the drifting calls' arguments, for rows that
+        rescue nothing else (a row that also rescues from its envelope or content goes to the
+        reference parser, which orders the two)."""
+        sinks = rescued_arguments(tools.drift, self.reference.converter.extras)
+        rows = np.array(sorted(sinks), np.int64)
+        both = rows[rescued.is_valid().to_numpy(zero_copy_only=False)[rows]]
+        aside.of(Reason.TOOLS).update(both.tolist())
+        alone = [row for row in rows.tolist() if sinks[row]]
+        n = len(rescued)
+        index = np.arange(n)
+        index[alone] = n + np.arange(len(alone))
+        texts = pa.array([dump_json(sinks[row]) for row in alone], rescued.type)
+        return pa.concat_arrays([rescued, texts]).take(pa.array(index))
 
     def _content(self, choices: pa.Array, lengths: np.ndarray, aside: _SetAside) -> _Contents:
         """Parse every choice's content: the parsed value per choice, and per row the status
@@ -792,8 +864,9 @@ def _has_map(dtype: DataType) -> bool:
 
 
 def _without_parsed(data: StructType) -> StructType:
-    """The envelope as the server sends it: no top-level ``parsed``, no ``message.parsed``."""
-    fields = [f for f in data.fields if f.name != "parsed"]
+    """The envelope as the server sends it: no top-level ``parsed`` or ``tool_calls`` (ours),
+    no ``message.parsed``."""
+    fields = [f for f in data.fields if f.name not in ("parsed", TOOL_CALLS)]
     message = message_type(data)
     if message is None:
         return StructType(fields)
@@ -816,14 +889,18 @@ def _without_parsed(data: StructType) -> StructType:
     )
 
 
-def _guarded(envelope: StructType) -> StructType:
+def _guarded(envelope: StructType, *, tools: bool = False) -> StructType:
     """The envelope as the scan checks it: a ``parsed`` key in a body (top level or in a
-    message) holding a value sends the row to the reference parser, which decides over it
-    (a type the kernels never fit: ``NullType``)."""
+    message) holding a value, or a top-level ``tool_calls`` key where that is our column, sends
+    the row to the reference parser, which decides over it (a type the kernels never fit:
+    ``NullType``)."""
     reject = StructField("parsed", NullType())
+    rejects = [reject]
+    if tools:
+        rejects.append(StructField(TOOL_CALLS, NullType()))
     message = message_type(envelope)
     if message is None:
-        return StructType([*envelope.fields, reject])
+        return StructType([*envelope.fields, *rejects])
     choices = envelope["choices"].dataType
     assert isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)
     choice = StructType(
@@ -837,7 +914,7 @@ def _guarded(envelope: StructType) -> StructType:
             StructField("choices", ArrayType(choice)) if f.name == "choices" else f
             for f in envelope.fields
         ]
-        + [reject]
+        + rejects
     )
 
 

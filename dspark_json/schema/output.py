@@ -5,7 +5,7 @@ documented shape, ``parsed``, and the system columns of the row contract (:mod:`
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -23,6 +23,7 @@ from pyspark.sql.types import (
 from dspark_json.parse.json import rescued_keys
 from dspark_json.rows import ATTEMPT_TYPE, PARSER_COLUMNS, SYSTEM_FIELDS
 from dspark_json.schema.json_schema import json_schema_to_spark
+from dspark_json.schema.tools import TOOL_CALLS, tool_calls_type, tool_parameters
 
 __all__ = [
     "DOCUMENTED_EXTRAS",
@@ -34,6 +35,7 @@ __all__ = [
     "new_fields",
     "output_schema",
     "response_fields",
+    "tool_arguments",
 ]
 
 
@@ -173,11 +175,13 @@ def output_schema(
     passthrough: Iterable[StructField] = (),
     response_format: Mapping[str, Any] | None = None,
     parsed: DataType | None = None,
+    tools: Mapping[str, DataType] | None = None,
     violations: bool = False,
     attempts: bool = False,
 ) -> StructType:
     """Pass-through prompt columns, ``custom_id``, the envelope, ``parsed`` (typed by ``parsed``,
-    else from ``response_format``) and the system columns (``_schema_violations`` too when
+    else from ``response_format``), ``tool_calls`` (``tools``: function name -> the type of its
+    arguments, :func:`tool_arguments`) and the system columns (``_schema_violations`` too when
     ``violations``, ``_attempts`` when ``attempts``)."""
     if parsed is None and response_format is not None:
         parsed = json_schema_to_spark(response_format)
@@ -185,6 +189,8 @@ def output_schema(
     fields += envelope_fields(parsed)
     if parsed is not None:
         fields.append(StructField("parsed", parsed))
+    if tools:
+        fields.append(StructField(TOOL_CALLS, tool_calls_type(tools)))
     fields += SYSTEM_FIELDS
     if violations:
         fields.append(StructField("_schema_violations", ArrayType(StringType())))
@@ -193,11 +199,25 @@ def output_schema(
     return StructType(fields)
 
 
+def tool_arguments(
+    tools: Sequence[Mapping[str, Any]], inferred: Mapping[str, DataType] | None = None
+) -> dict[str, DataType]:
+    """Function name -> the type of its arguments: from its ``parameters`` JSON Schema (as
+    ``responseFormat`` types ``parsed``), else ``inferred``'s, else string (their JSON text)."""
+    out: dict[str, DataType] = {}
+    for name, parameters in tool_parameters(tools).items():
+        if parameters is not None:
+            out[name] = json_schema_to_spark(parameters)
+        else:
+            out[name] = (inferred or {}).get(name) or StringType()
+    return out
+
+
 #: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
 ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
-#: The columns the parser fills from a response body: the envelope, ``parsed`` and
+#: The columns the parser fills from a response body: the envelope, ``parsed``, ``tool_calls`` and
 #: :data:`~dspark_json.rows.PARSER_COLUMNS`.
-RESPONSE_COLUMNS = frozenset({*ENVELOPE_COLUMNS, "parsed", *PARSER_COLUMNS})
+RESPONSE_COLUMNS = frozenset({*ENVELOPE_COLUMNS, "parsed", TOOL_CALLS, *PARSER_COLUMNS})
 
 
 def response_fields(schema: StructType) -> StructType:

@@ -208,3 +208,71 @@ def test_first_answer_faults_are_seeded_per_prompt_and_fixed_by_the_right_re_ask
         assert set(fixed.values()) == {"ok"}
         assert stats["reasks"] == len(first) + sum(1 for k in kinds.values() if k == "invalid")
     assert runs[0] == runs[1]  # seeded
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+                "required": ["city", "days"],
+            },
+        },
+    },
+    {"type": "function", "function": {"name": "ping"}},
+]
+
+
+def test_tool_calls_are_answered_as_vllm_does(simulator):
+    named = chat(
+        simulator.url,
+        [{"role": "user", "content": "Weather?"}],
+        tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "get_weather"}},
+    ).json()["choices"][0]
+    assert named["finish_reason"] == "stop" and named["message"]["content"] == ""
+    keys = list(named["message"])
+    assert keys.index("tool_calls") == keys.index("function_call") + 1
+    [call] = named["message"]["tool_calls"]
+    assert call["id"].startswith("chatcmpl-tool-") and call["type"] == "function"
+    assert call["function"]["name"] == "get_weather"
+    arguments = json.loads(call["function"]["arguments"])
+    jsonschema.validate(arguments, TOOLS[0]["function"]["parameters"])
+    auto = chat(simulator.url, [{"role": "user", "content": "Hi"}], tools=TOOLS).json()["choices"][
+        0
+    ]
+    assert auto["finish_reason"] == "tool_calls" and auto["message"]["content"] is None
+    assert {c["function"]["name"] for c in auto["message"]["tool_calls"]} <= {"get_weather", "ping"}
+    none = chat(simulator.url, [{"role": "user", "content": "Hi"}], tools=TOOLS, tool_choice="none")
+    assert "tool_calls" not in none.json()["choices"][0]["message"]
+
+
+def test_tool_call_faults_are_seeded_per_call():
+    from dspark_json.dev.local import SimulatorProcess
+    from dspark_json.dev.simulator import Faults
+
+    faults = Faults(tool_broken_rate=0.2, tool_drift_rate=0.2, tool_unknown_rate=0.2)
+    with SimulatorProcess(seed=3, faults=faults) as server:
+        seen = {"broken": 0, "drift": 0, "unknown": 0, "fine": 0}
+        for i in range(40):
+            answer = chat(
+                server.url, [{"role": "user", "content": f"q{i}"}], tools=TOOLS[:1]
+            ).json()
+            for call in answer["choices"][0]["message"]["tool_calls"]:
+                function = call["function"]
+                try:
+                    value = json.loads(function["arguments"])
+                except ValueError:
+                    seen["broken"] += 1
+                    continue
+                if function["name"] != "get_weather":
+                    seen["unknown"] += 1
+                elif "confidence" in value:
+                    seen["drift"] += 1
+                else:
+                    seen["fine"] += 1
+    assert all(seen.values()), seen
+    assert Faults(tool_drift_rate=0.5).to_args()[-1] == "--tool-drift-rate=0.5"

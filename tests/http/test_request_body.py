@@ -72,3 +72,32 @@ def test_batch_lines_for_other_endpoints_are_invalid_prompts():
     record = prompt_record(line, json.dumps(line), "row 4")
     assert record.messages is None
     assert "POST /v1/embeddings" in record.problem and "/v1/chat/completions" in record.problem
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+]
+
+
+def test_tools_and_a_named_tool_choice_are_sent_as_openai_fields(tmp_path):
+    record = prompt_record({"prompt": "Hi"}, "", "row 1")
+    out = body(record, tools=json.dumps(TOOLS), toolChoice="get_weather")
+    assert out["tools"] == TOOLS
+    assert out["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+    # A path works as for responseFormat; a word is sent as it is.
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps(TOOLS))
+    out = body(record, tools=str(path), toolChoice="REQUIRED")
+    assert out["tools"] == TOOLS and out["tool_choice"] == "required"
+
+
+def test_a_batch_lines_own_tools_win():
+    mine = [{"type": "function", "function": {"name": "other"}}]
+    line = {
+        "custom_id": "r",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"messages": [{"role": "user", "content": "Hi"}], "tools": mine},
+    }
+    record = prompt_record(line, json.dumps(line), "row 1")
+    assert body(record, tools=json.dumps(TOOLS))["tools"] == mine

@@ -178,3 +178,40 @@ def test_generate_and_validate_schema(spark, vllm):
         if row["_status"] == "ok":
             # Guided decoding keeps to the schema: nothing to report.
             assert row["_schema_violations"] == [] and row["parsed"]["word"] is not None
+
+
+def test_a_named_function_call_lands_in_typed_columns(spark, vllm, tmp_path):
+    """tool_choice naming a function: vLLM (guided decoding, no server flag needed) answers
+    with a call of it, whose arguments JSON string lands typed in tool_calls.<name>."""
+    tools = [{"type": "function", "function": {"name": "give_word", "parameters": SCHEMA}}]
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(12))
+    rows = stream(
+        spark, tmp_path, vllm.url,
+        tools=json.dumps(tools), toolChoice="give_word", inferSchemaSamples="0",
+        maxTokens="96", seed="7",
+    )  # fmt: skip
+    assert sorted(r["custom_id"] for r in rows) == [f"q{i:03d}" for i in range(12)]
+    assert rescued_keys(rows) <= {"tool_calls.give_word[0].arguments.n"}  # a long too large
+    called = 0
+    for row in rows:
+        calls = row["choices"][0]["message"]["tool_calls"] or []
+        if not calls:  # no call at all: the content decides, as without tools
+            assert row["tool_calls"] is None, row
+            continue
+        called += 1
+        assert [c["function"]["name"] for c in calls] == ["give_word"], row
+        typed = row["tool_calls"]["give_word"]
+        assert [t["id"] for t in typed] == [c["id"] for c in calls]
+        arguments = calls[0]["function"]["arguments"]
+        if row["_status"] == "ok":
+            value = json.loads(arguments, strict=False)
+            assert typed[0]["arguments"]["word"] == value["word"]
+            n_fits = -(2**63) <= value["n"] < 2**63
+            assert typed[0]["arguments"]["n"] == (value["n"] if n_fits else None)
+        elif row["_status"] == "truncated":
+            assert row["choices"][0]["finish_reason"] == "length"
+            assert row["_corrupt_record"] == arguments
+        else:
+            assert row["_status"] == "corrupt_content", row
+            assert row["_corrupt_record"] == arguments
+    assert called == len(rows)  # a named tool_choice always answers with its call
