@@ -6,6 +6,10 @@ set -euo pipefail
 VENV=${1:-${DSPARK_VLLM_VENV:-$HOME/.cache/dspark-json/vllm-0.32.0}}
 MODEL=${2:-${DSPARK_VLLM_MODEL:-$HOME/.cache/dspark-json/tiny-model}}
 HERE=$(cd "$(dirname "$0")" && pwd)
+# One install at a time: several checkouts (or CI jobs) on one machine share the cache.
+mkdir -p "$(dirname "$VENV")"
+exec 9>"$(dirname "$VENV")/.install.lock"
+flock 9
 if ! "$VENV/bin/python" -c "import vllm, torch" 2>/dev/null; then
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip
