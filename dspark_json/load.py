@@ -104,10 +104,14 @@ def check_backend(options: Options) -> None:
 
 
 def check_output_directories(options: Options) -> None:
-    """Fail before any request where the journal or the metrics directory cannot be written
-    (each is created where missing): found only after the answers are in, such a failure would
-    throw away answers already paid for."""
-    for name, directory in (("journal", options.input.journal), ("metrics", options.rows.metrics)):
+    """Fail before any request where the journal, the metrics or the cache directory cannot be
+    written (each is created where missing): found only after the answers are in, such a
+    failure would throw away answers already paid for."""
+    for name, directory in (
+        ("journal", options.input.journal),
+        ("metrics", options.rows.metrics),
+        ("cache", options.reuse.cache),
+    ):
         if directory is None:
             continue
         try:

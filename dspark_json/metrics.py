@@ -54,6 +54,7 @@ logger = logging.getLogger("dspark_json")
 METRICS_SCHEMA = (
     "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
     "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
+    "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
     "prompt_tokens BIGINT, completion_tokens BIGINT, backend STRING, http_seconds DOUBLE, "
@@ -113,6 +114,9 @@ def partition_metrics(
         "prompts": rows,
         "requests": stats.requests,
         "retries": stats.retries,
+        "deduplicated": stats.deduplicated,
+        "cache_hits": stats.cache_hits,
+        "cache_misses": stats.cache_misses,
         "http_status": dict(stats.statuses),
         "latency_ms": {
             name: None if (v := stats.latency(q)) is None else round(v * 1000, 1)
@@ -167,9 +171,9 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     latency = record["latency_ms"]
     limit = record["inflight_limit"]
     logger.info(
-        "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries, codes %s, latency "
-        "p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse %.3fs on "
-        "%s (%d row(s) by the reference parser%s); rescued %d, errors %d%s%s",
+        "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries%s, codes %s, "
+        "latency p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse "
+        "%.3fs on %s (%d row(s) by the reference parser%s); rescued %d, errors %d%s%s",
         what,
         record["prompts"],
         record["source"],
@@ -177,6 +181,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         record["http_seconds"],
         record["requests"],
         record["retries"],
+        _reuse_line(record),
         record["http_status"],
         latency["p50"],
         latency["p95"],
@@ -206,6 +211,16 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
                 directory,
                 exc,
             )
+
+
+def _reuse_line(record: Mapping[str, Any]) -> str:
+    """Options dedupe and cache, for the log lines: ``, 5 row(s) deduplicated, cache 3 hit(s)
+    / 2 miss(es)``, or nothing where neither served a row."""
+    deduplicated = record.get("deduplicated") or 0
+    hits, misses = record.get("cache_hits") or 0, record.get("cache_misses") or 0
+    return (f", {deduplicated} row(s) deduplicated" if deduplicated else "") + (
+        f", cache {hits} hit(s) / {misses} miss(es)" if hits or misses else ""
+    )
 
 
 def _reasons(reasons: dict[str, int] | None) -> str:
@@ -258,9 +273,14 @@ def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapp
     return dict(sorted(groups.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)))
 
 
+#: The record's fields of options dedupe and cache.
+_REUSE = ("deduplicated", "cache_hits", "cache_misses")
+
+
 def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
     """One line for ``records`` (a micro-batch's partitions, or a whole run): rows by status,
-    rows with errors and rescued data, requests, retries, tokens, the re-asks (where any), p95
+    rows with errors and rescued data, requests, retries, rows deduplicated and cache hits and
+    misses (where any), tokens, the re-asks (where any), p95
     latency (the highest of the partitions'), the parse backend and time, and the rows of the
     reference parser by reason (where any)."""
     rows: Counter[str] = Counter()
@@ -277,7 +297,8 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{sum(r.get('error_rows') or 0 for r in records)} with errors, "
         f"{sum(r.get('rescued_rows') or 0 for r in records)} with rescued data; "
         f"{sum(r.get('requests') or 0 for r in records)} requests, "
-        f"{sum(r.get('retries') or 0 for r in records)} retries; tokens "
+        f"{sum(r.get('retries') or 0 for r in records)} retries"
+        f"{_reuse_line({k: sum(r.get(k) or 0 for r in records) for k in _REUSE})}; tokens "
         f"{sum(r.get('prompt_tokens') or 0 for r in records)} in, "
         f"{sum(r.get('completion_tokens') or 0 for r in records)} out{_reasks(records)}; "
         f"{latency}; parsed on {backends} in "

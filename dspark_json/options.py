@@ -19,6 +19,7 @@ from typing import Any
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
 from dspark_json.http.repair import RepairOptions
+from dspark_json.http.reuse import ReuseOptions
 from dspark_json.inputs.options import InputOptions
 from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
@@ -103,6 +104,7 @@ STAGES: Mapping[str, type] = {
     "schema": SchemaOptions,
     "rows": RowOptions,
     "repair": RepairOptions,
+    "reuse": ReuseOptions,
 }
 #: Every reader option.
 OPTION_SPECS: tuple[OptionSpec, ...] = tuple(
@@ -126,6 +128,7 @@ class Options:
     schema: SchemaOptions = field(default_factory=SchemaOptions)
     rows: RowOptions = field(default_factory=RowOptions)
     repair: RepairOptions = field(default_factory=RepairOptions)
+    reuse: ReuseOptions = field(default_factory=ReuseOptions)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, unused: tuple[str, ...] = ()) -> Options:
@@ -157,6 +160,11 @@ class Options:
             raise OptionError(
                 f"Options {given['prompts'][0]!r} and 'responses' are both set: read prompts "
                 "(and call the model) or replay recorded responses, not both."
+            )
+        if "responses" in given and "cache" in given:
+            raise OptionError(
+                f"Options {given['cache'][0]!r} and 'responses' are both set: the cache saves "
+                "requests, and recorded responses send none. Leave 'cache' out."
             )
         if "apiKey" in given and "apiKeyEnv" in given:
             raise OptionError(

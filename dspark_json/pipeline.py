@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
-from dspark_json.http.client import complete_all
 from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
 from dspark_json.http.repair import RepairOptions
 from dspark_json.http.request_body import RequestBuilder
+from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
 from dspark_json.inputs.prompts import passthrough_column, read_segment
@@ -77,12 +77,16 @@ def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
 
 
 def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
-    """Send the prompts (rows with a problem are not sent); one outcome per row, in order."""
+    """Send the prompts (rows with a problem are not sent); one outcome per row, in order.
+    Identical requests are sent once and cached answers reused (options dedupe, cache)."""
     options = query.options
     builder = RequestBuilder(options.request, query.model)
-    return complete_all(
+    return send_once(
         [builder.build(r) if r.problem is None else None for r in records],
+        [builder.deterministic(r) for r in records],
         options.http,
+        options.reuse,
+        model=query.model,
         stop_on_failure=options.rows.mode == "FAILFAST",
     )
 

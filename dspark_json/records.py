@@ -158,6 +158,11 @@ class ClientStats:
     limit_lowest: int = 0
     limit_final: int = 0
     endpoint_rests: int = 0
+    #: Options dedupe and cache (:mod:`dspark_json.http.reuse`): rows answered by another
+    #: row's identical request, and distinct requests found in the cache or not.
+    deduplicated: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
 
     def latency(self, q: float) -> float | None:
         """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""

@@ -14,7 +14,7 @@ from dspark_json.source import DSparkJsonDataSource
 from tests.helpers import write_prompts
 
 
-def stream_reader(url, tmp_path):
+def stream_reader(url, tmp_path, **more):
     options = {
         "endpoint": url,
         "prompts": str(tmp_path / "in"),
@@ -22,6 +22,7 @@ def stream_reader(url, tmp_path):
         "responseFormat": json.dumps({"type": "object", "properties": {"w": {"type": "string"}}}),
         "maxRecordsPerTrigger": "6",
         "partitionSize": "3",
+        **more,
     }
     source = DSparkJsonDataSource(options)
     return source.streamReader(source.schema())
@@ -162,3 +163,26 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
     assert alone.endswith("; reference parser 1 rows")
+
+
+def test_the_line_counts_rows_deduplicated_and_cache_hits(simulator, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    # Two tasks of 3 rows asking two prompts at temperature 0: the first task sends 2 requests
+    # for 3 rows; the second (run after it here) finds both answers in the cache.
+    rows = [{"custom_id": f"d{i:02d}", "prompt": f"Dedupe {i % 2}"} for i in range(6)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    before = simulator.stats().get("chat_completions", 0)
+    reader = stream_reader(simulator.url, tmp_path, temperature="0", cache=str(tmp_path / "c"))
+    reader.commit(run_batch(reader, reader.initialOffset()))
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert lines[-1].startswith("batch 0: 6 rows (ok 6); ")
+    assert (
+        "; 2 requests, 0 retries, 2 row(s) deduplicated, cache 2 hit(s) / 2 miss(es); tokens "
+        in lines[-1]
+    )
+    assert simulator.stats()["chat_completions"] - before == 2
+    records = read_records(str(tmp_path / "metrics"))
+    assert sorted((r["deduplicated"], r["cache_hits"], r["cache_misses"]) for r in records) == [
+        (1, 0, 2),
+        (1, 2, 0),
+    ]

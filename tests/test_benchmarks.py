@@ -118,3 +118,17 @@ def test_repair_benchmark_smoke(tmp_path):
     assert none["reasks"] == 0 and two["reasks"] == two["rows_reasked"] > 0
     assert two["right"] == two["rows"] == two["distinct_prompts"] > none["right"]
     assert "| repairAttempts |" in (tmp_path / "repair.md").read_text()
+
+
+@pytest.mark.slow
+def test_response_cache_benchmark_smoke(tmp_path):
+    run_smoke("response_cache.py", tmp_path)
+    result = json.loads((tmp_path / "response_cache.json").read_text())
+    sent = {r["name"]: r["requests_sent"] for r in result["runs"]}
+    rows = result["runs"][0]["rows"]
+    assert sent["dedupe off"] == rows == result["distinct"] * 3 // 2
+    assert sent["dedupe auto (default)"] == result["distinct"]  # one task: all repeats in it
+    assert sent["dedupe auto + cache, re-run"] == 0
+    assert result["cache"]["entries"] == result["distinct"]
+    assert result["cache"]["bytes_per_entry"] > result["cache"]["header_bytes_per_entry"] > 0
+    assert "| dedupe auto + cache, re-run | 0 |" in (tmp_path / "response_cache.md").read_text()

@@ -190,6 +190,37 @@ def test_request_options_are_typed():
     assert opts.http.adaptive_concurrency is False
 
 
+@pytest.mark.parametrize(
+    ("raw", "reuse"),
+    [
+        ({}, ("auto", None, "deterministic")),
+        ({"dedupe": "OFF", "cache": "/c", "cacheMode": "all"}, ("off", "/c", "all")),
+        ({"dedupe": "force"}, ("force", None, "deterministic")),
+    ],
+)
+def test_the_reuse_options(raw, reuse):
+    opts = parse(**raw).reuse
+    assert (opts.dedupe, opts.cache, opts.cache_mode) == reuse
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"dedupe": "yes"}, r"'dedupe' has value 'yes'; allowed values: auto, off, force"),
+        ({"cacheMode": "off"}, r"'cacheMode' has value 'off'; allowed values: deterministic, all"),
+        ({"cache": " "}, r"'cache' must name a directory"),
+    ],
+)
+def test_bad_reuse_options_say_what_is_allowed(raw, message):
+    with pytest.raises(OptionError, match=message):
+        parse(**raw)
+
+
+def test_a_cache_with_recorded_responses_is_refused():
+    with pytest.raises(OptionError, match="'cache' and 'responses' are both set"):
+        Options.parse({"responses": "/r", "cache": "/c"})
+
+
 def test_options_that_do_not_apply_are_refused_and_not_required():
     opts = Options.parse({"endpoint": "http://h:1"}, unused=("prompts",))
     assert opts.input.prompts is None
@@ -233,6 +264,7 @@ def test_every_option_has_one_stage_one_field_and_a_snake_case_keyword():
         "schema",
         "rows",
         "repair",
+        "reuse",
     }
     keywords = {spec.name: spec.keyword for spec in OPTION_SPECS}
     assert keywords["responseFormat"] == "response_format"

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dspark_json.http.dedup import is_deterministic
 from dspark_json.http.options import RequestOptions
 from dspark_json.records import PromptRecord
 
@@ -59,6 +60,7 @@ class RequestBuilder:
         self.system = options.system_prompt
         # '"model": ..., ...}': what follows each row's messages.
         self._tail = json.dumps(shared, ensure_ascii=False)[1:]
+        self._deterministic = is_deterministic(shared)
 
     def messages(self, messages: Sequence[Any]) -> list[Any]:
         """The row's messages, after the system prompt unless the row has its own."""
@@ -67,6 +69,13 @@ class RequestBuilder:
         ):
             return list(messages)
         return [{"role": "system", "content": self.system}, *messages]
+
+    def deterministic(self, record: PromptRecord) -> bool:
+        """Whether ``record``'s request gets the same answer every time (temperature 0 or a
+        seed, after the row's own fields: :func:`~dspark_json.http.dedup.is_deterministic`)."""
+        if not record.overrides:
+            return self._deterministic
+        return is_deterministic({**self.shared, **record.overrides})
 
     def build(self, record: PromptRecord) -> bytes:
         """The JSON body for ``record`` (which must have messages)."""

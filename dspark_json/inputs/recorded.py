@@ -163,22 +163,20 @@ def _plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     ``None`` for every other line, which :func:`_recorded` reads."""
     table = _batch_line_table()
     offsets, data, valid = string_buffers(lines)
-    codes, deep, _, _, events, nested_rows, nested, _ = scan_envelope_fit(
-        offsets, data, valid, table.arrays(), False, True, 0, len(lines)
-    )
-    read = read_events(data, [events], table, _BATCH_LINE_READ)
+    scan = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(lines))
+    read = read_events(data, [scan.events], table, _BATCH_LINE_READ)
     custom_ids = read.field("custom_id").to_pylist()
     statuses = read.field("response").field("status_code").to_pylist()
-    response = int(table.field_node[int(table.first[0]) + 1])
-    entries = nested.reshape(-1, NESTED_STRIDE)
+    response = int(table.nodes.field_node[int(table.nodes.first[0]) + 1])
+    entries = scan.nested.reshape(-1, NESTED_STRIDE)
     k0 = entries[:, 0]
     is_body = (entries[:, 4] == 1) & (entries[:, 5] == response) & (entries[:, 1] - k0 == 4)
     for i, byte in enumerate(b"body"):
         is_body &= data[np.minimum(k0 + i, len(data) - 1)] == byte
     bodies: dict[int, tuple[int, int]] = dict(  # the last one wins, as in json.loads
-        zip(nested_rows[is_body].tolist(), entries[is_body, 2:4].tolist(), strict=True)
+        zip(scan.nested_rows[is_body].tolist(), entries[is_body, 2:4].tolist(), strict=True)
     )
-    plain = np.isin(codes, (scan_codes.CODE_FITS, scan_codes.CODE_EXTRA)) & ~deep
+    plain = np.isin(scan.codes, (scan_codes.CODE_FITS, scan_codes.CODE_EXTRA)) & ~scan.deep
     out: list[tuple[str | None, str] | None] = [None] * len(lines)
     for row, (v0, v1) in bodies.items():
         # A null custom_id is also what a missing one reads as: a raw body may hold the word

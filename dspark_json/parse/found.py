@@ -18,7 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 from pyspark.sql.types import ArrayType, DataType, StructType
 
-from dspark_json.parse.json import NESTED_STRIDE, T_STRUCT, TypeTable
+from dspark_json.parse.json import (
+    NESTED_STRIDE,
+    T_STRUCT,
+    ContentScan,
+    EnvelopeScan,
+    KeySpans,
+    TypeTable,
+)
 
 __all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "unlike_repr"]
 
@@ -89,12 +96,13 @@ class NodePaths:
         self.dtype = dtype
         self.known: dict[tuple[int, ...], tuple[str, tuple[int, ...]]] = {}
         self.names: dict[int, str] = {}
-        for node in np.flatnonzero(table.kind == T_STRUCT).tolist():
-            start = int(table.first[node])
-            for j in range(start, start + int(table.count[node])):
-                if table.key_end[j] < table.key_start[j]:  # never matched (compile_type)
+        nodes = table.nodes
+        for node in np.flatnonzero(nodes.kind == T_STRUCT).tolist():
+            start = int(nodes.first[node])
+            for j in range(start, start + int(nodes.field_count[node])):
+                if nodes.key_end[j] < nodes.key_start[j]:  # never matched (compile_type)
                     continue
-                self.names[int(table.field_node[j])] = table.names[j]
+                self.names[int(nodes.field_node[j])] = table.names[j]
 
     def path(self, steps: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
         """The column path of the object the steps lead to, and its sort key."""
@@ -135,9 +143,22 @@ class FoundKeys:
     nested_rows: np.ndarray
     nested: np.ndarray
     #: Per row, a group id: the row whose unknown keys and values it repeats byte for byte
-    #: (-1: none, or not known): :func:`~dspark_json.parse.json.scans.scan_envelope_fit`'s last
-    #: result, for the envelope's keys.
+    #: (-1: none, or not known): :attr:`~dspark_json.parse.json.scans.EnvelopeScan.repeats_keys_of`,
+    #: for the envelope's keys.
     repeats_keys_of: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, data: np.ndarray, scan: EnvelopeScan | ContentScan) -> FoundKeys:
+        """The unknown keys a scan of the documents in ``data`` found."""
+        repeats = scan.repeats_keys_of if isinstance(scan, EnvelopeScan) else None
+        return cls(data, scan.deep, scan.rows, scan.spans, scan.nested_rows, scan.nested, repeats)
+
+    def by_owner(self, owners: int) -> KeySpans:
+        """The top-level keys of owners ``0..owners`` (the rows, or the choices, scanned)."""
+        index = np.arange(owners)
+        start = np.searchsorted(self.rows, index, "left")
+        end = np.searchsorted(self.rows, index, "right")
+        return KeySpans(self.data, start, end, self.spans)
 
     def select(self, rows: np.ndarray) -> dict[int, list[Key]]:
         """The unknown keys recorded for ``rows``, by row, in the body's order: the key, its

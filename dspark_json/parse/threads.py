@@ -31,16 +31,19 @@ def on_threads(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
 
 
 def by_row_ranges(
-    scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: int | None = None
+    scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: str | None = None
 ) -> Any:
     """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads;
-    results (an array or a tuple of arrays) concatenated, but for the tuple's item ``apart``: a
-    list of each range's array (to spare a large copy)."""
+    results (an array or a named tuple of arrays) concatenated, but for the tuple's field
+    ``apart``: a list of each range's array (to spare a large copy)."""
     jobs = [partial(scan, *args, lo, hi) for lo, hi in row_ranges(n, threads)]
     results = on_threads(threads, jobs)
-    if isinstance(results[0], tuple):
-        return tuple(
-            list(column) if i == apart else np.concatenate(column)
-            for i, column in enumerate(zip(*results, strict=True))
+    if hasattr(results[0], "_fields"):  # a named tuple
+        fields: tuple[str, ...] = results[0]._fields
+        return type(results[0])(
+            *(
+                list(column) if field == apart else np.concatenate(column)
+                for field, column in zip(fields, zip(*results, strict=True), strict=True)
+            )
         )
     return np.concatenate(results)

@@ -59,6 +59,7 @@ from dspark_json.parse.found import (
     unlike_repr,
 )
 from dspark_json.parse.json import (
+    KeySpans,
     TypeTable,
     compile_type,
     json_texts,
@@ -196,26 +197,27 @@ class Vectorised:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        codes, deep, found_rows, found_spans, events, nested_rows, nested, groups = by_row_ranges(
+        scan = by_row_ranges(
             scan_envelope_fit,
             n,
             self.threads,
             offsets,
             data,
             valid,
-            plan.envelope_table.arrays(),
+            plan.envelope_table.nodes,
             False,
             True,
-            apart=4,
+            apart="events",
         )
-        found = FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested, groups)
+        codes = scan.codes
+        found = FoundKeys.of(data, scan)
         fits = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         envelopes, read = self._read(
             data,
             offsets[:-1],
             offsets[1:],
             fits,
-            events=events,
+            events=scan.events,
             table=plan.envelope_table,
             schema=plan.envelope_read,
         )
@@ -333,18 +335,18 @@ class Vectorised:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        starts, ends, codes, deep, found_rows, found_spans, events, nested_rows, nested = (
-            by_row_ranges(
+        scan = by_row_ranges(
             scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.arrays(), self.lenient, apart=6,
-        ))  # fmt: skip
+            plan.content_table.nodes, self.lenient, apart="events",
+        )  # fmt: skip
+        starts, ends, codes = scan.starts, scan.ends, scan.codes
         fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         values, read = self._read(
             data,
             starts,
             ends,
             fitting,
-            events=events,
+            events=scan.events,
             table=plan.content_table,
             schema=plan.content_read,
         )
@@ -382,7 +384,7 @@ class Vectorised:
             starts=starts,
             ends=ends,
             data=data,
-            found=FoundKeys(data, deep, found_rows, found_spans, nested_rows, nested),
+            found=FoundKeys.of(data, scan),
         )
 
     def _rescued(
@@ -406,8 +408,7 @@ class Vectorised:
         in_python[found.nested_rows] = True
         empty = np.zeros(0, np.int64)
         content_keys = np.zeros(n, np.bool_)  # rows whose choices' contents record keys
-        content_data, content_spans = np.zeros(0, np.uint8), empty
-        key_start = key_end = empty
+        by_choice = KeySpans(np.zeros(0, np.uint8), empty, empty, empty)
         first = lengths = np.zeros(n, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
@@ -415,27 +416,17 @@ class Vectorised:
             needs |= content_keys
             walk[row_of_choice[contents.found.deep]] = True
             in_python[row_of_choice[contents.found.nested_rows]] = True
-            choices = np.arange(len(contents.codes))
-            key_start = np.searchsorted(contents.found.rows, choices, "left")
-            key_end = np.searchsorted(contents.found.rows, choices, "right")
-            content_data, content_spans = contents.data, contents.found.spans
+            by_choice = contents.found.by_owner(len(contents.codes))
             first, lengths = contents.first, contents.lengths
         needs &= ~bad
         if not needs.any():
             return pa.nulls(n, pa.string())
         in_python |= walk
-        rows = np.arange(n)
         order = self._rescue_order
         offsets, data, valid, fallback, checks = rescue_rows(
             needs & ~in_python,
-            found.data,
-            np.searchsorted(found.rows, rows, "left"),
-            np.searchsorted(found.rows, rows, "right"),
-            found.spans,
-            content_data,
-            key_start,
-            key_end,
-            content_spans,
+            found.by_owner(n),
+            by_choice,
             first.astype(np.int64),
             lengths.astype(np.int64),
             "parsed" in order,

@@ -69,16 +69,14 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, *_ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).arrays(), False, True, 0, 1
-    )
+    codes, *_ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 1)
     assert codes.tolist() == [code]
 
 
 def test_scan_over_row_ranges_matches_one_pass():
     bodies = ['{"a":1}', '{"z":1}', "nope", None, '{"a":"x"}'] * 10
     offsets, data, valid = string_buffers(to_string_array(bodies))
-    table = compile_type(TYPE).arrays()
+    table = compile_type(TYPE).nodes
     whole = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(bodies))
     parts = [
         scan_envelope_fit(offsets, data, valid, table, False, True, lo, lo + 5)
@@ -95,9 +93,9 @@ def test_scan_over_row_ranges_matches_one_pass():
 def test_deeper_unknown_keys_are_recorded_with_their_path():
     bodies = ['{"b":[{"x":1},{"x":2,"y":[3]}]}', '{"q":[1]}', '{"b":[{"y":null}]}']
     offsets, data, valid = string_buffers(to_string_array(bodies))
-    table = compile_type(TYPE)
+    table = compile_type(TYPE).nodes
     codes, deep, rows, _, _, nested_rows, nested, _ = scan_envelope_fit(
-        offsets, data, valid, table.arrays(), False, True, 0, 3
+        offsets, data, valid, table, False, True, 0, 3
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA, CODE_FITS]  # a null value is not extra
     assert deep.tolist() == [False, False, False] and rows.tolist() == [1]
@@ -113,6 +111,6 @@ def test_a_row_with_more_nested_unknown_keys_than_recorded_is_left_to_a_walk():
     many = '{"b":[' + ",".join('{"y":1}' for _ in range(40)) + "]}"
     offsets, data, valid = string_buffers(to_string_array([deep_value, many]))
     codes, deep, *_ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).arrays(), False, True, 0, 2
+        offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 2
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA] and deep.tolist() == [False, True]

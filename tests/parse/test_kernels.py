@@ -68,7 +68,7 @@ def test_the_buffers_of_a_sliced_array_are_read_in_place():
     array = to_string_array(['{"a": 1}', "nope", None, "[1]", "{}"]).slice(1)
     assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
     offsets, data, valid = string_buffers(array)
-    table = compile_type(StructType([])).arrays()
+    table = compile_type(StructType([])).nodes
     codes = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(array))[0]
     assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
 

@@ -20,7 +20,14 @@ from pyspark.sql.types import (
 
 from dspark_json.parse.arrow import string_buffers, to_string_array
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.json.conform import CODE_EXTRA, CODE_FITS, FOUND, NESTED_STRIDE, compile_type
+from dspark_json.parse.json.conform import (
+    CODE_EXTRA,
+    CODE_FITS,
+    FOUND,
+    NESTED_STRIDE,
+    Found,
+    compile_type,
+)
 from dspark_json.parse.json.scans import scan_envelope_fit
 from dspark_json.parse.json.shapes import learn_shape, match_shape
 from dspark_json.parse.reference import ReferenceParser
@@ -70,7 +77,7 @@ VALUES = [
 
 def _scan(bodies, table, shapes):
     offsets, data, valid = string_buffers(to_string_array(bodies))
-    return scan_envelope_fit(offsets, data, valid, table.arrays(), False, shapes, 0, len(bodies))
+    return scan_envelope_fit(offsets, data, valid, table.nodes, False, shapes, 0, len(bodies))
 
 
 def _meant(scan):
@@ -180,9 +187,8 @@ def _learnt(body, table):
     walked = _scan([body], table, False)
     assert walked[0].tolist() in ([CODE_FITS], [CODE_EXTRA])
     events = walked[4]
-    found, found_n = _found_of(walked)
     learnt, shape = learn_shape(
-        data, 0, offsets[1], events, 0, len(events) // 3, table.kind, found, found_n
+        data, 0, offsets[1], events, 0, len(events) // 3, table.nodes.kind, _found_of(walked)
     )
     assert learnt
     return shape
@@ -194,23 +200,21 @@ def _found_of(scan):
     found = np.zeros(4 * FOUND + len(nested) + NESTED_STRIDE, np.int64)
     found[: len(spans)] = spans
     found[4 * FOUND : 4 * FOUND + len(nested)] = nested
-    return found, np.array([len(spans) // 4, len(nested) // NESTED_STRIDE], np.int64)
+    return Found(found, np.array([len(spans) // 4, len(nested) // NESTED_STRIDE], np.int64))
 
 
 def _match(body, shape, table):
     offsets, data, _ = string_buffers(to_string_array([body]))
     events = np.zeros(3 * 64, np.int64)
-    seg_pos = np.zeros(len(shape[1]), np.int64)
-    n = match_shape(
-        data, 0, offsets[1], shape, table.kind, table.low, table.high, events, 0, seg_pos
-    )
+    seg_pos = np.zeros(len(shape.segments), np.int64)
+    n = match_shape(data, 0, offsets[1], shape, table.nodes, events, 0, seg_pos)
     return events[: 3 * n] if n >= 0 else None
 
 
 def test_a_shape_keeps_the_bytes_outside_the_values():
     table = compile_type(TYPE, timestamp_range=SECONDS)
     shape = _learnt('{"id": "a", "n": 1, "ok": true, "unknown": null}', table)
-    assert bytes(shape[0]) == b'{"id": , "n": , "ok": , "unknown": null}'
+    assert bytes(shape.static) == b'{"id": , "n": , "ok": , "unknown": null}'
     # The same keys with other values: matched, with the events the walk writes.
     other = '{"id": "bcd", "n": -20, "ok": false, "unknown": null}'
     np.testing.assert_array_equal(_match(other, shape, table), _scan([other], table, False)[4])
@@ -277,7 +281,7 @@ def test_rows_with_static_unknown_keys_match_and_record_them_as_the_walk(extra, 
     # The shape of such a row keeps its keys; a row that matches it records them at its own
     # positions, the walk's.
     shape = _learnt(base, table)
-    assert len(shape[5]) + len(shape[6]) > 0
+    assert len(shape.top) + len(shape.nested) > 0
     matched = 0
     for body in bodies[:80]:
         if _match(body, shape, table) is not None:
@@ -292,10 +296,9 @@ def test_unknown_keys_with_values_in_them_are_not_learnt():
         offsets, data, _ = string_buffers(to_string_array([body]))
         walked = _scan([body], table, False)
         assert walked[0].tolist() == [CODE_EXTRA]
-        found, found_n = _found_of(walked)
         events = walked[4]
         learnt, _ = learn_shape(
-            data, 0, offsets[1], events, 0, len(events) // 3, table.kind, found, found_n
+            data, 0, offsets[1], events, 0, len(events) // 3, table.nodes.kind, _found_of(walked)
         )
         assert not learnt, body
 

@@ -2,6 +2,7 @@
 
     python tests/spark/stream_job.py --url URL --work DIR [--crash after-journal|after-commit
                                      --crash-batch N] [--fail-task-once] [--repair-attempts N]
+                                     [--cache PATH]
 
 Prompts in DIR/in -> dspark-json (journal DIR/journal, 20 prompts per batch) -> the dspark-delta
 sink into DIR/table (the tasks write the data files, the driver commits), checkpoint
@@ -11,7 +12,8 @@ tasks read the batch (its answers are journaled) and wrote its data files, but b
 commit; or after the Delta commit, before Spark records the batch as done. ``--fail-task-once``
 makes the first task fail once after its rows were read, and lets Spark retry it (local[2,2]).
 ``--repair-attempts`` re-asks wrong answers (with validateSchema; maxTokens 32, metrics in
-DIR/metrics).
+DIR/metrics). ``--cache PATH`` asks at temperature 0 with dedupe and the response cache at
+PATH.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--crash-batch", type=int, default=0)
     parser.add_argument("--fail-task-once", action="store_true")
     parser.add_argument("--repair-attempts", type=int, default=0, help="and validateSchema")
+    parser.add_argument("--cache", type=Path, help="temperature 0, dedupe and this cache")
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
@@ -96,6 +99,9 @@ def main() -> None:
             "maxTokens": "32",
             "metrics": str(args.work / "metrics"),
         }
+    reuse = {}
+    if args.cache:
+        reuse = {"temperature": "0", "dedupe": "auto", "cache": str(args.cache)}
     df = (
         spark.readStream.format("dspark-json")
         .option("endpoint", args.url)
@@ -110,7 +116,7 @@ def main() -> None:
             '{"type": "object", "properties": {"word": {"type": "string"}, '
             '"n": {"type": "integer"}}, "required": ["word", "n"]}',
         )
-        .options(**repair)
+        .options(**repair, **reuse)
         .load()
     )
     if args.fail_task_once:

@@ -4,6 +4,7 @@ points and restarted on the same checkpoint, against one simulator process that 
 repeated request differently (as a sampling model does) and counts repeats."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -146,3 +147,33 @@ def test_a_task_that_fails_once_is_retried_from_the_journal(tmp_path):
     assert count == 20 and sorted(got) == [f"q{i:03d}" for i in range(20)]
     assert stats["chat_completions"] == 20 and stats.get("repeated", 0) == 0
     assert in_log(tmp_path) <= on_disk(tmp_path)
+
+
+def test_kill_9_with_dedupe_and_cache_on_lands_each_row_once(tmp_path):
+    """Pairs of rows ask the same prompt at temperature 0 (one request per pair, each row its
+    own custom_id); killed after batch 1 was journaled and written, before its commit. The
+    restart runs without the cache's entries, so batch 1 can only come back from the journal,
+    which must hold an answer per row. (A re-run answered by the cache:
+    tests/spark/test_reuse.py.)"""
+    asked = [{"custom_id": f"q{i:03d}", "prompt": f"Question {i // 2}"} for i in range(60)]
+    cache = tmp_path / "cache"
+    write_prompts(tmp_path / "in", "a.jsonl", asked[:30])
+    write_prompts(tmp_path / "in", "b.jsonl", asked[30:])
+    with SimulatorProcess(seed=5, faults=Faults(vary=True)) as server:
+        crash = ("--crash", "after-journal", "--crash-batch", "1")
+        code, err = finish(job(server.url, tmp_path, "--cache", str(cache), *crash))
+        assert code == -9, err[-3000:]
+        assert server.stats()["chat_completions"] == 20  # batches 0 and 1: 10 pairs each
+        assert len(list(cache.rglob("*.answer"))) == 20  # written before the rows left
+        shutil.rmtree(cache)
+        code, err = finish(job(server.url, tmp_path, "--cache", str(cache)))
+        assert code == 0, err[-3000:]
+        stats = server.stats()
+    assert stats["chat_completions"] == 30 and stats.get("repeated", 0) == 0  # batch 2 only
+    got, count = rows(tmp_path)
+    assert count == 60 and sorted(got) == [f"q{i:03d}" for i in range(60)]
+    assert all(r["_status"] == "ok" for r in got.values())
+    # The simulator answers a repeated request differently: equal pairs were asked once.
+    pairs = range(0, 60, 2)
+    assert all(got[f"q{i:03d}"]["parsed"] == got[f"q{i + 1:03d}"]["parsed"] for i in pairs)
+    assert DeltaTable(str(tmp_path / "table")).version() == 2  # one commit per batch

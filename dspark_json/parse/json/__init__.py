@@ -28,6 +28,7 @@ from dspark_json.parse.json.compiled import kernel
 from dspark_json.parse.json.conform import (
     NESTED_STRIDE,
     T_STRUCT,
+    TypeNodes,
     TypeTable,
     compile_type,
     extract_row,
@@ -42,8 +43,13 @@ from dspark_json.parse.json.grammar import (
     holds_escape,
 )
 from dspark_json.parse.json.lines import gather_lines, line_lengths
-from dspark_json.parse.json.rescue import json_texts, rescue_rows, rescued_keys
-from dspark_json.parse.json.scans import scan_content_fit, scan_envelope_fit
+from dspark_json.parse.json.rescue import KeySpans, json_texts, rescue_rows, rescued_keys
+from dspark_json.parse.json.scans import (
+    ContentScan,
+    EnvelopeScan,
+    scan_content_fit,
+    scan_envelope_fit,
+)
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 from dspark_json.parse.json.words import BLOCK, block_equal, copy_block, lowest_bit
 
@@ -54,6 +60,10 @@ __all__ = [
     "MAX_DEPTH",
     "NESTED_STRIDE",
     "T_STRUCT",
+    "ContentScan",
+    "EnvelopeScan",
+    "KeySpans",
+    "TypeNodes",
     "TypeTable",
     "block_equal",
     "compile_type",

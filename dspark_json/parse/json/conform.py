@@ -22,7 +22,7 @@ The type is compiled once into flat arrays (:class:`TypeTable`), so the scan is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from pyspark.sql.types import (
@@ -76,11 +76,15 @@ __all__ = [
     "T_MAP",
     "T_STRING",
     "T_STRUCT",
+    "Found",
+    "Scratch",
+    "TypeNodes",
     "TypeTable",
     "check_row",
     "compile_type",
     "emit_null",
     "extract_row",
+    "found_keys",
     "number_fits",
     "room",
     "scratch",
@@ -131,18 +135,18 @@ NESTED_PATH = 8
 NESTED_STRIDE = 5 + NESTED_PATH
 
 
-@dataclass(frozen=True)
-class TypeTable:
-    """A Spark type as arrays: node ``i`` has ``kind[i]``; a struct's fields are
-    ``field_node[first[i]:first[i] + count[i]]`` named by ``keys[key_start[j]:key_end[j]]``;
-    an array's element is node ``first[i]``; an integer's range is ``low[i]..high[i]``.
-    ``closure[closure_at[i]:closure_at[i + 1]]`` are the nodes a null at node ``i`` makes null:
-    itself and every node below it through struct fields (not through arrays: a null list has
-    no elements), rejected nodes excepted."""
+class TypeNodes(NamedTuple):
+    """A Spark type as arrays, as the kernels take it (:attr:`TypeTable.nodes`): node ``i`` has
+    ``kind[i]``; a struct's fields are ``field_node[first[i]:first[i] + field_count[i]]``, named
+    by ``keys[key_start[j]:key_end[j]]`` (a name that is not plain has no ``key_end``: -1); an
+    array's element is node ``first[i]``; a map's keys node ``first[i]`` and values ``high[i]``;
+    an integer's range is ``low[i]..high[i]``. ``closure[closure_at[i]:closure_at[i + 1]]`` are
+    the nodes a null at node ``i`` makes null: itself and every node below it through struct
+    fields (not through arrays: a null list has no elements), rejected nodes excepted."""
 
     kind: np.ndarray
     first: np.ndarray
-    count: np.ndarray
+    field_count: np.ndarray
     low: np.ndarray
     high: np.ndarray
     field_node: np.ndarray
@@ -151,24 +155,47 @@ class TypeTable:
     keys: np.ndarray
     closure: np.ndarray
     closure_at: np.ndarray
-    #: Each field slot's name (``field_node``'s order), for Python: a name that is not plain
-    #: has no ``key_end``.
-    names: tuple[str, ...] = ()
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        return (
-            self.kind,
-            self.first,
-            self.count,
-            self.low,
-            self.high,
-            self.field_node,
-            self.key_start,
-            self.key_end,
-            self.keys,
-            self.closure,
-            self.closure_at,
-        )
+
+@dataclass(frozen=True)
+class TypeTable:
+    """A Spark type compiled (:func:`compile_type`): its :class:`TypeNodes`, which the kernels
+    take, and for Python each field slot's name (``nodes.field_node``'s order; a name that is
+    not plain has no ``key_end``)."""
+
+    nodes: TypeNodes
+    names: tuple[str, ...]
+
+
+class Scratch(NamedTuple):
+    """What :func:`check_row` keeps of the open containers (``MAX_DEPTH`` entries each) and of
+    the keys it has seen, reused from row to row (:func:`scratch` makes one):
+
+    - ``stack``: the open brackets; ``stack_node``: their type nodes (-1: untyped, inside an
+      unknown key or a misfit); ``stack_count``: per open array, its elements so far, and per
+      open object, the field its next key most likely is (the one after the last found);
+    - ``stack_stamp``: a stamp per open object; ``stamps``: per struct field, the stamp of the
+      object it was last seen in (a repeated key has its object's stamp); ``clock``: the last
+      stamp given (one entry). Both kept across rows, so they are never reset."""
+
+    stack: np.ndarray
+    stack_node: np.ndarray
+    stack_count: np.ndarray
+    stack_stamp: np.ndarray
+    stamps: np.ndarray
+    clock: np.ndarray
+
+
+class Found(NamedTuple):
+    """The unknown keys holding values that :func:`check_row` records in a row
+    (:func:`found_keys` makes one): ``spans`` holds the top-level ones first (key start, key
+    end, value start, value end: four entries each, ``counts[0]`` keys), and after
+    ``4 * FOUND`` entries the deeper ones (``NESTED_STRIDE`` entries each, with their path:
+    ``counts[1]`` keys). More than fit, or a path too long, set ``counts[0]`` to -1: the row
+    is then walked in Python."""
+
+    spans: np.ndarray
+    counts: np.ndarray
 
 
 _INT_RANGES = {
@@ -266,10 +293,10 @@ def compile_type(
 
     closures = [below(node) for node in range(len(kind))]
 
-    return TypeTable(
+    nodes = TypeNodes(
         kind=np.array(kind, dtype=np.int8),
         first=ints(first),
-        count=ints(count),
+        field_count=ints(count),
         low=ints(low),
         high=ints(high),
         field_node=ints(field_node),
@@ -278,8 +305,8 @@ def compile_type(
         keys=np.frombuffer(bytes(keys) or b"\0", dtype=np.uint8).copy(),
         closure=ints([k for c in closures for k in c] or [0]),
         closure_at=ints([0, *np.cumsum([len(c) for c in closures]).tolist()]),
-        names=tuple(names),
     )
+    return TypeTable(nodes, tuple(names))
 
 
 @leaf
@@ -341,35 +368,26 @@ def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
 
 
 @leaf
-def emit_null(events: Any, n: int, node: int, closure: Any, closure_at: Any) -> int:
+def emit_null(events: Any, n: int, node: int, nodes: TypeNodes) -> int:
     """A null for ``node`` and for every node below it through struct fields."""
-    for k in range(closure_at[node], closure_at[node + 1]):
+    closure = nodes.closure
+    for k in range(nodes.closure_at[node], nodes.closure_at[node + 1]):
         n = _emit(events, n, closure[k], -1, 0)
     return n
 
 
 @leaf
 def _emit_close(
-    events: Any,
-    n: int,
-    node: int,
-    kind: Any,
-    first: Any,
-    count: Any,
-    field_node: Any,
-    stamps: Any,
-    stamp: int,
-    elements: int,
-    closure: Any,
-    closure_at: Any,
+    events: Any, n: int, node: int, nodes: TypeNodes, stamps: Any, stamp: int, elements: int
 ) -> int:
     """A struct or array of type ``node`` just closed: a null for each field the struct did
     not hold (``stamps`` of its fields differ from its ``stamp``), then the container."""
-    if kind[node] != T_STRUCT:
+    if nodes.kind[node] != T_STRUCT:
         return _emit(events, n, node, 1, elements)
-    for j in range(first[node], first[node] + count[node]):
+    first = nodes.first[node]
+    for j in range(first, first + nodes.field_count[node]):
         if stamps[j] != stamp:
-            n = emit_null(events, n, field_node[j], closure, closure_at)
+            n = emit_null(events, n, nodes.field_node[j], nodes)
     return _emit(events, n, node, 1, 0)
 
 
@@ -394,12 +412,13 @@ def room(events: Any, n: int, need: int, done: int = 0, rows: int = 0, most: int
 
 
 @leaf
-def _recorded(data: Any, start: int, stop: int, found: Any, found_n: Any) -> bool:
+def _recorded(data: Any, start: int, stop: int, found: Found) -> bool:
     """Whether the key ``data[start:stop]`` has the bytes of an unknown key recorded so far in
     the row (at any depth: a key of another object with the same name counts too)."""
-    for r in range(found_n[0] + found_n[1]):
-        at = 4 * r if r < found_n[0] else 4 * FOUND + NESTED_STRIDE * (r - found_n[0])
-        if same_bytes(data, found[at], found[at + 1], start, stop):
+    spans, top = found.spans, found.counts[0]
+    for r in range(top + found.counts[1]):
+        at = 4 * r if r < top else 4 * FOUND + NESTED_STRIDE * (r - top)
+        if same_bytes(data, spans[at], spans[at + 1], start, stop):
             return True
     return False
 
@@ -420,52 +439,42 @@ def check_row(
     data: Any,
     start: int,
     end: int,
-    kind: Any,
-    first: Any,
-    count: Any,
-    low: Any,
-    high: Any,
-    field_node: Any,
-    key_start: Any,
-    key_end: Any,
-    keys: Any,
-    stack: Any,
-    stack_node: Any,
-    stack_stamp: Any,
-    stamps: Any,
-    clock: Any,
-    found: Any,
-    found_n: Any,
+    nodes: TypeNodes,
+    scratch: Scratch,
+    found: Found,
     lenient: bool,
-    stack_count: Any,
-    closure: Any,
-    closure_at: Any,
     events: Any,
     n_events: Any,
 ) -> tuple[int, int]:
     """One pass over ``data[start:end]``: ``(json kind, fit code)``. The kind is as
     :func:`validate_row` says (``KIND_INVALID`` for invalid JSON);
-    the code, for valid JSON, whether it fits type node 0: ``CODE_FITS``, ``CODE_EXTRA`` (fits
-    but for unknown keys holding values: pyarrow reads it ignoring them, they are rescued
-    separately) or ``CODE_MISFIT``.
+    the code, for valid JSON, whether it fits type node 0 of ``nodes``: ``CODE_FITS``,
+    ``CODE_EXTRA`` (fits but for unknown keys holding values: pyarrow reads it ignoring them,
+    they are rescued separately) or ``CODE_MISFIT``.
 
-    ``stack`` holds the open brackets, ``stack_node`` their type nodes (-1: untyped, inside an
-    unknown key or a misfit), ``stack_stamp`` a stamp per open object for duplicate keys
-    (``stamps`` per struct field, ``clock`` a counter: both kept across calls). All scratch of
-    ``MAX_DEPTH`` entries. The unknown keys holding values at the top level go to ``found``
-    (key start, key end, value start, value end: four entries each; ``found_n[0]`` keys);
-    deeper ones after ``4 * FOUND`` entries, ``NESTED_STRIDE`` each with their path
-    (``found_n[1]`` keys); more than fit, or a path too long, set ``found_n[0]`` to -1 (the
-    caller then walks the row in Python). ``lenient``: raw control characters are allowed
-    inside strings (:func:`~dspark_json.parse.json.grammar.scan_string`).
+    ``scratch`` is where the pass keeps the open containers (:class:`Scratch`); the unknown
+    keys holding values go to ``found`` (:class:`Found`). ``lenient``: raw control characters
+    are allowed inside strings (:func:`~dspark_json.parse.json.grammar.scan_string`).
 
     With ``n_events`` of one entry, the pass also *shreds* the document: each typed value is
     written to ``events`` from event ``n_events[0]`` on, as :mod:`dspark_json.parse.json.decode`
-    describes (``closure``/``closure_at`` as in :class:`TypeTable`); the caller makes room,
-    and drops the events of a document that does not fit. With ``n_events`` empty, nothing is
-    written. ``stack_count`` holds, per open array, its elements so far, and per open object,
-    the field its next key most likely is (the one after the last found).
+    describes; the caller makes room, and drops the events of a document that does not fit.
+    With ``n_events`` empty, nothing is written.
     """
+    kind, first, count, low, high = (
+        nodes.kind,
+        nodes.first,
+        nodes.field_count,
+        nodes.low,
+        nodes.high,
+    )
+    field_node, key_start, key_end, keys = (
+        nodes.field_node, nodes.key_start, nodes.key_end, nodes.keys
+    )  # fmt: skip
+    stack, stack_node, stack_count = scratch.stack, scratch.stack_node, scratch.stack_count
+    stack_stamp, stamps, clock = scratch.stack_stamp, scratch.stamps, scratch.clock
+    found_n = found.counts
+    spans = found.spans
     emit = len(n_events) > 0
     n = n_events[0] if emit else 0
     pos = skip_ws(data, start, end)
@@ -492,10 +501,10 @@ def check_row(
         if state == 1:
             if recording and depth == nesting:
                 if nesting == 1:
-                    found[4 * found_n[0] + 3] = pos
+                    spans[4 * found_n[0] + 3] = pos
                     found_n[0] += 1
                 else:
-                    found[4 * FOUND + NESTED_STRIDE * found_n[1] + 3] = pos
+                    spans[4 * FOUND + NESTED_STRIDE * found_n[1] + 3] = pos
                     found_n[1] += 1
                 recording = False
             if depth == 0:
@@ -531,8 +540,8 @@ def check_row(
                         n = _emit(events, n, text_node, JSON_TEXT - text_begin, pos)
                 elif emit and stack_node[depth] >= 0:
                     n = _emit_close(
-                        events, n, stack_node[depth], kind, first, count, field_node, stamps,
-                        stack_stamp[depth], stack_count[depth], closure, closure_at,
+                        events, n, stack_node[depth], nodes, stamps, stack_stamp[depth],
+                        stack_count[depth],
                     )  # fmt: skip
             else:
                 return KIND_INVALID, CODE_MISFIT
@@ -616,24 +625,24 @@ def check_row(
                     if found_n[0] < 0:
                         pass  # already too many: the row is walked
                     elif depth == 1 and found_n[0] < FOUND:
-                        found[4 * found_n[0]] = key_begin
-                        found[4 * found_n[0] + 1] = key_stop
-                        found[4 * found_n[0] + 2] = pos
+                        spans[4 * found_n[0]] = key_begin
+                        spans[4 * found_n[0] + 1] = key_stop
+                        spans[4 * found_n[0] + 2] = pos
                         recording = True
                         nesting = 1
                     elif _under_map(kind, stack_node, depth):
                         misfit = True  # a path through a map's key: the reference rescues it
                     elif 1 < depth <= NESTED_PATH + 1 and found_n[1] < _NESTED:
                         at = 4 * FOUND + NESTED_STRIDE * found_n[1]
-                        found[at] = key_begin
-                        found[at + 1] = key_stop
-                        found[at + 2] = pos
-                        found[at + 4] = depth - 1
+                        spans[at] = key_begin
+                        spans[at + 1] = key_stop
+                        spans[at + 2] = pos
+                        spans[at + 4] = depth - 1
                         for level in range(depth - 1):
                             if stack[level] == 91:  # in an array: the element's index
-                                found[at + 5 + level] = -stack_count[level]
+                                spans[at + 5 + level] = -stack_count[level]
                             else:  # in an object: the field's type node
-                                found[at + 5 + level] = stack_node[level + 1]
+                                spans[at + 5 + level] = stack_node[level + 1]
                         recording = True
                         nesting = depth
                     else:
@@ -641,7 +650,7 @@ def check_row(
                 elif (
                     found_n[0] >= 0
                     and found_n[0] + found_n[1] > 0
-                    and _recorded(data, key_begin, key_stop, found, found_n)
+                    and _recorded(data, key_begin, key_stop, found)
                 ):
                     # A null for a key recorded before it: Python keeps the last value (no
                     # rescue for it), which the recorded spans cannot say. The reference decides.
@@ -679,10 +688,7 @@ def check_row(
                         if emit:
                             n = _emit(events, n, text_node, JSON_TEXT - text_begin, pos)
                     elif emit and node >= 0:
-                        n = _emit_close(
-                            events, n, node, kind, first, count, field_node, stamps,
-                            stack_stamp[depth], 0, closure, closure_at,
-                        )  # fmt: skip
+                        n = _emit_close(events, n, node, nodes, stamps, stack_stamp[depth], 0)
                 elif c == 123:
                     state = 2
                 else:
@@ -717,7 +723,7 @@ def check_row(
                 pos = scan_literal(data, pos, end)
                 if emit and node >= 0 and pos >= 0:
                     if c == _N:
-                        n = emit_null(events, n, node, closure, closure_at)
+                        n = emit_null(events, n, node, nodes)
                     elif as_text:
                         n = _emit(events, n, node, JSON_TEXT - begin, pos)
                     elif t == T_BOOL:
@@ -728,41 +734,36 @@ def check_row(
 
 
 @kernel
-def scratch(fields: int) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
-    """The scratch :func:`check_row` needs: bracket, node and stamp stacks, per-field stamps,
-    the stamp clock, room for the unknown keys it records (see its docstring), and the
-    element counts of open arrays."""
-    return (
+def scratch(fields: int) -> Scratch:
+    """A :class:`Scratch` for :func:`check_row` against a table of ``fields`` field slots."""
+    return Scratch(
         np.empty(MAX_DEPTH, np.uint8),
+        np.empty(MAX_DEPTH, np.int64),
         np.empty(MAX_DEPTH, np.int64),
         np.empty(MAX_DEPTH, np.int64),
         np.zeros(max(fields, 1), np.int64),
         np.zeros(1, np.int64),
-        np.empty(4 * FOUND + NESTED_STRIDE * _NESTED, np.int64),
-        np.zeros(2, np.int64),
-        np.empty(MAX_DEPTH, np.int64),
     )
 
 
+@kernel
+def found_keys() -> Found:
+    """A :class:`Found` with room for the unknown keys :func:`check_row` records in a row."""
+    return Found(np.empty(4 * FOUND + NESTED_STRIDE * _NESTED, np.int64), np.zeros(2, np.int64))
+
+
 #: Any table serves for validation alone: the JSON kind check_row returns does not depend on it.
-_ANY = compile_type(StringType())
+_ANY = compile_type(StringType()).nodes
 
 
 def validate_row(data: np.ndarray, start: int, end: int, *, lenient: bool = False) -> int:
     """The kind of the one JSON value in ``data[start:end]``, or ``KIND_INVALID`` (one
     document, from Python; the scans run :func:`check_row` themselves). ``lenient``: raw
     control characters allowed inside strings."""
-    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = (
-        _ANY.arrays()
-    )
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
-        len(field_node)
-    )
     no_events = np.zeros(0, np.int64)
     json_kind, _ = check_row(
-        data, start, end, kind, first, count, low, high, field_node, key_start, key_end, keys,
-        stack, stack_node, stack_stamp, stamps, clock, found, found_n, lenient, stack_count,
-        closure, closure_at, no_events, no_events,
+        data, start, end, _ANY, scratch(len(_ANY.field_node)), found_keys(), lenient, no_events,
+        no_events,
     )  # fmt: skip
     return int(json_kind)
 

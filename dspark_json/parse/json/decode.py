@@ -370,12 +370,11 @@ def read_events(
     one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
     JSON text (a table compiled with ``json_text``)."""
+    kind = table.nodes.kind
     a, b, bounds, places = group_events(
-        events, len(table.kind), threads, data=data, is_double=table.kind == T_DOUBLE
+        events, len(kind), threads, data=data, is_double=kind == T_DOUBLE
     )
-    strings = strings_in_order(
-        data, events, table.kind == T_STRING, bounds, places, threads=threads
-    )
+    strings = strings_in_order(data, events, kind == T_STRING, bounds, places, threads=threads)
     columns = _Columns(data, table, a, b, bounds, strings=strings, text_of=text_of)
     return columns.build(0, arrow_type)
 
@@ -395,6 +394,7 @@ class _Columns:
         text_of: TextOf | None = None,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
+        self.nodes = table.nodes
         self.strings = strings  # per string node: its offsets and text, unescaped
         self.text_of = text_of
 
@@ -403,7 +403,7 @@ class _Columns:
         a, b = self.a[lo:hi], self.b[lo:hi]
         null = a < 0
         mask = pa.array(null) if null.any() else None
-        kind = int(self.table.kind[node])
+        kind = int(self.nodes.kind[node])
         if kind == T_STRUCT:
             fields = self._fields(node)
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
@@ -414,14 +414,14 @@ class _Columns:
             lengths = np.where(null, 0, b)
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
-            values = self.build(int(self.table.first[node]), arrow_type.value_type)
+            values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_MAP:
             lengths = np.where(null, 0, b)
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
-            keys = self.build(int(self.table.first[node]), arrow_type.key_type)
-            items = self.build(int(self.table.high[node]), arrow_type.item_type)
+            keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
+            items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
@@ -467,9 +467,10 @@ class _Columns:
         return pc.if_else(pa.array(as_text), spread, strings)
 
     def _fields(self, node: int) -> dict[str, int]:
-        t = self.table
-        start = int(t.first[node])
-        return {t.names[j]: int(t.field_node[j]) for j in range(start, start + int(t.count[node]))}
+        nodes, names = self.nodes, self.table.names
+        start = int(nodes.first[node])
+        fields = range(start, start + int(nodes.field_count[node]))
+        return {names[j]: int(nodes.field_node[j]) for j in fields}
 
 
 def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:

@@ -24,7 +24,7 @@ rare on real answers; the conformance suite checks that both ways agree.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -41,7 +41,18 @@ from dspark_json.parse.json.grammar import (
     unicode_escape,
 )
 
-__all__ = ["json_texts", "rescue_rows", "rescued_keys"]
+__all__ = ["KeySpans", "json_texts", "rescue_rows", "rescued_keys"]
+
+
+class KeySpans(NamedTuple):
+    """Unknown keys a scan found, by owner (a row, or a choice): owner ``i``'s keys are
+    ``spans[4 * j:4 * j + 4]`` (key start, key end, value start, value end in ``data``) for
+    ``j`` in ``start[i]..end[i]``."""
+
+    data: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    spans: np.ndarray
 
 
 _QUOTE, _BACKSLASH = 34, 92
@@ -346,14 +357,8 @@ def _entry(
 @kernel
 def rescue_rows(
     needs: Any,
-    env_data: Any,
-    env_start: Any,
-    env_end: Any,
-    env_spans: Any,
-    content_data: Any,
-    key_start: Any,
-    key_end: Any,
-    content_spans: Any,
+    envelope: KeySpans,
+    content: KeySpans,
     first: Any,
     lengths: Any,
     has_parsed: bool,
@@ -361,17 +366,22 @@ def rescue_rows(
 ) -> tuple[Any, Any, Any, Any, Any]:
     """``_rescued_data`` of every row where ``needs`` (the others: null).
 
-    A row's envelope keys are ``env_spans[4*j:4*j+4]`` for ``j`` in ``env_start[row]..
-    env_end[row]`` (key start, key end, value start, value end in ``env_data``); the keys of
-    choice ``c`` (``first[row] + k``, ``k < lengths[row]``) are ``content_spans`` from
-    ``key_start[c]`` to ``key_end[c]`` (in ``content_data``). ``has_parsed``: the first choice's
-    keys go under ``parsed.``; ``choices_first``: the choices column comes before ``parsed``.
+    A row's envelope keys are ``envelope``'s of that row; the keys of its choice ``c``
+    (``first[row] + k``, ``k < lengths[row]``) are ``content``'s of that choice.
+    ``has_parsed``: the first choice's keys go under ``parsed.``; ``choices_first``: the choices
+    column comes before ``parsed``.
 
     Returns (offsets, data, valid, fallback, checks): a large_string array's buffers, the rows
     to rescue in Python instead, and the numbers the caller must verify (row, start, end in
     ``data``, three entries each): where Python's ``repr`` would not write one back as it is,
     its row must be rescued in Python too.
     """
+    env_data, env_start, env_end, env_spans = (
+        envelope.data, envelope.start, envelope.end, envelope.spans
+    )  # fmt: skip
+    content_data, key_start, key_end, content_spans = (
+        content.data, content.start, content.end, content.spans
+    )  # fmt: skip
     n = len(needs)
     bound = np.zeros(n + 1, np.int64)
     dots = 0  # at most one number to verify per '.'

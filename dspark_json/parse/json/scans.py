@@ -8,7 +8,7 @@ gathered by column: a code per row, the events of the rows that fit (for
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -23,8 +23,11 @@ from dspark_json.parse.json.conform import (
     CODE_NULL,
     FOUND,
     NESTED_STRIDE,
+    Found,
+    TypeNodes,
     check_row,
     emit_null,
+    found_keys,
     room,
     scratch,
 )
@@ -42,7 +45,46 @@ from dspark_json.parse.json.shapes import (
     replay_keys,
 )
 
-__all__ = ["scan_content_fit", "scan_envelope_fit"]
+__all__ = ["ContentScan", "EnvelopeScan", "scan_content_fit", "scan_envelope_fit"]
+
+
+class EnvelopeScan(NamedTuple):
+    """What :func:`scan_envelope_fit` finds in a range of bodies: per row its ``codes``
+    (``CODE_*``) and whether its unknown keys need a walk in Python (``deep``); the top-level
+    unknown keys: their ``rows`` and ``(key start, key end, value start, value end)``
+    ``spans``; the ``events`` of the rows that fit (a null row for the others), for
+    :mod:`dspark_json.parse.json.decode`; the unknown keys deeper down: their ``nested_rows``
+    and ``nested`` spans with paths (``NESTED_STRIDE`` entries each, as
+    :class:`~dspark_json.parse.json.conform.Found` holds them); and per row,
+    ``repeats_keys_of``: the index (among all rows) of the row whose envelope unknown keys and
+    values it repeats byte for byte (the row a shape with such keys was learnt from, for each
+    row that matched it and for that row itself), else -1. A group id: rows in one group rescue
+    the same envelope keys (their contents' keys may differ). Row indexes count from row 0 of
+    the batch, not of the range."""
+
+    codes: np.ndarray
+    deep: np.ndarray
+    rows: np.ndarray
+    spans: np.ndarray
+    events: np.ndarray
+    nested_rows: np.ndarray
+    nested: np.ndarray
+    repeats_keys_of: np.ndarray
+
+
+class ContentScan(NamedTuple):
+    """What :func:`scan_content_fit` finds in a range of message texts: where each one's JSON
+    candidate ``starts`` and ``ends``, then the fields of :class:`EnvelopeScan` but its last."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+    codes: np.ndarray
+    deep: np.ndarray
+    rows: np.ndarray
+    spans: np.ndarray
+    events: np.ndarray
+    nested_rows: np.ndarray
+    nested: np.ndarray
 
 
 #: After a shape is learnt: once this many rows that fit have not matched it (since it last
@@ -55,8 +97,9 @@ _MAX_LEARN_WAIT = 1024
 
 
 @leaf
-def _widest(closure_at: Any) -> int:
+def _widest(nodes: TypeNodes) -> int:
     """The most events one value writes (a null struct writes its whole closure)."""
+    closure_at = nodes.closure_at
     widest = 1
     for node in range(len(closure_at) - 1):
         widest = max(widest, closure_at[node + 1] - closure_at[node])
@@ -74,13 +117,26 @@ def _grown(
     return room(events, n, need, i - lo, hi - lo, most)
 
 
+class _Kept(NamedTuple):
+    """Recorded keys gathered over a scan: ``rows[:n]``, and ``spans`` with ``stride`` entries
+    each (four a top-level key, ``NESTED_STRIDE`` a nested one), grown as needed."""
+
+    rows: np.ndarray
+    spans: np.ndarray
+    n: int
+
+
 @kernel
-def _keep(
-    found: Any, at: int, n: int, stride: int, row: int, rows: Any, spans: Any, count: int
-) -> tuple[Any, Any, int]:
-    """Append ``n`` recorded keys of ``row`` (``stride`` entries each, from ``found[at]`` on)
-    to ``rows`` and ``spans``, grown as needed. Element loops only: numba compiles 2-D slice
-    copies slowly."""
+def _kept(stride: int) -> _Kept:
+    """Room for the keys of a scan, ``stride`` entries each."""
+    return _Kept(np.empty(16, np.int64), np.empty(stride * 16, np.int64), 0)
+
+
+@kernel
+def _keep(kept: _Kept, spans: Any, at: int, n: int, stride: int, row: int) -> _Kept:
+    """``kept`` with ``n`` recorded keys of ``row`` appended (``stride`` entries each, from
+    ``spans[at]`` on). Element loops only: numba compiles 2-D slice copies slowly."""
+    rows, out, count = kept.rows, kept.spans, kept.n
     need = count + n
     if need > len(rows):
         size = max(2 * len(rows), need)
@@ -89,37 +145,26 @@ def _keep(
         for i in range(count):
             grown_rows[i] = rows[i]
         for i in range(stride * count):
-            grown_spans[i] = spans[i]
-        rows, spans = grown_rows, grown_spans
+            grown_spans[i] = out[i]
+        rows, out = grown_rows, grown_spans
     for r in range(n):
         rows[count] = row
         for c in range(stride):
-            spans[stride * count + c] = found[at + stride * r + c]
+            out[stride * count + c] = spans[at + stride * r + c]
         count += 1
-    return rows, spans, count
+    return _Kept(rows, out, count)
 
 
 @kernel
-def _keep_row(
-    found: Any,
-    found_n: Any,
-    row: int,
-    rows: Any,
-    spans: Any,
-    kept: int,
-    nested_rows: Any,
-    nested: Any,
-    nested_kept: int,
-) -> tuple[bool, Any, Any, int, Any, Any, int]:
+def _keep_row(found: Found, row: int, top: _Kept, nested: _Kept) -> tuple[bool, _Kept, _Kept]:
     """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
-    walk in Python (more keys than recorded), else its keys appended, top-level and nested."""
-    if found_n[0] < 0:
-        return True, rows, spans, kept, nested_rows, nested, nested_kept
-    rows, spans, kept = _keep(found, 0, found_n[0], 4, row, rows, spans, kept)
-    nested_rows, nested, nested_kept = _keep(
-        found, 4 * FOUND, found_n[1], NESTED_STRIDE, row, nested_rows, nested, nested_kept
-    )
-    return False, rows, spans, kept, nested_rows, nested, nested_kept
+    walk in Python (more keys than recorded), else its keys appended to ``top`` and
+    ``nested``."""
+    if found.counts[0] < 0:
+        return True, top, nested
+    top = _keep(top, found.spans, 0, found.counts[0], 4, row)
+    nested = _keep(nested, found.spans, 4 * FOUND, found.counts[1], NESTED_STRIDE, row)
+    return False, top, nested
 
 
 @kernel
@@ -127,40 +172,25 @@ def scan_envelope_fit(
     offsets: Any,
     data: Any,
     valid: Any,
-    table: Any,
+    nodes: TypeNodes,
     strict: bool,
     shapes: bool,
     lo: int,
     hi: int,
-) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
-    """For bodies ``lo..hi`` (``strict``: always False, the envelope is never lenient; a
-    parameter, not a constant, so that :func:`check_row` compiles once for every caller;
-    ``shapes``: rows that repeat the shape of a row before them skip the walk,
-    :mod:`dspark_json.parse.json.shapes`, with the same result):
-    codes (``CODE_NULL``, ``CODE_INVALID`` for invalid JSON or not an
-    object, ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against the envelope type), whether
-    each row's unknown keys need a walk in Python (``deep``), the top-level unknown keys
-    found: their rows and ``(key start, key end, value start, value end)`` spans; the
-    events of the rows that fit (a null row for the others), for
-    :mod:`dspark_json.parse.json.decode`; the unknown keys deeper down: their rows and spans
-    with paths (``NESTED_STRIDE`` entries each, as :func:`check_row` records them); and per
-    row, the index (among all rows, not from ``lo``) of the row whose envelope unknown keys
-    and values it repeats byte for byte: the row a shape with such keys was learnt from, for
-    each row that matched it and for that row itself; else -1. A group id: rows in one group
-    rescue the same envelope keys (their contents' keys may differ)."""
-    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
+) -> EnvelopeScan:
+    """The :class:`EnvelopeScan` of bodies ``lo..hi``: codes ``CODE_NULL``, ``CODE_INVALID``
+    (invalid JSON or not an object), ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against
+    the envelope type ``nodes``. ``strict``: always False, the envelope is never lenient (a
+    parameter, not a constant, so that :func:`check_row` compiles once for every caller);
+    ``shapes``: rows that repeat the shape of a row before them skip the walk
+    (:mod:`dspark_json.parse.json.shapes`), with the same result."""
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
-        len(field_node)
-    )
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
-    widest = _widest(closure_at)
+    work = scratch(len(nodes.field_node))
+    found = found_keys()
+    top = _kept(4)
+    nested = _kept(NESTED_STRIDE)
+    widest = _widest(nodes)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
@@ -178,29 +208,27 @@ def scan_envelope_fit(
             events = _grown(events, n0, need, offsets, i, lo, hi, widest)
         matched = False
         if valid[i] and shapes and shape_row >= 0:
-            n1 = match_shape(data, start, end, shape, kind, low, high, events, n0, seg_pos)
+            n1 = match_shape(data, start, end, shape, nodes, events, n0, seg_pos)
             if n1 >= 0:
                 n_events[0] = n1
                 matched = True
                 unlike = 0
                 codes[i - lo] = CODE_FITS
                 if records_keys(shape):  # its unknown keys, where the walk records them
-                    replay_keys(shape, seg_pos, found, found_n)
+                    replay_keys(shape, seg_pos, found)
                     codes[i - lo] = CODE_EXTRA
                     repeats_keys_of[i - lo] = shape_row
         if valid[i] and not matched:
             json_kind, code = check_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start, key_end,
-                keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n, strict,
-                stack_count, closure, closure_at, events, n_events,
-            )  # fmt: skip
+                data, start, end, nodes, work, found, strict, events, n_events
+            )
             codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
             fits = codes[i - lo] == CODE_FITS or codes[i - lo] == CODE_EXTRA
             if shapes and fits:
                 unlike += 1
                 if unlike >= learn_after:  # the first shape, or a new one
                     learnt, learned = learn_shape(
-                        data, start, end, events, n0, n_events[0], kind, found, found_n
+                        data, start, end, events, n0, n_events[0], nodes.kind, found
                     )
                     unlike = 0
                     if learnt:
@@ -213,53 +241,44 @@ def scan_envelope_fit(
                     else:  # not learnable: wait twice as long before the next try
                         learn_after = min(2 * learn_after, _MAX_LEARN_WAIT)
         if codes[i - lo] == CODE_EXTRA:
-            deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
-            )
+            deep[i - lo], top, nested = _keep_row(found, i, top, nested)
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
-    return (
+            n_events[0] = emit_null(events, n0, 0, nodes)
+    return EnvelopeScan(
         codes,
         deep,
-        rows[:kept],
-        spans[: 4 * kept],
+        top.rows[: top.n],
+        top.spans[: 4 * top.n],
         events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
+        nested.rows[: nested.n],
+        nested.spans[: NESTED_STRIDE * nested.n],
         repeats_keys_of,
     )
 
 
 @kernel
 def scan_content_fit(
-    offsets: Any, data: Any, valid: Any, table: Any, lenient: bool, lo: int, hi: int
-) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any, Any]:
-    """For message texts ``lo..hi``: the JSON candidate's ``(starts, ends, codes)``, codes as in
-    :func:`scan_envelope_fit` plus ``CODE_NONE`` where the text holds no JSON candidate (a bare
-    ``null`` is left to the reference parser: it decides whether null fits the content type);
-    then ``deep``, rows and spans of unknown keys, the events, and the nested unknown keys, as
-    :func:`scan_envelope_fit` gives them.
+    offsets: Any, data: Any, valid: Any, nodes: TypeNodes, lenient: bool, lo: int, hi: int
+) -> ContentScan:
+    """The :class:`ContentScan` of message texts ``lo..hi``: codes as in
+    :func:`scan_envelope_fit` (against the content type ``nodes``) plus ``CODE_NONE`` where the
+    text holds no JSON candidate (a bare ``null`` is left to the reference parser: it decides
+    whether null fits the content type).
 
     The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
     but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
     """
-    kind, first, count, low, high, field_node, key_start, key_end, keys, closure, closure_at = table
     lenient_off = lenient and not lenient  # noqa: SIM220  (False, typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
-    stack, stack_node, stack_stamp, stamps, clock, found, found_n, stack_count = scratch(
-        len(field_node)
-    )
-    rows = np.empty(16, np.int64)
-    spans = np.empty(4 * 16, np.int64)
-    kept = 0
-    nested_rows = np.empty(16, np.int64)
-    nested = np.empty(NESTED_STRIDE * 16, np.int64)
-    nested_kept = 0
-    widest = _widest(closure_at)
+    work = scratch(len(nodes.field_node))
+    found = found_keys()
+    top = _kept(4)
+    nested = _kept(NESTED_STRIDE)
+    widest = _widest(nodes)
     events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
     n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
@@ -267,7 +286,7 @@ def scan_content_fit(
         if 3 * (n0 + widest) > len(events):
             events = _grown(events, n0, widest, offsets, i, lo, hi, widest)
         if not valid[i]:
-            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
+            n_events[0] = emit_null(events, n0, 0, nodes)
             continue
         start, end = strip(data, offsets[i], offsets[i + 1])
         need = (end - start + 1) * widest
@@ -276,27 +295,21 @@ def scan_content_fit(
         json_kind, code = KIND_NONE, CODE_MISFIT
         if start < end:
             json_kind, code = check_row(
-                data, start, end, kind, first, count, low, high, field_node, key_start,
-                key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found, found_n,
-                lenient_off, stack_count, closure, closure_at, events, n_events,
-            )  # fmt: skip
+                data, start, end, nodes, work, found, lenient_off, events, n_events
+            )
             if json_kind == KIND_INVALID and data[start] != 123 and data[start] != 91:
                 located, start, end = fallback_candidate(data, start, end)
                 if located:
                     n_events[0] = n0
                     json_kind, code = check_row(
-                        data, start, end, kind, first, count, low, high, field_node, key_start,
-                        key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                        found_n, lenient_off, stack_count, closure, closure_at, events, n_events,
-                    )  # fmt: skip
+                        data, start, end, nodes, work, found, lenient_off, events, n_events
+                    )
                 else:
                     json_kind = KIND_NONE
             if json_kind == KIND_INVALID and lenient:
                 json_kind, code = check_row(
-                    data, start, end, kind, first, count, low, high, field_node, key_start,
-                    key_end, keys, stack, stack_node, stack_stamp, stamps, clock, found,
-                    found_n, lenient, stack_count, closure, closure_at, events, n_events[:0],
-                )  # fmt: skip
+                    data, start, end, nodes, work, found, lenient, events, n_events[:0]
+                )
                 code = CODE_MISFIT
         starts[i - lo], ends[i - lo] = start, end
         if json_kind == KIND_NONE:
@@ -308,19 +321,17 @@ def scan_content_fit(
         else:
             codes[i - lo] = code
             if code == CODE_EXTRA:
-                deep[i - lo], rows, spans, kept, nested_rows, nested, nested_kept = _keep_row(
-                    found, found_n, i, rows, spans, kept, nested_rows, nested, nested_kept
-                )
+                deep[i - lo], top, nested = _keep_row(found, i, top, nested)
         if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = emit_null(events, n0, 0, closure, closure_at)
-    return (
+            n_events[0] = emit_null(events, n0, 0, nodes)
+    return ContentScan(
         starts,
         ends,
         codes,
         deep,
-        rows[:kept],
-        spans[: 4 * kept],
+        top.rows[: top.n],
+        top.spans[: 4 * top.n],
         events[: 3 * n_events[0]],
-        nested_rows[:nested_kept],
-        nested[: NESTED_STRIDE * nested_kept],
+        nested.rows[: nested.n],
+        nested.spans[: NESTED_STRIDE * nested.n],
     )

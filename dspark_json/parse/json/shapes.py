@@ -33,7 +33,7 @@ are not in any shape's static bytes, so it never matches a shape learnt without 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,6 +47,8 @@ from dspark_json.parse.json.conform import (
     T_INT,
     T_MAP,
     T_STRING,
+    Found,
+    TypeNodes,
     number_fits,
 )
 from dspark_json.parse.json.grammar import same_run, scan_literal, scan_number, scan_string, skip_ws
@@ -61,15 +63,24 @@ __all__ = [
 ]
 
 
-#: A shape as numba passes it: ``(static, segments, slot_nodes, slot_events, events, top,
-#: nested)``: static bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the
-#: last segment after the last value); value ``j`` is of type node ``slot_nodes[j]`` and its
-#: event is ``events[3 * slot_events[j]:3 * slot_events[j] + 3]`` of the shape's events (three
-#: entries each, as :func:`~dspark_json.parse.json.conform.check_row` writes them). ``top`` and
-#: ``nested``: the unknown keys a matching row records, as ``check_row`` records them (four
-#: entries a top-level key, ``NESTED_STRIDE`` a nested one), each position written as
-#: ``segment * _SEGMENT_RADIX + offset`` in that static segment.
-Shape = tuple[Any, Any, Any, Any, Any, Any, Any]
+class Shape(NamedTuple):
+    """A shape, learnt from one row (:func:`learn_shape`; :func:`no_shape` before any): static
+    bytes ``static[segments[j]:segments[j + 1]]`` come before value ``j`` (the last segment
+    after the last value); value ``j`` is of type node ``slot_nodes[j]`` and its event is
+    ``events[3 * slot_events[j]:3 * slot_events[j] + 3]`` of the shape's events (three entries
+    each, as :func:`~dspark_json.parse.json.conform.check_row` writes them). ``top`` and
+    ``nested``: the unknown keys a matching row records, as ``check_row`` records them (four
+    entries a top-level key, ``NESTED_STRIDE`` a nested one), each position written as
+    ``segment * _SEGMENT_RADIX + offset`` in that static segment."""
+
+    static: np.ndarray
+    segments: np.ndarray
+    slot_nodes: np.ndarray
+    slot_events: np.ndarray
+    events: np.ndarray
+    top: np.ndarray
+    nested: np.ndarray
+
 
 #: Positions in a shape's recorded keys: ``segment * _SEGMENT_RADIX + offset`` (a row is
 #: shorter than 2**40 bytes).
@@ -80,7 +91,7 @@ _SEGMENT_RADIX = 2**40
 def no_shape() -> Shape:
     """A placeholder of a shape's type, before one is learnt: not to be matched (it would match
     a blank row)."""
-    return (
+    return Shape(
         np.zeros(0, np.uint8),
         np.zeros(1, np.int64),
         np.zeros(0, np.int64),
@@ -98,22 +109,15 @@ def _is_value(kind: int) -> bool:
 
 @kernel
 def learn_shape(
-    data: Any,
-    start: int,
-    end: int,
-    events: Any,
-    first: int,
-    stop: int,
-    kind: Any,
-    found: Any,
-    found_n: Any,
+    data: Any, start: int, end: int, events: Any, first: int, stop: int, kind: Any, found: Found
 ) -> tuple[bool, Shape]:
     """The shape of the row ``data[start:end]``, which fits (``CODE_FITS``, or ``CODE_EXTRA``
-    with the unknown keys ``check_row`` recorded in ``found`` / ``found_n``) and whose events
+    with the unknown keys ``check_row`` recorded in ``found``) and whose events
     are ``first..stop`` of ``events``; ``(False, no_shape())`` where its values and its events
     do not pair up one to one: always where an unknown key's value holds a string, a number or
     a boolean (it has no event), never for a row without unknown keys (a safety net)."""
-    if found_n[0] < 0:  # more unknown keys than recorded: walked in Python
+    top_n, nested_n = found.counts[0], found.counts[1]
+    if top_n < 0:  # more unknown keys than recorded: walked in Python
         return False, no_shape()
     written = events[3 * first : 3 * stop].copy()
     m = stop - first
@@ -181,35 +185,36 @@ def learn_shape(
     seg_start[0] = start
     for j in range(values):
         seg_start[j + 1] = stops[j]
-    top = np.empty(4 * found_n[0], np.int64)
-    for r in range(found_n[0]):
-        if not _relative(found, 4 * r, seg_start, segments, top, 4 * r):
+    spans = found.spans
+    top = np.empty(4 * top_n, np.int64)
+    for r in range(top_n):
+        if not _relative(spans, 4 * r, seg_start, segments, top, 4 * r):
             return False, no_shape()
-    nested = np.empty(NESTED_STRIDE * found_n[1], np.int64)
-    for r in range(found_n[1]):
+    nested = np.empty(NESTED_STRIDE * nested_n, np.int64)
+    for r in range(nested_n):
         at = 4 * FOUND + NESTED_STRIDE * r
-        if not _relative(found, at, seg_start, segments, nested, NESTED_STRIDE * r):
+        if not _relative(spans, at, seg_start, segments, nested, NESTED_STRIDE * r):
             return False, no_shape()
         for c in range(4, NESTED_STRIDE):
-            nested[NESTED_STRIDE * r + c] = found[at + c]
-    shape = (static, segments, slot_nodes, slot_events[:values].copy(), written, top, nested)
+            nested[NESTED_STRIDE * r + c] = spans[at + c]
+    shape = Shape(static, segments, slot_nodes, slot_events[:values].copy(), written, top, nested)
     return True, shape
 
 
 @leaf
-def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: int) -> bool:
-    """A recorded key's four positions (``found[at:at + 4]``: key start and end, value start
-    and end) as ``segment * _SEGMENT_RADIX + offset`` into ``out[to:to + 4]``, all in one static
-    segment; False where they are not (a safety net: once the values and the events have paired
-    up, no value lies between them)."""
-    p = found[at]
+def _relative(spans: Any, at: int, seg_start: Any, segments: Any, out: Any, to: int) -> bool:
+    """A recorded key's four positions (``spans[at:at + 4]`` of a :class:`~.conform.Found`: key
+    start and end, value start and end) as ``segment * _SEGMENT_RADIX + offset`` into
+    ``out[to:to + 4]``, all in one static segment; False where they are not (a safety net: once
+    the values and the events have paired up, no value lies between them)."""
+    p = spans[at]
     j = len(seg_start) - 1
     while j > 0 and seg_start[j] > p:
         j -= 1
     base = seg_start[j]
     length = segments[j + 1] - segments[j]
     for c in range(4):
-        q = found[at + c]
+        q = spans[at + c]
         if q < base or q > base + length:
             return False
         out[to + c] = j * _SEGMENT_RADIX + (q - base)
@@ -217,30 +222,30 @@ def _relative(found: Any, at: int, seg_start: Any, segments: Any, out: Any, to: 
 
 
 @leaf
-def replay_keys(shape: Shape, seg_pos: Any, found: Any, found_n: Any) -> None:
+def replay_keys(shape: Shape, seg_pos: Any, found: Found) -> None:
     """The unknown keys of a row that matched ``shape`` (its static segments start at
-    ``seg_pos``), into ``found`` / ``found_n`` as :func:`~dspark_json.parse.json.conform.check_row`
-    records them."""
-    top, nested = shape[5], shape[6]
+    ``seg_pos``), into ``found`` as :func:`~dspark_json.parse.json.conform.check_row` records
+    them."""
+    top, nested, spans = shape.top, shape.nested, found.spans
     kt = len(top) // 4
     for r in range(kt):
         for c in range(4):
             v = top[4 * r + c]
-            found[4 * r + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX
+            spans[4 * r + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX
     kn = len(nested) // NESTED_STRIDE
     for r in range(kn):
         at = 4 * FOUND + NESTED_STRIDE * r
         for c in range(NESTED_STRIDE):
             v = nested[NESTED_STRIDE * r + c]
-            found[at + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX if c < 4 else v
-    found_n[0] = kt
-    found_n[1] = kn
+            spans[at + c] = seg_pos[v // _SEGMENT_RADIX] + v % _SEGMENT_RADIX if c < 4 else v
+    found.counts[0] = kt
+    found.counts[1] = kn
 
 
 @leaf
 def records_keys(shape: Shape) -> bool:
     """Whether a row that matches ``shape`` records unknown keys (``CODE_EXTRA``)."""
-    return len(shape[5]) > 0 or len(shape[6]) > 0
+    return len(shape.top) > 0 or len(shape.nested) > 0
 
 
 @leaf
@@ -249,9 +254,7 @@ def match_shape(
     start: int,
     end: int,
     shape: Shape,
-    kind: Any,
-    low: Any,
-    high: Any,
+    nodes: TypeNodes,
     events: Any,
     n: int,
     seg_pos: Any,
@@ -262,7 +265,9 @@ def match_shape(
     The values' events are written as the values are matched; the shape's other events only
     once the whole row has matched. ``seg_pos`` (as long as the shape's segments, at least):
     where each static segment starts in the row, for :func:`replay_keys`."""
-    static, segments, slot_nodes, slot_events, written, _, _ = shape
+    static, segments, written = shape.static, shape.segments, shape.events
+    slot_nodes, slot_events = shape.slot_nodes, shape.slot_events
+    kind, low, high = nodes.kind, nodes.low, nodes.high
     m = len(written) // 3
     if end - start < len(static) or 3 * (n + m) > len(events):
         return -1

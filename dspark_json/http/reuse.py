@@ -1,0 +1,157 @@
+"""Answers reused instead of asked again: identical requests once (option ``dedupe``,
+:mod:`.dedup`) and the response cache across runs (option ``cache``, :mod:`.cache`).
+
+:func:`send_once` stands before the client (:func:`~dspark_json.http.client.complete_all`):
+it groups a partition's rows by request body, answers what the cache holds, sends each
+remaining distinct request once, writes the new answers to the cache, and gives every row its
+answer, in order: rows out = prompts in, each with its own ``custom_id`` and prompt columns.
+The journal still holds one answer per row, so a replay needs neither the server nor the
+cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from dspark_json.http.cache import ResponseCache
+from dspark_json.http.client import complete_all
+from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
+from dspark_json.http.options import HttpOptions
+from dspark_json.option_spec import choice, directory, option
+from dspark_json.records import Fetched, Outcome, Outcomes
+
+__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "send_once"]
+
+logger = logging.getLogger("dspark_json")
+
+CacheMode = Literal["deterministic", "all"]
+#: Option ``cacheMode``'s values.
+CACHE_MODES: dict[str, CacheMode] = {"deterministic": "deterministic", "all": "all"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReuseOptions:
+    """Which answers are reused instead of asked again."""
+
+    dedupe: Dedupe = option(
+        "dedupe",
+        "Identical requests once: within a task, rows whose request bodies are byte-identical "
+        "are sent once and each row gets the answer (with its own custom_id and prompt "
+        "columns). auto: only deterministic requests (temperature 0, or a seed); force: every "
+        "identical request, sampled ones too (the rows then share one sample); off: each row "
+        "its own request.",
+        "off",
+        convert=choice(DEDUPE_MODES),
+        default="auto",
+    )
+    cache: str | None = option(
+        "cache",
+        "Directory (path or URI) of a response cache shared by runs and queries: an HTTP 200 "
+        "answer is kept under sha256(model, request body), and a request found there is not "
+        "sent. A corrupt entry is asked again (WARN). Nothing expires by itself: delete "
+        "entries by age (README). Default: no cache.",
+        "/data/_cache/answers",
+        convert=directory,
+    )
+    cache_mode: CacheMode = option(
+        "cacheMode",
+        "Which requests the cache keeps and answers: deterministic (temperature 0, or a seed) "
+        "or all (sampled ones too: a re-run gets the sample of the first run).",
+        "all",
+        convert=choice(CACHE_MODES),
+        default="deterministic",
+    )
+
+
+def send_once(
+    requests: Sequence[bytes | None],
+    deterministic: Sequence[bool],
+    http: HttpOptions,
+    reuse: ReuseOptions,
+    *,
+    model: str | None,
+    stop_on_failure: bool = False,
+    send: Callable[[list[bytes | None]], Fetched] | None = None,
+) -> Fetched:
+    """Answer each request (``None``: not sent), in order, asking the server only for the
+    distinct requests the cache does not hold.
+
+    Parameters
+    ----------
+    requests:
+        Each row's request body; ``None`` where the row is not sent.
+    deterministic:
+        Whether each request gets the same answer every time
+        (:func:`~dspark_json.http.dedup.is_deterministic`).
+    http:
+        How to send.
+    reuse:
+        Options ``dedupe``, ``cache``, ``cacheMode``.
+    model:
+        The model the driver settled: part of each cache key.
+    stop_on_failure:
+        FAILFAST: no new request after the first that fails for good.
+    send:
+        Sends request bodies (default :func:`~dspark_json.http.client.complete_all`).
+    """
+    sender = send or (lambda bodies: complete_all(bodies, http, stop_on_failure=stop_on_failure))
+    groups = group(requests, deterministic, reuse.dedupe)
+    cache = ResponseCache(reuse.cache, model) if reuse.cache is not None else None
+    if cache is None and len(groups.leaders) == sum(r is not None for r in requests):
+        return sender(list(requests))  # nothing to reuse: the client as it is
+
+    def cached(row: int) -> bool:
+        return cache is not None and (reuse.cache_mode == "all" or deterministic[row])
+
+    answers: dict[int, Outcome] = {}
+    looked = [row for row in groups.leaders if cached(row)]
+    hits = 0
+    if cache is not None and looked:
+        found = cache.get_many([_sent(requests[row]) for row in looked])
+        for row, body in zip(looked, found, strict=True):
+            if body is not None:
+                answers[row] = Outcome(body=body)
+                hits += 1
+    asked = [row for row in groups.leaders if row not in answers]
+    fetched = (
+        sender([requests[row] for row in asked]) if asked else Fetched(outcomes=Outcomes.of([]))
+    )
+    answers.update(zip(asked, fetched.outcomes, strict=True))  # one pass over the bodies
+    if cache is not None:
+        # Only whole HTTP 200 answers: an error, or a body that is not UTF-8, is never kept.
+        new = [
+            (_sent(requests[row]), body)
+            for row in asked
+            if cached(row)
+            and (body := answers[row].body) is not None
+            and answers[row].error is None
+        ]
+        cache.put_many(new)
+    outcomes = [Outcome() if lead < 0 else answers[lead] for lead in groups.leader_of]
+    stats = replace(
+        fetched.stats,
+        failed=sum(1 for o in outcomes if o.error is not None),
+        deduplicated=groups.followers,
+        cache_hits=hits,
+        cache_misses=len(looked) - hits,
+    )
+    if groups.followers or looked:
+        logger.info(
+            "%d request(s) for %d row(s): %d sent, %d row(s) answered by an identical "
+            "request, %d from the cache (%d looked up)",
+            len(groups.leaders),
+            len(outcomes) - groups.leader_of.count(-1),
+            len(asked),
+            groups.followers,
+            hits,
+            len(looked),
+        )
+    return Fetched(outcomes=Outcomes.of(outcomes), stats=stats)
+
+
+def _sent(request: bytes | None) -> bytes:
+    assert request is not None  # leaders are rows that are sent
+    return request
