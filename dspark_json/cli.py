@@ -83,6 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
+    engine = sim.add_argument_group(
+        "the model's time and vLLM's prefix cache (off by default; --capacity bounds the "
+        "sequences at once, as vLLM's max_num_seqs)"
+    )
+    engine.add_argument(
+        "--cache-blocks",
+        type=int,
+        help="KV blocks kept for prompt prefixes (LRU); reports cached_tokens in usage",
+    )
+    engine.add_argument("--block-size", type=int, default=16, help="tokens per KV block")
+    engine.add_argument(
+        "--prefill-ms", type=float, default=0.0, help="ms per prompt token not cached"
+    )
+    engine.add_argument("--decode-ms", type=float, default=0.0, help="ms per output token")
 
     demo = commands.add_parser("demo", help="stream sample prompts through the simulator to Delta")
     demo.add_argument("--rows", type=int, default=300)
@@ -182,6 +196,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 async def _simulate(args: argparse.Namespace) -> None:
+    from dspark_json.dev.engine import Engine
     from dspark_json.dev.simulator import Faults, run
 
     rates = {}
@@ -208,8 +223,20 @@ async def _simulate(args: argparse.Namespace) -> None:
         first_prose_rate=args.first_prose_rate,
         first_invalid_rate=args.first_invalid_rate,
     )
+    engine = Engine(
+        cache_blocks=args.cache_blocks,
+        block_size=args.block_size,
+        prefill_ms=args.prefill_ms,
+        decode_ms=args.decode_ms,
+    )
     await run(
-        args.host, args.port, model=args.model, seed=args.seed, latency=args.latency, faults=faults
+        args.host,
+        args.port,
+        model=args.model,
+        seed=args.seed,
+        latency=args.latency,
+        faults=faults,
+        engine=engine,
     )
 
 

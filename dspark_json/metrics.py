@@ -57,7 +57,8 @@ METRICS_SCHEMA = (
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
-    "prompt_tokens BIGINT, completion_tokens BIGINT, backend STRING, http_seconds DOUBLE, "
+    "prompt_tokens BIGINT, cached_tokens BIGINT, completion_tokens BIGINT, backend STRING, "
+    "http_seconds DOUBLE, "
     "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
     "reference_reasons MAP<STRING, BIGINT>, "
     "rows MAP<STRING, BIGINT>, dropped BIGINT, rescued_rows BIGINT, error_rows BIGINT, "
@@ -131,6 +132,9 @@ def partition_metrics(
         # The first answers' tokens: the rows hold the last answers of the rows re-asked.
         "prompt_tokens": _usage(table, "prompt_tokens")
         + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),
+        # Of those, the ones the server's prefix cache held (vLLM:
+        # --enable-prompt-tokens-details); the first answers' only where none was re-asked.
+        "cached_tokens": _cached_tokens(table),
         "completion_tokens": _usage(table, "completion_tokens")
         + (repair.first_completion_tokens - repair.last_completion_tokens if repair else 0),
         "backend": answers.backend,
@@ -172,7 +176,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     limit = record["inflight_limit"]
     logger.info(
         "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries%s, codes %s, "
-        "latency p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in, %d out; parse "
+        "latency p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in%s, %d out; parse "
         "%.3fs on %s (%d row(s) by the reference parser%s); rescued %d, errors %d%s%s",
         what,
         record["prompts"],
@@ -189,6 +193,7 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
         limit["lowest"],
         limit["peak"],
         record["prompt_tokens"],
+        _cached(record.get("cached_tokens")),
         record["completion_tokens"],
         record["parse_seconds"],
         record["backend"],
@@ -211,6 +216,12 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
                 directory,
                 exc,
             )
+
+
+def _cached(tokens: int | None) -> str:
+    """The prompt tokens the server's prefix cache held, for the log lines: `` (40 cached)``,
+    or nothing where the server reported none."""
+    return f" ({tokens} cached)" if tokens else ""
 
 
 def _reuse_line(record: Mapping[str, Any]) -> str:
@@ -280,7 +291,7 @@ _REUSE = ("deduplicated", "cache_hits", "cache_misses")
 def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
     """One line for ``records`` (a micro-batch's partitions, or a whole run): rows by status,
     rows with errors and rescued data, requests, retries, rows deduplicated and cache hits and
-    misses (where any), tokens, the re-asks (where any), p95
+    misses (where any), tokens (and of them, cached), the re-asks (where any), p95
     latency (the highest of the partitions'), the parse backend and time, and the rows of the
     reference parser by reason (where any)."""
     rows: Counter[str] = Counter()
@@ -299,7 +310,8 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{sum(r.get('requests') or 0 for r in records)} requests, "
         f"{sum(r.get('retries') or 0 for r in records)} retries"
         f"{_reuse_line({k: sum(r.get(k) or 0 for r in records) for k in _REUSE})}; tokens "
-        f"{sum(r.get('prompt_tokens') or 0 for r in records)} in, "
+        f"{sum(r.get('prompt_tokens') or 0 for r in records)} in"
+        f"{_cached(sum(r.get('cached_tokens') or 0 for r in records))}, "
         f"{sum(r.get('completion_tokens') or 0 for r in records)} out{_reasks(records)}; "
         f"{latency}; parsed on {backends} in "
         f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
@@ -361,6 +373,21 @@ def _non_null_count(table: pa.Table, column: str) -> int:
     if column not in table.column_names:
         return 0
     return int(table.num_rows - table.column(column).null_count)
+
+
+def _cached_tokens(table: pa.Table) -> int:
+    """The rows' ``usage.prompt_tokens_details.cached_tokens``, summed (0 where not reported)."""
+    if "usage" not in table.column_names:
+        return 0
+    usage = table.column("usage")
+    names = [f.name for f in usage.type]
+    if "prompt_tokens_details" not in names:
+        return 0
+    details = pc.struct_field(usage, "prompt_tokens_details")
+    if "cached_tokens" not in [f.name for f in details.type]:
+        return 0
+    total = pc.sum(pc.struct_field(details, "cached_tokens")).as_py()
+    return int(total or 0)
 
 
 def _usage(table: pa.Table, field: str) -> int:

@@ -120,6 +120,44 @@ def test_repair_benchmark_smoke(tmp_path):
     assert "| repairAttempts |" in (tmp_path / "repair.md").read_text()
 
 
+def test_model_time_benchmark_smoke(tmp_path):
+    run_smoke("model_time.py", tmp_path)
+    result = json.loads((tmp_path / "model_time.json").read_text())
+    blocks = {(b["workload"], b.get("endpoints")): b for b in result["workloads"]}
+    prefixes = blocks[("(b) long shared prefixes", 1)]
+    on, off = prefixes["runs"]
+    assert (on["prefixOrder"], off["prefixOrder"]) == ("true", "false")
+    assert on["requests"] == off["requests"] == on["rows"]
+    assert on["prompt_tokens"] == off["prompt_tokens"] > on["cached_tokens"] > 0
+    assert ("(b) long shared prefixes", 2) in blocks
+    control = blocks[("(b) control: nothing shared", 1)]
+    assert all(run["cached_tokens"] == 0 for run in control["runs"])
+    once, every = blocks[("(a) a third repeated", 1)]["runs"]
+    assert once["requests"] == once["distinct"] < every["requests"] == every["rows"]
+    first, again, uncached = blocks[("(c) same prompts again", 1)]["runs"]
+    # The re-run with the cache sends nothing; without it, every distinct request again.
+    assert first["requests"] == uncached["requests"] == first["distinct"] > again["requests"] == 0
+    assert "| workload |" in (tmp_path / "model_time.md").read_text()
+
+
+def test_gpu_fit_benchmark_smoke(tmp_path):
+    """benchmarks/gpu/fit_throughput.py (device_checks.sh runs it on a device): the CPU column
+    here, the GPU columns where a device is."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/fit_throughput.py", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "gpu_fit_throughput.json").read_text())
+    cpu = [f for f in result["figures"] if f["contender"] == "CPU backend"]
+    assert {f["corpus"] for f in cpu} == {"whole", "review"}
+    assert all(f["rows_per_s"] > 0 and f["gb_per_s"] > 0 for f in cpu)
+
+
 @pytest.mark.slow
 def test_response_cache_benchmark_smoke(tmp_path):
     run_smoke("response_cache.py", tmp_path)

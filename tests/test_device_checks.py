@@ -19,9 +19,11 @@ def _commands(script: str) -> list[list[str]]:
     pipes cut each one at its first stage."""
     joined = re.sub(r"\\\n\s*", " ", script)
     lines = [line.split(" | ")[0] for line in joined.splitlines()]
-    return [
+    commands = [
         shlex.split(line) for line in lines if line.strip() and not line.lstrip().startswith("#")
     ]
+    # A step bounded by ``timeout SECONDS`` is the command after it.
+    return [c[2:] if c[:1] == ["timeout"] and c[1:2] and c[1].isdigit() else c for c in commands]
 
 
 def _pytest_runs(script: str) -> list[list[str]]:
@@ -92,6 +94,7 @@ def test_what_its_probe_asks_of_the_gpu_backend_is_there():
     [
         ("python3 -m pytest -q tests/test_gone.py \\\n  2>&1 | tail", [["tests/test_gone.py"]]),
         ("# python3 -m pytest tests/a.py\necho", []),
+        ("timeout 60 python3 -m pytest -q tests/b.py 2>&1 | tail", [["tests/b.py"]]),
     ],
 )
 def test_the_script_reader_finds_the_pytest_runs(script, runs):

@@ -8,18 +8,34 @@
 # then, on the last call: cp ../shared/gpu/install-staged.sh benchmarks/gpu/ (before the call) and
 #   bash benchmarks/gpu/install-staged.sh && bash benchmarks/gpu/device_checks.sh
 #
-# Writes under $OUT: the conformance run (CPU and GPU backends side by side) and the parser
-# benchmark without the Spark contenders (no JVM there), as results/ files. tests/test_device_checks.py
-# keeps it valid without a device: the paths it names exist, its pytest runs collect, and the
-# benchmark takes the flags it passes.
+# Writes under $OUT, in this order (cheapest and most telling first; each step bounded by
+# `timeout`, so one that hangs leaves time for the rest):
+#   device.txt          the device, cuDF's version, whether the backend says it can run
+#   device_kernels.txt  tests/parse/gpu on the device itself (no simulator where nvidia-smi is):
+#                       the fit kernel against the CPU scans, the GPU backend end to end
+#   conformance.txt     the backend conformance suite, CPU and GPU backends side by side (cuDF)
+#   cudf_numbers.json   how cuDF reads fractions and exponents next to Python's float
+#   results/gpu_fit_throughput.{md,json}  rows/s and GB/s, CPU and GPU backends, fit alone,
+#                       at $SIZES bodies
+#   results/parser_throughput.*  the parser benchmark with its GPU column (no Spark: no JVM)
+# tests/test_device_checks.py keeps it valid without a device: the paths it names exist, its
+# pytest runs collect, and the benchmarks take the flags it passes.
 set -uo pipefail
 export PYTHONPATH="$PWD/.gpusite:$PWD:${PYTHONPATH:-}"
 OUT="${OUT:-/tmp/dspark-gpu-out}"
-mkdir -p "$OUT"
+SIZES="${SIZES:-100000 1000000 10000000}"
+mkdir -p "$OUT/results"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/device.txt"
 python3 -c "import cudf, dspark_json.parse.gpu as g; print('cudf', cudf.__version__, 'gpu:', g.unavailable_reason() or 'available')" \
   | tee -a "$OUT/device.txt"
-python3 -m pytest -q -p no:cacheprovider tests/parse/test_backend_conformance.py tests/parse/test_kernels.py \
+timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/parse/gpu \
+  2>&1 | tail -40 | tee "$OUT/device_kernels.txt"
+timeout 240 python3 -m pytest -q -rs -p no:cacheprovider tests/parse/test_backend_conformance.py tests/parse/test_kernels.py \
   2>&1 | tail -40 | tee "$OUT/conformance.txt"
-python3 benchmarks/parser_throughput.py --no-spark --rows "${ROWS:-200000}" --out "$OUT/results" \
+timeout 60 python3 benchmarks/gpu/cudf_numbers.py --count 100000 --out "$OUT" \
+  2>&1 | tail -30 | tee "$OUT/cudf_numbers.txt"
+# shellcheck disable=SC2086  # SIZES is a list of numbers
+timeout 300 python3 benchmarks/gpu/fit_throughput.py --sizes $SIZES --repeat 2 --out "$OUT/results" \
+  2>&1 | tail -30 | tee "$OUT/fit_throughput.txt"
+timeout 200 python3 benchmarks/parser_throughput.py --no-spark --rows "${ROWS:-100000}" --out "$OUT/results" \
   2>&1 | tail -20 | tee "$OUT/benchmark.txt"

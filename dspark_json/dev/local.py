@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from dspark_json.dev.engine import Engine
 from dspark_json.dev.service import Service
 from dspark_json.dev.simulator import Faults
 
@@ -63,6 +64,7 @@ class SimulatorProcess(Service):
         model: str = "dspark-sim",
         latency: float = 0.0,
         faults: Faults | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.args = [
             sys.executable,
@@ -78,6 +80,8 @@ class SimulatorProcess(Service):
             "--latency",
             str(latency),
         ]
+        if engine is not None:
+            self.args += engine.to_args()
         self.env = dict(os.environ)
         if faults is not None:
             self.args += faults.to_args()

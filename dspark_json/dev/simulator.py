@@ -19,6 +19,12 @@ required property left out (fixed once a later user message names it). Whether a
 answer is broken is drawn from the seed and the prompt (its messages before any answer), so a
 replay of the same prompt is broken the same way.
 
+The model's time and vLLM's prefix cache (:class:`~dspark_json.dev.engine.Engine`): with
+``cache_blocks`` set, each answer's ``usage.prompt_tokens_details.cached_tokens`` says how many of
+its prompt tokens the cache held, and ``/stats`` sums ``prompt_tokens`` and ``cached_tokens``;
+with ``prefill_ms`` / ``decode_ms``, an answer takes that long per token computed (``capacity``
+bounds the sequences worked on at once, as vLLM's ``max_num_seqs``). Off by default.
+
 HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
 own benchmarks.
 """
@@ -36,6 +42,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
+
+from dspark_json.dev.engine import Engine, PrefixCache
+from dspark_json.dev.engine import prompt_tokens as _prompt_tokens
 
 __all__ = ["Faults", "Simulator", "generate_value", "vllm_choice", "vllm_completion"]
 
@@ -216,11 +225,19 @@ class Simulator:
         seed: int = 0,
         latency: float = 0.0,
         faults: Faults | None = None,
+        engine: Engine | None = None,
     ) -> None:
         self.model = model
         self.seed = seed
         self.latency = latency
         self.faults = faults or Faults()
+        self.engine = engine or Engine()
+        self.prefix_cache = (
+            PrefixCache(self.engine.cache_blocks, self.engine.block_size)
+            if self.engine.cache_blocks is not None
+            else None
+        )
+        self._prefill_free = 0.0  # when the engine's compute is free for the next prefill
         self.started = int(time.time())
         #: As vLLM's: its version and a hash of the server configuration.
         self.fingerprint = (
@@ -311,12 +328,12 @@ class Simulator:
         slow = draw() < faults.slow_rate
         truncate = draw() < faults.truncate_rate
         malformed = draw() < faults.malformed_rate
+        call = self._seen[digest] if self.faults.vary else 1
         if self._capacity is not None:
             async with self._capacity:
-                await self._work(slow)
+                status, payload = await self._work(slow, body, call)
         else:
-            await self._work(slow)
-        status, payload = self._chat(body, self._seen[digest] if self.faults.vary else 1)
+            status, payload = await self._work(slow, body, call)
         if malformed and status == 200:
             for choice in payload["choices"]:
                 content = choice["message"]["content"]
@@ -324,10 +341,34 @@ class Simulator:
                 choice["finish_reason"] = "length"
         return Reply(status, payload, fault="truncate" if truncate else None)
 
-    async def _work(self, slow: bool) -> None:
+    async def _work(self, slow: bool, body: bytes, call: int) -> tuple[int, Any]:
+        """The answer, after the time it takes: the fixed latency, a slow fault, and the
+        engine's prefill of the tokens not cached and decode of the output."""
         seconds = self.latency + (self.faults.slow_seconds if slow else 0.0)
         if seconds:
             await asyncio.sleep(seconds)
+        status, payload = self._chat(body, call)
+        engine, cache = self.engine, self.prefix_cache
+        if status != 200 or (cache is None and not engine.prefill_ms and not engine.decode_ms):
+            return status, payload
+        tokens = _prompt_tokens(json.loads(body)["messages"])
+        now = asyncio.get_running_loop().time()
+        cached, ready = cache.lookup(tokens) if cache is not None else (0, 0.0)
+        prefill, decode = engine.seconds(
+            len(tokens) - cached, payload["usage"]["completion_tokens"]
+        )
+        # Prefills share the engine's compute, one after another; the blocks found first.
+        done = max(now, ready, self._prefill_free) + prefill
+        self._prefill_free = done
+        if cache is not None:
+            # Cached when scheduled, as vLLM does: a request after it finds them and waits.
+            cache.insert(tokens, done)
+            payload["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+            self.counts["prompt_tokens"] += len(tokens)
+            self.counts["cached_tokens"] += cached
+        if done + decode > now:
+            await asyncio.sleep(done + decode - now)
+        return status, payload
 
     def _error(self, message: str, code: int, *, param: str | None = None) -> dict[str, Any]:
         kind = {
@@ -393,11 +434,7 @@ class Simulator:
             self.faults.drift_after is not None
             and self.counts["completions_ok"] >= self.faults.drift_after
         )
-        prompt_tokens = sum(
-            len(str(m.get("content", "")).split()) + 4
-            for m in request["messages"]
-            if isinstance(m, dict)
-        )
+        prompt_tokens = len(_prompt_tokens(request["messages"]))
         if prompt_tokens > _MAX_MODEL_LEN:
             message = (
                 f"This model's maximum context length is {_MAX_MODEL_LEN} tokens. However, your "
@@ -596,12 +633,19 @@ def _response(reply: Reply, keep_alive: bool) -> bytes:
 
 
 async def run(
-    host: str, port: int, *, model: str, seed: int, latency: float, faults: Faults | None = None
+    host: str,
+    port: int,
+    *,
+    model: str,
+    seed: int,
+    latency: float,
+    faults: Faults | None = None,
+    engine: Engine | None = None,
 ) -> None:
     """Serve until cancelled; announce the bound address on stdout (first line)."""
     import sys
 
-    simulator = Simulator(model=model, seed=seed, latency=latency, faults=faults)
+    simulator = Simulator(model=model, seed=seed, latency=latency, faults=faults, engine=engine)
     server = await simulator.serve(host, port)
     bound = server.sockets[0].getsockname()
     sys.stdout.write(f"dspark-json simulator listening on http://{bound[0]}:{bound[1]}\n")

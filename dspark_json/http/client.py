@@ -32,6 +32,7 @@ from dspark_json.http.failures import (
     transport_error,
 )
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
+from dspark_json.http.order import plan
 from dspark_json.http.retry import (
     DOWN_STATUSES,
     RETRY_STATUSES,
@@ -156,6 +157,10 @@ class _Run:
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
+        self.rankings: Mapping[int, Sequence[Endpoint]] = {}
+        if self.config.prefix_order:
+            sent = plan(self.payloads, self.config.endpoints)
+            pending, self.rankings = sent.order, sent.rankings
         queue = iter(pending)
         self.limit = AdaptiveLimit(
             self.config.initial_concurrency,
@@ -261,13 +266,20 @@ class _Run:
                 payload = self.payloads[index]
                 assert payload is not None
                 self.started += 1
-                self.results[index] = outcome = await self._send(transport, payload)
+                prefer = self.rankings.get(index, ())
+                self.results[index] = outcome = await self._send(transport, payload, prefer)
                 if outcome.error is not None:
                     self.stats.failed += 1
                     self.stopped = self.stop_on_failure
         finally:
             if transport is not self.injected:
                 await transport.aclose()
+
+    def _down(self, endpoint: Endpoint, prefer: Sequence[Endpoint]) -> Sequence[Endpoint]:
+        """``endpoint`` failed a request as a down server does: counted by the pool, and put
+        last in the request's ``prefer``, so that its retry tries the next endpoint first."""
+        self.pool.failed(endpoint)
+        return [*(e for e in prefer if e != endpoint), *(e for e in prefer if e == endpoint)]
 
     def _refused(self, exc: BodyRefused, endpoint: Endpoint, attempt: int) -> Outcome:
         """A body not read (over maxResponseBytes, or not decodable): the server answered, so
@@ -278,7 +290,11 @@ class _Run:
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
 
-    async def _send(self, transport: httpx.AsyncBaseTransport, payload: bytes) -> Outcome:
+    async def _send(
+        self, transport: httpx.AsyncBaseTransport, payload: bytes, prefer: Sequence[Endpoint]
+    ) -> Outcome:
+        # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
+        # does not rest (one that failed it goes last for its retries), else round-robin.
         config, limit, pool, stats = self.config, self.limit, self.pool, self.stats
         loop = asyncio.get_running_loop()
         deadline = loop.time() + config.request_deadline
@@ -287,7 +303,7 @@ class _Run:
         while True:
             left = deadline - loop.time()
             try:
-                endpoint = await pool.pick(left)
+                endpoint = await pool.pick(left, prefer)
             except NoEndpoint:
                 return Outcome(
                     error=no_endpoint_error(
@@ -318,7 +334,7 @@ class _Run:
             except (httpx.TransportError, TimeoutError) as exc:
                 limit.release()
                 limit.on_overload()
-                pool.failed(endpoint)
+                prefer = self._down(endpoint, prefer)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
                 retry = True
@@ -333,7 +349,7 @@ class _Run:
                 if status in RETRY_STATUSES:
                     limit.on_overload()
                 if status in DOWN_STATUSES:
-                    pool.failed(endpoint)
+                    prefer = self._down(endpoint, prefer)
                 else:
                     pool.succeeded(endpoint)
                 error = http_error(status, body, attempt, self.secrets)

@@ -1,9 +1,10 @@
 """Model server endpoints: where requests go, and which of them may be sent to right now.
 
-Requests are spread round-robin over the healthy endpoints. An endpoint that fails
-``fail_limit`` times in a row (connection errors, timeouts, 502/503/504) rests: nothing is sent
-to it until a probe of its ``/health`` gets an HTTP answer below 500 (a gateway without
-``/health`` answers 404, which counts as alive). Probes back off from 0.5 s to 10 s.
+Requests are spread round-robin over the healthy endpoints, or go to the first healthy one of
+the endpoints they prefer (option ``prefixOrder``: :mod:`dspark_json.http.order`). An endpoint
+that fails ``fail_limit`` times in a row (connection errors, timeouts, 502/503/504) rests:
+nothing is sent to it until a probe of its ``/health`` gets an HTTP answer below 500 (a gateway
+without ``/health`` answers 404, which counts as alive). Probes back off from 0.5 s to 10 s.
 """
 
 from __future__ import annotations
@@ -70,12 +71,16 @@ class EndpointPool:
         self._back = asyncio.Event()
         self.rests = 0
 
-    async def pick(self, timeout: float) -> Endpoint:
-        """The next endpoint to send to; waits up to ``timeout`` s while all of them rest."""
+    async def pick(self, timeout: float, prefer: Sequence[Endpoint] = ()) -> Endpoint:
+        """The next endpoint to send to: the first of ``prefer`` not resting, else round-robin;
+        waits up to ``timeout`` s while all of them rest."""
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         began = loop.time()
         while True:
+            for endpoint in prefer:
+                if endpoint not in self._resting:
+                    return endpoint
             for _ in range(len(self.endpoints)):
                 endpoint = self.endpoints[self._next % len(self.endpoints)]
                 self._next += 1

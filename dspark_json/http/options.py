@@ -236,6 +236,17 @@ class HttpOptions:
         convert=positive(int),
         default="5",
     )
+    prefix_order: bool = option(
+        "prefixOrder",
+        "Send a task's requests grouped by shared message prefix (longest shared prefixes "
+        "together), each group to one endpoint (rendezvous hashing on its first 1 KiB of "
+        "messages, within an even share of the requests; the next endpoint when it rests), so "
+        "that vLLM's prefix cache holds the prefixes it is asked for. Rows keep their order; "
+        "false sends in row order, round-robin over the endpoints.",
+        "false",
+        convert=boolean,
+        default="true",
+    )
     max_response_bytes: int = option(
         "maxResponseBytes",
         "Largest response body accepted, in bytes, as received and once decompressed (a "

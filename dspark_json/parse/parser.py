@@ -60,6 +60,12 @@ class Reason(StrEnum):
         "more than one choice where only the first has a parsed column (the others' values are "
         "rescued)",
     )
+    READER_RULES = (
+        "reader_rules",
+        "the row fits, but holds what the GPU backend's reader (cuDF) reads otherwise than the "
+        "CPU rules: a number with a fraction or an exponent, more than 15 digits in a row, a "
+        "\\u escape of a surrogate pair or of U+0000 (parse/gpu/fit.py reader_hazards)",
+    )
     READER = "reader_rejected", "the JSON lines reader (the GPU backend's cuDF) rejected the chunk"
 
 

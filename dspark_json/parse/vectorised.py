@@ -24,7 +24,7 @@ import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +59,8 @@ from dspark_json.parse.found import (
     unlike_repr,
 )
 from dspark_json.parse.json import (
+    ContentScan,
+    EnvelopeScan,
     KeySpans,
     TypeTable,
     compile_type,
@@ -75,7 +77,7 @@ from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.threads import by_row_ranges
 from dspark_json.rows import Status, data_fields
 
-__all__ = ["Vectorised", "as_python"]
+__all__ = ["Fit", "Vectorised", "as_python"]
 
 #: ``created`` and other envelope timestamps: unix seconds from year 1 to 9999.
 _SECONDS = (-62135596800, 253402300799)
@@ -147,6 +149,31 @@ class _Plan:
         )
 
 
+class Fit(Protocol):
+    """Who decides the fit where the CPU scans do not: the GPU backend's device kernel
+    (:class:`~dspark_json.parse.gpu.fit.DeviceFit`), with the scans' results but their events
+    (the rows that fit are read by :attr:`Vectorised.lines`); rows that fit but that its
+    reader reads otherwise are ``CODE_MISFIT``, and :attr:`routed` says which they were."""
+
+    #: After :meth:`envelope` or :meth:`content`: the rows it made misfits for its reader.
+    routed: np.ndarray
+
+    def envelope(
+        self, offsets: np.ndarray, data: np.ndarray, valid: np.ndarray, table: TypeTable
+    ) -> EnvelopeScan:
+        """What :func:`~dspark_json.parse.json.scans.scan_envelope_fit` gives."""
+
+    def content(
+        self,
+        offsets: np.ndarray,
+        data: np.ndarray,
+        valid: np.ndarray,
+        table: TypeTable,
+        lenient: bool,
+    ) -> ContentScan:
+        """What :func:`~dspark_json.parse.json.scans.scan_content_fit` gives."""
+
+
 @functools.lru_cache(maxsize=64)
 def _plan_of(data: StructType, json_text: bool = True) -> _Plan | None:
     """:meth:`_Plan.of`, once per schema (a partition of a few hundred rows would otherwise
@@ -161,7 +188,12 @@ class Vectorised:
     GPU backend's cuDF) where one is given."""
 
     def __init__(
-        self, schema: StructType, *, lines: JsonLines | None = None, lenient: bool = True
+        self,
+        schema: StructType,
+        *,
+        lines: JsonLines | None = None,
+        fit: Fit | None = None,
+        lenient: bool = True,
     ) -> None:
         self.schema = schema
         self.lenient = lenient
@@ -171,6 +203,9 @@ class Vectorised:
         #: The documents that fit are read from the scans' events (:mod:`.json.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
+        #: Who decides the fit instead of the CPU scans (with ``lines``: the GPU backend's
+        #: device kernel), else None.
+        self.fit = fit
         data = data_fields(schema)
         self._plan = _plan_of(data, lines is None)
         # Where rescued keys go in _rescued_data, as the reference parser orders them: by the
@@ -197,18 +232,22 @@ class Vectorised:
         plan = self._plan
         n = len(texts)
         offsets, data, valid = string_buffers(texts)
-        scan = by_row_ranges(
-            scan_envelope_fit,
-            n,
-            self.threads,
-            offsets,
-            data,
-            valid,
-            plan.envelope_table.nodes,
-            False,
-            True,
-            apart="events",
-        )
+        scan: Any  # an EnvelopeScan (its events a list of arrays, one per range)
+        if self.fit is not None:
+            scan = self.fit.envelope(offsets, data, valid, plan.envelope_table)
+        else:
+            scan = by_row_ranges(
+                scan_envelope_fit,
+                n,
+                self.threads,
+                offsets,
+                data,
+                valid,
+                plan.envelope_table.nodes,
+                False,
+                True,
+                apart="events",
+            )
         codes = scan.codes
         found = FoundKeys.of(data, scan)
         fits = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
@@ -222,6 +261,8 @@ class Vectorised:
             schema=plan.envelope_read,
         )
         aside = _SetAside(n)
+        if self.fit is not None:
+            aside.add(Reason.READER_RULES, self.fit.routed)
         aside.add(Reason.ENVELOPE, codes == scan_codes.CODE_MISFIT)
         aside.add(Reason.READER, fits & ~read)
         slow = aside.rows()
@@ -335,10 +376,14 @@ class Vectorised:
         fields = _children(per_choice)
         content = _children(fields["message"])["content"]
         offsets, data, valid = string_buffers(content)
-        scan = by_row_ranges(
-            scan_content_fit, len(content), self.threads, offsets, data, valid,
-            plan.content_table.nodes, self.lenient, apart="events",
-        )  # fmt: skip
+        scan: Any  # a ContentScan (its events a list of arrays, one per range)
+        if self.fit is not None:
+            scan = self.fit.content(offsets, data, valid, plan.content_table, self.lenient)
+        else:
+            scan = by_row_ranges(
+                scan_content_fit, len(content), self.threads, offsets, data, valid,
+                plan.content_table.nodes, self.lenient, apart="events",
+            )  # fmt: skip
         starts, ends, codes = scan.starts, scan.ends, scan.codes
         fitting = (codes == scan_codes.CODE_FITS) | (codes == scan_codes.CODE_EXTRA)
         values, read = self._read(
@@ -351,6 +396,8 @@ class Vectorised:
             schema=plan.content_read,
         )
         codes[fitting & ~read] = scan_codes.CODE_MISFIT
+        if self.fit is not None:
+            aside.of(Reason.READER_RULES).update(parents[self.fit.routed].tolist())
         aside.of(Reason.CONTENT).update(parents[codes == scan_codes.CODE_MISFIT].tolist())
         parsed = finish(
             contiguous(values.column("v")), plan.content, parents, aside.of(Reason.VALUES)

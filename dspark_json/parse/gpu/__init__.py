@@ -3,16 +3,18 @@ on use; this one says whether the backend can run (:func:`unavailable_reason`) a
 pool, without importing them.
 
 - :mod:`.parser`: :class:`~.parser.GpuParser`, the vectorised path
-  (:mod:`dspark_json.parse.vectorised`, shared with the CPU backend) with cuDF's reader;
-- :mod:`.reader`: cuDF's JSON lines reader (``cudf.read_json``, ``lines=True``, explicit dtypes,
-  column pruning): the envelope and content reads, the bulk of the work, run on the device.
+  (:mod:`dspark_json.parse.vectorised`, shared with the CPU backend) with the fit check on the
+  device and cuDF's reader;
+- :mod:`.fit`: the fit check per row, the CPU kernels' ``check_row`` compiled for the device
+  (:mod:`.targets`, :mod:`.grammar`), and what cuDF reads otherwise (``reader_hazards``);
+- :mod:`.kernels`: the ``numba.cuda`` kernels, a thread per row;
+- :mod:`.reader`: JSON lines gathered on the device, read by cuDF (``cudf.read_json``,
+  ``lines=True``, explicit dtypes, column pruning).
 
-The numba scans that validate bodies, check them against the schema and find the JSON in each
-message still run on the CPU (no allocation, no objects); device kernels
-(``numba.cuda``) that take them over go in this package, next to the reader, for the word loads of
-:mod:`dspark_json.parse.json.words` are CPU instructions.
+No pass over the bytes of a row that fits runs on the CPU.
 
-Status: written without a device to try it on. It has not run yet, so ``parseMode=auto`` does not
+Status: written without a device to try it on; its kernels run under numba's CUDA simulator in
+the tests (``tests/parse/gpu/``). It has not run on a device yet, so ``parseMode=auto`` does not
 pick it; ``parseMode=gpu`` does, and the backend conformance suite
 (``tests/parse/test_backend_conformance.py``, the ``gpu`` backend) is the check it must pass on a
 GPU machine before ``auto`` may choose it.

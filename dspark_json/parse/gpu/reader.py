@@ -1,35 +1,114 @@
 """cuDF's JSON lines reader (``cudf.read_json`` with ``lines=True``, explicit dtypes and column
-pruning): the GPU backend's reader of the documents the scans found fitting."""
+pruning): the GPU backend's reader of the documents the device's fit check found fitting
+(:mod:`.fit`). The lines are gathered on the device (:func:`gather_row`, a thread per row at
+offsets the host computes from the row lengths), not by a pass over the bytes on the CPU."""
 
 from __future__ import annotations
 
 import io
 import logging
+import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.reader import JsonLines
 
-__all__ = ["CudfLines"]
+__all__ = ["CudfLines", "gather_row"]
 
 logger = logging.getLogger("dspark_json")
 
+_SPACE, _LF, _CR = 32, 10, 13
+_THREADS, _BLOCK = 65536, 256
+
+
+@portable
+def gather_row(
+    data: Any, start: int, end: int, take: bool, prefix: Any, suffix: Any, out: Any, pos: int
+) -> None:
+    """One row of :func:`~dspark_json.parse.json.lines.gather_lines` at ``out[pos:]``:
+    ``prefix + data[start:end] + suffix`` (CR and LF as spaces) where ``take``, else ``{}``;
+    then a newline."""
+    if take:
+        for b in range(len(prefix)):
+            out[pos] = prefix[b]
+            pos += 1
+        for j in range(start, end):
+            c = data[j]
+            out[pos] = _SPACE if c == _LF or c == _CR else c
+            pos += 1
+        for b in range(len(suffix)):
+            out[pos] = suffix[b]
+            pos += 1
+    else:
+        out[pos] = 123
+        out[pos + 1] = 125
+        pos += 2
+    out[pos] = _LF
+
 
 class CudfLines(JsonLines):
-    """JSON lines read by cuDF on the device: one chunk per batch (the GPU is the parallelism).
-    A chunk cuDF rejects comes back as not read, like pyarrow's, for the reference parser."""
+    """JSON lines gathered and read on the device, one read per batch (the GPU is the
+    parallelism). A batch cuDF rejects comes back as not read, like pyarrow's chunks, for the
+    reference parser. :meth:`read_lines` is the one call into cuDF."""
 
     def __init__(self) -> None:
         super().__init__(chunk_bytes=1 << 62, threads=1)
 
-    def read_chunk(self, chunk: np.ndarray, schema: pa.Schema) -> pa.Table | None:
+    def read(
+        self,
+        data: np.ndarray,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        take: np.ndarray,
+        schema: pa.Schema,
+        *,
+        prefix: bytes = b"",
+        suffix: bytes = b"",
+    ) -> tuple[pa.Table, np.ndarray]:
+        from numba import cuda
+
+        from dspark_json.parse.gpu.fit import device_target
+        from dspark_json.parse.gpu.kernels import gather_kernel
+        from dspark_json.parse.json import line_lengths
+
+        n = len(starts)
+        ok = np.ones(n, np.bool_)
+        if n == 0:
+            return schema.empty_table(), ok
+        lengths = line_lengths(starts, ends, take, len(prefix) + len(suffix))
+        line_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        head = np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)]
+        tail = np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)]
+        lines = cuda.device_array(int(line_at[-1]), np.uint8)
+        threads = min(_THREADS, n)
+        block = min(_BLOCK, threads)
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+            block = threads = min(4, n)  # a Python thread each
+        kernel = gather_kernel(device_target().compile(gather_row))
+        kernel[(threads + block - 1) // block, block](
+            *(
+                cuda.to_device(np.ascontiguousarray(a))
+                for a in (data, starts, ends, take, head, tail, line_at[:-1])
+            ),
+            lines,
+        )
+        table = self.read_lines(lines, schema)
+        if table is None or table.num_rows != n:
+            ok[:] = False
+            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
+        return table.select(schema.names).cast(schema).combine_chunks(), ok
+
+    def read_lines(self, lines: Any, schema: pa.Schema) -> pa.Table | None:
+        """JSON lines in device memory (a numba device array) as a table of ``schema`` (unknown
+        keys pruned), or None where cuDF rejects them."""
         import cudf
 
         try:
             frame = cudf.read_json(
-                io.BytesIO(chunk.tobytes()),
+                io.BytesIO(lines.copy_to_host()),
                 engine="cudf",
                 lines=True,
                 dtype={f.name: _cudf_dtype(f.type) for f in schema},
@@ -39,7 +118,7 @@ class CudfLines(JsonLines):
         except Exception as exc:  # cuDF's errors have no common base
             logger.warning(
                 "cuDF rejected %d bytes of JSON lines (%s); parsing them on the CPU",
-                len(chunk),
+                lines.size,
                 exc,
             )
             return None

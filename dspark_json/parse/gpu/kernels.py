@@ -1,0 +1,65 @@
+# mypy: disable-error-code="attr-defined,no-untyped-def,misc"
+"""The device kernels (``numba.cuda``; imported on use, by :mod:`.fit`): one launch runs
+:func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, a grid-stride loop over
+the batch, each thread on its own row of the scratch. ``numba.cuda`` is imported on first use,
+into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) swaps the
+``cuda`` a kernel's globals hold for its own, not one a closure holds."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+__all__ = ["fit_kernel", "gather_kernel"]
+
+cuda: Any = None
+
+
+def _import_cuda() -> None:
+    global cuda  # noqa: PLW0603  (on use: see the module's docstring)
+    if cuda is None:
+        from numba import cuda as module
+
+        cuda = module
+
+
+@functools.cache
+def fit_kernel(one: Any) -> Any:
+    """The fit check's kernel over ``one`` (:func:`~dspark_json.parse.gpu.fit.visit` compiled
+    for the device), compiled on first use."""
+    _import_cuda()
+
+    @cuda.jit
+    def kernel(
+        rows, content, lenient, offsets, data, valid, kind, first, count, low, high,
+        field_node, key_start, key_end, keys, closure, closure_at, stack, stack_node,
+        stack_stamp, stamps, clock, found, found_n, stack_count, no_events, codes, starts,
+        ends, hazards, counts, write, top_at, spans, nested_at, nested,
+    ):  # fmt: skip
+        t = cuda.grid(1)
+        for r in range(t, rows.shape[0], cuda.gridsize(1)):
+            one(
+                rows[r], content, lenient, offsets, data, valid, kind, first, count, low, high,
+                field_node, key_start, key_end, keys, closure, closure_at, stack[t],
+                stack_node[t], stack_stamp[t], stamps[t], clock[t], found[t], found_n[t],
+                stack_count[t], no_events, codes, starts, ends, hazards, counts, write, top_at,
+                spans, nested_at, nested,
+            )  # fmt: skip
+
+    return kernel
+
+
+@functools.cache
+def gather_kernel(one: Any) -> Any:
+    """Rows copied into JSON lines on the device: ``one``
+    (:func:`~dspark_json.parse.gpu.reader.gather_row` compiled for the device) per row, at the
+    line offsets the host computed from the lengths."""
+    _import_cuda()
+
+    @cuda.jit
+    def kernel(data, starts, ends, take, prefix, suffix, line_at, out):
+        t = cuda.grid(1)
+        for i in range(t, starts.shape[0], cuda.gridsize(1)):
+            one(data, starts[i], ends[i], take[i], prefix, suffix, out, line_at[i])
+
+    return kernel

@@ -1,0 +1,146 @@
+"""The GPU backend end to end without a GPU: the device's fit check under numba's CUDA
+simulator, the lines gathered by the device kernel, and cuDF's reader stood in for by pyarrow's
+(tests/parse/gpu/stub.py). Its table must be the reference parser's, row for row, and no CPU scan
+may run over the bodies (the cuDF read itself is for a device: the ``gpu`` marker, in
+tests/parse/test_backend_conformance.py)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from dspark_json.parse import reader, vectorised
+from dspark_json.parse.gpu.fit import device_target
+from dspark_json.parse.gpu.kernels import gather_kernel
+from dspark_json.parse.gpu.parser import GpuParser
+from dspark_json.parse.gpu.reader import gather_row
+from dspark_json.parse.json import gather_lines, line_lengths
+from dspark_json.parse.reference import ReferenceParser
+from tests.parse import test_backend_conformance as conformance
+from tests.parse.gpu.stub import PyarrowLines
+from tests.parse.gpu.test_device_fit import SUITE, VLLM
+
+SCHEMA = conformance.response_schema(response_format=conformance.CONTENT)
+#: vLLM bodies whose contents hold no construct cuDF reads otherwise (a whole score)...
+WHOLE = [
+    conformance.dumps(
+        conformance.vllm_body(conformance.dumps(conformance.GOOD | {"n": i, "score": 2}))
+    )
+    for i in range(6)
+]
+#: ... and with a fraction (``0.5``), which cuDF's parser may round otherwise.
+GOOD = [
+    conformance.dumps(conformance.vllm_body(conformance.dumps(conformance.GOOD | {"n": i})))
+    for i in range(6)
+]
+
+
+def _gpu(schema=SCHEMA):
+    return GpuParser(schema, lines=PyarrowLines())
+
+
+def _same_as_reference(bodies, schema=SCHEMA):
+    parser = _gpu(schema)
+    table = parser.parse(bodies)
+    want = ReferenceParser(schema).parse(bodies)
+    assert repr(table.to_pylist()) == repr(want.to_pylist())
+    return parser
+
+
+def test_fitting_bodies_take_no_cpu_scan(monkeypatch):
+    """The rows that fit are decided on the device and read by the (stub) reader: the CPU
+    scans and the CPU's line gathering never run, and no row goes to the reference parser."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a CPU pass over the bytes ran on the GPU path")
+
+    monkeypatch.setattr(vectorised, "scan_envelope_fit", forbidden)
+    monkeypatch.setattr(vectorised, "scan_content_fit", forbidden)
+    monkeypatch.setattr(reader, "gather_lines", forbidden)
+    parser = _same_as_reference(WHOLE)
+    assert parser.reference_rows == 0, parser.reference_reasons
+
+
+def test_rows_cudf_would_read_otherwise_go_to_the_reference():
+    parser = _same_as_reference(WHOLE[:3] + GOOD[3:])
+    assert parser.device_fit.hazard_rows == 3  # 0.5: a fraction, cuDF's sum of digits
+    assert parser.reference_reasons == {"reader_rules": 3}
+
+
+def test_the_conformance_bodies():
+    bodies = [body for _, body, _ in conformance.STRUCT_CASES]
+    bodies += [
+        conformance.dumps(conformance.envelope(c))
+        for c in ('{"label": "x", "n": "three", "extra": {"a": 1}}', '{"n": 1.0, "tags": [1]}')
+    ]
+    _same_as_reference(bodies + GOOD)
+
+
+def test_jsontestsuite_as_contents():
+    texts = [p.read_bytes().decode("utf-8", "replace") for p in SUITE]
+    bodies = [conformance.dumps(conformance.envelope(t)) for t in texts]
+    _same_as_reference(bodies)
+
+
+def test_vllm_bodies():
+    _same_as_reference([p.read_text() for p in VLLM])
+
+
+@pytest.mark.parametrize(("prefix", "suffix"), [(b"", b""), (b'{"v":', b"}")])
+def test_lines_gathered_on_the_device_are_the_cpu_s(prefix, suffix):
+    from numba import cuda
+
+    texts = ['{"a":\n1}', None, "[1,\r\n2]", "", '"x"']
+    array = pa.array(texts, pa.string())
+    offsets = np.frombuffer(array.buffers()[1], np.int32)[: len(texts) + 1].astype(np.int64)
+    data = np.frombuffer(array.buffers()[2], np.uint8)
+    take = np.array([t is not None for t in texts])
+    starts, ends = offsets[:-1], offsets[1:]
+    lengths = line_lengths(starts, ends, take, len(prefix) + len(suffix))
+    line_at = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    head, tail = np.frombuffer(prefix, np.uint8), np.frombuffer(suffix, np.uint8)
+    want = np.zeros(int(line_at[-1]), np.uint8)
+    gather_lines(data, starts, ends, take, head, tail, want)
+    got = cuda.device_array(int(line_at[-1]), np.uint8)
+    inputs = (data, starts, ends, take, head, tail, line_at[:-1])
+    kernel = gather_kernel(device_target().compile(gather_row))
+    kernel[1, 4](*(cuda.to_device(np.ascontiguousarray(a)) for a in inputs), got)
+    assert got.copy_to_host().tobytes() == want.tobytes()
+    assert json.loads(want.tobytes().split(b"\n")[0] or b"{}") is not None
+
+
+@pytest.mark.slow
+def test_the_profile_finds_no_per_byte_pass_on_the_host(tmp_path):
+    """benchmarks/gpu/profile_fit.py (the figures in benchmarks/results/gpu_profile.md) exits 1
+    where a function that reads bytes one by one runs on the host."""
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu/profile_fit.py", "--rows", "16", "--out", str(tmp_path)],
+        cwd=Path(__file__).parents[3],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    text = (tmp_path / "gpu_profile.md").read_text()
+    assert "check_row" in text.split("On the host")[0]  # the rules ran, on the device
+    assert "on the host (" in text.lower() and text.rstrip().endswith("none")
+
+
+@pytest.mark.parametrize(
+    "bodies",
+    [
+        [],
+        [None],
+        ['{"id":"x","choices":[]}'],
+        ["nope"],
+        [conformance.dumps(conformance.envelope())],
+    ],
+    ids=["no-rows", "null", "no-choices", "not-json", "empty-choices"],
+)
+def test_batches_with_nothing_to_read(bodies):
+    _same_as_reference(bodies)
