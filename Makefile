@@ -26,9 +26,10 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)  ## stream sample prompts through the local simulator into a local Delta table
 	$(BIN)/dspark-json demo
 
-test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest
+test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest and test-vllm
 	$(BIN)/python -m pytest
 	$(MAKE) test-oldest
+	$(MAKE) test-vllm
 
 $(STAMP_OLDEST): pyproject.toml setup.cfg
 	test -x $(VENV_OLDEST)/bin/python || $(PYTHON) -m venv $(VENV_OLDEST)
@@ -41,11 +42,12 @@ test-oldest: $(STAMP_OLDEST)  ## the Spark end-to-end tests on the oldest suppor
 	$(VENV_OLDEST)/bin/python -m pytest $(OLDEST_TESTS)
 
 # Real vLLM (CPU build, a tiny random-weight model built here): installed into a virtualenv
-# cached under ~/.cache/dspark-json (~2-3 min and 3.5 GB the first time), started and stopped by
-# the tests. DSPARK_VLLM_URL=http://... uses a server already running instead.
-test-vllm: $(STAMP)  ## the tests against real vLLM (and the simulator's shape against it)
+# cached under ~/.cache/dspark-json (3.4 GB; minutes the first time, seconds after), one server
+# started and stopped for the tier. Part of `make test`. DSPARK_VLLM_URL=http://... uses a server
+# already running instead.
+test-vllm: $(STAMP)  ## the tests against real vLLM
 	tests/vllm/install.sh
-	$(BIN)/python -m pytest -m "vllm or not spark" tests/vllm tests/dev/test_simulator_shape.py
+	$(BIN)/python -m pytest -m vllm tests/vllm
 
 unit: $(STAMP)  ## the fast tests only (no Spark)
 	$(BIN)/python -m pytest -m "not spark"

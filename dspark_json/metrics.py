@@ -329,9 +329,13 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
     }
     if not total["reasks"] and not total["over_budget"]:
         return ""
+    # repairTokenBudget is shared out over the batch's tasks: their shares add up to it.
+    budgets = [repair.get("budget") for repair in repairs]
+    budget = sum(b for b in budgets if b is not None) if None not in budgets else None
     return (
         f"; re-asked {total['reasks']} (fixed {total['fixed']}, tokens {total['prompt_tokens']} "
         f"in / {total['completion_tokens']} out"
+        + (f" of a budget of {budget}" if budget is not None else "")
         + (f", {total['over_budget']} over budget" if total["over_budget"] else "")
         + ")"
     )

@@ -19,6 +19,7 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
 from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
+from dspark_json.http.repair import RepairOptions
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
@@ -99,6 +100,7 @@ def answer(
     source: str = "server",
     http_seconds: float = 0.0,
     rounds: RoundStore | None = None,
+    repair_options: RepairOptions | None = None,
 ) -> Answers:
     """Parse the answers to ``rows`` into the response columns of ``schema``; rows out =
     prompts in, in order.
@@ -120,6 +122,9 @@ def answer(
     rounds:
         Where the re-asks of option ``repairAttempts`` are journaled (and read back on a
         replay); ``None``: not journaled.
+    repair_options:
+        The re-ask options of this task (its share of repairTokenBudget); ``None``: the
+        query's.
     """
     options = query.options.rows
     backend = select_backend(options.parse_mode)
@@ -144,7 +149,15 @@ def answer(
     if query.options.repair.repair_attempts and source != "recorded":
         started = time.perf_counter()
         judged = Judged(statuses=statuses, violations=violations)
-        done = _reask(rows, query, parse=parser.parse, first=outcomes, judged=judged, rounds=rounds)
+        done = _reask(
+            rows,
+            query,
+            parse=parser.parse,
+            first=outcomes,
+            judged=judged,
+            rounds=rounds,
+            options=repair_options or query.options.repair,
+        )
         repair_seconds = time.perf_counter() - started
         attempts, repaired = done.attempts, done.stats
         if done.stats.rows:  # the rows hold the last answers
@@ -183,6 +196,7 @@ def _reask(
     first: Outcomes,
     judged: Judged,
     rounds: RoundStore | None,
+    options: RepairOptions,
 ) -> Repaired:
     """Option repairAttempts: re-ask the rows ``judged`` finds wrong; each round's answers are
     judged by the same parser and validator as the first ones."""
@@ -197,7 +211,7 @@ def _reask(
         rows.record,
         first,
         judged,
-        options=query.options.repair,
+        options=options,
         builder=RequestBuilder(query.options.request, query.model),
         http=query.options.http,
         judge=judge,
@@ -239,6 +253,9 @@ def read_partition(
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
     rows, fetched, source, rounds = _rows_and_answers(partition, query)
+    repair_options = query.options.repair
+    if partition.repair_token_budget is not None:  # the task's share of the batch's budget
+        repair_options = replace(repair_options, repair_token_budget=partition.repair_token_budget)
     answers = answer(
         rows,
         query,
@@ -247,6 +264,7 @@ def read_partition(
         source=source,
         http_seconds=time.perf_counter() - started,
         rounds=rounds,
+        repair_options=repair_options,
     )
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]

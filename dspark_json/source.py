@@ -28,8 +28,15 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
+from dspark_json.http.repair import share_budget
 from dspark_json.inputs.journal import Journal
-from dspark_json.inputs.listing import Position, PromptListing, PromptPartition, plan_partitions
+from dspark_json.inputs.listing import (
+    Position,
+    PromptListing,
+    PromptPartition,
+    Segment,
+    plan_partitions,
+)
 from dspark_json.inputs.prompts import infer_passthrough
 from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
@@ -130,13 +137,10 @@ class PromptBatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        inputs = self.query.options.input
         listing = _listing(self.query.options)
         segments = listing.segments(Position(), listing.end())
         # Spark reads one partition of its own when given none; make that one ours (empty).
-        return plan_partitions(segments, inputs.partition_size, listing.locate) or [
-            PromptPartition(0, ())
-        ]
+        return _plan(segments, self.query.options, listing) or [PromptPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)
@@ -238,10 +242,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         batch_id = self._batch_id(start, end)
         batch = batch_label(batch_id, end)
         self._unreported[batch_id] = (last, batch)
-        return [
-            replace(p, batch=batch)
-            for p in plan_partitions(segments, self.inputs.partition_size, self._listing.locate)
-        ]
+        return [replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)
@@ -287,6 +288,30 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             mine = read_records(metrics, batch=label)  # this batch's files only
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
+
+
+def _plan(
+    segments: Sequence[Segment], options: Options, listing: PromptListing
+) -> list[PromptPartition]:
+    """A micro-batch's partitions (a batch read's: the whole read), each with its share of
+    option repairTokenBudget where re-asks have one: in proportion to its rows, so that the
+    batch's tasks together spend at most the budget. A compressed file's ``parts`` each run
+    their re-asks on their own: each gets a share of its own."""
+    partitions = plan_partitions(segments, options.input.partition_size, listing.locate)
+    budget = options.repair.repair_token_budget
+    if budget is None or not options.repair.repair_attempts:
+        return partitions
+    tasks = [unit for p in partitions for unit in (p.parts or (p,))]
+    shares = iter(share_budget(budget, [unit.rows for unit in tasks]))
+    planned = []
+    for p in partitions:
+        if p.parts:
+            parts = tuple(replace(part, repair_token_budget=next(shares)) for part in p.parts)
+            total = sum(part.repair_token_budget or 0 for part in parts)
+            planned.append(replace(p, parts=parts, repair_token_budget=total))
+        else:
+            planned.append(replace(p, repair_token_budget=next(shares)))
+    return planned
 
 
 def _option(options: Options) -> str:

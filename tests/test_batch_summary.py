@@ -157,6 +157,9 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     assert line.endswith(
         "(3 partition(s)); reference parser 5 rows (content_misfit 4, values_to_convert 1)"
     )
+    shared = [record(repair=repair(1, 1) | {"budget": b}) for b in (203, 200, 100)]
+    shared[0]["repair"]["over_budget"] = 4
+    assert "out of a budget of 503, 4 over budget)" in summary(shared, "b")  # the batch's
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
     assert alone.endswith("; reference parser 1 rows")

@@ -1,8 +1,10 @@
 """The source's partition work in process: what it hands to Spark."""
 
+import gzip
 import json
 
 import pyarrow as pa
+import pytest
 
 from dspark_json import pipeline
 from dspark_json.source import DSparkJsonDataSource
@@ -77,3 +79,59 @@ def test_re_asks_are_journaled_and_a_replay_of_the_partition_asks_nothing(tmp_pa
     assert sum(len(a) - 1 for a in attempts if a) == asked["reasks"]
     assert again.equals(first)
     assert len(list((tmp_path / "journal").glob("*.repair-*.arrow"))) >= 1
+
+
+@pytest.mark.parametrize("form", ["jsonl", "gz"])
+def test_a_batchs_tasks_share_the_repair_token_budget_and_spend_at_most_it(tmp_path, form):
+    """repairTokenBudget caps the re-asks of the whole batch: the driver gives each of its
+    partitions (or, for a compressed file, each part) a share in proportion to its rows, the
+    remainder to the first, and no task spends past its share. Every first answer here is prose
+    that a re-ask fixes: one task alone would spend ~640 tokens fixing its 10 rows."""
+    from dspark_json.dev.local import SimulatorProcess
+    from dspark_json.dev.simulator import Faults
+    from dspark_json.metrics import summary
+
+    schema = {
+        "type": "object",
+        "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
+        "required": ["word", "n"],
+    }
+    lines = "".join(
+        json.dumps({"custom_id": f"q{i}", "prompt": f"Question {i}"}) + "\n" for i in range(35)
+    )
+    (tmp_path / "in").mkdir()
+    if form == "gz":
+        (tmp_path / "in" / "a.jsonl.gz").write_bytes(gzip.compress(lines.encode()))
+    else:
+        (tmp_path / "in" / "a.jsonl").write_text(lines)
+    with SimulatorProcess(seed=2, faults=Faults(first_prose_rate=1.0)) as server:
+        source = DSparkJsonDataSource(
+            {
+                "endpoint": server.url,
+                "prompts": str(tmp_path / "in"),
+                "responseFormat": json.dumps(schema),
+                "maxTokens": "32",
+                "repairAttempts": "1",
+                "repairTokenBudget": "703",
+                "partitionSize": "10",
+                "metrics": str(tmp_path / "metrics"),
+                "parseMode": "cpu",
+            }
+        )
+        reader = source.reader(source.schema())
+        partitions = reader.partitions()
+        tasks = [t for p in partitions for t in (p.parts or (p,))]
+        assert [t.repair_token_budget for t in tasks] == [203, 200, 200, 100]
+        table = pa.Table.from_batches([b for p in partitions for b in reader.read(p)])
+        asked = server.stats()["reasks"]
+    records = [json.loads(p.read_text()) for p in (tmp_path / "metrics").glob("*.json")]
+    repairs = [r["repair"] for r in records]
+    assert sorted(r["budget"] for r in repairs) == [100, 200, 200, 203]
+    spent = sum(r["prompt_tokens"] + r["completion_tokens"] for r in repairs)
+    assert 0 < spent <= 703
+    assert sum(r["reasks"] for r in repairs) == asked < 35
+    assert sum(r["over_budget"] for r in repairs) == 35 - asked > 0  # the metrics say so
+    attempts = [a for a in table.column("_attempts").to_pylist() if a]
+    refused = [a for a in attempts if "repairTokenBudget is spent" in (a[-1]["reason"] or "")]
+    assert len(refused) == 35 - asked
+    assert f"of a budget of 703, {35 - asked} over budget" in summary(records, "batch")

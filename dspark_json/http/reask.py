@@ -3,8 +3,8 @@
 After the first answers are parsed, the rows :mod:`.repair` calls wrong are asked again, up to
 ``repairAttempts`` rounds. A re-ask is not a transport retry (:mod:`.retry`): each re-ask is a
 new request with its own ``maxAttempts``, and neither counts against the other. When the
-attempts run out, or the task's re-ask budget (``repairTokenBudget``) is spent, the last answer
-is the row.
+attempts run out, or the task's share of its micro-batch's re-ask budget (``repairTokenBudget``,
+shared out at planning) is spent, the last answer is the row.
 
 Every round's answers go to a :class:`RoundStore` (the journal) before the next round and
 before any row leaves, so that a replay asks the model nothing it already answered: the same
@@ -168,7 +168,8 @@ def repair(
 
 @dataclass
 class _Budget:
-    """Option repairTokenBudget: the tokens the re-asks may spend, and have spent."""
+    """Option repairTokenBudget, this task's share of it: the tokens its re-asks may spend, and
+    have spent."""
 
     limit: int | None
     spent: int = 0
@@ -222,7 +223,8 @@ def _round(
             budget.refused += 1
             _note(
                 row,
-                f"not re-asked: repairTokenBudget={budget.limit} is spent ({budget.spent} tokens)",
+                f"not re-asked: repairTokenBudget is spent (this task's share: {budget.limit} "
+                f"tokens, {budget.spent} spent)",
             )
             continue
         committed += estimate

@@ -34,6 +34,7 @@ __all__ = [
     "parse_error",
     "plan",
     "read_answer",
+    "share_budget",
     "shorten",
     "whole_number",
 ]
@@ -70,10 +71,14 @@ class RepairOptions:
     )
     repair_token_budget: int | None = option(
         "repairTokenBudget",
-        "The most tokens (prompt + completion) the re-asks of one task of a micro-batch may "
-        "spend; a re-ask is sent while the tokens spent plus its estimate (twice those of the "
-        "answer it replaces) stay within it. Past it, rows stay as answered and the metrics "
-        "say so (repair.over_budget). Default: no cap.",
+        "The most tokens (prompt + completion) the re-asks of one micro-batch may spend, all "
+        "its tasks together (a batch read is one micro-batch): at planning each task gets a "
+        "share in proportion to its rows, rounded down, what the rounding leaves going to the "
+        "first task; a task sends a re-ask while the tokens it spent plus the re-ask's estimate "
+        "(twice those of the answer it replaces) stay within its share. Past it, rows stay as "
+        "answered and the metrics say so (repair.budget: the task's share; "
+        "repair.over_budget: the rows not re-asked). In generate(), where no micro-batch is "
+        "planned, each Arrow batch of a task has the whole budget. Default: no cap.",
         "200000",
         convert=positive(int),
     )
@@ -207,6 +212,18 @@ def plan(
         request["max_tokens"] = row.max_tokens
     what = f"{len(violations)} schema violation(s)" if violations else problem
     return f"{shorten(what, _ONE_PROBLEM)}: re-asked with the error named", request, row.max_tokens
+
+
+def share_budget(budget: int, rows: Sequence[int]) -> list[int]:
+    """Option repairTokenBudget over the tasks of one micro-batch: each task's share, in
+    proportion to its ``rows`` (rounded down), what the rounding leaves going to the first; the
+    shares add up to ``budget``."""
+    if not rows:
+        return []
+    total = sum(rows)
+    shares = [budget * n // total for n in rows] if total else [0] * len(rows)
+    shares[0] += budget - sum(shares)
+    return shares
 
 
 def is_wrong(row: RowState) -> bool:

@@ -102,6 +102,14 @@ class PromptPartition(InputPartition):
     #: ``None`` in a batch read.
     batch: str | None = None
     parts: tuple[PromptPartition, ...] = ()
+    #: Its share of option repairTokenBudget for its micro-batch, set at planning (``None``: not
+    #: planned so, the option as given).
+    repair_token_budget: int | None = None
+
+    @property
+    def rows(self) -> int:
+        """How many prompt rows it holds."""
+        return sum(segment.end - segment.start for segment in self.segments)
 
 
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:

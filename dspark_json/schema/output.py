@@ -142,6 +142,9 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
                     [
                         StructField("cached_tokens", LongType()),
                         StructField("audio_tokens", LongType()),
+                        # vLLM's, with --enable-prompt-tokens-details (0.32: both always sent).
+                        StructField("created_cache_tokens", LongType()),
+                        StructField("multimodal_tokens", LongType()),
                     ]
                 ),
             ),

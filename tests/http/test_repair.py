@@ -286,7 +286,7 @@ def test_the_token_budget_stops_re_asks_and_says_so():
     assert len(model.asked) == 2
     assert done.stats.over_budget == 3 and done.stats.fixed == 2
     assert done.attempts[4][0]["reason"] == (
-        "not re-asked: repairTokenBudget=70 is spent (0 tokens)"
+        "not re-asked: repairTokenBudget is spent (this task's share: 70 tokens, 0 spent)"
     )
 
 
@@ -351,3 +351,21 @@ def test_repair_is_off_by_default():
     options = Options.parse({"endpoint": "http://model.test", "prompts": "/in"})
     assert options.repair == RepairOptions()
     assert (options.repair.repair_attempts, options.repair.repair_token_budget) == (0, None)
+
+
+@pytest.mark.parametrize(
+    ("budget", "rows", "shares"),
+    [
+        (703, [10, 10, 10, 5], [203, 200, 200, 100]),
+        (100, [1, 1, 1], [34, 33, 33]),
+        (5, [10] * 10, [5, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+        (50, [0, 0], [50, 0]),
+        (50, [], []),
+    ],
+    ids=["by-rows", "remainder-first", "less-than-tasks", "no-rows", "no-tasks"],
+)
+def test_a_batchs_budget_is_shared_by_rows_and_adds_up(budget, rows, shares):
+    from dspark_json.http.repair import share_budget
+
+    assert share_budget(budget, rows) == shares
+    assert sum(shares) == (budget if rows else 0)

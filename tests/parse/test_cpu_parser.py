@@ -65,6 +65,18 @@ def test_valid_body_is_typed(parser):
     assert row["_rescued_data"] is None and row["_corrupt_record"] is None
 
 
+def test_vllms_prompt_tokens_details_are_typed_not_rescued(parser):
+    """vLLM 0.32 with --enable-prompt-tokens-details (prefix caching on), as it answered the
+    second time a 743-token prompt was sent: its keys are part of the envelope, not drift."""
+    details = {"cached_tokens": 640, "created_cache_tokens": 0, "multimodal_tokens": None}
+    usage = {"prompt_tokens": 743, "completion_tokens": 4, "total_tokens": 747}
+    sent = json.loads(body('{"n": 1}'))
+    sent["usage"] = {**usage, "prompt_tokens_details": details, "completion_tokens_details": None}
+    (row,) = rows(parser, [json.dumps(sent)])
+    assert row["_status"] == "ok" and row["_rescued_data"] is None
+    assert row["usage"]["prompt_tokens_details"] == {**details, "audio_tokens": None}
+
+
 def test_output_matches_declared_arrow_schema(parser):
     from dspark_json.parse.convert import arrow_schema
 

@@ -91,6 +91,9 @@ class VllmServer(Service):
             "--enforce-eager",
             "--structured-outputs-config",
             STRUCTURED,
+            # vLLM's automatic prefix caching, and its hits in usage.prompt_tokens_details.
+            "--enable-prefix-caching",
+            "--enable-prompt-tokens-details",
             *self.extra,
         ]
         with open(self.log, "wb") as log:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import pytest
 
 import dspark_json
@@ -215,3 +216,36 @@ def test_a_named_function_call_lands_in_typed_columns(spark, vllm, tmp_path):
             assert row["_status"] == "corrupt_content", row
             assert row["_corrupt_record"] == arguments
     assert called == len(rows)  # a named tool_choice always answers with its call
+
+
+def _prefix_hits(url):
+    """vLLM's /metrics counter of prompt tokens found in its prefix cache."""
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith("vllm:prefix_cache_hits_total{"):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError("no vllm:prefix_cache_hits_total in /metrics")
+
+
+def test_the_cpu_build_caches_prefixes_and_says_so_in_usage(vllm):
+    """The tier's server runs with --enable-prefix-caching and --enable-prompt-tokens-details:
+    a long prompt sent twice is mostly cached the second time (whole blocks: 128 tokens on the
+    CPU), usage.prompt_tokens_details says so, /metrics counts it, and the parser types it."""
+    system = " ".join(f"example {i} says the answer is {i * 7}." for i in range(50))
+    body = {
+        "model": vllm.model,
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": "Go."}],
+        "max_tokens": 2,
+    }
+    hits = _prefix_hits(vllm.url)
+    answers = [
+        httpx.post(f"{vllm.url}/v1/chat/completions", json=body, timeout=120).text for _ in range(2)
+    ]
+    usage = [json.loads(a)["usage"] for a in answers]
+    prompt = usage[0]["prompt_tokens"]
+    cached = usage[1]["prompt_tokens_details"]["cached_tokens"]
+    assert prompt > 600 and cached % 128 == 0 and prompt - 256 < cached < prompt
+    assert _prefix_hits(vllm.url) - hits >= cached
+    table = dspark_json.parse_responses(answers, backend="cpu")
+    details = table.column("usage").combine_chunks().field("prompt_tokens_details")
+    assert details.field("cached_tokens").to_pylist()[1] == cached
+    assert table.column("_rescued_data").to_pylist() == [None, None]
