@@ -94,6 +94,12 @@ class VllmServer(Service):
             # vLLM's automatic prefix caching, and its hits in usage.prompt_tokens_details.
             "--enable-prefix-caching",
             "--enable-prompt-tokens-details",
+            # A tool_choice naming a function is refused (400: "requires --tool-call-parser to
+            # be set") unless both are given (vLLM 0.32 makes no tool parser without
+            # --enable-auto-tool-choice); the call itself is guided decoding of its parameters.
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
             *self.extra,
         ]
         with open(self.log, "wb") as log:

@@ -192,6 +192,7 @@ def test_a_named_function_call_lands_in_typed_columns(spark, vllm, tmp_path):
         maxTokens="96", seed="7",
     )  # fmt: skip
     assert sorted(r["custom_id"] for r in rows) == [f"q{i:03d}" for i in range(12)]
+    assert [r["_error"] for r in rows if r["_error"] is not None] == []
     assert rescued_keys(rows) <= {"tool_calls.give_word[0].arguments.n"}  # a long too large
     called = 0
     for row in rows:
