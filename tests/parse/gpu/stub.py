@@ -1,8 +1,9 @@
 """A stand-in for cuDF's reader, in tests only: the JSON lines the device gathered, read as
-cuDF reads them with explicit dtypes: unknown keys pruned, and a number in a string column as
-its own text (cuDF's ``str`` dtype keeps a number's bytes: what the GPU backend's doubles rest
-on, benchmarks/gpu/cudf_numbers.py checks it on a device). pyarrow's reader refuses a number
-in a string column, so the lines are read with Python's json, numbers kept as their text."""
+cuDF reads them with explicit dtypes: unknown keys pruned, a number in a float column as cuDF
+rounds it, and a number in a string column as its own text (cuDF's ``str`` dtype keeps a
+number's bytes: what the GPU backend's doubles rest on; benchmarks/gpu/cudf_numbers.py checks
+it on a device). pyarrow's reader refuses a number in a string column, so the lines are read
+with Python's json, numbers kept as their text."""
 
 import json
 
@@ -30,8 +31,24 @@ def _value(value, arrow_type):
             return str(value)
         if pa.types.is_integer(arrow_type):
             return int(value)
-        return float(value)
+        return _cudf_double(value)
     return value
+
+
+def _cudf_double(text):
+    """A number read into a float column as cuDF's ``parse_numeric`` reads it, by its source
+    (``cpp/src/io/utilities/parsing_utils.cuh``): each fraction digit times a power of ten,
+    then times ``exp10`` of the exponent, not the correctly rounded double (``0.3`` is
+    ``0.30000000000000004``): why the GPU backend reads doubles as text."""
+    mantissa, _, exponent = text.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    negative = whole.startswith("-")
+    value = float(int(whole.lstrip("-") or "0"))
+    for k, digit in enumerate(fraction):
+        value += int(digit) * 10.0 ** -(k + 1)
+    if exponent:
+        value *= 10.0 ** int(exponent)
+    return -value if negative else value
 
 
 class StandInLines(CudfLines):

@@ -186,6 +186,7 @@ def test_vllm_bodies():
         ('{"score":0.30000000000000004}', 0),
         ('{"score":1234567890123456.5}', 0),
         ('{"score":-1.5e+300}', 0),
+        ('{"score":1.5e-0000000000000001}', 0),  # an exponent's digits are no integer
         ('{"n":123456789012345}', 0),  # 15 digits: below the bound
         ('{"n":1234567890123456}', HAZARD_DIGITS),  # cuDF's int64 parse of these: unverified
         ('{"n":[1,-1234567890123456]}', HAZARD_DIGITS),
