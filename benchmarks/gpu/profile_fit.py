@@ -122,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         out.write(f"\n{title}\n\n| tottime s | cumtime s | calls | function |\n|---|---|---|---|\n")
         for tottime, cumtime, calls, name in rows[:16]:
             out.write(f"| {tottime:.3f} | {cumtime:.3f} | {calls} | `{name}` |\n")
+    on_device = {
+        p: sum(r[2] for r in device if f"({p})" in r[3]) for p in BYTE_FUNCTIONS
+    }  # calls of each per-byte function on the device (the stand-in's reader aside)
+    out.write(
+        "\nPer-byte functions on the device (calls): "
+        + ", ".join(f"{p} {n}" for p, n in on_device.items() if n)
+        + "\n"
+    )
     out.write(
         f"\nPer-byte functions on the host ({', '.join(BYTE_FUNCTIONS)}): {byte_passes or 'none'}\n"
     )

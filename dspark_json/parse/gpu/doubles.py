@@ -47,13 +47,24 @@ def _as_text(arrow_type: pa.DataType) -> pa.DataType:
 
 
 @portable
+def _is_space(c: int) -> bool:
+    """JSON's whitespace: space, tab, LF, CR."""
+    return c == 32 or c == 9 or c == 10 or c == 13
+
+
+@portable
 def double_row(
     data: Any, offsets: Any, i: int, pow10: Any, values: Any, fast: Any
 ) -> None:  # fmt: skip
     """Value ``i`` of a string column (``data[offsets[i]:offsets[i + 1]]``, a JSON number, or
     empty for a null) as a double in ``values[i]``, and in ``fast[i]`` whether the fast path
-    gave it (else the host's ``float`` does)."""
+    gave it (else the host's ``float`` does). Whitespace around the number is skipped, should
+    cuDF's text keep any (unverified; ``float`` skips it too)."""
     start, end = offsets[i], offsets[i + 1]
+    while start < end and _is_space(data[start]):
+        start += 1
+    while end > start and _is_space(data[end - 1]):
+        end -= 1
     if start < end:
         ok, value = _double_of(data, start, end, pow10)
         values[i] = value

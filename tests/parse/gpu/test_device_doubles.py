@@ -91,6 +91,12 @@ def test_random_numbers_are_the_cpu_s_and_python_s(seed):
     _assert_as_float(texts, got)
 
 
+def test_whitespace_around_a_number_is_skipped():
+    texts = [" 0.87", "0.87 ", "\t-1e-3\r\n", " 1e23 "]
+    got = DeviceDoubles().convert(_texts(texts)).to_pylist()
+    assert got == [0.87, 0.87, -1e-3, 1e23]
+
+
 def test_nulls_and_slices_keep_their_places():
     texts = _texts(["1.5", None, "0.25", None, "1e-30"]).slice(1)
     got = DeviceDoubles().convert(texts)
