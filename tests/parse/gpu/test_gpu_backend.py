@@ -6,6 +6,7 @@ is for a device: the ``gpu`` marker, in tests/parse/test_backend_conformance.py)
 
 import json
 import logging
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from dspark_json import response_schema
 from dspark_json.parse import reader, vectorised
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.gpu.fit import device_target
+from dspark_json.parse.gpu.fit import device_target, reader_hazards
 from dspark_json.parse.gpu.kernels import gather_kernel
 from dspark_json.parse.gpu.parser import GpuParser
 from dspark_json.parse.gpu.reader import gather_row
@@ -25,6 +26,7 @@ from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
 from tests.parse.gpu.stub import StandInLines
+from tests.parse.gpu.test_device_doubles import _fast, _random_number
 from tests.parse.gpu.test_device_fit import SUITE, VLLM
 
 SCHEMA = conformance.response_schema(response_format=conformance.CONTENT)
@@ -81,11 +83,22 @@ def _body(i, score="0.5", n="3"):
 SCORES = ["0.87", "0.3", "1e-3", "-2.5E+2", "0.30000000000000004", "1e23", "1e-30", "7", "null"]
 
 
+def _no_hazard(text):
+    return reader_hazards(np.frombuffer(text.encode(), np.uint8), 0, len(text)) == 0
+
+
 def test_fractional_scores_are_not_routed_and_equal_the_cpu(monkeypatch):
     """Doubles with fractions and exponents stay on the GPU path (read as text, converted on
     the device): no row goes to the reference parser, no CPU scan runs, and the table is the
     reference's and the CPU backend's."""
-    bodies = [_body(i, score) for i, score in enumerate(SCORES)]
+    rng = random.Random(5)
+    scores = SCORES + [_random_number(rng) for _ in range(16)]
+    # Not the numbers that go to the reference parser on purpose: -0 (the CPU rules') and
+    # integers past 15 digits (a hazard).
+    negative_zero = [s for s in scores if s != "null" and float(s) == 0 and s[0] == "-"]
+    scores = [s for s in scores if s == "null" or (_no_hazard(s) and s not in negative_zero)]
+    assert len(scores) > len(SCORES)
+    bodies = [_body(i, score) for i, score in enumerate(scores)]
     cpu = CpuParser(SCHEMA).parse(bodies)
 
     def forbidden(*args, **kwargs):
@@ -96,7 +109,8 @@ def test_fractional_scores_are_not_routed_and_equal_the_cpu(monkeypatch):
     parser = _same_as_reference(bodies)
     assert parser.reference_rows == 0, parser.reference_reasons
     assert parser.device_fit.hazard_rows == 0
-    assert parser.host_doubles == 3  # 0.30000000000000004 (17 digits), 1e23, 1e-30
+    fast = [s for s in scores if s == "null" or _fast(s)]
+    assert parser.host_doubles == len(scores) - len(fast) >= 3  # 17 digits, 1e23, 1e-30...
     assert repr(parser.parse(bodies).to_pylist()) == repr(cpu.to_pylist())
 
 
