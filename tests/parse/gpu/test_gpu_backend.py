@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
 
 from dspark_json import response_schema
 from dspark_json.parse import reader, vectorised
@@ -25,6 +26,7 @@ from dspark_json.parse.gpu.reader import gather_row
 from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
+from tests.parse import test_decoder_differential as differential
 from tests.parse.gpu.stub import StandInLines
 from tests.parse.gpu.test_device_doubles import _fast, _random_number
 from tests.parse.gpu.test_device_fit import SUITE, VLLM
@@ -251,3 +253,32 @@ def test_the_profile_finds_no_per_byte_pass_on_the_host(tmp_path):
 )
 def test_batches_with_nothing_to_read(bodies):
     _same_as_reference(bodies)
+
+
+#: Doubles of every shape (tests/parse/test_decoder_differential.py's), at the fast path's
+#: edges and past them, and the ones the CPU rules set aside (-0, past 1e300).
+NUMBERS = [
+    "-0e0", "-0.0", "0e999", "1E5", "0.1e-7", "1e-400", "0." + "0" * 400 + "1",
+    "123456789012345678901234567890", "9" * 300, "1.7976931348623157e308",
+    "4.9406564584124654e-324", "2.4703282292062328e-324", "9007199254740993", "0.87", "1e22",
+    "1e-22", "1e23", "-2.5E+2", "10000000000e300",
+]  # fmt: skip
+
+
+def test_doubles_of_every_shape_at_every_depth_equal_the_reference():
+    """A double, a list of doubles and a float column in the content, as the reference reads
+    them (the device's conversion, the host's float past its fast path)."""
+    parsed = StructType(
+        [
+            StructField("x", DoubleType()),
+            StructField("xs", ArrayType(DoubleType())),
+            StructField("f", FloatType()),
+        ]
+    )
+    schema = differential._schema(parsed)
+    bodies = [
+        differential._body(f'{{"x": {n}, "xs": [{n}, 0.5, null], "f": {n}}}') for n in NUMBERS
+    ]
+    parser = _same_as_reference(bodies, schema)
+    assert parser.host_doubles > 0
+    assert set(parser.reference_reasons) <= {"content_misfit", "reader_rules"}
