@@ -1,11 +1,11 @@
 """The GPU backend next to the CPU backend at 100k to 10M bodies: rows/s and GB/s of
 ``parse_responses`` on each backend, and of the device's fit check alone, side by side in one run
 (each contender's best of ``--repeat``, in rounds). Two corpora: ``whole`` (vLLM bodies whose
-contents hold no construct cuDF reads otherwise: every row stays on the device) and ``review``
-(the parser benchmark's corpus: its scores have fractions, which the GPU backend sends to the
-reference parser, :func:`dspark_json.parse.gpu.fit.reader_hazards`; measured at the smallest
-size only). Bodies are a few hundred seeded ones repeated at the Arrow level, so a 10M-body batch
-is built in seconds. Without a device only the CPU is measured.
+contents hold whole numbers) and ``review`` (the parser benchmark's corpus: its scores have
+fractions, which cuDF reads as text and the device converts, parse/gpu/doubles.py; measured at
+the two smallest sizes, to keep the device run short). Both stay on the device. Bodies are a
+few hundred seeded ones repeated at the Arrow level, so a 10M-body batch is built in seconds.
+Without a device only the CPU is measured.
 
     python3 benchmarks/gpu/fit_throughput.py --sizes 100000 1000000 10000000 --out results
 """
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     on_device = reason is None
     figures = []
     corpora = [("whole", whole_bodies(500), CONTENT, args.sizes)]
-    corpora.append(("review", corpus(500), CONTENT_SCHEMA, args.sizes[:1]))
+    corpora.append(("review", corpus(500), CONTENT_SCHEMA, args.sizes[:2]))
     for name, bodies, content, sizes in corpora:
         schema = dspark_json.response_schema(response_format=content)
         for rows in sizes:
