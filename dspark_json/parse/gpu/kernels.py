@@ -72,9 +72,9 @@ def doubles_kernel(one: Any) -> Any:
     _import_cuda()
 
     @cuda.jit
-    def kernel(data, offsets, pow10, values, fast):
+    def kernel(data, offsets, pow10, values, how):
         t = cuda.grid(1)
         for i in range(t, values.shape[0], cuda.gridsize(1)):
-            one(data, offsets, i, pow10, values, fast)
+            one(data, offsets, i, pow10, values, how)
 
     return kernel

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from dspark_json.parse.gpu.doubles import DeviceDoubles, text_schema
+from dspark_json.parse.gpu.doubles import DeviceDoubles, NotANumber, text_schema
 from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.reader import JsonLines
 
@@ -103,11 +103,14 @@ class CudfLines(JsonLines):
         )
         as_text = text_schema(schema)
         table = self.read_lines(lines, as_text)
-        if table is None or table.num_rows != n:
-            ok[:] = False
-            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
-        table = table.select(as_text.names).cast(as_text).combine_chunks()
-        return self.doubles.table(table, schema), ok
+        if table is not None and table.num_rows == n:
+            table = table.select(as_text.names).cast(as_text).combine_chunks()
+            try:
+                return self.doubles.table(table, schema), ok
+            except NotANumber as exc:
+                logger.warning("%s; parsing these %d rows on the CPU", exc, n)
+        ok[:] = False
+        return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
 
     def read_lines(self, lines: Any, schema: pa.Schema) -> pa.Table | None:
         """JSON lines in device memory (a numba device array) as a table of ``schema`` (unknown

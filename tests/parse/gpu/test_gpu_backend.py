@@ -27,7 +27,7 @@ from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
 from tests.parse import test_decoder_differential as differential
-from tests.parse.gpu.stub import StandInLines
+from tests.parse.gpu.stub import StandInLines, _Number, _value
 from tests.parse.gpu.test_device_doubles import _fast, _random_number
 from tests.parse.gpu.test_device_fit import SUITE, VLLM
 
@@ -282,3 +282,30 @@ def test_doubles_of_every_shape_at_every_depth_equal_the_reference():
     parser = _same_as_reference(bodies, schema)
     assert parser.host_doubles > 0
     assert set(parser.reference_reasons) <= {"content_misfit", "reader_rules"}
+
+
+class _QuotingLines(StandInLines):
+    """A cuDF whose ``str`` dtype kept a double's quotes (``"0.5"``): what
+    benchmarks/gpu/cudf_numbers.py rules out on a device."""
+
+    def read_lines(self, lines, schema):
+        chunk = np.asarray(lines.copy_to_host(), np.uint8).tobytes()
+        rows = [
+            json.loads(line, parse_float=lambda t: _Number(f'"{t}"'), parse_int=_Number)
+            for line in chunk.decode("utf-8").split("\n")
+            if line
+        ]
+        row_type = pa.struct(list(schema))
+        return pa.Table.from_pylist([_value(r, row_type) for r in rows], schema=schema)
+
+
+def test_a_reader_giving_no_number_s_text_sends_its_batch_to_the_reference(caplog):
+    """Not doubles made of a quote's bytes: the batch is not read, as a chunk cuDF rejects (the
+    content's rows then count as ``content_misfit``), the table is the reference's, and the
+    log says why."""
+    parser = GpuParser(SCHEMA, lines=_QuotingLines())
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        table = parser.parse(GOOD)
+    assert repr(table.to_pylist()) == repr(ReferenceParser(SCHEMA).parse(GOOD).to_pylist())
+    assert parser.reference_reasons == {"content_misfit": len(GOOD)}
+    assert any("not a JSON number" in r.getMessage() for r in caplog.records)
