@@ -309,3 +309,16 @@ def test_a_reader_giving_no_number_s_text_sends_its_batch_to_the_reference(caplo
     assert repr(table.to_pylist()) == repr(ReferenceParser(SCHEMA).parse(GOOD).to_pylist())
     assert parser.reference_reasons == {"content_misfit": len(GOOD)}
     assert any("not a JSON number" in r.getMessage() for r in caplog.records)
+
+
+def test_rows_the_cpu_kernels_set_aside_still_go_to_the_reference():
+    """On the CPU kernels' path (a map), a row that does not fit (a string for a number) is the
+    reference's, as on the CPU backend: the whole batch is not ``column_types``."""
+    schema = response_schema(response_format=MAPPED)
+    contents = [{"label": "a", "scores": {"x": "high"}}, {"label": "b", "scores": {"x": 0.5}}]
+    bodies = [conformance.dumps(conformance.vllm_body(conformance.dumps(c))) for c in contents]
+    parser = _same_as_reference(bodies, schema)
+    assert parser.cpu_kernels is not None
+    assert parser.reference_reasons == {"content_misfit": 1}
+    cpu = CpuParser(schema).parse(bodies)
+    assert repr(parser.parse(bodies).to_pylist()) == repr(cpu.to_pylist())
