@@ -172,7 +172,7 @@ def test_a_schema_cudf_cannot_read_takes_the_cpu_kernels(content_type, contents,
     said = [r.getMessage() for r in caplog.records if "CPU kernels" in r.getMessage()]
     assert said == [
         f"GPU backend: cuDF's JSON reader cannot read {column}; the CPU kernels parse these "
-        "batches (not the reference parser)"
+        "batches, as on the CPU backend"
     ]
 
 
@@ -322,3 +322,21 @@ def test_rows_the_cpu_kernels_set_aside_still_go_to_the_reference():
     assert parser.reference_reasons == {"content_misfit": 1}
     cpu = CpuParser(schema).parse(bodies)
     assert repr(parser.parse(bodies).to_pylist()) == repr(cpu.to_pylist())
+
+
+def test_a_tuple_in_the_envelope_is_the_cpu_backend_s_too():
+    """A tuple struct in the envelope takes the CPU kernels' path, where (issue 38) its rows
+    are the reference's, as on the CPU backend: the log says "as on the CPU backend", not that
+    the reference parser is spared."""
+    from pyspark.sql.types import LongType, StringType
+
+    base = response_schema(response_format={"type": "object", "properties": {}})
+    pair = StructType([StructField("_1", StringType()), StructField("_2", LongType())])
+    schema = StructType([f if f.name != "usage" else StructField("usage", pair) for f in base])
+    body = json.loads(conformance.dumps(conformance.vllm_body("{}")))
+    bodies = [json.dumps(body | {"usage": ["x", 3]})] * 2
+    parser = _same_as_reference(bodies, schema)
+    assert parser.cpu_kernels == "a tuple struct (column 'usage')"
+    cpu_kernels = vectorised.Vectorised(schema)
+    cpu_kernels.parse(bodies)
+    assert parser.reference_reasons == cpu_kernels.reference_reasons
