@@ -21,19 +21,18 @@ measures it on a device).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from dspark_json.parse.gpu.kernels import LINE_BLOCK, LINE_THREADS, doubles_kernel, simulated
 from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.json.decode import _POW10, _double_of
 from dspark_json.parse.json.grammar import scan_number
 
 __all__ = ["DeviceDoubles", "NotANumber", "double_row", "text_schema"]
 
-_THREADS, _BLOCK = 65536, 256
 #: How :func:`double_row` left value ``i`` (``how[i]``): converted by the device's fast path,
 #: left to the host's ``float``, or not a JSON number's text.
 DEVICE, HOST, NOT_A_NUMBER = 0, 1, 2
@@ -93,9 +92,9 @@ class DeviceDoubles:
     on the device. ``threads``: threads per launch."""
 
     def __init__(self, *, threads: int | None = None) -> None:
-        self.simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        self.simulated = simulated()
         # The simulator runs a Python thread per device thread: a few are enough.
-        self.threads = threads or (4 if self.simulated else _THREADS)
+        self.threads = threads or (4 if self.simulated else LINE_THREADS)
         #: Values the fast path did not cover (converted by ``float``), since made or zeroed.
         self.host_values = 0
         self._pow10: Any = None
@@ -132,7 +131,6 @@ class DeviceDoubles:
         from numba import cuda
 
         from dspark_json.parse.gpu.fit import device_target
-        from dspark_json.parse.gpu.kernels import doubles_kernel
 
         n = len(texts)
         if n == 0:
@@ -153,7 +151,7 @@ class DeviceDoubles:
         values = cuda.device_array(n, np.float64)
         how = cuda.device_array(n, np.int8)
         threads = max(1, min(self.threads, n))
-        block = min(_BLOCK, threads)
+        block = min(LINE_BLOCK, threads)
         kernel = doubles_kernel(device_target().compile(double_row))
         kernel[(threads + block - 1) // block, block](
             cuda.to_device(np.ascontiguousarray(data)),

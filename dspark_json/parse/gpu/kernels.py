@@ -8,11 +8,29 @@ into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
-__all__ = ["doubles_kernel", "fit_kernel", "gather_kernel"]
+__all__ = [
+    "LINE_BLOCK",
+    "LINE_THREADS",
+    "doubles_kernel",
+    "fit_kernel",
+    "gather_kernel",
+    "simulated",
+]
 
 cuda: Any = None
+#: Threads per launch, and per block, of the kernels with a thread per line or per value
+#: (:func:`gather_kernel`, :func:`doubles_kernel`).
+LINE_THREADS, LINE_BLOCK = 65536, 256
+
+
+def simulated() -> bool:
+    """Whether numba's CUDA simulator runs the kernels (``NUMBA_ENABLE_CUDASIM=1``): a Python
+    thread per device thread, so a launch takes a few threads only, and bytes are widened to
+    int64 (NumPy's uint8 arithmetic wraps where the device widens a byte first)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 def _import_cuda() -> None:
