@@ -1,7 +1,8 @@
 # mypy: disable-error-code="attr-defined,no-untyped-def,misc"
-"""The device kernels (``numba.cuda``; imported on use, by :mod:`.fit`): one launch runs
-:func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, a grid-stride loop over
-the batch, each thread on its own row of the scratch. ``numba.cuda`` is imported on first use,
+"""The device kernels (``numba.cuda``), a grid-stride loop each: the fit check's (one launch
+runs :func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, each thread on its
+own row of the scratch), the lines' gathering and the doubles' conversion (a thread per line or
+value); and whether numba's simulator runs them (:func:`simulated`). ``numba.cuda`` is imported on first use,
 into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) swaps the
 ``cuda`` a kernel's globals hold for its own, not one a closure holds."""
 
