@@ -2,9 +2,10 @@
 """The device kernels (``numba.cuda``), a grid-stride loop each: the fit check's (one launch
 runs :func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, each thread on its
 own row of the scratch), the lines' gathering and the doubles' conversion (a thread per line or
-value); and whether numba's simulator runs them (:func:`simulated`). ``numba.cuda`` is imported on first use,
-into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) swaps the
-``cuda`` a kernel's globals hold for its own, not one a closure holds."""
+value); and whether numba's simulator runs them (:func:`simulated`). ``numba.cuda`` is
+imported on first use, into this module's globals: numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) swaps the ``cuda`` a kernel's globals hold for its own, not one a
+closure holds."""
 
 from __future__ import annotations
 
