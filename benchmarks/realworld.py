@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text("\n".join(texts) + "\n")
             runs: dict[str, Callable[[], Any]] = {"cpu": lambda: cpu.parse(array)}  # noqa: B023
             if spark is not None:
-                runs |= _spark_runs(spark, schema, SCHEMAS[name], path, args, Path(scratch))
+                runs |= _spark_runs(spark, schema, SCHEMAS[name], path, args, scratch=Path(scratch))
             seconds = dict(zip(runs, interleaved(args.repeat, list(runs.values())), strict=True))
         for key, took in seconds.items():
             figure[f"{key}_s"] = round(took, 4)
@@ -356,6 +356,7 @@ def _spark_runs(
     response_format: dict[str, Any],
     path: Path,
     args: Any,
+    *,
     scratch: Path,
 ) -> dict[str, Callable[[], Any]]:
     """Spark's read.json + from_json for dspark-json's columns of ``schema`` (the very type the
