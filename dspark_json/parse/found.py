@@ -166,9 +166,7 @@ class RescuePaths:
             keep = rows[nested_rows]
             ks = content.nested_rows - first[nested_rows]
             spans, paths, inverse = _nested(content, keep, ks)
-            found = [
-                place_of((3, *path), self.content_place(path[0], path[1:])) for path in paths
-            ]
+            found = [place_of((3, *path), self.content_place(path[0], path[1:])) for path in paths]
             parts.append((nested_rows[keep], 1, spans, _ids(found, inverse)))
         row_of = np.concatenate([p[0] for p in parts]).astype(np.int64)
         sources = np.concatenate([np.full(len(p[0]), p[1], np.int8) for p in parts])

@@ -336,9 +336,7 @@ _MAX_ROW_KEYS = 256
 
 
 @leaf
-def _put_key(
-    out: Any, pos: int, data: Any, k0: int, k1: int, where: Any, w0: int, w1: int
-) -> int:
+def _put_key(out: Any, pos: int, data: Any, k0: int, k1: int, where: Any, w0: int, w1: int) -> int:
     """A rescued key's column path, quotes excluded: ``<where>.<key>`` (``<key>`` at the top
     level), or ``<where>[<position>]`` for a tuple's item; -1 for an item at the top level
     (the reference's spelling there is Python's to give)."""
