@@ -157,7 +157,7 @@ class _Plan:
             envelope_table=compile_type(
                 _guarded(envelope, tools=tools is not None),
                 timestamp_range=_SECONDS,
-                maps=json_text,
+                events=json_text,
             ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
