@@ -244,11 +244,10 @@ def test_tuples_in_the_envelope_are_on_the_kernels_path(seed):
     reference parser's path."""
     rng = random.Random(seed)
 
+    pairs = ['[1, "a"]', "[2]", "[]", '[3, "b", 7]', '[4, "c", null, {"k": 1.5}]', '{"_2": "x"}']
+
     def pair():
-        return rng.choice(
-            ['[1, "a"]', "[2]", "[]", '[3, "b", 7]', '[4, "c", null, {"k": 1.5}]', '{"_2": "x"}']
-            + ["null"]
-        )
+        return rng.choice([*pairs, "null"])
 
     bodies = []
     for i in range(200):
