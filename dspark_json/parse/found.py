@@ -1,14 +1,14 @@
 """The unknown keys the scans found, as Python reads them for ``_rescued_data``.
 
 The vectorised path writes most of ``_rescued_data`` in compiled code (:mod:`.json.rescue`); the
-rows it cannot (keys deeper than the top level, values whose canonical form needs Python, more
-keys than a scan records) are rescued in Python from what the scans recorded:
+rows it cannot (values whose canonical form needs Python, a path written twice, more keys
+than a scan records) are rescued in Python from what the scans recorded:
 
 - :class:`FoundKeys`: a scan's unknown keys, by row (top-level spans, nested spans with their
   path of type nodes and element indexes, and the groups of rows that repeat one another's);
 - :class:`RescuePaths` / :class:`NodePaths`: the column path of a nested key's object (its
   *place*) and its sort key, so that keys come out in the reference parser's order;
-  :meth:`RescuePaths.entries` lays out a batch's keys so for the compiled rescue
+  :meth:`RescuePaths.entries` lays out a batch's keys for the compiled rescue
   (:class:`~dspark_json.parse.json.RescueEntries`);
 - :func:`unlike_repr`: the 16-17-digit numbers that Python's ``repr`` writes otherwise.
 """
@@ -284,6 +284,21 @@ def _ids(ids: list[int], inverse: np.ndarray) -> np.ndarray:
     return np.array(ids, np.int64)[inverse] if len(inverse) else np.zeros(0, np.int64)
 
 
+def _distinct_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, axis=0, return_inverse=True)``, through one int64 per row where the
+    columns' ranges fit in one (the usual case: a few small node numbers and indexes), which
+    sorts many times faster than rows of a 2-D array."""
+    low = key.min(axis=0)
+    spans = key.max(axis=0) - low + 1
+    if float(np.prod(spans.astype(np.float64))) >= 2.0**62:
+        return np.unique(key, axis=0, return_inverse=True)
+    weights = np.ones(key.shape[1], np.int64)
+    weights[:-1] = np.cumprod(spans[::-1])[::-1][1:]
+    codes = (key - low) @ weights
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return key[first], inverse.reshape(-1)
+
+
 def _nested(
     found: FoundKeys, keep: np.ndarray, choice: np.ndarray | None = None
 ) -> tuple[np.ndarray, list[tuple[int, ...]], np.ndarray]:
@@ -299,7 +314,7 @@ def _nested(
     key = np.concatenate(columns, axis=1)
     if not len(key):
         return entries[:, :4], [], np.zeros(0, np.int64)
-    distinct, inverse = np.unique(key, axis=0, return_inverse=True)
+    distinct, inverse = _distinct_rows(key)
     lead = 0 if choice is None else 1
     paths = [
         (*entry[:lead], *entry[lead + 1 : lead + 1 + entry[lead]]) for entry in distinct.tolist()

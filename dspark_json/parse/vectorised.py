@@ -517,8 +517,9 @@ class Vectorised:
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
         choice's content), as the reference parser would rescue them: built in compiled code
-        from the spans the scans found (:mod:`dspark_json.parse.json.rescue`); rows with keys deeper
-        down, or values whose canonical form needs Python, in Python."""
+        from the spans the scans found, at any depth (:mod:`dspark_json.parse.json.rescue`);
+        rows with more keys than the scans record, values whose canonical form needs Python, or
+        a path written twice, in Python."""
         n = len(codes)
         needs = codes == scan_codes.CODE_EXTRA
         # Rows to walk in Python (more unknown keys than a scan records): not compiled.
