@@ -115,7 +115,11 @@ def test_no_import_cycles():
 JSON_LIBRARY = "dspark_json.parse.json"
 #: The JSON library's device target: it compiles the library's kernels from their own source
 #: for CUDA (parse/gpu/targets.py), so it names the modules they live in and their callees.
-DEVICE_TARGET = ("dspark_json.parse.gpu.fit", "dspark_json.parse.gpu.grammar")
+DEVICE_TARGET = (
+    "dspark_json.parse.gpu.doubles",
+    "dspark_json.parse.gpu.fit",
+    "dspark_json.parse.gpu.grammar",
+)
 #: The backends and what they are made of: only the choice of backend (``make_parser``) and the
 #: backends themselves import them; every other module gets a ``Parser`` from ``make_parser``.
 BACKENDS = {

@@ -1,9 +1,11 @@
 """Which functions run over the bodies' bytes on the GPU backend: a cProfile of
 ``GpuParser.parse`` with the fit kernel under numba's CUDA simulator and cuDF's reader stood in
-for by pyarrow's (tests/parse/gpu/stub.py), over vLLM-shaped bodies that fit. On the GPU path the
-bytes of a fitting row are read by the device's fit kernel, the device's line gathering and the
-reader (cuDF on a device), and by nothing else: the CPU scans (``scan_envelope_fit``,
-``scan_content_fit``) and the CPU's ``gather_lines`` must not appear. Under the simulator the
+for (tests/parse/gpu/stub.py: numbers in a string column as their text, as cuDF reads them),
+over vLLM-shaped bodies that fit, each with a fractional score (``--score``). On the GPU path
+the bytes of a fitting row are read by the device's fit kernel, the device's line gathering,
+the reader (cuDF on a device) and the device's conversion of the doubles' text, and by nothing
+else: the CPU scans (``scan_envelope_fit``, ``scan_content_fit``), the CPU's ``gather_lines``
+and the reference parser (whose ``check_row`` would show) must not appear. Under the simulator the
 "device" functions run as Python on the CPU; on a device they are kernels.
 
     .venv/bin/python benchmarks/gpu/profile_fit.py --rows 200 --out benchmarks/results
@@ -34,6 +36,9 @@ BYTE_FUNCTIONS = (
     "reader_hazards",
     "gather_row",
     "read_events",
+    "double_row",
+    "_double_of",
+    "_decimal",
 )
 
 
@@ -71,6 +76,9 @@ def _table(stats: pstats.Stats) -> list[tuple[float, float, int, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200)
+    parser.add_argument(
+        "--score", type=float, default=0.87, help="each body's score (a fraction: a double)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="write gpu_profile.md there")
     args = parser.parse_args(argv)
 
@@ -78,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from dspark_json.parse.gpu.parser import GpuParser
     from tests.parse import test_backend_conformance as conformance
-    from tests.parse.gpu.stub import PyarrowLines
+    from tests.parse.gpu.stub import StandInLines
 
     schema = conformance.response_schema(response_format=conformance.CONTENT)
-    good = conformance.GOOD | {"score": 2}
+    good = conformance.GOOD | {"score": args.score}
     bodies = pa.array(
         [
             conformance.dumps(conformance.vllm_body(conformance.dumps(good | {"n": i})))
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         ],
         pa.large_string(),
     )
-    gpu = GpuParser(schema, lines=PyarrowLines())
+    gpu = GpuParser(schema, lines=StandInLines())
     gpu.parse(bodies[:8])  # compile what compiles, outside the profile
     profile = cProfile.Profile()
     threads = _profile_threads()
@@ -103,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     out = io.StringIO()
     out.write(
         f"GpuParser.parse of {table.num_rows} vLLM bodies ({bodies.nbytes:,} bytes), fit kernel "
-        f"under the CUDA simulator, cuDF's reader stood in for by pyarrow; reference rows: "
+        f"under the CUDA simulator, cuDF's reader stood in for (tests/parse/gpu/stub.py), score "
+        f"{args.score}; doubles the host converted: {gpu.host_doubles}; reference rows: "
         f"{gpu.reference_rows} {gpu.reference_reasons}\n"
     )
     for title, rows in (
@@ -113,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         out.write(f"\n{title}\n\n| tottime s | cumtime s | calls | function |\n|---|---|---|---|\n")
         for tottime, cumtime, calls, name in rows[:16]:
             out.write(f"| {tottime:.3f} | {cumtime:.3f} | {calls} | `{name}` |\n")
+    on_device = {
+        p: sum(r[2] for r in device if f"({p})" in r[3]) for p in BYTE_FUNCTIONS
+    }  # calls of each per-byte function on the device (the stand-in's reader aside)
+    out.write(
+        "\nPer-byte functions on the device (calls): "
+        + ", ".join(f"{p} {n}" for p, n in on_device.items() if n)
+        + "\n"
+    )
     out.write(
         f"\nPer-byte functions on the host ({', '.join(BYTE_FUNCTIONS)}): {byte_passes or 'none'}\n"
     )

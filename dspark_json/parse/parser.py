@@ -36,8 +36,9 @@ class Reason(StrEnum):
     )
     COLUMN_TYPES = (
         "column_types",
-        "the schema is beyond the kernels' path (a map for a JSON lines reader, the GPU "
-        "backend's; no choices column; a parsed column of two types): every row",
+        "the schema is beyond the kernels' path (no choices column; a parsed column of two "
+        "types): every row. On the GPU backend a schema beyond cuDF's JSON lines reader (a map, "
+        "a tuple struct) is not: the CPU kernels take it, and the log says so",
     )
     ENVELOPE = (
         "envelope_misfit",
@@ -68,9 +69,11 @@ class Reason(StrEnum):
     )
     READER_RULES = (
         "reader_rules",
-        "the row fits, but holds what the GPU backend's reader (cuDF) reads otherwise than the "
-        "CPU rules: a number with a fraction or an exponent, more than 15 digits in a row, a "
-        "\\u escape of a surrogate pair or of U+0000 (parse/gpu/fit.py reader_hazards)",
+        "the row fits, but holds what the GPU backend's reader (cuDF) may read otherwise than "
+        "the CPU rules: an integer of more than 15 digits (cuDF's int64 parse of those is "
+        "unverified), a \\u escape of a surrogate pair or of U+0000 (parse/gpu/fit.py "
+        "reader_hazards). Doubles are not: cuDF reads them as text and the device converts "
+        "them with the CPU's rules (parse/gpu/doubles.py)",
     )
     READER = "reader_rejected", "the JSON lines reader (the GPU backend's cuDF) rejected the chunk"
 

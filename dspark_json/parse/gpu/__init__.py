@@ -9,9 +9,14 @@ pool, without importing them.
   (:mod:`.targets`, :mod:`.grammar`), and what cuDF reads otherwise (``reader_hazards``);
 - :mod:`.kernels`: the ``numba.cuda`` kernels, a thread per row;
 - :mod:`.reader`: JSON lines gathered on the device, read by cuDF (``cudf.read_json``,
-  ``lines=True``, explicit dtypes, column pruning).
+  ``lines=True``, explicit dtypes, column pruning; double columns as text);
+- :mod:`.doubles`: the doubles' text converted on the device with the CPU's rules.
 
-No pass over the bytes of a row that fits runs on the CPU.
+A schema cuDF's reader cannot take (a map, a tuple struct) is parsed by the CPU kernels
+(:func:`.parser.beyond_lines`).
+
+Otherwise no pass over the bytes of a row that fits runs on the CPU (the host converts only
+the few doubles past the device's fast path, with ``float``, value by value).
 
 Status: written without a device to try it on; its kernels run under numba's CUDA simulator in
 the tests (``tests/parse/gpu/``). It has not run on a device yet, so ``parseMode=auto`` does not

@@ -12,19 +12,21 @@ CPU rules (:func:`reader_hazards`); those rows go to the reference parser, so th
 stays the reference's. What the CPU rules already set aside never reaches cuDF: duplicate
 keys, escaped keys, integers of 19 digits or more or out of their column's range, ``-0`` for a
 double, magnitudes past 1e300, invalid UTF-8, lone surrogates, raw control characters.
-What cuDF reads otherwise in a row the CPU rules take (its source, ``cpp/src/io/utilities/
-parsing_utils.cuh`` ``parse_numeric``, read for this):
+Doubles are no hazard: cuDF reads them as text and the device converts the text with the
+CPU's own rules (:mod:`.doubles`), whatever their fraction, exponent or digits. What cuDF may
+read otherwise in a row the CPU rules take (its source, ``cpp/src/io/utilities/
+parsing_utils.cuh``, read for this):
 
-- :data:`HAZARD_FRACTION`: a number with a fraction or an exponent. cuDF adds each fraction
-  digit times a power of ten (``0.3`` is ``3 * 0.1 = 0.30000000000000004``) and multiplies by
-  ``exp10`` for the exponent: not the correctly rounded double Python and pyarrow give;
-- :data:`HAZARD_DIGITS`: more than 15 digits in a row: cuDF's exact integer accumulation of a
-  double stops at 15 digits;
+- :data:`HAZARD_DIGITS`: an integer (no fraction, no exponent) of more than 15 digits: cuDF
+  accumulates an integer column's digits in int64, which is exact to 18 digits by its source,
+  but that is unverified on a device (benchmarks/gpu/cudf_numbers.py checks it); the flag
+  cannot tell an integer column from a double one, so a long integer in a double column counts
+  too;
 - :data:`HAZARD_ESCAPE`: a ``\\u`` escape of a surrogate pair or of U+0000 in a string (cuDF's
   unescaping of those is unverified).
 
-The flags look at the bytes, not the type (a fraction under an unknown key counts too): they
-send a few rows more to the reference parser than needed, never one fewer.
+The flags look at the bytes, not the type (a long integer under an unknown key counts too):
+they send a few rows more to the reference parser than needed, never one fewer.
 
 Two launches per batch: the first gives every row its code and unknown-key counts, the second
 (rows with keys to rescue only) writes their spans at offsets the counts give. Scratch is per
@@ -72,7 +74,6 @@ from dspark_json.parse.json.scans import ContentScan, EnvelopeScan
 __all__ = [
     "HAZARD_DIGITS",
     "HAZARD_ESCAPE",
-    "HAZARD_FRACTION",
     "DeviceFit",
     "Fitted",
     "device_target",
@@ -81,10 +82,10 @@ __all__ = [
 
 logger = logging.getLogger("dspark_json")
 
-HAZARD_FRACTION = 1
-HAZARD_DIGITS = 2
-HAZARD_ESCAPE = 4
-#: Digits cuDF's double parser accumulates exactly.
+HAZARD_DIGITS = 1
+HAZARD_ESCAPE = 2
+#: Digits of an integer that need no check of cuDF's integer parse (a double's 15: the
+#: bound the hazard had when doubles were cuDF's).
 _EXACT_DIGITS = 15
 #: Threads of the device kernels (each with its own scratch: ~13 KiB).
 _DEVICE_THREADS = 16384
@@ -106,7 +107,9 @@ def reader_hazards(data: Any, start: int, end: int) -> int:
     rules: ``HAZARD_*`` bits (see the module's docstring)."""
     hazards = 0
     in_string = False
-    digits = 0
+    number = False  # inside a number's bytes
+    whole = True  # and no fraction or exponent so far
+    digits = 0  # its integer digits
     pos = start
     while pos < end:
         c = data[pos]
@@ -129,16 +132,21 @@ def reader_hazards(data: Any, start: int, end: int) -> int:
             pos += 1
             continue
         if 48 <= c <= 57:
-            digits += 1
-            if digits > _EXACT_DIGITS:
-                hazards |= HAZARD_DIGITS
+            if not number:
+                number, whole, digits = True, True, 0
+            if whole:
+                digits += 1
+        elif number and (c == 46 or c == 101 or c == 69 or c == 43 or c == 45):
+            whole = False  # . e E + -: a fraction or an exponent
         else:
-            if c == 46 or ((c == 101 or c == 69) and digits > 0):
-                hazards |= HAZARD_FRACTION
-            digits = 0
+            if number and whole and digits > _EXACT_DIGITS:
+                hazards |= HAZARD_DIGITS
+            number = False
             if c == 34:
                 in_string = True
         pos += 1
+    if number and whole and digits > _EXACT_DIGITS:  # a number that ends the document
+        hazards |= HAZARD_DIGITS
     return hazards
 
 

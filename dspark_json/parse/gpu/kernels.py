@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-__all__ = ["fit_kernel", "gather_kernel"]
+__all__ = ["doubles_kernel", "fit_kernel", "gather_kernel"]
 
 cuda: Any = None
 
@@ -61,5 +61,20 @@ def gather_kernel(one: Any) -> Any:
         t = cuda.grid(1)
         for i in range(t, starts.shape[0], cuda.gridsize(1)):
             one(data, starts[i], ends[i], take[i], prefix, suffix, out, line_at[i])
+
+    return kernel
+
+
+@functools.cache
+def doubles_kernel(one: Any) -> Any:
+    """Numbers' text converted to doubles on the device: ``one``
+    (:func:`~dspark_json.parse.gpu.doubles.double_row` compiled for the device) per value."""
+    _import_cuda()
+
+    @cuda.jit
+    def kernel(data, offsets, pow10, values, fast):
+        t = cuda.grid(1)
+        for i in range(t, values.shape[0], cuda.gridsize(1)):
+            one(data, offsets, i, pow10, values, fast)
 
     return kernel

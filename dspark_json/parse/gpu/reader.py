@@ -1,7 +1,9 @@
 """cuDF's JSON lines reader (``cudf.read_json`` with ``lines=True``, explicit dtypes and column
 pruning): the GPU backend's reader of the documents the device's fit check found fitting
 (:mod:`.fit`). The lines are gathered on the device (:func:`gather_row`, a thread per row at
-offsets the host computes from the row lengths), not by a pass over the bytes on the CPU."""
+offsets the host computes from the row lengths), not by a pass over the bytes on the CPU.
+Double columns are read as text and converted on the device with the CPU's rules
+(:mod:`.doubles`)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dspark_json.parse.gpu.doubles import DeviceDoubles, text_schema
 from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.reader import JsonLines
 
@@ -52,10 +55,13 @@ def gather_row(
 class CudfLines(JsonLines):
     """JSON lines gathered and read on the device, one read per batch (the GPU is the
     parallelism). A batch cuDF rejects comes back as not read, like pyarrow's chunks, for the
-    reference parser. :meth:`read_lines` is the one call into cuDF."""
+    reference parser. :meth:`read_lines` is the one call into cuDF; it reads every
+    floating-point column as text (:func:`~.doubles.text_schema`), which :attr:`doubles`
+    converts on the device."""
 
     def __init__(self) -> None:
         super().__init__(chunk_bytes=1 << 62, threads=1)
+        self.doubles = DeviceDoubles()
 
     def read(
         self,
@@ -95,15 +101,18 @@ class CudfLines(JsonLines):
             ),
             lines,
         )
-        table = self.read_lines(lines, schema)
+        as_text = text_schema(schema)
+        table = self.read_lines(lines, as_text)
         if table is None or table.num_rows != n:
             ok[:] = False
             return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
-        return table.select(schema.names).cast(schema).combine_chunks(), ok
+        table = table.select(as_text.names).cast(as_text).combine_chunks()
+        return self.doubles.table(table, schema), ok
 
     def read_lines(self, lines: Any, schema: pa.Schema) -> pa.Table | None:
         """JSON lines in device memory (a numba device array) as a table of ``schema`` (unknown
-        keys pruned), or None where cuDF rejects them."""
+        keys pruned; a number in a string column as its text), or None where cuDF rejects
+        them."""
         import cudf
 
         try:

@@ -24,7 +24,6 @@ from dspark_json.parse.arrow import string_buffers, to_string_array
 from dspark_json.parse.gpu.fit import (
     HAZARD_DIGITS,
     HAZARD_ESCAPE,
-    HAZARD_FRACTION,
     DeviceFit,
     reader_hazards,
 )
@@ -180,11 +179,19 @@ def test_vllm_bodies():
     [
         ('{"a":1,"b":"x","c":true,"d":false,"e":null}', 0),
         ('{"s":"0.3 and 1e5 inside a string","t":"say \\"1.5\\""}', 0),
-        ('{"score":0.3}', HAZARD_FRACTION),  # cuDF: 3 * 0.1 = 0.30000000000000004
-        ('{"score":1e5}', HAZARD_FRACTION),
-        ('{"score":2E-3}', HAZARD_FRACTION),
-        ('{"n":123456789012345}', 0),  # 15 digits: exact in cuDF
-        ('{"n":1234567890123456}', HAZARD_DIGITS),
+        # Doubles are read as text and converted on the device (parse/gpu/doubles.py).
+        ('{"score":0.3}', 0),
+        ('{"score":1e5}', 0),
+        ('{"score":2E-3}', 0),
+        ('{"score":0.30000000000000004}', 0),
+        ('{"score":1234567890123456.5}', 0),
+        ('{"score":-1.5e+300}', 0),
+        ('{"score":1.5e-0000000000000001}', 0),  # an exponent's digits are no integer
+        ('{"n":123456789012345}', 0),  # 15 digits: below the bound
+        ('{"n":1234567890123456}', HAZARD_DIGITS),  # cuDF's int64 parse of these: unverified
+        ('{"n":[1,-1234567890123456]}', HAZARD_DIGITS),
+        ("12345678901234567", HAZARD_DIGITS),  # a number that ends the document
+        ('{"true":true,"e":1234567890123456e1}', 0),
         ('{"s":"\\ud83d\\ude00"}', HAZARD_ESCAPE),
         ('{"s":"\\u0000"}', HAZARD_ESCAPE),
         ('{"s":"\\u00e9\\n\\\\"}', 0),

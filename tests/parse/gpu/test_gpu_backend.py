@@ -1,10 +1,12 @@
 """The GPU backend end to end without a GPU: the device's fit check under numba's CUDA
-simulator, the lines gathered by the device kernel, and cuDF's reader stood in for by pyarrow's
-(tests/parse/gpu/stub.py). Its table must be the reference parser's, row for row, and no CPU scan
-may run over the bodies (the cuDF read itself is for a device: the ``gpu`` marker, in
-tests/parse/test_backend_conformance.py)."""
+simulator, the lines gathered by the device kernel, the doubles' text converted by the device
+kernel, and cuDF's reader stood in for (tests/parse/gpu/stub.py). Its table must be the
+reference parser's, row for row, and no CPU scan may run over the bodies (the cuDF read itself
+is for a device: the ``gpu`` marker, in tests/parse/test_backend_conformance.py)."""
 
 import json
+import logging
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -12,27 +14,32 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from pyspark.sql.types import ArrayType, DoubleType, FloatType, StructField, StructType
 
+from dspark_json import response_schema
 from dspark_json.parse import reader, vectorised
-from dspark_json.parse.gpu.fit import device_target
+from dspark_json.parse.cpu import CpuParser
+from dspark_json.parse.gpu.fit import device_target, reader_hazards
 from dspark_json.parse.gpu.kernels import gather_kernel
 from dspark_json.parse.gpu.parser import GpuParser
 from dspark_json.parse.gpu.reader import gather_row
 from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
-from tests.parse.gpu.stub import PyarrowLines
+from tests.parse import test_decoder_differential as differential
+from tests.parse.gpu.stub import StandInLines
+from tests.parse.gpu.test_device_doubles import _fast, _random_number
 from tests.parse.gpu.test_device_fit import SUITE, VLLM
 
 SCHEMA = conformance.response_schema(response_format=conformance.CONTENT)
-#: vLLM bodies whose contents hold no construct cuDF reads otherwise (a whole score)...
+#: vLLM bodies with a whole score...
 WHOLE = [
     conformance.dumps(
         conformance.vllm_body(conformance.dumps(conformance.GOOD | {"n": i, "score": 2}))
     )
     for i in range(6)
 ]
-#: ... and with a fraction (``0.5``), which cuDF's parser may round otherwise.
+#: ... and with a fraction (``0.5``): read as text by cuDF, converted on the device.
 GOOD = [
     conformance.dumps(conformance.vllm_body(conformance.dumps(conformance.GOOD | {"n": i})))
     for i in range(6)
@@ -40,7 +47,7 @@ GOOD = [
 
 
 def _gpu(schema=SCHEMA):
-    return GpuParser(schema, lines=PyarrowLines())
+    return GpuParser(schema, lines=StandInLines())
 
 
 def _same_as_reference(bodies, schema=SCHEMA):
@@ -65,10 +72,112 @@ def test_fitting_bodies_take_no_cpu_scan(monkeypatch):
     assert parser.reference_rows == 0, parser.reference_reasons
 
 
+def _body(i, score="0.5", n="3"):
+    """A vLLM body whose content holds ``score`` and ``n`` as written (JSON numbers' text)."""
+    content = conformance.dumps(conformance.GOOD | {"n": i})
+    content = content.replace('"score": 0.5', f'"score": {score}')
+    content = content.replace(f'"n": {i}', f'"n": {n}')
+    return conformance.dumps(conformance.vllm_body(content))
+
+
+#: Scores as a model writes them, and the edges of the device's fast path (past it, 17 digits,
+#: 1e23 and 1e-30: Python's float on the host).
+SCORES = ["0.87", "0.3", "1e-3", "-2.5E+2", "0.30000000000000004", "1e23", "1e-30", "7", "null"]
+
+
+def _no_hazard(text):
+    return reader_hazards(np.frombuffer(text.encode(), np.uint8), 0, len(text)) == 0
+
+
+def test_fractional_scores_are_not_routed_and_equal_the_cpu(monkeypatch):
+    """Doubles with fractions and exponents stay on the GPU path (read as text, converted on
+    the device): no row goes to the reference parser, no CPU scan runs, and the table is the
+    reference's and the CPU backend's."""
+    rng = random.Random(5)
+    scores = SCORES + [_random_number(rng) for _ in range(16)]
+    # Not the numbers that go to the reference parser on purpose: -0 (the CPU rules') and
+    # integers past 15 digits (a hazard).
+    negative_zero = [s for s in scores if s != "null" and float(s) == 0 and s[0] == "-"]
+    scores = [s for s in scores if s == "null" or (_no_hazard(s) and s not in negative_zero)]
+    assert len(scores) > len(SCORES)
+    bodies = [_body(i, score) for i, score in enumerate(scores)]
+    cpu = CpuParser(SCHEMA).parse(bodies)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a CPU pass over the bytes ran on the GPU path")
+
+    monkeypatch.setattr(vectorised, "scan_envelope_fit", forbidden)
+    monkeypatch.setattr(vectorised, "scan_content_fit", forbidden)
+    parser = _same_as_reference(bodies)
+    assert parser.reference_rows == 0, parser.reference_reasons
+    assert parser.device_fit.hazard_rows == 0
+    fast = [s for s in scores if s == "null" or _fast(s)]
+    assert parser.host_doubles == len(scores) - len(fast) >= 3  # 17 digits, 1e23, 1e-30...
+    assert repr(parser.parse(bodies).to_pylist()) == repr(cpu.to_pylist())
+
+
 def test_rows_cudf_would_read_otherwise_go_to_the_reference():
-    parser = _same_as_reference(WHOLE[:3] + GOOD[3:])
-    assert parser.device_fit.hazard_rows == 3  # 0.5: a fraction, cuDF's sum of digits
+    long_n = [_body(i, n="1234567890123456") for i in range(3)]
+    parser = _same_as_reference(WHOLE[:3] + long_n)
+    assert parser.device_fit.hazard_rows == 3  # 16 digits: cuDF's int64 parse, unverified
     assert parser.reference_reasons == {"reader_rules": 3}
+
+
+#: A content type cuDF's JSON lines reader cannot take: a map, and a tuple struct.
+MAPPED = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string"},
+        "scores": {"type": "object", "additionalProperties": {"type": "number"}},
+    },
+}
+TUPLED = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string"},
+        "pair": {"type": "array", "prefixItems": [{"type": "string"}, {"type": "number"}]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("content_type", "contents", "column"),
+    [
+        (
+            MAPPED,
+            [{"label": "a", "scores": {"x": 0.87, "y": 1e-3}}, {"label": "b", "scores": {}}],
+            "a map (column 'choices[].message.parsed.scores')",
+        ),
+        (
+            TUPLED,
+            [{"label": "a", "pair": ["x", 0.5]}, {"label": "b", "pair": None}],
+            "a tuple struct (column 'choices[].message.parsed.pair')",
+        ),
+    ],
+    ids=["map", "tuple"],
+)
+def test_a_schema_cudf_cannot_read_takes_the_cpu_kernels(content_type, contents, column, caplog):
+    """Not the reference parser: no row is the reference's (reference_reasons empty), the
+    table is the reference's, and the log says once which column sent the batch there."""
+    from dspark_json.parse.gpu import parser as gpu_parser
+
+    schema = response_schema(response_format=content_type)
+    bodies = [conformance.dumps(conformance.vllm_body(conformance.dumps(c))) for c in contents * 3]
+    gpu_parser._logged.discard(column)
+    with caplog.at_level(logging.INFO, logger="dspark_json"):
+        parser = _same_as_reference(bodies, schema)
+        parser.parse(bodies)
+    assert parser.cpu_kernels == column
+    assert parser.reference_rows == 0 and parser.reference_reasons == {}
+    said = [r.getMessage() for r in caplog.records if "CPU kernels" in r.getMessage()]
+    assert said == [
+        f"GPU backend: cuDF's JSON reader cannot read {column}; the CPU kernels parse these "
+        "batches (not the reference parser)"
+    ]
+
+
+def test_a_schema_cudf_reads_stays_on_the_device():
+    assert GpuParser(SCHEMA, lines=StandInLines()).cpu_kernels is None
 
 
 def test_the_conformance_bodies():
@@ -144,3 +253,32 @@ def test_the_profile_finds_no_per_byte_pass_on_the_host(tmp_path):
 )
 def test_batches_with_nothing_to_read(bodies):
     _same_as_reference(bodies)
+
+
+#: Doubles of every shape (tests/parse/test_decoder_differential.py's), at the fast path's
+#: edges and past them, and the ones the CPU rules set aside (-0, past 1e300).
+NUMBERS = [
+    "-0e0", "-0.0", "0e999", "1E5", "0.1e-7", "1e-400", "0." + "0" * 400 + "1",
+    "123456789012345678901234567890", "9" * 300, "1.7976931348623157e308",
+    "4.9406564584124654e-324", "2.4703282292062328e-324", "9007199254740993", "0.87", "1e22",
+    "1e-22", "1e23", "-2.5E+2", "10000000000e300",
+]  # fmt: skip
+
+
+def test_doubles_of_every_shape_at_every_depth_equal_the_reference():
+    """A double, a list of doubles and a float column in the content, as the reference reads
+    them (the device's conversion, the host's float past its fast path)."""
+    parsed = StructType(
+        [
+            StructField("x", DoubleType()),
+            StructField("xs", ArrayType(DoubleType())),
+            StructField("f", FloatType()),
+        ]
+    )
+    schema = differential._schema(parsed)
+    bodies = [
+        differential._body(f'{{"x": {n}, "xs": [{n}, 0.5, null], "f": {n}}}') for n in NUMBERS
+    ]
+    parser = _same_as_reference(bodies, schema)
+    assert parser.host_doubles > 0
+    assert set(parser.reference_reasons) <= {"content_misfit", "reader_rules"}
