@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text("\n".join(texts) + "\n")
             runs: dict[str, Callable[[], Any]] = {"cpu": lambda: cpu.parse(array)}  # noqa: B023
             if spark is not None:
-                runs |= _spark_runs(spark, schema, SCHEMAS[name], path, args)
+                runs |= _spark_runs(spark, schema, SCHEMAS[name], path, args, scratch=Path(scratch))
             seconds = dict(zip(runs, interleaved(args.repeat, list(runs.values())), strict=True))
         for key, took in seconds.items():
             figure[f"{key}_s"] = round(took, 4)
@@ -335,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
                 if key in seconds:
                     label = "ratio" if key == "cpu" else f"{key}_ratio"
                     figure[label] = round(seconds["spark"] / seconds[key], 2)
+            for ours, floor in _CEILINGS.items():
+                if floor in seconds:
+                    figure[f"{ours}_ceiling"] = round(seconds["spark"] / seconds[floor], 2)
         figures.append(figure)
         print(json.dumps(figure), flush=True)
     if args.json:
@@ -342,14 +345,27 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+#: Each of our paths inside Spark, and the run of its hand-off floor: Spark's seconds over the
+#: floor's are the ceiling of that path, what any parser in Python could reach there.
+_CEILINGS = {"parse_dataframe": "floor_map", "source": "floor_source"}
+
+
 def _spark_runs(
-    spark: Any, schema: Any, response_format: dict[str, Any], path: Path, args: Any
+    spark: Any,
+    schema: Any,
+    response_format: dict[str, Any],
+    path: Path,
+    args: Any,
+    *,
+    scratch: Path,
 ) -> dict[str, Callable[[], Any]]:
     """Spark's read.json + from_json for dspark-json's columns of ``schema`` (the very type the
     schema maps to), evaluated whole; with ``--inside-spark``, dspark-json inside Spark too:
     ``parse_dataframe`` over the bodies read as text, and the source reading them as recorded
-    answers (one partition per core), as ``parser_throughput.py`` measures them."""
-    from parser_throughput import read_same_columns, timed
+    answers (one partition per core), as ``parser_throughput.py`` measures them, and each
+    path's hand-off floor (``parser_throughput.handoff_floors``: Spark's hand-off to Python and
+    back alone, our output computed beforehand)."""
+    from parser_throughput import FLOOR_MAP, FLOOR_SOURCE, handoff_floors, read_same_columns, timed
 
     import dspark_json
 
@@ -374,7 +390,10 @@ def _spark_runs(
             .load()
         )
 
-    return runs | {"parse_dataframe": timed(in_spark), "source": timed(source)}
+    runs |= {"parse_dataframe": timed(in_spark), "source": timed(source)}
+    keys = {FLOOR_MAP: "floor_map", FLOOR_SOURCE: "floor_source"}
+    floors = handoff_floors(spark, path, schema, source, cores=cores, scratch=scratch)
+    return runs | {keys[label]: run for label, run, _count in floors}
 
 
 if __name__ == "__main__":

@@ -142,7 +142,7 @@ def answer(
     outcomes = fetched.outcomes
     responses = parser.parse(outcomes.bodies)
     statuses = _statuses(rows, outcomes, responses.column("_status"))
-    violations = _violations(query, outcomes.bodies.to_pylist())
+    violations = _violations(query, outcomes.bodies)
     reference_rows = parser.reference_rows  # of this parse (the re-asks' parses have their own)
     reference_reasons = dict(parser.reference_reasons)
     attempts, repaired, repair_seconds = None, None, 0.0
@@ -168,7 +168,7 @@ def answer(
             statuses = _statuses(rows, outcomes, responses.column("_status"))
             if violations is not None:
                 changed = sorted(i for i, tried in done.attempts.items() if len(tried) > 1)
-                found = _violations(query, [outcomes.bodies[i].as_py() for i in changed])
+                found = _violations(query, outcomes.bodies.take(pa.array(changed, pa.int64())))
                 for i, listed in zip(changed, found or [], strict=True):
                     violations[i] = listed
     return Answers(
@@ -205,7 +205,7 @@ def _reask(
         found = pc.fill_null(parse(some.bodies).column("_status"), Status.OK.value).to_pylist()
         for row, error in some.errors.items():
             found[row] = status_of_error(error)
-        return Judged(statuses=found, violations=_violations(query, some.bodies.to_pylist()))
+        return Judged(statuses=found, violations=_violations(query, some.bodies))
 
     return repair(
         rows.record,
@@ -220,10 +220,13 @@ def _reask(
     )
 
 
-def _violations(query: Query, bodies: list[str | None]) -> list[list[str] | None] | None:
-    """With option validateSchema: how each body breaks the JSON Schema; else ``None``."""
+def _violations(query: Query, texts: pa.Array) -> list[list[str] | None] | None:
+    """With option validateSchema: how each body breaks the JSON Schema; else ``None``. The
+    bodies become Python strings only then: a partition's worth of them cost about 5 % of the
+    source's Python time inside Spark (py-spy, issue 38), the option off as well."""
     if not query.options.schema.validate_schema:
         return None
+    bodies: list[str | None] = texts.to_pylist()
     found = schema_violations(query.json_schema, bodies) if query.json_schema is not None else None
     tools = query.options.request.tools
     if tools is not None:

@@ -225,3 +225,28 @@ def test_response_cache_benchmark_smoke(tmp_path):
     assert result["cache"]["entries"] == result["distinct"]
     assert result["cache"]["bytes_per_entry"] > result["cache"]["header_bytes_per_entry"] > 0
     assert "| dedupe auto + cache, re-run | 0 |" in (tmp_path / "response_cache.md").read_text()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_realworld_inside_spark_reports_each_paths_floor_and_ceiling(tmp_path):
+    out = tmp_path / "realworld.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/realworld.py",
+            *("--rows", "300", "--repeat", "1", "--schema", "wide_struct", "--inside-spark"),
+            *("--json", str(out)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (figure,) = json.loads(out.read_text())
+    for path, floor in (("parse_dataframe", "floor_map"), ("source", "floor_source")):
+        assert figure[f"{floor}_s"] > 0
+        ceiling = figure["spark_s"] / figure[f"{floor}_s"]  # of rounded seconds: within 0.01
+        assert figure[f"{path}_ceiling"] == pytest.approx(ceiling, abs=0.011)

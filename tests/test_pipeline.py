@@ -135,3 +135,16 @@ def test_a_batchs_tasks_share_the_repair_token_budget_and_spend_at_most_it(tmp_p
     refused = [a for a in attempts if "repairTokenBudget is spent" in (a[-1]["reason"] or "")]
     assert len(refused) == 35 - asked
     assert f"of a budget of 703, {35 - asked} over budget" in summary(records, "batch")
+
+
+def test_validate_schema_names_each_rows_own_violations_in_order(tmp_path):
+    """validateSchema reads the bodies as text only when it is on; each row gets its own."""
+    bodies = [_body(0), _body(1).replace('\\"n\\": 1', '\\"n\\": \\"one\\"'), _body(2), _body(3)]
+    (tmp_path / "r.jsonl").write_text("".join(b + "\n" for b in bodies))
+    options = {"responses": str(tmp_path), "responseFormat": json.dumps(CONTENT)}
+    source = DSparkJsonDataSource({**options, "parseMode": "cpu", "validateSchema": "true"})
+    reader = source.reader(source.schema())
+    (partition,) = reader.partitions()
+    found = pa.Table.from_batches(list(reader.read(partition))).column("_schema_violations")
+    assert [bool(v) for v in found.to_pylist()] == [False, True, False, False]
+    assert "n" in found[1].as_py()[0]

@@ -1,13 +1,15 @@
 """The unknown keys the scans found, as Python reads them for ``_rescued_data``.
 
 The vectorised path writes most of ``_rescued_data`` in compiled code (:mod:`.json.rescue`); the
-rows it cannot (keys deeper than the top level, values whose canonical form needs Python, more
-keys than a scan records) are rescued in Python from what the scans recorded:
+rows it cannot (values whose canonical form needs Python, a path written twice, more keys
+than a scan records) are rescued in Python from what the scans recorded:
 
 - :class:`FoundKeys`: a scan's unknown keys, by row (top-level spans, nested spans with their
   path of type nodes and element indexes, and the groups of rows that repeat one another's);
-- :class:`RescuePaths` / :class:`NodePaths`: the column path of a nested key and its sort key,
-  so that keys come out in the reference parser's order;
+- :class:`RescuePaths` / :class:`NodePaths`: the column path of a nested key's object (its
+  *place*) and its sort key, so that keys come out in the reference parser's order;
+  :meth:`RescuePaths.entries` lays out a batch's keys for the compiled rescue
+  (:class:`~dspark_json.parse.json.RescueEntries`);
 - :func:`unlike_repr`: the 16-17-digit numbers that Python's ``repr`` writes otherwise.
 """
 
@@ -19,15 +21,26 @@ import numpy as np
 from pyspark.sql.types import ArrayType, DataType, StructType
 
 from dspark_json.parse.json import (
+    NESTED_PATH,
     NESTED_STRIDE,
     T_STRUCT,
     ContentScan,
     EnvelopeScan,
-    KeySpans,
+    RescueEntries,
     TypeTable,
 )
 
-__all__ = ["LAST", "RENDERED", "FoundKeys", "Key", "NodePaths", "RescuePaths", "unlike_repr"]
+__all__ = [
+    "LAST",
+    "RENDERED",
+    "FoundKeys",
+    "Key",
+    "NodePaths",
+    "Place",
+    "RescuePaths",
+    "joined",
+    "unlike_repr",
+]
 
 #: Sorts a struct's own unknown keys after its fields (any field position or index is less).
 LAST = 2**62
@@ -36,6 +49,16 @@ LAST = 2**62
 Key = tuple[str | int, bytes, tuple[int, ...]]
 #: Distinct sets of rescued keys remembered per parser, rendered as ``_rescued_data``.
 RENDERED = 4096
+#: A place: where a rescued key's object sits, its column path (empty: the top level) and the
+#: sort key of its keys (they follow the object's fields: ``LAST``).
+Place = tuple[str, tuple[int, ...]]
+
+
+def joined(prefix: str, path: str) -> str:
+    """A column path under ``prefix`` (``""``, ``"parsed."``, ``"choices[1].message.parsed."``)
+    as the reference parser spells it: an element index follows its column without a dot
+    (``parsed[0].subtitle``, as ``choices[0].message``), a field after one."""
+    return prefix[:-1] + path if prefix and path.startswith("[") else prefix + path
 
 
 class RescuePaths:
@@ -86,6 +109,84 @@ class RescuePaths:
                 known = (f"choices[{k}].message.parsed.", steps)
             self._choices[k] = known
         return known
+
+    def envelope_place(self, steps: tuple[int, ...]) -> Place:
+        """The place of an envelope key whose object the scan's path ``steps`` leads to."""
+        text, sort = self.envelope.path(steps) if steps else ("", ())
+        return text, (*sort, LAST)
+
+    def content_place(self, k: int, steps: tuple[int, ...]) -> Place:
+        """The place of a key in choice ``k``'s content, its object at the path ``steps``."""
+        prefix, head = self.choice(k)
+        assert self.content is not None
+        text, sort = self.content.path(steps) if steps else ("", ())
+        where = joined(prefix, text) if steps else prefix[:-1]
+        return where, (*head, *sort, LAST)
+
+    def entries(
+        self,
+        rows: np.ndarray,
+        envelope: FoundKeys,
+        content: FoundKeys | None,
+        row_of_choice: np.ndarray,
+        first: np.ndarray,
+    ) -> RescueEntries:
+        """The unknown keys of the rows where ``rows`` (the envelope's, and the contents' of
+        their choices: choice ``c`` is of row ``row_of_choice[c]``, its ``c - first[row]``-th)
+        laid out for :func:`~dspark_json.parse.json.rescue_entries`, in the reference's order:
+        by row, by place, and in the body's order within one object."""
+        places: list[Place] = []
+        ids: dict[tuple[int, ...], int] = {}
+
+        def place_of(key: tuple[int, ...], make: Place) -> int:
+            if key not in ids:
+                ids[key] = len(places)
+                places.append(make)
+            return ids[key]
+
+        parts: list[tuple[np.ndarray, int, np.ndarray, np.ndarray]] = []
+        top_rows = envelope.rows
+        keep = rows[top_rows]
+        at = place_of((0,), self.envelope_place(()))
+        spans = envelope.spans.reshape(-1, 4)[keep]
+        parts.append((top_rows[keep], 0, spans, np.full(len(spans), at, np.int64)))
+        keep = rows[envelope.nested_rows]
+        spans, paths, inverse = _nested(envelope, keep)
+        found = [place_of((1, *steps), self.envelope_place(steps)) for steps in paths]
+        parts.append((envelope.nested_rows[keep], 0, spans, _ids(found, inverse)))
+        if content is not None:
+            choice_rows = row_of_choice[content.rows]
+            keep = rows[choice_rows]
+            ks = (content.rows - first[choice_rows])[keep]
+            distinct, inverse = np.unique(ks, return_inverse=True)
+            found = [place_of((2, k), self.content_place(k, ())) for k in distinct.tolist()]
+            spans = content.spans.reshape(-1, 4)[keep]
+            parts.append((choice_rows[keep], 1, spans, _ids(found, inverse.reshape(-1))))
+            nested_rows = row_of_choice[content.nested_rows]
+            keep = rows[nested_rows]
+            ks = content.nested_rows - first[nested_rows]
+            spans, paths, inverse = _nested(content, keep, ks)
+            found = [place_of((3, *path), self.content_place(path[0], path[1:])) for path in paths]
+            parts.append((nested_rows[keep], 1, spans, _ids(found, inverse)))
+        row_of = np.concatenate([p[0] for p in parts]).astype(np.int64)
+        sources = np.concatenate([np.full(len(p[0]), p[1], np.int8) for p in parts])
+        all_spans = np.concatenate([p[2].reshape(-1, 4) for p in parts]).astype(np.int64)
+        at_of = np.concatenate([p[3] for p in parts]).astype(np.int64)
+        order = sorted(range(len(places)), key=lambda p: (places[p][1], p))
+        rank = np.empty(len(places), np.int64)
+        rank[order] = np.arange(len(places))
+        sort = np.lexsort((np.arange(len(row_of)), rank[at_of], row_of))
+        texts = [where.encode("utf-8") for where, _ in places]
+        where_at = np.zeros(len(texts) + 1, np.int64)
+        where_at[1:] = np.cumsum([len(t) for t in texts])
+        return RescueEntries(
+            np.ascontiguousarray(row_of[sort]),
+            np.ascontiguousarray(sources[sort]),
+            np.ascontiguousarray(all_spans[sort].reshape(-1)),
+            np.ascontiguousarray(at_of[sort]),
+            np.frombuffer(b"".join(texts) or b"\0", np.uint8),
+            where_at,
+        )
 
 
 class NodePaths:
@@ -157,13 +258,6 @@ class FoundKeys:
         repeats = scan.repeats_keys_of if isinstance(scan, EnvelopeScan) else None
         return cls(data, scan.deep, scan.rows, scan.spans, scan.nested_rows, scan.nested, repeats)
 
-    def by_owner(self, owners: int) -> KeySpans:
-        """The top-level keys of owners ``0..owners`` (the rows, or the choices, scanned)."""
-        index = np.arange(owners)
-        start = np.searchsorted(self.rows, index, "left")
-        end = np.searchsorted(self.rows, index, "right")
-        return KeySpans(self.data, start, end, self.spans)
-
     def select(self, rows: np.ndarray) -> dict[int, list[Key]]:
         """The unknown keys recorded for ``rows``, by row, in the body's order: the key (an
         item's position for an item past a tuple struct's fields), its value's raw JSON, and its
@@ -183,6 +277,49 @@ class FoundKeys:
             name = str(view[e[0] : e[1]], "utf-8") if e[0] >= 0 else -e[0] - 1
             out.setdefault(row, []).append((name, bytes(view[e[2] : e[3]]), tuple(e[5 : 5 + e[4]])))
         return out
+
+
+def _ids(ids: list[int], inverse: np.ndarray) -> np.ndarray:
+    """Each key's place id, from the ids of the distinct paths and each key's path among them."""
+    return np.array(ids, np.int64)[inverse] if len(inverse) else np.zeros(0, np.int64)
+
+
+def _distinct_rows(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, axis=0, return_inverse=True)``, through one int64 per row where the
+    columns' ranges fit in one (the usual case: a few small node numbers and indexes), which
+    sorts many times faster than rows of a 2-D array."""
+    low = key.min(axis=0)
+    spans = key.max(axis=0) - low + 1
+    if float(np.prod(spans.astype(np.float64))) >= 2.0**62:
+        return np.unique(key, axis=0, return_inverse=True)
+    weights = np.ones(key.shape[1], np.int64)
+    weights[:-1] = np.cumprod(spans[::-1])[::-1][1:]
+    codes = (key - low) @ weights
+    _, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    return key[first], inverse.reshape(-1)
+
+
+def _nested(
+    found: FoundKeys, keep: np.ndarray, choice: np.ndarray | None = None
+) -> tuple[np.ndarray, list[tuple[int, ...]], np.ndarray]:
+    """The nested keys of ``found`` where ``keep``: their spans (four entries each), their
+    distinct paths (each ``(k, *steps)`` where ``choice`` gives each key's choice position
+    ``k`` among its row's, else ``steps``), and the index of each key's path among those."""
+    entries = found.nested.reshape(-1, NESTED_STRIDE)[keep]
+    length = entries[:, 4]
+    steps = np.where(np.arange(NESTED_PATH) < length[:, None], entries[:, 5:], 0)
+    columns = [length[:, None], steps]
+    if choice is not None:
+        columns.insert(0, choice[keep][:, None])
+    key = np.concatenate(columns, axis=1)
+    if not len(key):
+        return entries[:, :4], [], np.zeros(0, np.int64)
+    distinct, inverse = _distinct_rows(key)
+    lead = 0 if choice is None else 1
+    paths = [
+        (*entry[:lead], *entry[lead + 1 : lead + 1 + entry[lead]]) for entry in distinct.tolist()
+    ]
+    return entries[:, :4], paths, inverse.reshape(-1)
 
 
 def unlike_repr(data: np.ndarray, checks: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,23 +58,21 @@ from dspark_json.parse.convert import arrow_schema, dump_json, text_value
 from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (
-    LAST,
     RENDERED,
     FoundKeys,
     Key,
-    NodePaths,
+    Place,
     RescuePaths,
     unlike_repr,
 )
 from dspark_json.parse.json import (
     ContentScan,
     EnvelopeScan,
-    KeySpans,
     TypeTable,
     compile_type,
     json_texts,
     read_events,
-    rescue_rows,
+    rescue_entries,
     scan_codes,
     scan_content_fit,
     scan_envelope_fit,
@@ -159,7 +157,7 @@ class _Plan:
             envelope_table=compile_type(
                 _guarded(envelope, tools=tools is not None),
                 timestamp_range=_SECONDS,
-                maps=json_text,
+                events=json_text,
             ),
             envelope_read=arrow_schema(read_type(envelope, seconds=True)),  # type: ignore[arg-type]
             content=parsed,
@@ -519,40 +517,34 @@ class Vectorised:
     ) -> pa.Array:
         """``_rescued_data`` for rows that fit but for unknown keys (in the envelope or in a
         choice's content), as the reference parser would rescue them: built in compiled code
-        from the spans the scans found (:mod:`dspark_json.parse.json.rescue`); rows with keys deeper
-        down, or values whose canonical form needs Python, in Python."""
+        from the spans the scans found, at any depth (:mod:`dspark_json.parse.json.rescue`);
+        rows with more keys than the scans record, values whose canonical form needs Python, or
+        a path written twice, in Python."""
         n = len(codes)
         needs = codes == scan_codes.CODE_EXTRA
-        # Rows to walk in Python (more unknown keys than a scan records), and rows rescued in
-        # Python from the recorded keys (some deeper than the top level): neither is compiled.
+        # Rows to walk in Python (more unknown keys than a scan records): not compiled.
         walk = found.deep.copy()
-        in_python = np.zeros(n, np.bool_)
-        in_python[found.nested_rows] = True
-        empty = np.zeros(0, np.int64)
         content_keys = np.zeros(n, np.bool_)  # rows whose choices' contents record keys
-        by_choice = KeySpans(np.zeros(0, np.uint8), empty, empty, empty)
-        first = lengths = np.zeros(n, np.int64)
+        row_of_choice = first = np.zeros(0, np.int64)
         if contents is not None:
             row_of_choice = np.repeat(np.arange(n), contents.lengths)
             content_keys[row_of_choice[contents.codes == scan_codes.CODE_EXTRA]] = True
             needs |= content_keys
             walk[row_of_choice[contents.found.deep]] = True
-            in_python[row_of_choice[contents.found.nested_rows]] = True
-            by_choice = contents.found.by_owner(len(contents.codes))
-            first, lengths = contents.first, contents.lengths
+            first = contents.first.astype(np.int64)
         needs &= ~bad
         if not needs.any():
             return pa.nulls(n, pa.string())
-        in_python |= walk
-        order = self._rescue_order
-        offsets, data, valid, fallback, checks = rescue_rows(
-            needs & ~in_python,
-            found.by_owner(n),
-            by_choice,
-            first.astype(np.int64),
-            lengths.astype(np.int64),
-            "parsed" in order,
-            order.get("choices", 0) < order.get("parsed", 0),
+        entries = self._paths.entries(
+            needs & ~walk,
+            found,
+            None if contents is None else contents.found,
+            row_of_choice,
+            first,
+        )
+        none = np.zeros(0, np.uint8)
+        offsets, data, valid, fallback, checks = rescue_entries(
+            n, entries, found.data, none if contents is None else contents.found.data
         )
         if len(checks):
             fallback[unlike_repr(data, checks)] = True
@@ -563,7 +555,7 @@ class Vectorised:
             pa.py_buffer(data),
             pa.py_buffer(np.packbits(valid, bitorder="little")),
         )
-        slow = np.flatnonzero((needs & in_python) | fallback)
+        slow = np.flatnonzero((needs & walk) | fallback)
         if len(slow):
             with gc_paused():
                 slow_rescued = self._rescued_rows(
@@ -647,22 +639,19 @@ class Vectorised:
         paths = self._paths
         entries: list[tuple[tuple[int, ...], str, bytes]] = []
 
-        def add(found: list[Key], prefix: str, sort: tuple[int, ...], table: NodePaths) -> None:
+        def add(found: list[Key], place: Callable[[tuple[int, ...]], Place]) -> None:
             for seq, (key, value, path) in enumerate(found):
-                text, steps = table.path(path) if path else ("", ())
-                where = _joined(prefix, text) if path else prefix[:-1]  # the key's object
+                where, order = place(path)
                 # An item past a tuple struct's fields follows its tuple as an element does.
                 name = f"[{key}]" if isinstance(key, int) else f".{key}"
-                joined = where + name if where else name[1:]
-                entries.append(((*sort, *steps, LAST, seq), joined, value))
+                column = where + name if where else name[1:]
+                entries.append(((*order, seq), column, value))
 
-        add(keys.get(row, []), "", (), paths.envelope)
+        add(keys.get(row, []), paths.envelope_place)
         if contents is not None:
-            assert paths.content is not None
             first = int(contents.first[row])
             for k in range(int(contents.lengths[row])):
-                prefix, steps = paths.choice(k)
-                add(choice_keys.get(first + k, []), prefix, steps, paths.content)
+                add(choice_keys.get(first + k, []), functools.partial(paths.content_place, k))
         entries.sort(key=lambda e: e[0])
         # Rows often rescue the same keys with the same values (a field the server always
         # sends): each distinct set is rendered once.
@@ -783,13 +772,6 @@ def _json_texts(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.Ar
     index = np.arange(len(starts))
     index[slow] = len(starts) + np.arange(len(slow))
     return pa.concat_arrays([texts, fixed]).take(pa.array(index))
-
-
-def _joined(prefix: str, path: str) -> str:
-    """A column path under ``prefix`` (``""``, ``"parsed."``, ``"choices[1].message.parsed."``)
-    as the reference parser spells it: an element index follows its column without a dot
-    (``parsed[0].subtitle``, as ``choices[0].message``), a field after one."""
-    return prefix[:-1] + path if prefix and path.startswith("[") else prefix + path
 
 
 def _threads() -> int:

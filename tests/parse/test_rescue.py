@@ -238,3 +238,127 @@ def test_rescued_keys_are_every_top_level_key_in_the_order_first_met():
             pa.chunked_array([pa.array(texts, pa.large_string())]),
         ):
             assert rescued_keys(array) == list(expected), texts
+
+
+NESTED_CONTENT = {
+    "type": "object",
+    "properties": {
+        "label": {"type": "string"},
+        "meta": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        "items": {
+            "type": "array",
+            "items": {"type": "object", "properties": {"t": {"type": "string"}}},
+        },
+    },
+}
+
+
+def pruned_schema():
+    """A user's narrow schema: the envelope cut to a few columns (as the parser benchmark's
+    ``narrow_schema``), so that the server's other fields, at every depth, are drift."""
+    from pyspark.sql.types import ArrayType, StructField, StructType
+
+    full = dspark_json.response_schema(response_format=NESTED_CONTENT)
+
+    def kept(struct, *names):
+        return StructType([f for f in struct.fields if f.name in names])
+
+    choice = full["choices"].dataType.elementType
+    message = kept(choice["message"].dataType, "role", "content")
+    choice = kept(
+        StructType([StructField(f.name, message) if f.name == "message" else f for f in choice]),
+        "index",
+        "message",
+        "finish_reason",
+    )
+    usage = kept(full["usage"].dataType, "prompt_tokens")
+    replaced = {"choices": ArrayType(choice), "usage": usage}
+    top = kept(full, "id", "created", "choices", "usage", "parsed")
+    return dspark_json.response_schema(
+        schema=StructType([StructField(f.name, replaced.get(f.name, f.dataType)) for f in top])
+    )
+
+
+def drifting_body(rng):
+    """A body whose drift sits at every depth: in a choice, in its message, in usage, at the
+    top level, in the content and in the content's nested objects and array elements."""
+    content = {"label": "x"}
+    if rng.random() < 0.5:
+        content["meta"] = {"a": 1, "b": rng.choice(["caf\u00e9", 1.25, [1, {"c": None}]])}
+    if rng.random() < 0.3:
+        content["items"] = [{"z": i} for i in range(rng.randint(0, 2))]
+    if rng.random() < 0.2:
+        content["extra"] = '\n\t"q"'
+    message = {"role": "assistant", "content": json.dumps(content, indent=rng.choice([None, 2]))}
+    if rng.random() < 0.5:
+        message["reasoning"] = 'think \u00e9 "quoted" \\ ' * rng.randint(1, 3)
+    if rng.random() < 0.2:
+        message["tool_calls"] = [{"id": "t", "function": {"name": "f", "arguments": "{}"}}]
+    choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+    if rng.random() < 0.2:
+        choice["stop_reason"] = rng.choice([7, "eos"])
+    usage = {"prompt_tokens": 3, "completion_tokens": 4}
+    if rng.random() < 0.3:
+        usage["prompt_tokens_details"] = {"cached_tokens": rng.randint(0, 9)}
+    envelope = {"id": "c", "object": "chat.completion", "created": 1767225600, "model": "m"}
+    envelope |= {"choices": [choice] * rng.choice([1, 1, 2]), "usage": usage}
+    if rng.random() < 0.3:
+        envelope["service_tier"] = "default"
+    return json.dumps(envelope, ensure_ascii=rng.random() < 0.5)
+
+
+def test_drift_at_every_depth_is_rescued_in_compiled_code(monkeypatch):
+    """Unknown keys below the top level (a message's ``reasoning``, ``usage``'s details, a
+    content's nested objects and elements) are written in compiled code, as the reference
+    parser writes them: no row is rescued in Python."""
+    from dspark_json.parse.vectorised import Vectorised
+
+    in_python = []
+    original = Vectorised._rescued_in_python
+
+    def counted(self, texts, row, *args, **kwargs):
+        in_python.append(row)
+        return original(self, texts, row, *args, **kwargs)
+
+    monkeypatch.setattr(Vectorised, "_rescued_in_python", counted)
+    rng = random.Random(3)
+    bodies = [drifting_body(rng) for _ in range(300)]
+    out = assert_same(bodies, pruned_schema())
+    rescued = [json.loads(r) for r in out.column("_rescued_data").to_pylist() if r]
+    keys = {k for r in rescued for k in r}
+    assert {
+        "choices[0].message.reasoning",
+        "choices[1].stop_reason",
+        "usage.prompt_tokens_details",
+        "usage.completion_tokens",
+        "parsed.meta.b",
+        "parsed.items[0].z",
+        "service_tier",
+        "object",
+    } <= keys
+    assert in_python == []
+
+
+def test_a_path_written_twice_in_a_row_is_rescued_in_python(monkeypatch):
+    """A key that reads like another key's path, or a repeated key below the top level:
+    Python's dict keeps one entry, so the row is rescued in Python, as the reference does."""
+    from dspark_json.parse.vectorised import Vectorised
+
+    in_python = []
+    original = Vectorised._rescued_in_python
+
+    def counted(self, texts, row, *args, **kwargs):
+        in_python.append(row)
+        return original(self, texts, row, *args, **kwargs)
+
+    monkeypatch.setattr(Vectorised, "_rescued_in_python", counted)
+    schema = pruned_schema()
+    nested = '"usage": {"prompt_tokens": 1, "prompt_tokens_details": {"cached_tokens": 1}}'
+    bodies = [
+        body('{"label": "x"}', **{"usage.prompt_tokens_details": "2"})[:-1] + ", " + nested + "}",
+        body('{"label": "x", "meta": {"b": 1, "b": 2}}'),
+        body('{"label": "x", "meta": {"b": 1}}', **{"parsed.meta.b": "3"}),
+        body('{"label": "x", "meta": {"b": 1, "\\u0062": 2}}'),  # two spellings of one key
+    ]
+    assert_same(bodies, schema)
+    assert {0, 1, 2} <= set(in_python)  # the last row: the reference parser's (an escaped key)

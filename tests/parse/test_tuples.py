@@ -210,3 +210,58 @@ def test_a_tuple_content_by_position_with_items_past_its_fields_rescued(text, pa
     row = ours.column("_rescued_data").to_pylist()[0]
     assert (json.loads(row) if row else None) == rescued
     assert parser.reference_rows == 0
+
+
+def envelope_tuple_schema():
+    """A user's envelope schema with tuple structs: one at the top level, one in each choice
+    holding another."""
+    from pyspark.sql.types import ArrayType, LongType, StringType, StructField, StructType
+
+    pair = StructType([StructField("_1", LongType()), StructField("_2", StringType())])
+    span = StructType([StructField("_1", StringType()), StructField("_2", pair)])
+    message = StructType([StructField("role", StringType()), StructField("content", StringType())])
+    choice = StructType(
+        [
+            StructField("index", LongType()),
+            StructField("message", message),
+            StructField("finish_reason", StringType()),
+            StructField("span", span),
+        ]
+    )
+    fields = [
+        StructField("id", StringType()),
+        StructField("choices", ArrayType(choice)),
+        StructField("window", pair),
+        StructField("parsed", StructType([StructField("_1", StringType())])),  # a tuple too
+    ]
+    return response_schema(schema=StructType(fields))
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_tuples_in_the_envelope_are_on_the_kernels_path(seed):
+    """Tuple structs in a user's envelope schema take arrays by position as in the content:
+    items past the fields rescued (``window[2]``, ``choices[0].span[1][2]``), no row on the
+    reference parser's path."""
+    rng = random.Random(seed)
+
+    pairs = ['[1, "a"]', "[2]", "[]", '[3, "b", 7]', '[4, "c", null, {"k": 1.5}]', '{"_2": "x"}']
+
+    def pair():
+        return rng.choice([*pairs, "null"])
+
+    bodies = []
+    for i in range(200):
+        span = rng.choice([f'["s", {pair()}]', '["t"]', '["u", [1, "z"], 5]', "null"])
+        choice = (
+            '{"index": 0, "message": {"role": "assistant", "content": "[\\"p\\", 2]"}, '
+            f'"finish_reason": "stop", "span": {span}}}'
+        )
+        bodies.append(f'{{"id": "c{i}", "choices": [{choice}], "window": {pair()}}}')
+    schema = envelope_tuple_schema()
+    parser = CpuParser(schema)
+    ours = parser.parse_vectorised(bodies)
+    assert_same_tables(ours, ReferenceParser(schema).parse(bodies), bodies)
+    assert parser.reference_rows == 0
+    rescued = {k for r in ours.column("_rescued_data").to_pylist() if r for k in json.loads(r)}
+    assert {"window[2]", "window[3]", "choices[0].span[2]", "choices[0].span[1][2]"} <= rescued
+    assert {"parsed[1]"} <= rescued

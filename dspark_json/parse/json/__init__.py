@@ -27,6 +27,7 @@ from __future__ import annotations
 from dspark_json.parse.json import conform as scan_codes
 from dspark_json.parse.json.compiled import kernel
 from dspark_json.parse.json.conform import (
+    NESTED_PATH,
     NESTED_STRIDE,
     T_STRUCT,
     TypeNodes,
@@ -46,7 +47,12 @@ from dspark_json.parse.json.grammar import (
     holds_escape,
 )
 from dspark_json.parse.json.lines import gather_lines, line_lengths
-from dspark_json.parse.json.rescue import KeySpans, json_texts, rescue_rows, rescued_keys
+from dspark_json.parse.json.rescue import (
+    RescueEntries,
+    json_texts,
+    rescue_entries,
+    rescued_keys,
+)
 from dspark_json.parse.json.scans import (
     ContentScan,
     EnvelopeScan,
@@ -61,11 +67,12 @@ __all__ = [
     "KIND_INVALID",
     "KIND_NONE",
     "MAX_DEPTH",
+    "NESTED_PATH",
     "NESTED_STRIDE",
     "T_STRUCT",
     "ContentScan",
     "EnvelopeScan",
-    "KeySpans",
+    "RescueEntries",
     "TypeNodes",
     "TypeTable",
     "block_equal",
@@ -81,7 +88,7 @@ __all__ = [
     "line_lengths",
     "lowest_bit",
     "read_events",
-    "rescue_rows",
+    "rescue_entries",
     "rescued_keys",
     "scan_codes",
     "scan_content_fit",

@@ -242,15 +242,16 @@ def compile_type(
     *,
     timestamp_range: tuple[int, int] | None = None,
     json_text: bool = False,
-    maps: bool = False,
+    events: bool = False,
 ) -> TypeTable:
     """The table for ``dtype``. Timestamps are read as unix seconds in ``timestamp_range`` when
     it is given, else as text (converted afterwards); dates always as text.
     ``json_text`` (a table read from the scan's events): a string column takes any JSON value,
     a non-string as its JSON text (:data:`TEXT_ANY`), as the reference parser fills it, a map
     is read as a map (:data:`T_MAP`) and a tuple struct takes a JSON array too
-    (:data:`TUPLE_ITEMS`). ``maps`` alone (the envelope's table, read from the events): maps
-    are read as maps, the rest as without ``json_text``. Without either, a map never fits."""
+    (:data:`TUPLE_ITEMS`). ``events`` alone (the envelope's table, read from the events): maps
+    are read as maps and tuple structs take arrays, the rest as without ``json_text``. Without
+    either, a map never fits and a tuple struct takes an object only."""
     kind: list[int] = []
     first: list[int] = []
     count: list[int] = []
@@ -271,7 +272,7 @@ def compile_type(
         high.append(0)
         if isinstance(t, StructType):
             kind[index] = T_STRUCT
-            if json_text and is_tuple(t):
+            if (json_text or events) and is_tuple(t):
                 low[index] = TUPLE_ITEMS
             # Reserve the struct's field slots before compiling children.
             start = len(field_node)
@@ -291,7 +292,7 @@ def compile_type(
         elif isinstance(t, ArrayType):
             kind[index] = T_ARRAY
             first[index] = add(t.elementType)
-        elif isinstance(t, MapType) and (json_text or maps):
+        elif isinstance(t, MapType) and (json_text or events):
             kind[index] = T_MAP
             first[index] = add(StringType())
             high[index] = add(t.valueType)

@@ -5,9 +5,9 @@ then). For each row, this writes the JSON object the reference parser would writ
 ``json.dumps(sink, ensure_ascii=False, separators=(",", ":"))``, byte for byte, into one Arrow
 string buffer — no Python object per row:
 
-- keys and paths in the reference's order: each column's paths in schema order (for the content:
-  ``parsed.<key>`` for the first choice where a ``parsed`` column exists, else
-  ``choices[k].message.parsed.<key>``), the envelope's unknown keys (``<key>``) last;
+- keys at any depth (the caller gives each key's object as a column path and the keys in the
+  reference's order, :class:`RescueEntries`), written ``<path>.<key>``, ``<key>`` at the top
+  level, ``<path>[<position>]`` for an item past a tuple struct's fields;
 - values re-serialised in Python's canonical form: whitespace dropped, strings with Python's
   escapes (``\\"``, ``\\\\``, ``\\n``, ``\\r``, ``\\t``, ``\\b``, ``\\f``, other control
   characters as ``\\u00xx``, every other character as UTF-8), integers as written, decimals as
@@ -16,7 +16,8 @@ string buffer — no Python object per row:
 
 A value whose canonical form needs Python (a double other than a short positional decimal, as
 Python's ``repr`` would print it; ``-0``; an integer past Python's digit limit; an object that
-repeats a key, or spells one with an escape), or a key that could collide with a path, makes the
+repeats a key, or spells one with an escape), or a column path written twice in one row (a
+repeated key, or a key that reads like another key's path: Python's dict keeps one), makes the
 row *fall back*: the caller rescues it in Python. That is
 rare on real answers; the conformance suite checks that both ways agree.
 """
@@ -71,26 +72,12 @@ from dspark_json.parse.json.grammar import (
     unicode_escape,
 )
 
-__all__ = ["KeySpans", "json_texts", "rescue_rows", "rescued_keys"]
-
-
-class KeySpans(NamedTuple):
-    """Unknown keys a scan found, by owner (a row, or a choice): owner ``i``'s keys are
-    ``spans[4 * j:4 * j + 4]`` (key start, key end, value start, value end in ``data``) for
-    ``j`` in ``start[i]..end[i]``."""
-
-    data: np.ndarray
-    start: np.ndarray
-    end: np.ndarray
-    spans: np.ndarray
+__all__ = ["RescueEntries", "json_texts", "rescue_entries", "rescued_keys"]
 
 
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
 #: Python refuses to turn longer digit strings into an int (sys.int_info.default_max_str_digits).
 _MAX_STR_DIGITS = 4300
-_CHOICES = np.frombuffer(b"choices[", np.uint8)
-_MESSAGE_PARSED = np.frombuffer(b"].message.parsed.", np.uint8)
-_PARSED = np.frombuffer(b"parsed.", np.uint8)
 #: Keys held at once on the way down a rescued value (the open objects' keys), and containers
 #: open at once in it; a value with more falls back to Python.
 _MAX_KEYS = 64
@@ -326,188 +313,158 @@ def _new_key(data: Any, keys: Any, first: int, held: int, start: int, end: int) 
     return True
 
 
-@leaf
-def _collides(data: Any, start: int, end: int) -> bool:
-    """An envelope key that reads like one of the content's paths."""
-    return _starts_with(data, start, end, _PARSED) or _starts_with(data, start, end, _CHOICES)
+class RescueEntries(NamedTuple):
+    """The unknown keys of a batch to write as ``_rescued_data``, in the order they are
+    written: by row, then by where each goes (the reference's order). Entry ``i`` is in row
+    ``rows[i]``; its key and value lie at ``spans[4 * i:4 * i + 4]`` (key start, key end, value
+    start, value end) in the buffer ``sources[i]`` names (0: the envelopes', 1: the contents');
+    a key start below 0 stands for an item past a tuple struct's fields, ``-(position + 1)``.
+    Its object's column path is place ``places[i]``: ``where[where_at[p]:where_at[p + 1]]``
+    (empty for the top level)."""
+
+    rows: np.ndarray
+    sources: np.ndarray
+    spans: np.ndarray
+    places: np.ndarray
+    where: np.ndarray
+    where_at: np.ndarray
+
+
+#: Keys one row writes at most in compiled code (each checked against the row's others); a row
+#: with more is rescued in Python.
+_MAX_ROW_KEYS = 256
 
 
 @leaf
-def _repeats(data: Any, spans: Any, lo: int, hi: int) -> bool:
-    """Whether two of the keys ``lo..hi`` are the same bytes (Python's dict keeps the last
-    value at the first key's place: the row falls back)."""
-    for a in range(lo, hi):
-        for b in range(a + 1, hi):
-            if same_bytes(data, spans[4 * a], spans[4 * a + 1], spans[4 * b], spans[4 * b + 1]):
-                return True
-    return False
+def _put_key(out: Any, pos: int, data: Any, k0: int, k1: int, where: Any, w0: int, w1: int) -> int:
+    """A rescued key's column path, quotes excluded: ``<where>.<key>`` (``<key>`` at the top
+    level), or ``<where>[<position>]`` for a tuple's item; -1 for an item at the top level
+    (the reference's spelling there is Python's to give)."""
+    if k0 < 0:
+        if w1 == w0:
+            return -1
+        pos = _put(out, pos, where[w0:w1])
+        out[pos] = LBRACKET
+        pos = _put_int(out, pos + 1, -k0 - 1)
+        out[pos] = RBRACKET
+        return pos + 1
+    if w1 > w0:
+        pos = _put(out, pos, where[w0:w1])
+        out[pos] = DOT
+        pos += 1
+    return _put_string_body(out, pos, data, k0, k1)
 
 
 @leaf
-def _starts_with(data: Any, start: int, end: int, prefix: Any) -> bool:
-    if end - start < len(prefix):
-        return False
-    for b in range(len(prefix)):
-        if data[start + b] != prefix[b]:
-            return False
-    return True
-
-
-@leaf
-def _entry(
+def _put_entry(
     out: Any,
     pos: int,
-    count: int,
-    head: Any,
-    k: int,
     data: Any,
-    span: Any,
+    spans: Any,
     s: int,
+    where: Any,
+    w0: int,
+    w1: int,
     checks: Any,
     row: int,
     seen: Any,
-) -> tuple[int, int]:
-    """``"<head><k>.message.parsed.<key>":<value>`` (``k >= 0``) or ``"<head><key>":<value>``,
-    after a comma where one is due; (-1, count) when the value needs Python."""
-    if count:
-        out[pos] = COMMA
-        pos += 1
+    written: Any,
+    held: int,
+) -> int:
+    """``"<path>":<value>`` at ``pos`` (after the comma the caller wrote), its path noted in
+    ``written[2 * held:2 * held + 2]``; -1 where Python must write the row: the path is one
+    already written in the row (Python's dict keeps one entry: a repeated key, or a key that
+    reads like another's path), or the value needs Python (:func:`_put_value`)."""
     out[pos] = QUOTE
-    pos = _put(out, pos + 1, head)
-    if k >= 0:
-        pos = _put_int(out, pos, k)
-        pos = _put(out, pos, _MESSAGE_PARSED)
-    pos = _put_string_body(out, pos, data, span[s], span[s + 1])
+    key = pos + 1
+    pos = _put_key(out, key, data, spans[s], spans[s + 1], where, w0, w1)
+    if pos < 0:
+        return -1
+    for h in range(held):
+        if same_bytes(out, written[2 * h], written[2 * h + 1], key, pos):
+            return -1
+    written[2 * held], written[2 * held + 1] = key, pos
     out[pos] = QUOTE
     out[pos + 1] = COLON
-    pos = _put_value(out, pos + 2, data, span[s + 2], span[s + 3], checks, row, seen)
-    return pos, count + 1
+    return _put_value(out, pos + 2, data, spans[s + 2], spans[s + 3], checks, row, seen)
 
 
 @kernel
-def rescue_rows(
-    needs: Any,
-    envelope: KeySpans,
-    content: KeySpans,
-    first: Any,
-    lengths: Any,
-    has_parsed: bool,
-    choices_first: bool,
+def rescue_entries(
+    n: int, entries: RescueEntries, envelopes: Any, contents: Any
 ) -> tuple[Any, Any, Any, Any, Any]:
-    """``_rescued_data`` of every row where ``needs`` (the others: null).
-
-    A row's envelope keys are ``envelope``'s of that row; the keys of its choice ``c``
-    (``first[row] + k``, ``k < lengths[row]``) are ``content``'s of that choice.
-    ``has_parsed``: the first choice's keys go under ``parsed.``; ``choices_first``: the choices
-    column comes before ``parsed``.
+    """``_rescued_data`` of rows ``0..n`` from their ``entries`` (rows without any: null):
+    each row's keys as one JSON object, ``"<path>":<value>`` in the entries' order, the values
+    in Python's canonical form. ``envelopes`` and ``contents``: the buffers the entries' spans
+    point into.
 
     Returns (offsets, data, valid, fallback, checks): a large_string array's buffers, the rows
     to rescue in Python instead, and the numbers the caller must verify (row, start, end in
     ``data``, three entries each): where Python's ``repr`` would not write one back as it is,
     its row must be rescued in Python too.
     """
-    env_data, env_start, env_end, env_spans = (
-        envelope.data, envelope.start, envelope.end, envelope.spans
-    )  # fmt: skip
-    content_data, key_start, key_end, content_spans = (
-        content.data, content.start, content.end, content.spans
-    )  # fmt: skip
-    n = len(needs)
-    bound = np.zeros(n + 1, np.int64)
+    rows, sources, spans, places = entries.rows, entries.sources, entries.spans, entries.places
+    where, where_at = entries.where, entries.where_at
+    m = len(rows)
+    size = 2 * n + 1
     dots = 0  # at most one number to verify per '.'
-    for row in range(n):
-        size = 2
-        if needs[row]:
-            for j in range(env_start[row], env_end[row]):
-                s = 4 * j
-                size += 8 + 6 * (
-                    env_spans[s + 1] - env_spans[s] + env_spans[s + 3] - env_spans[s + 2]
-                )
-                dots += _count(env_data, env_spans[s + 2], env_spans[s + 3], DOT)
-            for k in range(lengths[row]):
-                c = first[row] + k
-                for j in range(key_start[c], key_end[c]):
-                    s = 4 * j
-                    size += 48 + 6 * (
-                        content_spans[s + 1] - content_spans[s] + content_spans[s + 3]
-                        - content_spans[s + 2]
-                    )  # fmt: skip
-                    dots += _count(content_data, content_spans[s + 2], content_spans[s + 3], DOT)
-        bound[row + 1] = bound[row] + size
-    out = np.empty(bound[n], np.uint8)
+    for e in range(m):
+        s = 4 * e
+        p = places[e]
+        size += 32 + where_at[p + 1] - where_at[p]
+        size += 6 * (max(spans[s + 1] - spans[s], 0) + spans[s + 3] - spans[s + 2])
+        if sources[e] == 0:
+            dots += _count(envelopes, spans[s + 2], spans[s + 3], DOT)
+        else:
+            dots += _count(contents, spans[s + 2], spans[s + 3], DOT)
+    out = np.empty(size, np.uint8)
     checks = np.zeros(1 + 3 * dots, np.int64)
     seen = _seen()
+    written = np.empty(2 * _MAX_ROW_KEYS, np.int64)
     offsets = np.zeros(n + 1, np.int64)
     valid = np.zeros(n, np.bool_)
     fallback = np.zeros(n, np.bool_)
     pos = 0
+    e = 0
     for row in range(n):
         offsets[row] = pos
-        if not needs[row]:
+        if e == m or rows[e] != row:
             continue
         start = pos
         out[pos] = LBRACE
         pos += 1
-        count = 0
-        failed = False
-        for group in range(3):  # choices / parsed in schema order, then the envelope
-            if group == 2:
-                if _repeats(env_data, env_spans, env_start[row], env_end[row]):
-                    failed = True
-                    break
-                for j in range(env_start[row], env_end[row]):
-                    s = 4 * j
-                    if _collides(env_data, env_spans[s], env_spans[s + 1]):
-                        failed = True
-                        break
-                    pos, count = _entry(
-                        out, pos, count, _CHOICES[:0], -1, env_data, env_spans, s, checks, row,
-                        seen,
-                    )  # fmt: skip
-                    if pos < 0:
-                        failed = True
-                        break
-                break
-            parsed_group = (group == 1) == choices_first
-            if parsed_group and not has_parsed:
+        held = 0
+        while e < m and rows[e] == row:
+            if pos < 0:  # the row failed: its other entries are skipped
+                e += 1
                 continue
-            ks = range(0, 1) if parsed_group else range(1 if has_parsed else 0, lengths[row])
-            for k in ks:
-                if k >= lengths[row]:
-                    break
-                c = first[row] + k
-                if _repeats(content_data, content_spans, key_start[c], key_end[c]):
-                    failed = True
-                    break
-                for j in range(key_start[c], key_end[c]):
-                    if parsed_group:
-                        pos, count = _entry(
-                            out, pos, count, _PARSED, -1, content_data, content_spans, 4 * j,
-                            checks, row, seen,
-                        )  # fmt: skip
-                    else:
-                        pos, count = _entry(
-                            out, pos, count, _CHOICES, k, content_data, content_spans, 4 * j,
-                            checks, row, seen,
-                        )  # fmt: skip
-                    if pos < 0:
-                        failed = True
-                        break
-                if failed:
-                    break
-            if failed:
-                break
-        if failed:
+            if held == _MAX_ROW_KEYS:
+                pos = -1
+                continue
+            if held:
+                out[pos] = COMMA
+                pos += 1
+            s, p = 4 * e, places[e]
+            w0, w1 = where_at[p], where_at[p + 1]
+            if sources[e] == 0:
+                pos = _put_entry(
+                    out, pos, envelopes, spans, s, where, w0, w1, checks, row, seen, written, held
+                )
+            else:
+                pos = _put_entry(
+                    out, pos, contents, spans, s, where, w0, w1, checks, row, seen, written, held
+                )
+            held += 1
+            e += 1
+        if pos < 0:
             fallback[row] = True
             pos = start
             while checks[0] > 0 and checks[1 + 3 * (checks[0] - 1)] == row:
                 checks[0] -= 1  # numbers noted in a row that falls back
-        elif count:
+        else:
             out[pos] = RBRACE
             pos += 1
             valid[row] = True
-        else:
-            pos = start
     offsets[n] = pos
     return offsets, out[:pos], valid, fallback, checks[1 : 1 + 3 * checks[0]]
 
@@ -644,7 +601,7 @@ def json_texts(data: Any, starts: Any, ends: Any) -> tuple[Any, Any, Any, Any]:
     Returns (offsets, out, python, checks): a large_string array's buffers, the values whose
     canonical form needs Python (:func:`_put_value` gave up: an empty string in ``out``), and
     the numbers to verify, (value, start, end in ``out``) three entries each after the count,
-    as :func:`rescue_rows` notes them."""
+    as :func:`rescue_entries` notes them."""
     n = len(starts)
     size = 0
     dots = 0
