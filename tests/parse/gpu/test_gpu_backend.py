@@ -325,9 +325,10 @@ def test_rows_the_cpu_kernels_set_aside_still_go_to_the_reference():
 
 
 def test_a_tuple_in_the_envelope_is_the_cpu_backend_s_too():
-    """A tuple struct in the envelope takes the CPU kernels' path, where (issue 38) its rows
-    are the reference's, as on the CPU backend: the log says "as on the CPU backend", not that
-    the reference parser is spared."""
+    """A tuple struct in the envelope takes the CPU kernels' path: its rows go where the CPU
+    backend's kernels send them (on their path since issue 38c; before, to the reference
+    parser, which is why the log says "as on the CPU backend", not that it spares the
+    reference parser)."""
     from pyspark.sql.types import LongType, StringType
 
     base = response_schema(response_format={"type": "object", "properties": {}})
