@@ -4,7 +4,9 @@ edges), read by cuDF's JSON reader as the backend reads them.
 
 1. ``str_is_the_literal``: a ``str`` dtype gives each number's own text, at the top level, in a
    list inside a struct, and with whitespace around it (parse/gpu/reader.py reads every double
-   column so; parse/gpu/doubles.py converts the text);
+   column so; parse/gpu/doubles.py converts the text); ``str_null_is_null``: a JSON null or a
+   missing key is a null there, not the text ``null`` (the device refuses text that is no
+   number, ``NotANumber``, and the batch goes to the reference parser);
 2. ``device_differs``: that text converted by the device kernel (the CPU's ``_double_of``
    compiled for CUDA, the rest by ``float`` on the host) against Python's ``float``, bit for
    bit: must be 0;
@@ -91,6 +93,20 @@ def main(argv: list[str] | None = None) -> int:
             .to_arrow()
             .to_pylist()
             == [{"y": [t, t]} for t in texts]
+        ),
+    )
+    attempt(
+        "str_null_is_null",
+        lambda: (
+            read('{"x":null}\n{"z":1}\n{"x":0.5}\n', {"x": "str"})["x"].to_arrow().to_pylist()
+            == [None, None, "0.5"]
+            and read(
+                '{"x":{"y":[null, 0.5]}}\n{"x":{"y":null}}\n',
+                {"x": cudf.StructDtype({"y": cudf.ListDtype("str")})},
+            )["x"]
+            .to_arrow()
+            .to_pylist()
+            == [{"y": [None, "0.5"]}, {"y": None}]
         ),
     )
     attempt(

@@ -8,6 +8,11 @@ to Python's ``float`` on the host, exactly as the CPU's reader of events does
 (``decode._Columns``), so every double is the one the reference parser reads, and no row goes
 to the reference parser for a fraction or an exponent.
 
+Text that is not a JSON number (should cuDF's ``str`` dtype give a null as ``null``, or keep a
+value's quotes: unverified, benchmarks/gpu/cudf_numbers.py checks it) is never converted: the
+kernel checks each value with the CPU's own ``scan_number`` and :meth:`DeviceDoubles.convert`
+raises :class:`NotANumber`, which the reader makes a rejected batch (the reference parser's).
+
 Why not cuDF's own float64 read: its ``parse_numeric`` adds each fraction digit times a power
 of ten (``0.3`` is ``3 * 0.1 = 0.30000000000000004``), not the correctly rounded double
 (``cpp/src/io/utilities/parsing_utils.cuh``, read for this; benchmarks/gpu/cudf_numbers.py
@@ -16,18 +21,25 @@ measures it on a device).
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from dspark_json.parse.gpu.kernels import LINE_BLOCK, LINE_THREADS, doubles_kernel, simulated
 from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.json.decode import _POW10, _double_of
+from dspark_json.parse.json.grammar import scan_number
 
-__all__ = ["DeviceDoubles", "double_row", "text_schema"]
+__all__ = ["DeviceDoubles", "NotANumber", "double_row", "text_schema"]
 
-_THREADS, _BLOCK = 65536, 256
+#: How :func:`double_row` left value ``i`` (``how[i]``): converted by the device's fast path,
+#: left to the host's ``float``, or not a JSON number's text.
+DEVICE, HOST, NOT_A_NUMBER = 0, 1, 2
+
+
+class NotANumber(ValueError):
+    """A double column's text is not a JSON number (cuDF's ``str`` dtype gave other text)."""
 
 
 def text_schema(schema: pa.Schema) -> pa.Schema:
@@ -53,25 +65,26 @@ def _is_space(c: int) -> bool:
 
 
 @portable
-def double_row(
-    data: Any, offsets: Any, i: int, pow10: Any, values: Any, fast: Any
-) -> None:  # fmt: skip
+def double_row(data: Any, offsets: Any, i: int, pow10: Any, values: Any, how: Any) -> None:
     """Value ``i`` of a string column (``data[offsets[i]:offsets[i + 1]]``, a JSON number, or
-    empty for a null) as a double in ``values[i]``, and in ``fast[i]`` whether the fast path
-    gave it (else the host's ``float`` does). Whitespace around the number is skipped, should
-    cuDF's text keep any (unverified; ``float`` skips it too)."""
+    empty for a null) as a double in ``values[i]``, and in ``how[i]`` whether the fast path
+    gave it (:data:`DEVICE`), the host's ``float`` must (:data:`HOST`), or the text is no JSON
+    number (:data:`NOT_A_NUMBER`). Whitespace around the number is skipped, should cuDF's text
+    keep any (unverified; ``float`` skips it too)."""
     start, end = offsets[i], offsets[i + 1]
     while start < end and _is_space(data[start]):
         start += 1
     while end > start and _is_space(data[end - 1]):
         end -= 1
-    if start < end:
+    values[i] = 0.0
+    if start == end:
+        how[i] = DEVICE
+    elif scan_number(data, start, end) != end:
+        how[i] = NOT_A_NUMBER
+    else:
         ok, value = _double_of(data, start, end, pow10)
         values[i] = value
-        fast[i] = ok
-    else:
-        values[i] = 0.0
-        fast[i] = True
+        how[i] = DEVICE if ok else HOST
 
 
 class DeviceDoubles:
@@ -79,9 +92,9 @@ class DeviceDoubles:
     on the device. ``threads``: threads per launch."""
 
     def __init__(self, *, threads: int | None = None) -> None:
-        self.simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        self.simulated = simulated()
         # The simulator runs a Python thread per device thread: a few are enough.
-        self.threads = threads or (4 if self.simulated else _THREADS)
+        self.threads = threads or (4 if self.simulated else LINE_THREADS)
         #: Values the fast path did not cover (converted by ``float``), since made or zeroed.
         self.host_values = 0
         self._pow10: Any = None
@@ -113,11 +126,11 @@ class DeviceDoubles:
 
     def convert(self, texts: pa.Array) -> pa.Array:
         """A string array of JSON numbers (nulls allowed) as float64, each the double Python's
-        ``float`` reads: the fast path on the device, the rest with ``float`` on the host."""
+        ``float`` reads: the fast path on the device, the rest with ``float`` on the host.
+        Raises :class:`NotANumber` where a value's text is not a JSON number."""
         from numba import cuda
 
         from dspark_json.parse.gpu.fit import device_target
-        from dspark_json.parse.gpu.kernels import doubles_kernel
 
         n = len(texts)
         if n == 0:
@@ -136,20 +149,29 @@ class DeviceDoubles:
         if self._pow10 is None:
             self._pow10 = cuda.to_device(_POW10)
         values = cuda.device_array(n, np.float64)
-        fast = cuda.device_array(n, np.bool_)
+        how = cuda.device_array(n, np.int8)
         threads = max(1, min(self.threads, n))
-        block = min(_BLOCK, threads)
+        block = min(LINE_BLOCK, threads)
         kernel = doubles_kernel(device_target().compile(double_row))
         kernel[(threads + block - 1) // block, block](
             cuda.to_device(np.ascontiguousarray(data)),
             cuda.to_device(np.ascontiguousarray(offsets)),
             self._pow10,
             values,
-            fast,
+            how,
         )
         out = values.copy_to_host()
         null = large.is_null().to_numpy(zero_copy_only=False)
-        slow = np.flatnonzero(~fast.copy_to_host() & ~null)
+        kinds = how.copy_to_host()
+        wrong = np.flatnonzero((kinds == NOT_A_NUMBER) & ~null)
+        if len(wrong):
+            i = int(wrong[0])
+            raise NotANumber(
+                f"{len(wrong)} value(s) of a double column read as text are not a JSON number, "
+                f"e.g. {text[offsets[i] : offsets[i + 1]].tobytes()[:40]!r}: cuDF's str dtype "
+                "did not give the number's own text (benchmarks/gpu/cudf_numbers.py checks it)"
+            )
+        slow = np.flatnonzero((kinds == HOST) & ~null)
         self.host_values += len(slow)
         for i in slow.tolist():  # as decode._Columns does: Python's float, from the bytes
             out[i] = float(text[offsets[i] : offsets[i + 1]].tobytes())

@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from dspark_json.parse.gpu import grammar as device_grammar
+from dspark_json.parse.gpu.kernels import simulated
 from dspark_json.parse.gpu.targets import Target, portable
 from dspark_json.parse.json import grammar
 from dspark_json.parse.json.candidates import fallback_candidate
@@ -332,7 +332,7 @@ class DeviceFit:
     its own scratch."""
 
     def __init__(self, *, threads: int | None = None) -> None:
-        self.simulated = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+        self.simulated = simulated()
         # The simulator runs a Python thread per device thread: a few are enough.
         self.threads = threads or (4 if self.simulated else _DEVICE_THREADS)
         #: The rows of the last batch that fit but went to the reference for a hazard.

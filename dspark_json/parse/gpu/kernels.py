@@ -1,18 +1,38 @@
 # mypy: disable-error-code="attr-defined,no-untyped-def,misc"
-"""The device kernels (``numba.cuda``; imported on use, by :mod:`.fit`): one launch runs
-:func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, a grid-stride loop over
-the batch, each thread on its own row of the scratch. ``numba.cuda`` is imported on first use,
-into this module's globals: numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) swaps the
-``cuda`` a kernel's globals hold for its own, not one a closure holds."""
+"""The device kernels (``numba.cuda``), a grid-stride loop each: the fit check's (one launch
+runs :func:`~dspark_json.parse.gpu.fit.visit` over rows, a thread per row, each thread on its
+own row of the scratch), the lines' gathering and the doubles' conversion (a thread per line or
+value); and whether numba's simulator runs them (:func:`simulated`). ``numba.cuda`` is
+imported on first use, into this module's globals: numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``) swaps the ``cuda`` a kernel's globals hold for its own, not one a
+closure holds."""
 
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
-__all__ = ["doubles_kernel", "fit_kernel", "gather_kernel"]
+__all__ = [
+    "LINE_BLOCK",
+    "LINE_THREADS",
+    "doubles_kernel",
+    "fit_kernel",
+    "gather_kernel",
+    "simulated",
+]
 
 cuda: Any = None
+#: Threads per launch, and per block, of the kernels with a thread per line or per value
+#: (:func:`gather_kernel`, :func:`doubles_kernel`).
+LINE_THREADS, LINE_BLOCK = 65536, 256
+
+
+def simulated() -> bool:
+    """Whether numba's CUDA simulator runs the kernels (``NUMBA_ENABLE_CUDASIM=1``): a Python
+    thread per device thread, so a launch takes a few threads only, and bytes are widened to
+    int64 (NumPy's uint8 arithmetic wraps where the device widens a byte first)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 
 
 def _import_cuda() -> None:
@@ -72,9 +92,9 @@ def doubles_kernel(one: Any) -> Any:
     _import_cuda()
 
     @cuda.jit
-    def kernel(data, offsets, pow10, values, fast):
+    def kernel(data, offsets, pow10, values, how):
         t = cuda.grid(1)
         for i in range(t, values.shape[0], cuda.gridsize(1)):
-            one(data, offsets, i, pow10, values, fast)
+            one(data, offsets, i, pow10, values, how)
 
     return kernel

@@ -77,7 +77,7 @@ class GpuParser:
             _logged.add(self.cpu_kernels)
             logger.info(
                 "GPU backend: cuDF's JSON reader cannot read %s; the CPU kernels parse these "
-                "batches (not the reference parser)",
+                "batches, as on the CPU backend",
                 self.cpu_kernels,
             )
         self.lines.doubles.host_values = 0

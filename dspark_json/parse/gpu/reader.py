@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from dspark_json.parse.gpu.doubles import DeviceDoubles, text_schema
+from dspark_json.parse.gpu.doubles import DeviceDoubles, NotANumber, text_schema
+from dspark_json.parse.gpu.kernels import LINE_BLOCK, LINE_THREADS, simulated
 from dspark_json.parse.gpu.targets import portable
 from dspark_json.parse.reader import JsonLines
 
@@ -24,7 +24,6 @@ __all__ = ["CudfLines", "gather_row"]
 logger = logging.getLogger("dspark_json")
 
 _SPACE, _LF, _CR = 32, 10, 13
-_THREADS, _BLOCK = 65536, 256
 
 
 @portable
@@ -89,9 +88,9 @@ class CudfLines(JsonLines):
         head = np.frombuffer(prefix or b"\0", np.uint8)[: len(prefix)]
         tail = np.frombuffer(suffix or b"\0", np.uint8)[: len(suffix)]
         lines = cuda.device_array(int(line_at[-1]), np.uint8)
-        threads = min(_THREADS, n)
-        block = min(_BLOCK, threads)
-        if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        threads = min(LINE_THREADS, n)
+        block = min(LINE_BLOCK, threads)
+        if simulated():
             block = threads = min(4, n)  # a Python thread each
         kernel = gather_kernel(device_target().compile(gather_row))
         kernel[(threads + block - 1) // block, block](
@@ -103,11 +102,14 @@ class CudfLines(JsonLines):
         )
         as_text = text_schema(schema)
         table = self.read_lines(lines, as_text)
-        if table is None or table.num_rows != n:
-            ok[:] = False
-            return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
-        table = table.select(as_text.names).cast(as_text).combine_chunks()
-        return self.doubles.table(table, schema), ok
+        if table is not None and table.num_rows == n:
+            table = table.select(as_text.names).cast(as_text).combine_chunks()
+            try:
+                return self.doubles.table(table, schema), ok
+            except NotANumber as exc:
+                logger.warning("%s; parsing these %d rows on the CPU", exc, n)
+        ok[:] = False
+        return pa.table([pa.nulls(n, f.type) for f in schema], schema=schema), ok
 
     def read_lines(self, lines: Any, schema: pa.Schema) -> pa.Table | None:
         """JSON lines in device memory (a numba device array) as a table of ``schema`` (unknown

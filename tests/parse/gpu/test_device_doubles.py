@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dspark_json.parse.gpu.doubles import DeviceDoubles, text_schema
+from dspark_json.parse.gpu.doubles import DeviceDoubles, NotANumber, text_schema
 from dspark_json.parse.json.decode import _POW10, _double_of
 
 EDGES = [
@@ -137,3 +137,12 @@ def test_nested_double_columns_read_as_text_come_back_typed():
          "inner": {"x": -125.0, "n": 3}, "label": "a"},
         {"score": None, "weights": None, "inner": None, "label": "b"},
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["null", "true", '"0.5"', "NaN", "Infinity", "1_0", "0x10", "1e"])
+def test_text_that_is_no_json_number_is_refused_not_converted(text):
+    """What the doubles rest on is unverified (cuDF's ``str`` dtype giving a number's own
+    text): text that is not a JSON number (a null or a quoted value kept as text, say) must
+    not become a double (``null`` read as digits was 69560.0, ``true`` read past its end)."""
+    with pytest.raises(NotANumber, match="not a JSON number"):
+        DeviceDoubles().convert(_texts(["0.5", text, None]))

@@ -27,7 +27,7 @@ from dspark_json.parse.json import gather_lines, line_lengths
 from dspark_json.parse.reference import ReferenceParser
 from tests.parse import test_backend_conformance as conformance
 from tests.parse import test_decoder_differential as differential
-from tests.parse.gpu.stub import StandInLines
+from tests.parse.gpu.stub import StandInLines, _Number, _value
 from tests.parse.gpu.test_device_doubles import _fast, _random_number
 from tests.parse.gpu.test_device_fit import SUITE, VLLM
 
@@ -172,7 +172,7 @@ def test_a_schema_cudf_cannot_read_takes_the_cpu_kernels(content_type, contents,
     said = [r.getMessage() for r in caplog.records if "CPU kernels" in r.getMessage()]
     assert said == [
         f"GPU backend: cuDF's JSON reader cannot read {column}; the CPU kernels parse these "
-        "batches (not the reference parser)"
+        "batches, as on the CPU backend"
     ]
 
 
@@ -282,3 +282,62 @@ def test_doubles_of_every_shape_at_every_depth_equal_the_reference():
     parser = _same_as_reference(bodies, schema)
     assert parser.host_doubles > 0
     assert set(parser.reference_reasons) <= {"content_misfit", "reader_rules"}
+
+
+class _QuotingLines(StandInLines):
+    """A cuDF whose ``str`` dtype kept a double's quotes (``"0.5"``): what
+    benchmarks/gpu/cudf_numbers.py rules out on a device."""
+
+    def read_lines(self, lines, schema):
+        chunk = np.asarray(lines.copy_to_host(), np.uint8).tobytes()
+        rows = [
+            json.loads(line, parse_float=lambda t: _Number(f'"{t}"'), parse_int=_Number)
+            for line in chunk.decode("utf-8").split("\n")
+            if line
+        ]
+        row_type = pa.struct(list(schema))
+        return pa.Table.from_pylist([_value(r, row_type) for r in rows], schema=schema)
+
+
+def test_a_reader_giving_no_number_s_text_sends_its_batch_to_the_reference(caplog):
+    """Not doubles made of a quote's bytes: the batch is not read, as a chunk cuDF rejects (the
+    content's rows then count as ``content_misfit``), the table is the reference's, and the
+    log says why."""
+    parser = GpuParser(SCHEMA, lines=_QuotingLines())
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        table = parser.parse(GOOD)
+    assert repr(table.to_pylist()) == repr(ReferenceParser(SCHEMA).parse(GOOD).to_pylist())
+    assert parser.reference_reasons == {"content_misfit": len(GOOD)}
+    assert any("not a JSON number" in r.getMessage() for r in caplog.records)
+
+
+def test_rows_the_cpu_kernels_set_aside_still_go_to_the_reference():
+    """On the CPU kernels' path (a map), a row that does not fit (a string for a number) is the
+    reference's, as on the CPU backend: the whole batch is not ``column_types``."""
+    schema = response_schema(response_format=MAPPED)
+    contents = [{"label": "a", "scores": {"x": "high"}}, {"label": "b", "scores": {"x": 0.5}}]
+    bodies = [conformance.dumps(conformance.vllm_body(conformance.dumps(c))) for c in contents]
+    parser = _same_as_reference(bodies, schema)
+    assert parser.cpu_kernels is not None
+    assert parser.reference_reasons == {"content_misfit": 1}
+    cpu = CpuParser(schema).parse(bodies)
+    assert repr(parser.parse(bodies).to_pylist()) == repr(cpu.to_pylist())
+
+
+def test_a_tuple_in_the_envelope_is_the_cpu_backend_s_too():
+    """A tuple struct in the envelope takes the CPU kernels' path: its rows go where the CPU
+    backend's kernels send them (on their path since issue 38c; before, to the reference
+    parser, which is why the log says "as on the CPU backend", not that it spares the
+    reference parser)."""
+    from pyspark.sql.types import LongType, StringType
+
+    base = response_schema(response_format={"type": "object", "properties": {}})
+    pair = StructType([StructField("_1", StringType()), StructField("_2", LongType())])
+    schema = StructType([f if f.name != "usage" else StructField("usage", pair) for f in base])
+    body = json.loads(conformance.dumps(conformance.vllm_body("{}")))
+    bodies = [json.dumps(body | {"usage": ["x", 3]})] * 2
+    parser = _same_as_reference(bodies, schema)
+    assert parser.cpu_kernels == "a tuple struct (column 'usage')"
+    cpu_kernels = vectorised.Vectorised(schema)
+    cpu_kernels.parse(bodies)
+    assert parser.reference_reasons == cpu_kernels.reference_reasons
