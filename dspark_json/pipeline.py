@@ -176,7 +176,7 @@ def answer(
         outcomes=outcomes,
         statuses=statuses,
         stats=fetched.stats,
-        backend=backend,
+        backend=parser.backend,  # where it parsed (the GPU backend's CPU kernels report cpu)
         http_seconds=http_seconds + repair_seconds,
         parse_seconds=time.perf_counter() - http_done - repair_seconds,
         reference_rows=reference_rows,

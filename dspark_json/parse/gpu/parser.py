@@ -8,9 +8,9 @@ reference parser.
 A schema cuDF's JSON lines reader cannot take but the CPU kernels can (a map, a tuple struct:
 :func:`beyond_lines`) is parsed on the CPU kernels' path (the CPU backend's
 :class:`~dspark_json.parse.vectorised.Vectorised`, without the device), not row by row by the
-reference parser; the log says so once per process and column (INFO). The metrics' ``backend``
-stays ``gpu`` (the backend chosen); :attr:`GpuParser.cpu_kernels` says why the CPU kernels
-took its batches."""
+reference parser; the log says so once per process and column (INFO). Such a parser's
+:attr:`~GpuParser.backend` is ``cpu``, so the metrics' ``backend`` and the driver's batch line
+say where the batches were parsed; :attr:`GpuParser.cpu_kernels` says why."""
 
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ class GpuParser:
             )
         else:
             self.vectorised = Vectorised(schema, lenient=lenient)
+            self.backend = "cpu"  # where its batches are parsed: the metrics report it
         #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0
         self.reference_reasons: dict[str, int] = {}

@@ -168,6 +168,7 @@ def test_a_schema_cudf_cannot_read_takes_the_cpu_kernels(content_type, contents,
         parser = _same_as_reference(bodies, schema)
         parser.parse(bodies)
     assert parser.cpu_kernels == column
+    assert parser.backend == "cpu"  # what the metrics and the batch line report
     assert parser.reference_rows == 0 and parser.reference_reasons == {}
     said = [r.getMessage() for r in caplog.records if "CPU kernels" in r.getMessage()]
     assert said == [
@@ -177,7 +178,8 @@ def test_a_schema_cudf_cannot_read_takes_the_cpu_kernels(content_type, contents,
 
 
 def test_a_schema_cudf_reads_stays_on_the_device():
-    assert GpuParser(SCHEMA, lines=StandInLines()).cpu_kernels is None
+    parser = GpuParser(SCHEMA, lines=StandInLines())
+    assert parser.cpu_kernels is None and parser.backend == "gpu"
 
 
 def test_the_conformance_bodies():
