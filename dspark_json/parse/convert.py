@@ -113,7 +113,7 @@ class Converter:
         for row in rows:
             sink: dict[str, Any] = {}
             typed.append(self._struct(row, self.schema, "", sink))
-            for key in [k for k in sink if k.startswith(self._not_rescued)]:
+            for key in [k for k in sink if self._skipped(k)]:
                 del sink[key]
             rescued.append(sink)
         return pa.Table.from_pylist(typed, schema=self.arrow), rescued
@@ -123,9 +123,17 @@ class Converter:
         same order, without converting anything (for rows a vectorised reader has typed)."""
         sink: dict[str, Any] = {}
         _extras(row, self.schema, "", sink)
-        for key in [k for k in sink if k.startswith(self._not_rescued)]:
+        for key in [k for k in sink if self._skipped(k)]:
             del sink[key]
         return sink
+
+    def _skipped(self, key: str) -> bool:
+        """Whether a rescued ``key`` lies at or under a path not rescued: the path itself, a
+        key inside it or an item of it, not a sibling that begins with the same letters (a
+        message's ``parsed_note`` is rescued beside ``parsed``)."""
+        return any(
+            key == path or key.startswith((path + ".", path + "[")) for path in self._not_rescued
+        )
 
     def value(self, value: Any, dtype: DataType, path: str, sink: dict[str, Any]) -> Any:
         if value is None:

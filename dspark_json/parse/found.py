@@ -62,7 +62,8 @@ def joined(prefix: str, path: str) -> str:
 
 
 class RescuePaths:
-    """What the CPU parser's rescue in Python needs of the schema, worked out once: the paths
+    """What the CPU parser's rescue needs of the schema (the compiled rescue's entry table,
+    :meth:`entries`, and the rescue in Python), worked out once: the paths
     of the envelope's and the content's nodes, where each choice's content goes (``message``:
     the type of a choice's message in ``data``), and the sets of rescued keys already
     rendered."""
@@ -235,9 +236,10 @@ class NodePaths:
 
 @dataclass(frozen=True)
 class FoundKeys:
-    """Unknown keys a scan found at the top level of documents in ``data``: ``rows[i]`` holds a
+    """Unknown keys a scan found in documents in ``data``: at the top level, ``rows[i]`` holds a
     key at ``data[s[0]:s[1]]`` with the value at ``data[s[2]:s[3]]``, ``s = spans[4*i:4*i+4]``;
-    ``deep[row]`` where a row's unknown keys need a walk in Python instead."""
+    deeper down, ``nested_rows``/``nested``; ``deep[row]`` where a row's unknown keys need a walk
+    in Python instead."""
 
     data: np.ndarray
     deep: np.ndarray

@@ -362,3 +362,16 @@ def test_a_path_written_twice_in_a_row_is_rescued_in_python(monkeypatch):
     ]
     assert_same(bodies, schema)
     assert {0, 1, 2} <= set(in_python)  # the last row: the reference parser's (an escaped key)
+
+
+def test_a_key_beside_the_first_choices_parsed_is_rescued_not_dropped():
+    """The first choice's content is rescued once, under ``parsed``: only keys at or under
+    ``choices[0].message.parsed`` are left out, not a message key that begins with the same
+    letters (``parsed_note`` was dropped by the reference parser, kept by the kernels)."""
+    schema = dspark_json.response_schema(response_format=CONTENT)
+    envelope = json.loads(body('{"label": "a", "extra": 1}'))
+    envelope["choices"][0]["message"]["parsed_note"] = "x"
+    bodies = [json.dumps(envelope)]
+    assert_same(bodies, schema)
+    rescued = json.loads(ReferenceParser(schema).parse(bodies).column("_rescued_data")[0].as_py())
+    assert rescued == {"choices[0].message.parsed_note": "x", "parsed.extra": 1}
