@@ -12,8 +12,13 @@ ROOT = Path(__file__).parent.parent
 
 def run_smoke(script, out):
     """Run a benchmark script at its --smoke sizes, writing into ``out``."""
+    run_script(script, "--smoke", "--out", str(out))
+
+
+def run_script(script, *args):
+    """Run ``benchmarks/<script>`` with ``args``; it must succeed."""
     done = subprocess.run(
-        [sys.executable, f"benchmarks/{script}", "--smoke", "--out", str(out)],
+        [sys.executable, f"benchmarks/{script}", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -198,15 +203,7 @@ def test_model_time_benchmark_smoke(tmp_path):
 def test_gpu_fit_benchmark_smoke(tmp_path):
     """benchmarks/gpu/fit_throughput.py (device_checks.sh runs it on a device): the CPU column
     here, the GPU columns where a device is."""
-    done = subprocess.run(
-        [sys.executable, "benchmarks/gpu/fit_throughput.py", "--smoke", "--out", str(tmp_path)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_smoke("gpu/fit_throughput.py", tmp_path)
     result = json.loads((tmp_path / "gpu_fit_throughput.json").read_text())
     cpu = [f for f in result["figures"] if f["contender"] == "CPU backend"]
     assert {f["corpus"] for f in cpu} == {"whole", "review"}
@@ -231,20 +228,11 @@ def test_response_cache_benchmark_smoke(tmp_path):
 @pytest.mark.slow
 def test_realworld_inside_spark_reports_each_paths_floor_and_ceiling(tmp_path):
     out = tmp_path / "realworld.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "benchmarks/realworld.py",
-            *("--rows", "300", "--repeat", "1", "--schema", "wide_struct", "--inside-spark"),
-            *("--json", str(out)),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    run_script(
+        "realworld.py",
+        *("--rows", "300", "--repeat", "1", "--schema", "wide_struct", "--inside-spark"),
+        *("--json", str(out)),
     )
-    assert done.returncode == 0, done.stderr[-3000:]
     (figure,) = json.loads(out.read_text())
     for path, floor in (("parse_dataframe", "floor_map"), ("source", "floor_source")):
         assert figure[f"{floor}_s"] > 0

@@ -307,20 +307,26 @@ def drifting_body(rng):
     return json.dumps(envelope, ensure_ascii=rng.random() < 0.5)
 
 
-def test_drift_at_every_depth_is_rescued_in_compiled_code(monkeypatch):
-    """Unknown keys below the top level (a message's ``reasoning``, ``usage``'s details, a
-    content's nested objects and elements) are written in compiled code, as the reference
-    parser writes them: no row is rescued in Python."""
+@pytest.fixture
+def in_python(monkeypatch):
+    """The rows the CPU parser rescues in Python, in the order it does (counted, not changed)."""
     from dspark_json.parse.vectorised import Vectorised
 
-    in_python = []
+    rows = []
     original = Vectorised._rescued_in_python
 
     def counted(self, texts, row, *args, **kwargs):
-        in_python.append(row)
+        rows.append(row)
         return original(self, texts, row, *args, **kwargs)
 
     monkeypatch.setattr(Vectorised, "_rescued_in_python", counted)
+    return rows
+
+
+def test_drift_at_every_depth_is_rescued_in_compiled_code(in_python):
+    """Unknown keys below the top level (a message's ``reasoning``, ``usage``'s details, a
+    content's nested objects and elements) are written in compiled code, as the reference
+    parser writes them: no row is rescued in Python."""
     rng = random.Random(3)
     bodies = [drifting_body(rng) for _ in range(300)]
     out = assert_same(bodies, pruned_schema())
@@ -339,19 +345,9 @@ def test_drift_at_every_depth_is_rescued_in_compiled_code(monkeypatch):
     assert in_python == []
 
 
-def test_a_path_written_twice_in_a_row_is_rescued_in_python(monkeypatch):
+def test_a_path_written_twice_in_a_row_is_rescued_in_python(in_python):
     """A key that reads like another key's path, or a repeated key below the top level:
     Python's dict keeps one entry, so the row is rescued in Python, as the reference does."""
-    from dspark_json.parse.vectorised import Vectorised
-
-    in_python = []
-    original = Vectorised._rescued_in_python
-
-    def counted(self, texts, row, *args, **kwargs):
-        in_python.append(row)
-        return original(self, texts, row, *args, **kwargs)
-
-    monkeypatch.setattr(Vectorised, "_rescued_in_python", counted)
     schema = pruned_schema()
     nested = '"usage": {"prompt_tokens": 1, "prompt_tokens_details": {"cached_tokens": 1}}'
     bodies = [
