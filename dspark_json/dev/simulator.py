@@ -5,6 +5,14 @@ vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the
 that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice.
 
+Several models (``--served-model-name a,b``, or ``model="a,b"``): each name is a model of its own
+that the simulator serves (vLLM's flag of that name gives one model several aliases; here the
+names are distinct models, so that one process can stand for a replica of a pool that serves
+several). ``/v1/models`` lists each; a completion for a model not served is vLLM's 404
+(``The model `x` does not exist. Valid aliases: ...``); ``/stats`` counts the completions of
+each model (``model:<name>``). ``POST /served-models`` with ``{"models": [...]}`` changes what
+a running simulator serves (a model loaded later, or unloaded: replicas that come and go).
+
 Faults (:class:`Faults`) make it behave like a real deployment under stress: error statuses by
 rate (in either of vLLM's error shapes, with ``Retry-After``), slow answers, connection resets,
 bodies cut short, malformed content, an API key, and a capacity above which requests wait in an
@@ -246,7 +254,9 @@ class Simulator:
         faults: Faults | None = None,
         engine: Engine | None = None,
     ) -> None:
-        self.model = model
+        #: The models served, the first one the default (``model`` is a comma-separated list).
+        self.models = _model_names(model)
+        self.model = self.models[0]
         self.seed = seed
         self.latency = latency
         self.faults = faults or Faults()
@@ -318,6 +328,8 @@ class Simulator:
             return Reply(401, self._error("Unauthorized: missing or wrong API key.", 401))
         if path == "/v1/models":
             return Reply(200, self._models())
+        if path == "/served-models" and method == "POST":
+            return self._serve_models(body)
         if path == "/v1/chat/completions":
             if method != "POST":
                 return Reply(405, self._error("Only POST is allowed", 405))
@@ -408,16 +420,31 @@ class Simulator:
         return _error(message, kind, code, param)
 
     def _models(self) -> dict[str, Any]:
-        card = {
-            "id": self.model,
-            "object": "model",
-            "created": self.started,
-            "owned_by": "vllm",
-            "root": self.model,
-            "parent": None,
-            "max_model_len": _MAX_MODEL_LEN,
-        }
-        return {"object": "list", "data": [card]}
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": self.started,
+                "owned_by": "vllm",
+                "root": name,
+                "parent": None,
+                "max_model_len": _MAX_MODEL_LEN,
+            }
+            for name in self.models
+        ]
+        return {"object": "list", "data": cards}
+
+    def _serve_models(self, body: bytes) -> Reply:
+        """``POST /served-models``: serve these models from now on (``{"models": [...]}``)."""
+        try:
+            names = json.loads(body)["models"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise TypeError(names)
+        except (ValueError, KeyError, TypeError):
+            message = 'POST /served-models wants {"models": ["name", ...]}'
+            return Reply(400, self._error(message, 400))
+        self.models = tuple(names)
+        return Reply(200, self._models())
 
     def _chat(self, body: bytes, call: int = 1) -> tuple[int, Any]:
         try:
@@ -434,11 +461,13 @@ class Simulator:
                 f"'input': {given!r}}}"
             )
             return 400, _error(message, "Bad Request", 400, "body.messages")
-        if request.get("model") != self.model:
-            message = (
-                f"The model `{request.get('model')}` does not exist. Valid aliases: {self.model}."
-            )
+        model = request.get("model")
+        if model not in self.models:
+            # As vLLM 0.32 says it (tests/data/vllm-0.32/error_wrong_model.json).
+            served = ", ".join(self.models)
+            message = f"The model `{model}` does not exist. Valid aliases: {served}."
             return 404, self._error(message, 404, param="model")
+        self.counts[f"model:{model}"] += 1
         if request.get("stream"):
             return 400, self._error("stream=true is not supported here.", 400)
         key = json.dumps(
@@ -480,7 +509,7 @@ class Simulator:
         answer = vllm_completion(
             id=f"chatcmpl-{digest[:32]}",
             created=int(time.time()),
-            model=self.model,
+            model=model,
             choices=choices,
             usage=usage,
             fingerprint=self.fingerprint,
@@ -671,6 +700,14 @@ def vllm_choice(index: int, content: str | None, finish: str) -> dict[str, Any]:
         "token_ids": None,
         "routed_experts": None,
     }
+
+
+def _model_names(text: str) -> tuple[str, ...]:
+    """``--served-model-name a,b``: the names, in order, blanks dropped."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise ValueError(f"the simulator needs at least one model name, got {text!r}")
+    return names
 
 
 def _error(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:

@@ -23,16 +23,18 @@ import httpx
 
 from dspark_json.errors import OptionError
 from dspark_json.http.concurrency import AdaptiveLimit
-from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint
+from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
     http_error,
     invalid_utf8_error,
+    model_unavailable_error,
     no_endpoint_error,
     transport_error,
 )
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
+from dspark_json.http.replicas import Replicas, model_not_found, request_model
 from dspark_json.http.retry import (
     DOWN_STATUSES,
     RETRY_STATUSES,
@@ -120,6 +122,18 @@ def _answered(body: bytes, attempts: int) -> Outcome:
         )
 
 
+class _ByEndpoint(dict[Endpoint, Any]):
+    """What the client keeps per endpoint, made on first use by ``make``."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, endpoint: Endpoint) -> Any:
+        value = self[endpoint] = self._make(endpoint)
+        return value
+
+
 class _Run:
     """One partition's requests: workers with their own keep-alive connections pull prompts
     from a shared queue; the adaptive limit decides how many of them send at once."""
@@ -144,13 +158,17 @@ class _Run:
         }
         self.stop_on_failure = stop_on_failure
         self.secrets = [api_key, *(e.credentials for e in config.endpoints)]
-        self.headers = {
-            e: {"content-type": "application/json", **auth_headers(api_key, e)}
-            for e in config.endpoints
-        }
-        # Parsed once: httpx parses a URL given as text on every request.
-        self.urls = {e: httpx.URL(e.url + CHAT_COMPLETIONS) for e in config.endpoints}
-        self.health_urls = {e: httpx.URL(e.url + "/health") for e in config.endpoints}
+        # By endpoint, made when an endpoint is first used (replicas come and go); a URL is
+        # parsed once: httpx parses a URL given as text on every request.
+        self.headers = _ByEndpoint(
+            lambda e: {
+                "content-type": "application/json",
+                **auth_headers(api_key, e),
+                **({"host": e.host} if e.host is not None else {}),
+            }
+        )
+        self.urls = _ByEndpoint(lambda e: httpx.URL(e.url + CHAT_COMPLETIONS))
+        self.health_urls = _ByEndpoint(lambda e: httpx.URL(e.url + "/health"))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
         self.stopped = False
@@ -179,10 +197,17 @@ class _Run:
             deadline=self.config.request_deadline,
             backlog=lambda: len(pending) - self.started,
         )
+        # Options endpointsFile, resolveEndpoints, several models: http.replicas.
+        self.models = [None if p is None else request_model(p) for p in self.payloads]
+        self.replicas = Replicas(
+            self.config, lambda e, path: self._get(probes, e, path), self._replicas_changed
+        )
         try:
+            await self.replicas.start(self.models)
             workers = min(self.config.max_concurrency, len(pending))
             await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
         finally:
+            await self.replicas.close()
             await self.pool.close()
             if probes is not self.injected:
                 await probes.aclose()
@@ -232,8 +257,11 @@ class _Run:
         content: bytes | None = None,
         timeouts: dict[str, float | None] | None = None,
     ) -> tuple[int, bytes, httpx.Headers]:
+        extensions: dict[str, Any] = {"timeout": timeouts or {}}
+        if "host" in headers:  # an address a name resolved to: TLS checks the name
+            extensions["sni_hostname"] = headers["host"].rsplit(":", 1)[0]
         request = httpx.Request(
-            method, url, content=content, headers=headers, extensions={"timeout": timeouts or {}}
+            method, url, content=content, headers=headers, extensions=extensions
         )
         response = await transport.handle_async_request(request)
         try:
@@ -241,6 +269,25 @@ class _Run:
         finally:
             await response.aclose()
         return response.status_code, body, response.headers
+
+    def _replicas_changed(self, endpoints: tuple[Endpoint, ...]) -> None:
+        """Replicas came or went: the pool takes them; the send plan's endpoint preferences
+        (prefixOrder) are made again over them, for the requests not yet sent."""
+        self.pool.replace(endpoints)
+        self.secrets += [e.credentials for e in endpoints if e.credentials not in self.secrets]
+        if self.config.prefix_order and self.rankings:
+            self.rankings = plan(self.payloads, endpoints).rankings
+
+    async def _get(
+        self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint, path: str
+    ) -> tuple[int, bytes]:
+        """A GET of ``path`` on ``endpoint`` (its ``/v1/models``), within 5 s per phase."""
+        timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
+        headers = {k: v for k, v in self.headers[endpoint].items() if k != "content-type"}
+        status, body, _ = await self._request(
+            transport, "GET", httpx.URL(endpoint.url + path), headers, timeouts=timeouts
+        )
+        return status, body
 
     async def _probe(self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint) -> bool:
         timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
@@ -267,7 +314,9 @@ class _Run:
                 assert payload is not None
                 self.started += 1
                 prefer = self.rankings.get(index, ())
-                self.results[index] = outcome = await self._send(transport, payload, prefer)
+                self.results[index] = outcome = await self._send(
+                    transport, payload, prefer, self.models[index]
+                )
                 if outcome.error is not None:
                     self.stats.failed += 1
                     self.stopped = self.stop_on_failure
@@ -290,8 +339,70 @@ class _Run:
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
 
+    async def _endpoint(
+        self,
+        deadline: float,
+        prefer: Sequence[Endpoint],
+        model: str | None,
+        error: RowError | None,
+        attempt: int,
+    ) -> Endpoint | Outcome:
+        """The endpoint of a request's next attempt (one that serves its ``model`` where the
+        client routes by model); the row's outcome where none comes before ``deadline``."""
+        loop = asyncio.get_running_loop()
+        while True:
+            left = deadline - loop.time()
+            try:
+                return await self.pool.pick(left, prefer, self.replicas.allows(model))
+            except NoServer:
+                if left <= 0:
+                    return self._unserved(model, error, attempt)
+                await self.replicas.wait_for(model or "", left)
+            except NoEndpoint:
+                return Outcome(
+                    error=no_endpoint_error(
+                        (e.url for e in self.config.endpoints),
+                        self.config.request_deadline,
+                        error,
+                        attempt,
+                        self.secrets,
+                    )
+                )
+
+    async def _misrouted(
+        self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
+    ) -> bool:
+        """Whether ``endpoint`` answered that it does not serve ``model`` (a 404 naming it)
+        and the request is tried again (attempts left): the client then routes by model, and
+        sends no request for it there until its ``/v1/models`` lists it again."""
+        if model is None or not model_not_found(status, body):
+            return False
+        await self.replicas.activate()
+        self.replicas.not_serving(endpoint, model)
+        if attempt >= self.config.max_attempts:
+            return False
+        self.stats.retries += 1
+        return True
+
+    def _unserved(self, model: str | None, error: RowError | None, attempt: int) -> Outcome:
+        """No endpoint served ``model`` until the prompt's deadline: ``model_unavailable``."""
+        error = model_unavailable_error(
+            model or "",
+            served=self.replicas.describe(model or ""),
+            deadline=self.config.request_deadline,
+            last=error,
+            attempts=attempt,
+            secrets=self.secrets,
+        )
+        self.stats.statuses[error["type"]] += 1
+        return Outcome(error=error)
+
     async def _send(
-        self, transport: httpx.AsyncBaseTransport, payload: bytes, prefer: Sequence[Endpoint]
+        self,
+        transport: httpx.AsyncBaseTransport,
+        payload: bytes,
+        prefer: Sequence[Endpoint],
+        model: str | None = None,
     ) -> Outcome:
         # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
         # does not rest (one that failed it goes last for its retries), else round-robin.
@@ -301,20 +412,10 @@ class _Run:
         error: RowError | None = None
         attempt = 0
         while True:
-            left = deadline - loop.time()
-            try:
-                endpoint = await pool.pick(left, prefer)
-            except NoEndpoint:
-                return Outcome(
-                    error=no_endpoint_error(
-                        (e.url for e in config.endpoints),
-                        config.request_deadline,
-                        error,
-                        attempt,
-                        self.secrets,
-                    )
-                )
-            attempt += 1
+            picked = await self._endpoint(deadline, prefer, model, error, attempt)
+            if isinstance(picked, Outcome):
+                return picked
+            endpoint, left, attempt = picked, deadline - loop.time(), attempt + 1
             wait_hint: float | None = None
             await limit.acquire()
             stats.requests += 1
@@ -354,6 +455,8 @@ class _Run:
                     pool.succeeded(endpoint)
                 error = http_error(status, body, attempt, self.secrets)
                 retry = status in RETRY_STATUSES
+                if await self._misrouted(endpoint, model, status, body, attempt):
+                    continue  # at once, to a replica that serves the model
                 wait_hint = retry_after(headers)
             if not retry or attempt >= config.max_attempts:
                 return Outcome(error=error)

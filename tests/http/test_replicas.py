@@ -1,0 +1,240 @@
+"""Several models in one stream, and replicas that come and go (options endpointsFile,
+endpointRefreshSeconds, resolveEndpoints: :mod:`dspark_json.http.replicas`), against real
+simulator processes on 127.0.0.1: each request goes only to a replica that serves its model,
+a model nobody serves ends as ``model_unavailable`` without a request, a replica added to the
+file is used within the refresh interval and a removed one gets no new request."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dspark_json.dev.local import SimulatorProcess
+from dspark_json.dev.simulator import Faults
+from dspark_json.errors import OptionError, ServerError
+from dspark_json.http.client import complete_all
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.options import HttpOptions
+from dspark_json.http.preflight import check_model
+from dspark_json.http.replicas import expand, read_endpoints_file, request_model
+
+
+def body(model: str, i: int) -> dict:
+    return {"model": model, "messages": [{"role": "user", "content": f"prompt {i}"}]}
+
+
+@pytest.fixture(scope="module")
+def alpha():
+    with SimulatorProcess(model="alpha") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def beta():
+    with SimulatorProcess(model="beta") as server:
+        yield server
+
+
+def config(*servers: SimulatorProcess, **kwargs) -> HttpOptions:
+    return HttpOptions(endpoints=tuple(Endpoint(s.url) for s in servers), **kwargs)
+
+
+def counts(server: SimulatorProcess) -> dict[str, int]:
+    return server.stats()
+
+
+def test_each_request_goes_only_to_the_replica_serving_its_model(alpha, beta):
+    before_a, before_b = counts(alpha), counts(beta)
+    requests = [body("alpha" if i % 3 else "beta", i) for i in range(60)]
+    fetched = complete_all(requests, config(alpha, beta))
+    assert [o.error for o in fetched.outcomes] == [None] * 60
+    after_a, after_b = counts(alpha), counts(beta)
+
+    def delta(after, before, key):
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert delta(after_a, before_a, "model:alpha") == 40
+    assert delta(after_b, before_b, "model:beta") == 20
+    # Zero at the other: not one request (not even a refused one) went to the wrong replica.
+    assert delta(after_a, before_a, "chat_completions") == 40
+    assert delta(after_b, before_b, "chat_completions") == 20
+    assert delta(after_a, before_a, "status_404") == delta(after_b, before_b, "status_404") == 0
+    answered = [json.loads(o.body)["model"] for o in fetched.outcomes]
+    assert answered == [r["model"] for r in requests]
+
+
+def test_a_model_nobody_serves_ends_as_model_unavailable_with_no_request_sent(alpha, beta):
+    before = counts(alpha)["chat_completions"], counts(beta)["chat_completions"]
+    requests = [body("alpha", 0), body("gamma", 1), body("beta", 2), body("gamma", 3)]
+    started = time.monotonic()
+    fetched = complete_all(requests, config(alpha, beta, request_deadline=1.5))
+    took = time.monotonic() - started
+    outcomes = fetched.outcomes
+    assert outcomes[0].error is None and outcomes[2].error is None
+    for i in (1, 3):
+        error = outcomes[i].error
+        assert error is not None
+        assert error["type"] == "model_unavailable"
+        assert error["attempts"] == 0
+        assert "'gamma'" in error["message"] and "requestDeadline=1.5s" in error["message"]
+        assert f"{alpha.url}: alpha" in error["message"]
+    after = counts(alpha)["chat_completions"], counts(beta)["chat_completions"]
+    assert (after[0] - before[0], after[1] - before[1]) == (1, 1)
+    assert 1.5 <= took < 10
+
+
+def test_a_replica_that_answers_404_for_the_model_gets_no_more_of_its_requests():
+    """One model only (routing starts off): the first 404 for it turns routing by model on,
+    the request goes to the replica that serves it, and the other gets none after."""
+    with SimulatorProcess(model="alpha") as a, SimulatorProcess(model="beta") as b:
+        requests = [body("alpha", i) for i in range(40)]
+        fetched = complete_all(requests, config(a, b, prefix_order=False, max_concurrency=2))
+        assert [o.error for o in fetched.outcomes] == [None] * 40
+        assert counts(a)["model:alpha"] == 40
+        assert counts(b).get("status_404", 0) <= 2  # the ones sent before the first answer
+        assert counts(b).get("model:alpha", 0) == 0
+
+
+def test_a_model_that_appears_later_is_used_within_the_refresh_interval(caplog, monkeypatch):
+    monkeypatch.setattr("dspark_json.http.replicas.WAIT_WARN_S", 0.3)
+    caplog.set_level(logging.WARNING, logger="dspark_json")
+    with SimulatorProcess(model="alpha") as a:
+        requests = [body("alpha", 0), body("beta", 1)]
+        timer = threading.Timer(1.0, a.serve_models, ("alpha", "beta"))
+        timer.start()
+        try:
+            started = time.monotonic()
+            fetched = complete_all(
+                requests, config(a, endpoint_refresh_seconds=0.5, request_deadline=30)
+            )
+            took = time.monotonic() - started
+        finally:
+            timer.cancel()
+        assert [o.error for o in fetched.outcomes] == [None, None]
+        assert 1.0 <= took < 1.0 + 0.5 + 2  # the refresh after the model came, and margin
+        assert counts(a)["model:beta"] == 1
+    warned = [m for r in caplog.records if "No endpoint serves model" in (m := r.getMessage())]
+    assert warned and "'beta'" in warned[0] and "model_unavailable" in warned[0]
+
+
+def test_a_replica_added_to_the_file_is_used_and_a_removed_one_left(tmp_path: Path):
+    refresh = 0.5
+    with (
+        SimulatorProcess(model="m", latency=0.02) as a,
+        SimulatorProcess(model="m", latency=0.02) as b,
+        SimulatorProcess(model="m", latency=0.02) as c,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"# the pool\n{b.url}\n\n")
+        requests = [body("m", i) for i in range(600)]
+        marks: dict[str, float | int] = {}
+
+        def swap() -> None:
+            listing.write_text(f"{c.url}  # b is gone\n")
+            marks["swapped"] = time.monotonic()
+            time.sleep(refresh + 0.5)  # a refresh, and the requests in flight at b finish
+            marks["b_after"] = counts(b)["chat_completions"]
+
+        timer = threading.Timer(1.5, swap)
+        timer.start()
+        options = config(
+            a,
+            endpoints_file=str(listing),
+            endpoint_refresh_seconds=refresh,
+            max_concurrency=4,
+            adaptive_concurrency=False,
+            prefix_order=False,
+        )
+        fetched = complete_all(requests, options)
+        timer.join()
+        assert [o.error for o in fetched.outcomes] == [None] * 600
+        totals = [counts(s)["chat_completions"] for s in (a, b, c)]
+        assert sum(totals) == 600  # each prompt answered once, nothing lost
+        assert all(counts(s).get("repeated", 0) == 0 for s in (a, b, c))
+        assert totals[1] > 0 and totals[2] > 0  # b before the swap, c after it
+        assert totals[1] == marks["b_after"]  # b got no request after the refresh
+
+
+def test_request_model_reads_the_body_s_model():
+    assert request_model(b'{"messages": [], "model": "a\\"b", "seed": 1}') == 'a"b'
+    nested = b'{"model": "x", "messages": [{"role": "user", "content": "c", "model": "y"}]}'
+    assert request_model(nested) == "x"
+    assert request_model(b'{"messages": []}') is None
+
+
+def test_a_name_expands_to_its_addresses_keeping_the_name_as_host():
+    endpoint = Endpoint("https://vllm.pool.svc:8443")
+    expanded = expand(endpoint, ["10.0.0.1", "fd00::2"])
+    assert [e.url for e in expanded] == ["https://10.0.0.1:8443", "https://[fd00::2]:8443"]
+    assert {e.host for e in expanded} == {"vllm.pool.svc:8443"}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (None, "cannot be read"),
+        ("# nothing yet\n\n", "lists no endpoint"),
+        ("http://10.0.0.1:8000\nvllm-b:8000\n", "line 2"),
+        ("http://10.0.0.1:8000/v1/chat/completions\n", "base URL"),
+    ],
+)
+def test_endpoints_file_errors_name_the_option_and_the_fix(tmp_path, text, expected):
+    path = tmp_path / "replicas.txt"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(OptionError) as caught:
+        read_endpoints_file(str(path))
+    message = str(caught.value)
+    assert "'endpointsFile'" in message and expected in message
+    assert "http://10.0.0.7:8000" in message or "Give" in message
+
+
+def test_the_file_s_credentials_never_show(tmp_path):
+    path = tmp_path / "replicas.txt"
+    path.write_text("http://user:s3cret@10.0.0.1:8000\nnot a url s3cret\n")
+    with pytest.raises(OptionError) as caught:
+        read_endpoints_file(str(path))
+    assert "line 2" in str(caught.value)
+    path.write_text("http://user:s3cret@10.0.0.1:8000\n")
+    (endpoint,) = read_endpoints_file(str(path))
+    assert "s3cret" not in repr(endpoint) and endpoint.url == "http://10.0.0.1:8000"
+
+
+def test_load_accepts_a_model_served_by_some_endpoints_and_refuses_one_served_by_none(
+    alpha, beta, tmp_path
+):
+    assert check_model(config(alpha, beta), "beta")[0] == "beta"
+    listing = tmp_path / "replicas.txt"
+    listing.write_text(f"{beta.url}\n")
+    assert check_model(config(alpha, endpoints_file=str(listing)), "beta")[0] == "beta"
+    with pytest.raises(ServerError, match="'gamma' is not served by any endpoint"):
+        check_model(config(alpha, beta), "gamma")
+    with pytest.raises(OptionError, match="'endpointsFile'"):
+        check_model(config(alpha, endpoints_file=str(tmp_path / "none.txt")), "alpha")
+
+
+def test_the_simulator_serves_several_models_and_changes_them_running():
+    with SimulatorProcess(model="a,b", faults=Faults(error_shape="nested")) as server:
+        import httpx
+
+        listed = httpx.get(f"{server.url}/v1/models").json()
+        assert [m["id"] for m in listed["data"]] == ["a", "b"]
+        url = f"{server.url}/v1/chat/completions"
+        assert httpx.post(url, json=body("b", 0)).json()["model"] == "b"
+        refused = httpx.post(url, json=body("c", 0))
+        assert refused.status_code == 404
+        assert refused.json()["error"] == {
+            "message": "The model `c` does not exist. Valid aliases: a, b.",
+            "type": "NotFoundError",
+            "param": "model",
+            "code": 404,
+        }
+        server.serve_models("c")
+        assert httpx.post(url, json=body("c", 0)).status_code == 200
+        assert httpx.post(url, json=body("a", 0)).status_code == 404
+        assert counts(server)["model:b"] == counts(server)["model:c"] == 1
