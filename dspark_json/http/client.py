@@ -180,6 +180,7 @@ class _Run:
             sent = plan(self.payloads, self.config.endpoints)
             pending, self.rankings = sent.order, sent.rankings
         queue = iter(pending)
+        self.limits: dict[tuple[Endpoint, str | None], AdaptiveLimit] = {}  # by model
         self.limit = AdaptiveLimit(
             self.config.initial_concurrency,
             self.config.max_concurrency,
@@ -212,15 +213,16 @@ class _Run:
             if probes is not self.injected:
                 await probes.aclose()
         tally = self.stats
+        limits = list(self.limits.values()) or [self.limit]
         stats = ClientStats(
             requests=tally.requests,
             retries=tally.retries,
             failed=tally.failed,
             statuses=dict(tally.statuses),
             latencies=tuple(tally.latencies),
-            limit_peak=self.limit.peak,
-            limit_lowest=self.limit.lowest,
-            limit_final=int(self.limit.limit),
+            limit_peak=max(x.peak for x in limits),
+            limit_lowest=min(x.lowest for x in limits),
+            limit_final=max(int(x.limit) for x in limits),
             endpoint_rests=self.pool.rests,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
@@ -324,16 +326,36 @@ class _Run:
             if transport is not self.injected:
                 await transport.aclose()
 
+    def _limit_for(self, endpoint: Endpoint, model: str | None) -> AdaptiveLimit:
+        """The in-flight limit of requests for ``model`` at ``endpoint`` where the client
+        routes by model (each adapts to its own latency: a 70B model's queue does not hold
+        back a 7B's); the task's one limit otherwise. The workers still bound the task's
+        requests in flight to maxConcurrency in all."""
+        if not self.replicas.active:
+            return self.limit
+        key = (endpoint, model)
+        limit = self.limits.get(key)
+        if limit is None:
+            config = self.config
+            limit = self.limits[key] = AdaptiveLimit(
+                config.initial_concurrency,
+                config.max_concurrency,
+                adaptive=config.adaptive_concurrency,
+            )
+        return limit
+
     def _down(self, endpoint: Endpoint, prefer: Sequence[Endpoint]) -> Sequence[Endpoint]:
         """``endpoint`` failed a request as a down server does: counted by the pool, and put
         last in the request's ``prefer``, so that its retry tries the next endpoint first."""
         self.pool.failed(endpoint)
         return [*(e for e in prefer if e != endpoint), *(e for e in prefer if e == endpoint)]
 
-    def _refused(self, exc: BodyRefused, endpoint: Endpoint, attempt: int) -> Outcome:
+    def _refused(
+        self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
+    ) -> Outcome:
         """A body not read (over maxResponseBytes, or not decodable): the server answered, so
         it is not down, and the same request would get the same answer: no retry."""
-        self.limit.release()
+        limit.release()
         self.pool.succeeded(endpoint)
         error = body_error(exc, attempt)
         self.stats.statuses[error["type"]] += 1
@@ -406,16 +428,16 @@ class _Run:
     ) -> Outcome:
         # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
         # does not rest (one that failed it goes last for its retries), else round-robin.
-        config, limit, pool, stats = self.config, self.limit, self.pool, self.stats
-        loop = asyncio.get_running_loop()
+        config, pool, stats = self.config, self.pool, self.stats
+        loop, attempt = asyncio.get_running_loop(), 0
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
-        attempt = 0
         while True:
             picked = await self._endpoint(deadline, prefer, model, error, attempt)
             if isinstance(picked, Outcome):
                 return picked
-            endpoint, left, attempt = picked, deadline - loop.time(), attempt + 1
+            endpoint, limit = picked, self._limit_for(picked, model)
+            left, attempt = deadline - loop.time(), attempt + 1
             wait_hint: float | None = None
             await limit.acquire()
             stats.requests += 1
@@ -431,7 +453,7 @@ class _Run:
                         timeouts=self.timeouts,
                     )
             except BodyRefused as exc:
-                return self._refused(exc, endpoint, attempt)
+                return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
                 limit.release()
                 limit.on_overload()

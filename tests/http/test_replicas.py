@@ -238,3 +238,40 @@ def test_the_simulator_serves_several_models_and_changes_them_running():
         assert httpx.post(url, json=body("c", 0)).status_code == 200
         assert httpx.post(url, json=body("a", 0)).status_code == 404
         assert counts(server)["model:b"] == counts(server)["model:c"] == 1
+
+
+def test_the_in_flight_limit_adapts_per_endpoint_and_model():
+    """Overload answers for one model cut that model's limit, not another's: after 30 alpha
+    requests answered 429 (alpha's limit down to 1), beta's first requests still go 6 and
+    more at once (one shared limit would hold them to 1-2)."""
+    import asyncio
+
+    import httpx
+
+    lists = {"a.test": "alpha", "b.test": "beta"}
+    in_flight = {"beta": 0}
+    seen: list[int] = []
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": lists[request.url.host]}]})
+        model = json.loads(request.content)["model"]
+        if model == "alpha":
+            return httpx.Response(429, json={"error": {"message": "busy", "type": "x"}})
+        in_flight["beta"] += 1
+        seen.append(in_flight["beta"])
+        await asyncio.sleep(0.05)
+        in_flight["beta"] -= 1
+        return httpx.Response(200, json={"choices": []})
+
+    options = HttpOptions(
+        endpoints=(Endpoint("http://a.test"), Endpoint("http://b.test")),
+        max_concurrency=8,
+        initial_concurrency=8,
+        max_attempts=1,
+        prefix_order=False,
+    )
+    requests = [body("alpha", i) for i in range(30)] + [body("beta", i) for i in range(30)]
+    fetched = complete_all(requests, options, transport=httpx.MockTransport(handler))
+    assert [o.error is None for o in fetched.outcomes] == [False] * 30 + [True] * 30
+    assert max(seen[:12]) >= 6, seen
