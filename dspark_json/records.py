@@ -163,6 +163,10 @@ class ClientStats:
     deduplicated: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: By the request's model, where the client routed by model (:mod:`dspark_json.http.replicas`):
+    #: attempts sent, and the successful ones' latencies (seconds).
+    model_requests: Mapping[str, int] = field(default_factory=dict)
+    model_latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
     def latency(self, q: float) -> float | None:
         """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""

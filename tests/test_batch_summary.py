@@ -186,3 +186,29 @@ def test_the_line_counts_rows_deduplicated_and_cache_hits(simulator, tmp_path, c
         (1, 0, 2),
         (1, 2, 0),
     ]
+
+
+def test_the_line_breaks_the_figures_down_by_model_only_where_several_are_in_play(
+    simulator, tmp_path
+):
+    write_prompts(tmp_path / "in", "a.jsonl", [{"custom_id": "x", "prompt": "Hi"}])
+    reader = stream_reader(simulator.url, tmp_path)
+    run_batch(reader, reader.initialOffset())
+    (record,) = read_records(str(tmp_path / "metrics"))
+    assert record["models"] is None  # one model: the record and the line stay short
+    assert "by model" not in summary([record], "batch 0")
+
+    def part(alpha_p95, beta_rows):
+        figures = {"prompt_tokens": 10, "completion_tokens": 5}
+        return record | {
+            "models": {
+                "alpha": {"rows": 2, "requests": 3, "latency_p95_ms": alpha_p95, **figures},
+                "beta": {"rows": beta_rows, "requests": 0, "latency_p95_ms": None, **figures},
+            }
+        }
+
+    line = summary([part(12.0, 1), part(30.4, 2)], "batch 0")
+    assert line.endswith(
+        "; by model: alpha 4 rows, 6 requests, tokens 20 in / 10 out, p95 30 ms; "
+        "beta 3 rows, 0 requests, tokens 20 in / 10 out, no latency measured"
+    )

@@ -60,6 +60,20 @@ class _Tally:
     failed: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    model_requests: Counter[str] = field(default_factory=Counter)
+    model_latencies: dict[str, list[float]] = field(default_factory=dict)
+
+    def sent(self, model: str | None) -> None:
+        """An attempt sent (for ``model``, counted by model too)."""
+        self.requests += 1
+        if model is not None:
+            self.model_requests[model] += 1
+
+    def answered(self, model: str | None, seconds: float) -> None:
+        """An attempt answered 200 after ``seconds``."""
+        self.latencies.append(seconds)
+        if model is not None:
+            self.model_latencies.setdefault(model, []).append(seconds)
 
 
 def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
@@ -224,6 +238,8 @@ class _Run:
             limit_lowest=min(x.lowest for x in limits),
             limit_final=max(int(x.limit) for x in limits),
             endpoint_rests=self.pool.rests,
+            model_requests=dict(tally.model_requests),
+            model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
@@ -440,7 +456,7 @@ class _Run:
             left, attempt = deadline - loop.time(), attempt + 1
             wait_hint: float | None = None
             await limit.acquire()
-            stats.requests += 1
+            stats.sent(model)
             started = time.perf_counter()
             try:
                 async with asyncio.timeout(min(config.request_timeout, max(left, 0.001))):
@@ -466,7 +482,7 @@ class _Run:
                 stats.statuses[str(status)] += 1
                 if status == 200:
                     limit.on_success(time.perf_counter() - started)
-                    stats.latencies.append(time.perf_counter() - started)
+                    stats.answered(model, time.perf_counter() - started)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
                 if status in RETRY_STATUSES:

@@ -243,7 +243,7 @@ def test_the_simulator_serves_several_models_and_changes_them_running():
 def test_the_in_flight_limit_adapts_per_endpoint_and_model():
     """Overload answers for one model cut that model's limit, not another's: after 30 alpha
     requests answered 429 (alpha's limit down to 1), beta's first requests still go 6 and
-    more at once (one shared limit would hold them to 1-2)."""
+    more at once (one shared limit holds them to about 3)."""
     import asyncio
 
     import httpx

@@ -12,6 +12,7 @@ from deltalake import DeltaTable
 
 import dspark_json
 from dspark_json.dev.local import SimulatorProcess
+from dspark_json.metrics import METRICS_SCHEMA, read_records, summary
 from tests.helpers import REVIEW_SCHEMA, write_prompts
 
 pytestmark = pytest.mark.spark
@@ -62,6 +63,7 @@ def test_models_route_and_replicas_change_and_every_prompt_lands_once(spark, tmp
             .option("prompts", str(tmp_path / "in"))
             .option("requestDeadline", "3")
             .option("partitionSize", "16")
+            .option("metrics", str(tmp_path / "metrics"))
         )
         query = dspark_json.write_delta(
             reader.load(),
@@ -97,3 +99,27 @@ def test_models_route_and_replicas_change_and_every_prompt_lands_once(spark, tmp
     # The second micro-batch's tasks read the file again: b got nothing new, c took over.
     assert stats["b"]["chat_completions"] == at_swap
     assert stats["c"].get("model:beta", 0) == 20
+    # The metrics by model: in the records (read back with METRICS_SCHEMA) and the batch line.
+    records = read_records(str(tmp_path / "metrics"))
+    by_model = {}
+    for record in records:
+        for model, figures in (record["models"] or {}).items():
+            total = by_model.setdefault(model, dict.fromkeys(figures, 0))
+            for part, value in figures.items():
+                total[part] = (
+                    max(total[part], value or 0)
+                    if "latency" in part
+                    else total[part] + (value or 0)
+                )
+    assert {m: (f["rows"], f["requests"]) for m, f in by_model.items()} == {
+        "alpha": (40, 40),
+        "beta": (40, 40),
+        "gamma": (2, 0),
+    }
+    assert by_model["beta"]["completion_tokens"] > 0 and by_model["beta"]["latency_p95_ms"] > 0
+    line = summary(records, "all")
+    assert "; by model: alpha 40 rows, 40 requests, tokens " in line
+    assert "gamma 2 rows, 0 requests, tokens 0 in / 0 out, no latency measured" in line
+    read = spark.read.schema(METRICS_SCHEMA).json(str(tmp_path / "metrics"))
+    beta = read.selectExpr("sum(models['beta'].requests) AS n").collect()[0]["n"]
+    assert beta == 40
