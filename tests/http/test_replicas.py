@@ -275,3 +275,70 @@ def test_the_in_flight_limit_adapts_per_endpoint_and_model():
     fetched = complete_all(requests, options, transport=httpx.MockTransport(handler))
     assert [o.error is None for o in fetched.outcomes] == [False] * 30 + [True] * 30
     assert max(seen[:12]) >= 6, seen
+
+
+@pytest.mark.parametrize(
+    ("addresses", "resolve", "hosts"),
+    [
+        (["10.0.0.1", "10.0.0.2"], False, {"10.0.0.1", "10.0.0.2"}),  # several: each one
+        (["10.0.0.1"], True, {"10.0.0.1"}),  # one, and the option asks
+        (["10.0.0.1"], False, {"vllm.pool.test"}),  # one: as today, the name
+    ],
+)
+def test_a_name_stands_for_its_addresses_keeping_host_and_tls_name(
+    monkeypatch, addresses, resolve, hosts
+):
+    import httpx
+
+    async def resolved(host, port):
+        assert (host, port) == ("vllm.pool.test", 8443)
+        return addresses
+
+    monkeypatch.setattr("dspark_json.http.replicas._addresses", resolved)
+    seen: list[tuple[str, str, str | None]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        sni = request.extensions.get("sni_hostname")
+        seen.append((request.url.host, request.headers["host"], sni))
+        return httpx.Response(200, json={"choices": []})
+
+    options = HttpOptions(
+        endpoints=(Endpoint("https://vllm.pool.test:8443"),),
+        resolve_endpoints=resolve,
+        prefix_order=False,
+    )
+    fetched = complete_all(
+        [body("m", i) for i in range(20)], options, transport=httpx.MockTransport(handler)
+    )
+    assert all(o.error is None for o in fetched.outcomes)
+    assert {host for host, _, _ in seen} == hosts
+    assert {header for _, header, _ in seen} == {"vllm.pool.test:8443"}
+    expanded = hosts != {"vllm.pool.test"}
+    assert {sni for _, _, sni in seen} == ({"vllm.pool.test"} if expanded else {None})
+
+
+def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="dspark_json")
+    with (
+        SimulatorProcess(model="alpha", latency=0.02) as a,
+        SimulatorProcess(model="alpha", latency=0.02) as b,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{b.url}\n")
+        timer = threading.Timer(0.3, listing.write_text, ("",))  # being rewritten
+        timer.start()
+        options = config(
+            a,
+            endpoints_file=str(listing),
+            endpoint_refresh_seconds=0.1,
+            max_concurrency=2,
+            adaptive_concurrency=False,
+            prefix_order=False,
+        )
+        fetched = complete_all([body("alpha", i) for i in range(100)], options)
+        timer.join()
+        assert all(o.error is None for o in fetched.outcomes)
+        assert counts(b)["chat_completions"] >= 40  # about half: b stayed in the pool
+    assert "lists no endpoint" in caplog.text and "Keeping the endpoints read before" in caplog.text
