@@ -163,6 +163,9 @@ class ClientStats:
     deduplicated: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
+    #: (summed over requests).
+    held_s: float = 0.0
 
     def latency(self, q: float) -> float | None:
         """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""

@@ -31,6 +31,7 @@ from dspark_json.http.failures import (
     no_endpoint_error,
     transport_error,
 )
+from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
 from dspark_json.http.retry import (
@@ -154,6 +155,9 @@ class _Run:
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
         self.stopped = False
+        # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
+        limit = config.max_server_queue
+        self.gate = Gate(limit, None) if limit is not None else None
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
@@ -197,6 +201,7 @@ class _Run:
             limit_lowest=self.limit.lowest,
             limit_final=int(self.limit.limit),
             endpoint_rests=self.pool.rests,
+            held_s=self.gate.held_s if self.gate is not None else 0.0,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
@@ -284,11 +289,24 @@ class _Run:
     def _refused(self, exc: BodyRefused, endpoint: Endpoint, attempt: int) -> Outcome:
         """A body not read (over maxResponseBytes, or not decodable): the server answered, so
         it is not down, and the same request would get the same answer: no retry."""
-        self.limit.release()
+        self._release(endpoint)
         self.pool.succeeded(endpoint)
         error = body_error(exc, attempt)
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
+
+    async def _admit(self, endpoint: Endpoint, left: float) -> None:
+        """A place for a new request to ``endpoint``: room on the server (option
+        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in the in-flight limit."""
+        if self.gate is not None:
+            await self.gate.wait(endpoint.url, self.headers[endpoint], left)
+        await self.limit.acquire()
+
+    def _release(self, endpoint: Endpoint) -> None:
+        """A request to ``endpoint`` ended (answered or not): its places are free."""
+        self.limit.release()
+        if self.gate is not None:
+            self.gate.ended(endpoint.url)
 
     async def _send(
         self, transport: httpx.AsyncBaseTransport, payload: bytes, prefer: Sequence[Endpoint]
@@ -316,7 +334,7 @@ class _Run:
                 )
             attempt += 1
             wait_hint: float | None = None
-            await limit.acquire()
+            await self._admit(endpoint, left)
             stats.requests += 1
             started = time.perf_counter()
             try:
@@ -332,14 +350,14 @@ class _Run:
             except BodyRefused as exc:
                 return self._refused(exc, endpoint, attempt)
             except (httpx.TransportError, TimeoutError) as exc:
-                limit.release()
+                self._release(endpoint)
                 limit.on_overload()
                 prefer = self._down(endpoint, prefer)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
                 retry = True
             else:
-                limit.release()
+                self._release(endpoint)
                 stats.statuses[str(status)] += 1
                 if status == 200:
                     limit.on_success(time.perf_counter() - started)

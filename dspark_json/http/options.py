@@ -280,6 +280,16 @@ class HttpOptions:
         convert=positive(int),
         default="67108864",
     )
+    max_server_queue: int | None = option(
+        "maxServerQueue",
+        "Send only into the capacity a shared pool leaves free: hold back new requests (never "
+        "those in flight) to an endpoint whose /metrics (vLLM's, read at most once a second "
+        "per worker process) shows more than this many requests waiting, or its KV cache at "
+        "least 90% full, or is older than 2 s. An endpoint without vLLM's /metrics (a "
+        "gateway) gets one WARN and the latency-driven limit only. Off by default.",
+        "0",
+        convert=number(int, low=0),
+    )
 
     @property
     def key(self) -> ApiKey:
@@ -356,6 +366,14 @@ class RequestOptions:
         aliases=("top_p",),
     )
     seed: int | None = option("seed", "Sampling seed of each request.", "42", convert=number(int))
+    priority: int | None = option(
+        "priority",
+        "vLLM's request priority, sent as priority: lower is served first, so a batch job "
+        "beside interactive traffic (priority 0) wants a higher number. The server must run "
+        "with --scheduling-policy priority; .load() checks it with one request.",
+        "10",
+        convert=number(int),
+    )
     n: int | None = option(
         "n",
         "Choices per prompt (the `choices` array holds them; `parsed` is the first).",

@@ -20,7 +20,7 @@ from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import Secret, redact
 from dspark_json.rows import load_json
 
-__all__ = ["check_model", "check_server", "fetch_served_schema", "http_get"]
+__all__ = ["check_model", "check_priority", "check_server", "fetch_served_schema", "http_get"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -119,6 +119,49 @@ def _served_models(endpoint: Endpoint, key: Secret | None) -> dict[str, int | No
         raise ServerError(
             f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
         ) from exc
+
+
+def check_priority(options: HttpOptions, model: str, priority: int | None) -> None:
+    """Option ``priority``: one request of one token with it to each endpoint, so that a server
+    without priority scheduling (vLLM answers 400 "Got priority N but Priority scheduling is
+    not enabled.") fails ``.load()`` before any prompt is sent. Priority 0 (every request's
+    default) needs no check."""
+    if not priority:
+        return
+    key = options.key.resolve()
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "ping"}],
+        "max_tokens": 1,
+        "priority": priority,
+    }
+    for endpoint in options.endpoints:
+        url = f"{endpoint.url}/v1/chat/completions"
+        secrets = [key, endpoint.credentials]
+        try:
+            response = httpx.post(
+                url, json=body, headers=auth_headers(key, endpoint), timeout=_TIMEOUT_S * 6
+            )
+        except httpx.HTTPError as exc:
+            reason = redact(str(exc).split(" for url ", 1)[0], secrets)
+            raise ServerError(
+                f"Cannot reach the model server at {url} to check option 'priority' "
+                f"({type(exc).__name__}: {reason}). Check option 'endpoint'."
+            ) from exc
+        text = redact(response.text, secrets)
+        if response.status_code == 400 and "priority" in text.lower():
+            raise ServerError(
+                f"Option 'priority'={priority}: the model server at {endpoint.url} does not "
+                f"schedule by priority (it answered HTTP 400: {text[:200]!r}). Start vLLM with "
+                "--scheduling-policy priority, or drop option 'priority'."
+            )
+        if response.status_code >= 400:
+            logger.warning(
+                "Option 'priority': the check request to %s answered HTTP %d (%s); going on.",
+                url,
+                response.status_code,
+                text[:200],
+            )
 
 
 def _length(value: Any) -> int | None:
