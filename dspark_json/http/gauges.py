@@ -46,7 +46,7 @@ REFRESH_S = 1.0
 #: A reading older than this holds the endpoint back (the fetches fail or hang).
 MAX_AGE_S = 2.0
 #: KV-cache use (0 to 1) at which an endpoint counts as saturated.
-KV_SATURATED = 0.9
+KV_SATURATED = 0.8
 #: Largest /metrics body read (vLLM's is about 50 KiB per model with its histograms).
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 #: Seconds one /metrics fetch may take.
@@ -191,6 +191,7 @@ GAUGES = Gauges()
 class _Budget:
     reading: Reading | None = None
     room: float = 0.0  # requests the reading leaves room for (negative: over)
+    since: float = 0.0  # when this task first saw the reading (monotonic)
     sent: int = 0  # requests sent since the reading
     ended: int = 0  # requests ended since the reading
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -232,24 +233,35 @@ class Gate:
             reading = await self.gauges.read(url, headers, self.model)
             if reading is None:
                 break
+            now = time.monotonic()
             if reading is not budget.reading:
-                budget.reading = reading
+                budget.reading, budget.since = reading, now
                 budget.room = room(reading, self.max_queue)
                 budget.sent = budget.ended = 0
-            now = time.monotonic()
             stale = now - reading.at > MAX_AGE_S
-            if not stale and budget.sent < budget.room + budget.ended:
+            if not stale and budget.sent < self._allowed(budget, now):
                 break
             if now >= deadline:
                 break
-            next_read = max(reading.at + self.gauges.refresh_s - now, 0.01)
+            next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
+            if 0 < budget.room < math.inf:  # the room is paced: look again shortly
+                next_step = min(next_step, self.gauges.refresh_s / (budget.room + 1))
             try:
-                async with asyncio.timeout(min(next_read, deadline - now)):
+                async with asyncio.timeout(min(next_step, deadline - now)):
                     await budget.changed.wait()
             except TimeoutError:
                 pass
         budget.sent += 1
         self.held_s += time.monotonic() - started
+
+    def _allowed(self, budget: _Budget, now: float) -> float:
+        """Requests that may have been sent by ``now`` since the reading: one for each that
+        ended, and the reading's room spread over the refresh interval (so that the stream's
+        requests start, and so end, spread out, not in one burst a reading)."""
+        if budget.room <= 0 or budget.room == math.inf:
+            return budget.room + budget.ended
+        share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
+        return math.ceil(budget.room * share) + budget.ended
 
     def ended(self, url: str) -> None:
         """A request to ``url`` ended: its place is free for the next one."""
