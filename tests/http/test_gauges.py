@@ -46,11 +46,12 @@ def test_parse_older_vllm_gpu_cache_and_not_vllm():
 
 
 def test_room_is_the_free_kv_share_plus_the_queue():
-    assert room(Reading(0, 8, 0.5, 0), 0) == 6  # 8 seqs are 0.5: 14.4 fit below 0.9
+    assert room(Reading(0, 8, 0.5, 0), 0) == 4  # 8 seqs are 0.5: 12 fit below 0.75
     assert room(Reading(0, 0, 0.0, 0), 0) == float("inf")  # idle: nothing to go by
     assert room(Reading(3, 16, 1.0, 0), 1) == -2  # more wait than maxServerQueue
     assert room(Reading(0, 16, 1.0, 0), 5) < 0  # KV full
-    assert KV_SATURATED == 0.9
+    assert room(Reading(0, 8, 0.5, 0), 2) == 6  # and 2 may wait
+    assert KV_SATURATED == 0.75
 
 
 def test_option_max_server_queue():
