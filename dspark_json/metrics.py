@@ -57,6 +57,7 @@ METRICS_SCHEMA = (
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
+    "held_seconds DOUBLE, "
     "prompt_tokens BIGINT, cached_tokens BIGINT, completion_tokens BIGINT, backend STRING, "
     "http_seconds DOUBLE, "
     "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
@@ -129,6 +130,8 @@ def partition_metrics(
             "final": stats.limit_final,
         },
         "endpoint_rests": stats.endpoint_rests,
+        # Option maxServerQueue: seconds new requests waited for room on a saturated endpoint.
+        "held_seconds": round(stats.held_s, 3),
         # The first answers' tokens: the rows hold the last answers of the rows re-asked.
         "prompt_tokens": _usage(table, "prompt_tokens")
         + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),

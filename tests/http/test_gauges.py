@@ -46,12 +46,12 @@ def test_parse_older_vllm_gpu_cache_and_not_vllm():
 
 
 def test_room_is_the_free_kv_share_plus_the_queue():
-    assert room(Reading(0, 8, 0.5, 0), 0) == 4  # 8 seqs are 0.5: 12 fit below 0.75
+    assert room(Reading(0, 8, 0.5, 0), 0) == 4  # 8 seqs are 0.5: 12.8 fit below 0.8
     assert room(Reading(0, 0, 0.0, 0), 0) == float("inf")  # idle: nothing to go by
     assert room(Reading(3, 16, 1.0, 0), 1) == -2  # more wait than maxServerQueue
     assert room(Reading(0, 16, 1.0, 0), 5) < 0  # KV full
     assert room(Reading(0, 8, 0.5, 0), 2) == 6  # and 2 may wait
-    assert KV_SATURATED == 0.75
+    assert KV_SATURATED == 0.8
 
 
 def test_option_max_server_queue():
@@ -102,7 +102,11 @@ def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears():
     assert len(pool.reads) <= elapsed / 1.0 + 1.5
 
 
-def test_an_endpoint_without_metrics_gets_one_warning_and_its_requests(caplog):
+def test_an_endpoint_without_metrics_gets_one_warning_and_its_requests(caplog, monkeypatch):
+    from dspark_json.http.gauges import GAUGES
+
+    monkeypatch.setattr(GAUGES, "refresh_s", 0.0)  # every request would read it again
+
     def gateway(request: Request) -> bytes | None:
         if request.path == "/metrics":
             return response(404, {"error": "Not Found"})
