@@ -267,6 +267,10 @@ def _inflate(
             if limit is not None and size > limit:
                 raise BodyTooLarge(status, limit, "once decompressed", request=request)
             out.append(piece)
+        if not inflater.eof:
+            # Cut short: a gzip stream without its trailer (CRC-32 and length) or a zlib one
+            # without its Adler-32 is not known to be whole; zlib checks them when present.
+            raise zlib.error("the stream ends before its end: its trailer is missing")
     except zlib.error as exc:
         raise BodyRefused(
             f"the response body is not valid {coding} data ({exc})",

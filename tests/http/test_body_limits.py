@@ -107,6 +107,15 @@ def test_a_compressed_body_within_the_limit_is_decoded(encoding):
     ("encoding", "data", "why"),
     [
         ("gzip", b"not gzip at all", "not valid gzip data"),
+        ("gzip", gzip.compress(OK)[:-8], "its trailer is missing"),
+        ("gzip", gzip.compress(OK)[:-4], "its trailer is missing"),
+        (
+            "gzip",
+            gzip.compress(OK)[:-8] + b"\0\0\0\0" + gzip.compress(OK)[-4:],
+            "incorrect data check",
+        ),
+        ("gzip", gzip.compress(OK)[:-4] + b"\1\0\0\0", "incorrect length check"),
+        ("deflate", zlib.compress(OK)[:-4], "its trailer is missing"),
         ("br", b"\x0b\x02\x80{}\x03", "Content-Encoding 'br', which is not decoded here"),
     ],
 )
