@@ -23,9 +23,22 @@ import zlib
 
 import httpx
 
-__all__ = ["BodyRefused", "BodyTooLarge", "StreamTransport", "read_body"]
+__all__ = [
+    "MAX_HEADER_LINES",
+    "MAX_HEAD_BYTES",
+    "BodyRefused",
+    "BodyTooLarge",
+    "HeadersTooLarge",
+    "StreamTransport",
+    "read_body",
+]
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
+#: The most header lines, and bytes of status and header lines, a response may have (1xx
+#: interim answers included): a server that sends endless header lines is refused there
+#: (:class:`HeadersTooLarge`) instead of filling the memory until the request times out.
+MAX_HEADER_LINES = 256
+MAX_HEAD_BYTES = 64 << 10
 _NO_BODY = frozenset({204, 304})
 _PIECE = 1 << 16  # bytes read or decoded at a time
 #: ``Content-Encoding`` -> the ``wbits`` of the zlib stream (gzip: header; deflate: either form).
@@ -51,6 +64,18 @@ class BodyTooLarge(BodyRefused):
         super().__init__(message, status, request=request)
         self.limit = limit
         self.what = what
+
+
+class HeadersTooLarge(BodyRefused):
+    """A response whose head (status and header lines) passes :data:`MAX_HEADER_LINES` lines
+    or :data:`MAX_HEAD_BYTES` bytes; the rest is not read."""
+
+    def __init__(self, status: int, *, request: httpx.Request) -> None:
+        message = (
+            f"the response has more than {MAX_HEADER_LINES} header lines or "
+            f"{MAX_HEAD_BYTES} bytes of them"
+        )
+        super().__init__(message, status, request=request)
 
 
 class StreamTransport(httpx.AsyncBaseTransport):
@@ -135,6 +160,8 @@ class StreamTransport(httpx.AsyncBaseTransport):
         try:
             async with asyncio.timeout(timeouts.get("read")):
                 return await _read_response(reader, request.method == "HEAD", self._max_body)
+        except _HeadOverrun as exc:
+            raise HeadersTooLarge(exc.status, request=request) from exc
         except _Overrun as exc:
             raise BodyTooLarge(exc.status, exc.limit, "as received", request=request) from exc
         except TimeoutError as exc:
@@ -158,10 +185,16 @@ class _Overrun(Exception):
         self.limit = limit
 
 
+class _HeadOverrun(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
 async def _read_response(
     reader: asyncio.StreamReader, head_only: bool, limit: int | None = None
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
     status_line = await reader.readuntil(b"\r\n")
+    lines, head_bytes = 0, len(status_line)
     while True:
         version, _, rest = status_line.partition(b" ")
         if not version.startswith(b"HTTP/1."):
@@ -169,11 +202,17 @@ async def _read_response(
         status = int(rest[:3])
         headers: list[tuple[bytes, bytes]] = []
         while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+            lines += 1
+            head_bytes += len(line)
+            if lines > MAX_HEADER_LINES or head_bytes > MAX_HEAD_BYTES:
+                raise _HeadOverrun(status)
             name, _, value = line.partition(b":")
             headers.append((name.strip(), value.strip()))
         if not 100 <= status < 200:
             break
         status_line = await reader.readuntil(b"\r\n")  # skip 1xx interim answers
+        lines += 1
+        head_bytes += len(status_line)
     fields = {name.lower(): value for name, value in headers}
     keep_alive = fields.get(b"connection", b"").lower() != b"close" and version != b"HTTP/1.0"
     if head_only or status in _NO_BODY:
