@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 import zlib
+from typing import Any
 
 import httpx
 
@@ -125,15 +126,19 @@ class StreamTransport(httpx.AsyncBaseTransport):
     ) -> Connection:
         host = key[1].decode("ascii")
         secure = key[0] == b"https"
+        loop = asyncio.get_running_loop()
+        reader = _SilenceReader(limit=_LINE_LIMIT, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         try:
             async with asyncio.timeout(timeout):
-                return await asyncio.open_connection(
+                transport, _ = await loop.create_connection(
+                    lambda: protocol,
                     host,
                     key[2],
                     ssl=(self._ssl or ssl.create_default_context()) if secure else None,
                     server_hostname=host if secure else None,
-                    limit=_LINE_LIMIT,
                 )
+                return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout("timed out connecting", request=request) from exc
         except OSError as exc:
@@ -157,15 +162,24 @@ class StreamTransport(httpx.AsyncBaseTransport):
             raise httpx.WriteTimeout("timed out sending the request", request=request) from exc
         except OSError as exc:
             raise httpx.WriteError(str(exc), request=request) from exc
+        silence = timeouts.get("read")
         try:
-            async with asyncio.timeout(timeouts.get("read")):
-                return await _read_response(reader, request.method == "HEAD", self._max_body)
+            async with asyncio.timeout(silence) as watch:
+                if isinstance(reader, _SilenceReader):
+                    reader.watch = (watch, silence) if silence is not None else None
+                try:
+                    return await _read_response(reader, request.method == "HEAD", self._max_body)
+                finally:
+                    if isinstance(reader, _SilenceReader):
+                        reader.watch = None
         except _HeadOverrun as exc:
             raise HeadersTooLarge(exc.status, request=request) from exc
         except _Overrun as exc:
             raise BodyTooLarge(exc.status, exc.limit, "as received", request=request) from exc
         except TimeoutError as exc:
-            raise httpx.ReadTimeout("timed out reading the response", request=request) from exc
+            raise httpx.ReadTimeout(
+                f"the server sent nothing for {silence} s while answering", request=request
+            ) from exc
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             raise httpx.RemoteProtocolError(
                 "peer closed connection without sending complete message body", request=request
@@ -177,6 +191,21 @@ class StreamTransport(httpx.AsyncBaseTransport):
         for _, writer in self._idle.values():
             writer.close()
         self._idle.clear()
+
+
+class _SilenceReader(asyncio.StreamReader):
+    """A stream reader whose read timeout is a silence timeout: each piece of data received
+    pushes the deadline of the read under way (``watch``: its timeout and the silence allowed)
+    back, so a server that keeps sending is never cut by it, however slowly it sends."""
+
+    watch: tuple[asyncio.Timeout, float] | None = None
+
+    def feed_data(self, data: Any) -> None:  # bytes; typeshed says Iterable[SupportsIndex]
+        super().feed_data(data)
+        if self.watch is not None:
+            timeout, silence = self.watch
+            if not timeout.expired():
+                timeout.reschedule(asyncio.get_running_loop().time() + silence)
 
 
 class _Overrun(Exception):
