@@ -186,3 +186,24 @@ def test_the_line_counts_rows_deduplicated_and_cache_hits(simulator, tmp_path, c
         (1, 0, 2),
         (1, 2, 0),
     ]
+
+
+def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path, caplog):
+    """The driver looked for a batch's records before they were there: its line used to be
+    dropped for good; it is logged at a later call once they are."""
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    reader = stream_reader(simulator.url, tmp_path)
+    start = reader.initialOffset()
+    first = latest(reader, start)
+    partitions = reader.partitions(start, first)
+    reader.commit(first)  # the driver looks before any task wrote its record
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert not [line for line in lines if line.startswith("batch 0")]
+    for partition in partitions:
+        for _ in reader.read(partition):
+            pass
+    reader.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert [line for line in lines if line.startswith("batch 0: 6 rows (ok 6)")]

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 
 from dspark_json.http.secrets import Secret, redact
-from dspark_json.http.transport import BodyRefused, BodyTooLarge
+from dspark_json.http.transport import BodyRefused, BodyTooLarge, HeadersTooLarge
 from dspark_json.rows import RowError, row_error
 
 __all__ = [
@@ -80,7 +80,8 @@ def transport_error(
 
 def body_error(exc: BodyRefused, attempts: int) -> RowError:
     """A body refused as it was read: over option ``maxResponseBytes`` (type
-    ``response_too_large``), or not decodable from its ``Content-Encoding``."""
+    ``response_too_large``), a head of endless header lines (``headers_too_large``), or not
+    decodable from its ``Content-Encoding``."""
     if isinstance(exc, BodyTooLarge):
         return row_error(
             status=exc.status,
@@ -90,6 +91,13 @@ def body_error(exc: BodyRefused, attempts: int) -> RowError:
                 "Raise maxResponseBytes if such answers are expected (fewer choices, logprobs "
                 "or max_tokens make them smaller)."
             ),
+            attempts=attempts,
+        )
+    if isinstance(exc, HeadersTooLarge):
+        return row_error(
+            status=exc.status,
+            type="headers_too_large",
+            message=f"{exc}; the rest was not read (a server or proxy that misbehaves)",
             attempts=attempts,
         )
     return row_error(status=exc.status, type="DecodingError", message=str(exc), attempts=attempts)

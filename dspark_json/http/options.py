@@ -229,8 +229,10 @@ class HttpOptions:
     )
     read_timeout: float | None = option(
         "readTimeout",
-        "Seconds the server may stay silent while answering (vLLM sends a non-streamed answer "
-        "at the end, so this is at least the generation time). Default: requestTimeout.",
+        "Seconds the server may stay silent while answering: each piece of the answer received "
+        "starts it again, so a server that keeps sending, however slowly, is bounded by "
+        "requestTimeout alone (vLLM sends a non-streamed answer at the end, so this is at least "
+        "the generation time). Default: requestTimeout.",
         "120",
         convert=positive(float),
     )

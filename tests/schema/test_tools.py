@@ -53,6 +53,8 @@ def test_definitions_bare_functions_and_pydantic_models_become_openai_tools():
         ('[{"type": "retrieval"}]', "is not a function tool"),
         ('[{"name": "f", "parameters": "x"}]', "must be a JSON Schema object"),
         ('[{"name": "f"}, {"name": "f"}]', "more than once"),
+        ('[{"name": "Foo"}, {"name": "foo"}]', "'Foo' and 'foo'"),
+        ('[{"name": "get_Time"}, {"name": "a"}, {"name": "GET_TIME"}]', "differ only in case"),
         ("[{", "does not hold valid JSON"),
         ("/no/such/tools.json", "neither JSON text nor a readable file"),
     ],
