@@ -25,10 +25,12 @@ from dspark_json.parse.content import extract_json
 from dspark_json.rows import Attempt, Status, load_json
 
 __all__ = [
+    "BYTES_PER_TOKEN",
     "REASKED",
     "Answer",
     "RepairOptions",
     "RowState",
+    "by_length",
     "feedback",
     "is_wrong",
     "parse_error",
@@ -36,6 +38,7 @@ __all__ = [
     "read_answer",
     "share_budget",
     "shorten",
+    "token_cost",
     "whole_number",
 ]
 
@@ -96,6 +99,10 @@ class RowState:
     violations: list[str] | None
     attempts: list[Attempt]
     done: bool = False  # not to be asked again
+    #: The first answer's prompt tokens (reported, else estimated) and its request's size: a
+    #: re-ask's prompt is priced as those plus what it adds (:mod:`.reask`).
+    prompt_tokens: int = 0
+    request_bytes: int = 0
 
 
 @dataclass
@@ -128,6 +135,32 @@ def read_answer(body: str | None) -> Answer:
         out.finish_reason = choice.get("finish_reason")
         out.refused = bool(message.get("refusal")) or out.finish_reason == "content_filter"
     return out
+
+
+#: Bytes per token where a server reports no usage (English text and JSON average about 4).
+BYTES_PER_TOKEN = 4
+
+
+def token_cost(answer: Answer, request: bytes, body: str | None) -> tuple[int, int, bool]:
+    """What one answer cost in tokens: (prompt, completion, whether any is an estimate).
+
+    Where the answer reports ``usage``, its ``prompt_tokens`` and ``completion_tokens``; each
+    that it lacks is estimated from a length at :data:`BYTES_PER_TOKEN` bytes a token, rounded
+    up: the prompt from the request body's, the completion from the answer body's (the
+    envelope included, so the estimate errs high by some 50 tokens, which a budget prefers to
+    erring low)."""
+    prompt, completion = answer.prompt_tokens, answer.completion_tokens
+    estimated = prompt is None or completion is None
+    if prompt is None:
+        prompt = by_length(len(request))
+    if completion is None:
+        completion = by_length(len((body or "").encode("utf-8")))
+    return prompt, completion, estimated
+
+
+def by_length(size: int) -> int:
+    """The tokens of ``size`` bytes of text, estimated (:data:`BYTES_PER_TOKEN`, rounded up)."""
+    return -(-size // BYTES_PER_TOKEN)
 
 
 def _object(value: Any) -> dict[str, Any]:
