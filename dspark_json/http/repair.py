@@ -77,10 +77,12 @@ class RepairOptions:
         "The most tokens (prompt + completion) the re-asks of one micro-batch may spend, all "
         "its tasks together (a batch read is one micro-batch): at planning each task gets a "
         "share in proportion to its rows, rounded down, what the rounding leaves going to the "
-        "first task; a task sends a re-ask while the tokens it spent plus the re-ask's estimate "
-        "(twice those of the answer it replaces) stay within its share. Past it, rows stay as "
-        "answered and the metrics say so (repair.budget: the task's share; "
-        "repair.over_budget: the rows not re-asked). In generate(), where no micro-batch is "
+        "first task; a task sends a re-ask while the tokens it spent plus the re-ask's price "
+        "(its prompt, and the mean completion of the task's answers so far) stay within its "
+        "share. An answer without usage is counted at ~4 bytes a token. Identical "
+        "deterministic re-asks are sent and paid once. Past it, rows stay as answered and the "
+        "metrics say so (repair.budget: the task's share; repair.over_budget: the rows not "
+        "re-asked; repair.spent_tokens, repair.estimated_tokens). In generate(), where no micro-batch is "
         "planned, each Arrow batch of a task has the whole budget. Default: no cap.",
         "200000",
         convert=positive(int),
