@@ -82,8 +82,8 @@ class RepairOptions:
         "share. An answer without usage is counted at ~4 bytes a token. Identical "
         "deterministic re-asks are sent and paid once. Past it, rows stay as answered and the "
         "metrics say so (repair.budget: the task's share; repair.over_budget: the rows not "
-        "re-asked; repair.spent_tokens, repair.estimated_tokens). In generate(), where no micro-batch is "
-        "planned, each Arrow batch of a task has the whole budget. Default: no cap.",
+        "re-asked; repair.spent_tokens, repair.estimated_tokens). In generate(), where no "
+        "micro-batch is planned, each Arrow batch of a task has the whole budget. Default: no cap.",
         "200000",
         convert=positive(int),
     )

@@ -14,7 +14,13 @@ from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
 from dspark_json.http.reask import Judged, repair
-from dspark_json.http.repair import RepairOptions, feedback, parse_error
+from dspark_json.http.repair import (
+    RepairOptions,
+    feedback,
+    parse_error,
+    read_answer,
+    token_cost,
+)
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.records import Outcomes, PromptRecord
@@ -298,6 +304,14 @@ def no_usage(content, *, finish="stop"):
     sent = json.loads(body(content, finish=finish))
     del sent["usage"]
     return json.dumps(sent)
+
+
+def test_an_answer_without_usage_is_estimated_at_4_bytes_a_token():
+    bare = no_usage("prose")
+    # The prompt from the request's bytes, the completion from the answer body's, rounded up.
+    assert token_cost(read_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
+    reported = body("prose", prompt_tokens=7, completion_tokens=3)
+    assert token_cost(read_answer(reported), b"x" * 401, reported) == (7, 3, False)
 
 
 def test_without_usage_the_budget_counts_estimates_from_the_length():
