@@ -8,7 +8,9 @@ prints each run's return code and time; the stderr of any run that did not exit 
 ``write_delta`` with ``availableNow``, ``deltalake.DeltaTable(...).to_pyarrow_table()``, and
 then the interpreter exits with the Spark session still up (``--stop`` drops the table, runs
 ``gc.collect()`` and stops Spark and the simulator first: the candidate workaround). It is not
-in the suite: one run takes 45-85 s on a shared 2-core machine, and the abort is rare.
+in the suite: one run takes 45-85 s on a shared 2-core machine, and the abort is rare. The
+cause the native stacks (``--gdb``) show is in README "Troubleshooting": an Arrow worker drops
+the last reference to delta-rs's Python file system while the interpreter finalizes.
 """
 
 from __future__ import annotations
