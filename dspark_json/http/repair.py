@@ -23,6 +23,7 @@ from typing import Any
 from dspark_json.option_spec import number, option, positive
 from dspark_json.parse.content import extract_json
 from dspark_json.rows import Attempt, Status, load_json
+from dspark_json.schema.validation import NOT_VALIDATED
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -233,7 +234,8 @@ def plan(
             raised,
         )
     problem = parse_error(answer.content) if row.status != Status.OK else "schema violations"
-    violations = row.violations if row.violations else None
+    # JSON that could not be read is the parse error's to name, not a schema violation.
+    violations = [v for v in row.violations or () if NOT_VALIDATED not in v] or None
     message = feedback(row.status, problem, violations)
     request = {
         **row.request,

@@ -27,8 +27,11 @@ from dspark_json.rows import MAX_NESTING, exceeds_nesting, load_json
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, nesting
 from dspark_json.schema.tools import tool_parameters
 
-__all__ = ["schema_violations", "tool_violations"]
+__all__ = ["NOT_VALIDATED", "schema_violations", "tool_violations"]
 
+#: What an entry for JSON that could not be read says after its place (``<where>: not
+#: validated: <why>``): not a violation of the schema, a reason it was not checked.
+NOT_VALIDATED = ": not validated: "
 _TOO_DEEP = f"$: nested more than {TYPED_NESTING} levels deep, not validated"
 
 
@@ -43,7 +46,7 @@ def schema_violations(
         values = contents_of([body])
         if not values:
             unread = _unread_content(body)
-            out.append(None if unread is None else [f"$: not validated: {unread}"])
+            out.append(None if unread is None else [f"${NOT_VALIDATED}{unread}"])
             continue
         if nesting(values[0]) > TYPED_NESTING:
             out.append([_TOO_DEEP])
@@ -84,10 +87,10 @@ def tool_violations(
             seen[name] = index + 1
             where = f"tool_calls.{name}[{index}].arguments"
             if name not in offered:
-                found.append(f"tool_calls.{name}[{index}]: not validated: {_UNKNOWN}")
+                found.append(f"tool_calls.{name}[{index}]{NOT_VALIDATED}{_UNKNOWN}")
                 continue
             if unread is not None:
-                found.append(f"{where}: not validated: {unread}")
+                found.append(f"{where}{NOT_VALIDATED}{unread}")
                 continue
             validator = validators.get(name)
             if validator is None:

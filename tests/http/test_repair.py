@@ -199,6 +199,15 @@ def test_schema_violations_are_named_path_and_message_capped():
     assert len(many) < 800 and "..." in many
 
 
+def test_json_that_could_not_be_read_is_named_by_its_parse_error_not_as_a_violation():
+    model = Model(lambda sent: GOOD)
+    run([GOOD, body('{"word": "amber", "n": 3,')], model, validate=True)
+    (sent,) = model.asked
+    said = sent["messages"][-1]["content"]
+    assert said.startswith("Your answer could not be read (corrupt_content: invalid JSON")
+    assert "not validated" not in said
+
+
 def test_without_validate_schema_a_missing_property_is_not_re_asked():
     model = Model(lambda sent: GOOD)
     done = run([body('{"word": "amber"}')], model)
