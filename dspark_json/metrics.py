@@ -167,6 +167,8 @@ def _repair(stats: RepairStats) -> dict[str, Any]:
         "completion_tokens": stats.completion_tokens,
         "budget": stats.budget,
         "over_budget": stats.over_budget,
+        "spent_tokens": stats.spent_tokens,
+        "estimated_tokens": stats.estimated_tokens,
         "from_journal": stats.from_journal,
         "requests": stats.client.requests,
         "retries": stats.client.retries,
@@ -328,7 +330,15 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
     repairs = [r["repair"] for r in records if r.get("repair")]
     total = {
         part: sum(repair.get(part) or 0 for repair in repairs)
-        for part in ("reasks", "fixed", "prompt_tokens", "completion_tokens", "over_budget")
+        for part in (
+            "reasks",
+            "fixed",
+            "prompt_tokens",
+            "completion_tokens",
+            "over_budget",
+            "spent_tokens",
+            "estimated_tokens",
+        )
     }
     if not total["reasks"] and not total["over_budget"]:
         return ""
@@ -339,6 +349,12 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
         f"; re-asked {total['reasks']} (fixed {total['fixed']}, tokens {total['prompt_tokens']} "
         f"in / {total['completion_tokens']} out"
         + (f" of a budget of {budget}" if budget is not None else "")
+        + (
+            f" ({total['spent_tokens']} counted, {total['estimated_tokens']} of them estimated "
+            "from the answers' length: no usage reported)"
+            if total["estimated_tokens"]
+            else ""
+        )
         + (f", {total['over_budget']} over budget" if total["over_budget"] else "")
         + ")"
     )

@@ -160,6 +160,12 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     shared = [record(repair=repair(1, 1) | {"budget": b}) for b in (203, 200, 100)]
     shared[0]["repair"]["over_budget"] = 4
     assert "out of a budget of 503, 4 over budget)" in summary(shared, "b")  # the batch's
+    # A server without usage: what the budget counted is said to be estimated (issue 45).
+    bare = [record(repair=repair(1, 0) | {"budget": 1, "spent_tokens": 90, "estimated_tokens": 90})]
+    assert (
+        "out of a budget of 1 (90 counted, 90 of them estimated from the answers' length: no "
+        "usage reported))" in summary(bare, "b")
+    )
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
     assert alone.endswith("; reference parser 1 rows")
