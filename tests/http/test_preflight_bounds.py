@@ -18,7 +18,7 @@ from dspark_json.http import preflight
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.preflight import check_model, fetch_served_schema
-from tests.raw_servers import Request, alive, raw_server, response
+from tests.raw_servers import Request, alive, raw_server, response, socket_server
 
 LIMIT = 1 << 20
 
@@ -76,11 +76,8 @@ def test_a_schema_endpoint_over_the_limit_names_its_option():
 def trickling(seconds: float, every: float) -> Iterator[str]:
     """A server whose every answer is a head, then one body byte each ``every`` seconds for
     ``seconds`` (never silent for long, never done in time)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    stop = threading.Event()
 
-    def answer(connection: socket.socket) -> None:
+    def answer(connection: socket.socket, stop: threading.Event) -> None:
         with connection:
             connection.recv(65536)
             n = int(seconds / every)
@@ -94,24 +91,8 @@ def trickling(seconds: float, every: float) -> Iterator[str]:
                 except OSError:
                     return
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
-        thread.join(timeout=5)
+    with socket_server(answer) as url:
+        yield url
 
 
 def test_a_health_that_trickles_is_cut_at_the_check_bound(monkeypatch):

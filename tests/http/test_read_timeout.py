@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
-from tests.raw_servers import completion
+from tests.raw_servers import completion, socket_server
 
 BODY = json.dumps(completion('{"score": 1}')).encode()
 
@@ -23,11 +23,8 @@ BODY = json.dumps(completion('{"score": 1}')).encode()
 def slow_server(pieces: int, every: float, silent_after: int | None = None) -> Iterator[str]:
     """Answers each POST with its head, then the body in ``pieces`` pieces, one each ``every``
     seconds; after ``silent_after`` pieces it sends nothing more (and holds the connection)."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.1)
-    stop = threading.Event()
 
-    def answer(connection: socket.socket) -> None:
+    def answer(connection: socket.socket, stop: threading.Event) -> None:
         with connection:
             data = b""
             while b"\r\n\r\n" not in data:
@@ -44,24 +41,8 @@ def slow_server(pieces: int, every: float, silent_after: int | None = None) -> I
                 time.sleep(every)
                 connection.sendall(BODY[i * size : (i + 1) * size])
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            threading.Thread(target=answer, args=(connection,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-    finally:
-        stop.set()
-        listener.close()
-        thread.join(timeout=5)
+    with socket_server(answer) as url:
+        yield url
 
 
 def fetch(url: str) -> tuple[object, float]:
