@@ -39,7 +39,9 @@ _REAL_DIRECTORIES = frozenset({"local", "hdfs"})
 
 
 MASK = "***"
-_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
+#: an AWS secret key often has a ``/``).
+_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
 #: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
 #: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
 #: and the usual names of keys, tokens and passwords.

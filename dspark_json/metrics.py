@@ -66,7 +66,7 @@ METRICS_SCHEMA = (
     "new_fields ARRAY<STRING>, "
     "repair STRUCT<reasks: BIGINT, `rows`: BIGINT, fixed: BIGINT, prompt_tokens: BIGINT, "
     "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
-    "requests: BIGINT, retries: BIGINT>"
+    "requests: BIGINT, retries: BIGINT, spent_tokens: BIGINT, estimated_tokens: BIGINT>"
 )
 
 

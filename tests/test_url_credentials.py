@@ -23,6 +23,8 @@ CANARY = "zqCanary7pw"
 #: none slow (an unknown scheme fails at once, as a store that cannot be reached does later).
 URLS = [
     f"foo://ann:{CANARY}@store.invalid/answers",
+    f"foo://AKIA:wJal/{CANARY}/x@store.invalid/answers",  # AWS secret keys hold a '/'
+    f"foo://ann:p@{CANARY}@store.invalid/answers",  # and passwords an '@'
     f"foo://store.invalid/answers?sv=2024&sig={CANARY}",
     f"foo://store.invalid/answers?X-Amz-Signature={CANARY}&X-Amz-Date=1",
     f"foo://store.invalid/answers?a=1&token={CANARY}",
@@ -73,7 +75,8 @@ def test_a_location_is_the_string_itself_but_its_repr_is_masked():
 
 def test_a_log_record_with_a_url_is_masked(caplog):
     with caplog.at_level(logging.INFO, logger="dspark_json"):
-        logging.getLogger("dspark_json").warning("Cannot write to %s: refused", URLS[1])
+        sas = next(url for url in URLS if "sig=" in url)
+        logging.getLogger("dspark_json").warning("Cannot write to %s: refused", sas)
     assert caplog.records and CANARY not in caplog.records[0].getMessage()
     assert "sig=***" in caplog.records[0].getMessage()
 

@@ -26,6 +26,7 @@ from dspark_json.http.concurrency import AdaptiveLimit
 from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint
 from dspark_json.http.failures import (
     body_error,
+    held_error,
     http_error,
     invalid_utf8_error,
     no_endpoint_error,
@@ -295,12 +296,21 @@ class _Run:
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
 
-    async def _admit(self, endpoint: Endpoint, left: float) -> None:
+    async def _admit(
+        self, endpoint: Endpoint, deadline: float, error: RowError | None, attempt: int
+    ) -> Outcome | None:
         """A place for a new request to ``endpoint``: room on the server (option
-        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in the in-flight limit."""
+        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in the in-flight limit.
+        The outcome of the prompt where a hold at the gate spent its ``deadline`` (loop time):
+        nothing is sent then."""
+        loop = asyncio.get_running_loop()
         if self.gate is not None:
-            await self.gate.wait(endpoint.url, self.headers[endpoint], left)
+            await self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
         await self.limit.acquire()
+        if self.gate is None or loop.time() < deadline:
+            return None
+        self._release(endpoint)
+        return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
 
     def _release(self, endpoint: Endpoint) -> None:
         """A request to ``endpoint`` ended (answered or not): its places are free."""
@@ -334,11 +344,14 @@ class _Run:
                 )
             attempt += 1
             wait_hint: float | None = None
-            await self._admit(endpoint, left)
+            if (held := await self._admit(endpoint, deadline, error, attempt)) is not None:
+                return held
             stats.requests += 1
             started = time.perf_counter()
-            try:
-                async with asyncio.timeout(min(config.request_timeout, max(left, 0.001))):
+            try:  # what a hold at the gate left of the deadline bounds the attempt
+                async with asyncio.timeout(
+                    min(config.request_timeout, max(deadline - loop.time(), 0.001))
+                ):
                     status, body, headers = await self._request(
                         transport,
                         "POST",

@@ -21,6 +21,7 @@ from dspark_json.rows import RowError, row_error
 __all__ = [
     "MESSAGE_CHARS",
     "body_error",
+    "held_error",
     "http_error",
     "invalid_utf8_error",
     "no_endpoint_error",
@@ -75,6 +76,20 @@ def transport_error(
     reason = str(exc).split(" for url ", 1)[0] or type(exc).__name__
     return row_error(
         status=None, type=type(exc).__name__, message=_shown(reason, secrets), attempts=attempts
+    )
+
+
+def held_error(deadline: float, attempts: int) -> RowError:
+    """An error record for a request held back (option ``maxServerQueue``) until its
+    ``requestDeadline`` was spent: nothing was sent for it."""
+    return row_error(
+        status=None,
+        type="timeout",
+        message=(
+            f"held back until requestDeadline={deadline:g}s was spent: every reading of the "
+            "endpoint's /metrics showed it saturated (option 'maxServerQueue'); nothing was sent"
+        ),
+        attempts=attempts,
     )
 
 

@@ -8,11 +8,13 @@ pool with interactive traffic reads them to send only into the capacity the pool
 - :func:`parse_gauges` reads the three gauges out of the text (summed over engines; only the
   model's samples where they are labelled with it).
 - :class:`Gauges` is the process-wide cache: each endpoint's ``/metrics`` is fetched at most
-  once per :data:`REFRESH_S` per worker process, whatever the number of tasks and requests (the
-  tasks of one loop share one fetch). The fetch is bounded (:data:`MAX_METRICS_BYTES`,
-  :data:`FETCH_TIMEOUT_S`) and never fails a row: an endpoint whose ``/metrics`` is missing or
-  is not vLLM's (a gateway) is logged once per process and left to the latency-driven limit
-  (:class:`~dspark_json.http.concurrency.AdaptiveLimit`).
+  once per :data:`REFRESH_S` per worker process, whatever the number of requests (the workers
+  of one loop share one fetch; each Spark task running at once is a process of its own). A
+  fetch that fails leaves no reading (the latency-driven limit paces the requests): a stale
+  reading kept would hold every request until its deadline. The fetch is bounded
+  (:data:`MAX_METRICS_BYTES`, :data:`FETCH_TIMEOUT_S`) and never fails a row: an endpoint whose
+  ``/metrics`` is missing or is not vLLM's (a gateway) is logged once per process and left to
+  the latency-driven limit (:class:`~dspark_json.http.concurrency.AdaptiveLimit`).
 - :class:`Gate` holds back a task's new requests to a saturated endpoint (never one in flight).
   An endpoint is saturated when more than ``maxServerQueue`` requests wait, or its KV cache is
   at least :data:`KV_SATURATED` full, or its last reading is older than :data:`MAX_AGE_S` (as
@@ -154,11 +156,12 @@ class Gauges:
                 httpx.AsyncClient(timeout=FETCH_TIMEOUT_S) as client,
                 client.stream("GET", f"{url}/metrics", headers=headers) as response,
             ):
-                if response.status_code in (404, 405) or 400 <= response.status_code < 500:
+                if response.status_code in (404, 405):  # no /metrics here: a gateway
                     self._unsupported(url, e, f"HTTP {response.status_code}")
                     return
-                if response.status_code != 200:
-                    return  # a server error: the reading ages
+                if response.status_code != 200:  # a 429, a 5xx, a pod restarting: no reading
+                    e.reading = None
+                    return
                 chunks, size = [], 0
                 async for chunk in response.aiter_bytes():
                     size += len(chunk)
@@ -167,9 +170,14 @@ class Gauges:
                         return
                     chunks.append(chunk)
         except (httpx.HTTPError, TimeoutError, OSError):
-            return  # not reachable now: the reading ages, the endpoint pool handles a down one
+            # Not reachable now, or too slow: no reading (the latency-driven limit paces the
+            # requests; a down endpoint is rested by the endpoint pool once a request fails).
+            # An old reading kept would hold every request to it until its requestDeadline.
+            e.reading = None
+            return
         except Exception:  # a reading is advice: nothing about it may fail a row
             logger.debug("Reading %s/metrics failed", url, exc_info=True)
+            e.reading = None
             return
         gauges = parse_gauges(b"".join(chunks).decode("utf-8", "replace"), model)
         if gauges is None:

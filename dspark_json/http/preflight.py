@@ -160,12 +160,22 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
                 url,
                 {**auth_headers(key, endpoint), "content-type": "application/json"},
                 secrets,
-                option="priority",
+                option="endpoint",
                 limit=options.max_response_bytes,
                 timeout=CHECK_TIMEOUT_S * 6,  # a completion, not a listing: the model runs
                 content=json.dumps(body).encode("utf-8"),
             )
         except ServerError as exc:
+            if isinstance(exc.__cause__, TimeoutError | httpx.TimeoutException):
+                # A low priority waits behind the pool's interactive traffic: a slow answer
+                # says nothing about the policy (a refusal is immediate).
+                logger.warning(
+                    "Option 'priority': the check request to %s got no answer within %g s; "
+                    "going on.",
+                    redact(url, secrets),
+                    CHECK_TIMEOUT_S * 6,
+                )
+                continue
             raise ServerError(f"Checking option 'priority'={priority}: {exc}") from exc
         text = redact(response.text, secrets)
         if response.status_code == 400 and "priority" in text.lower():

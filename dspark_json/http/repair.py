@@ -235,7 +235,11 @@ def plan(
         )
     problem = parse_error(answer.content) if row.status != Status.OK else "schema violations"
     # JSON that could not be read is the parse error's to name, not a schema violation.
-    violations = [v for v in row.violations or () if NOT_VALIDATED not in v] or None
+    # A tool call's own entry (``tool_calls.f[0].arguments: not validated: ...``) stays: the
+    # content holds nothing to name then.
+    violations = [
+        v for v in row.violations or () if NOT_VALIDATED not in v or not v.startswith("$")
+    ] or None
     message = feedback(row.status, problem, violations)
     request = {
         **row.request,

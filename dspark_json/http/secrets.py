@@ -37,7 +37,7 @@ __all__ = [
 #: that hold a key, and any value with credentials in a URL. Spark's default, ``(?i)url``,
 #: matches neither, and a streaming DataFrame's ``explain()`` prints every option of the source.
 REDACTION_PATTERN = (
-    r"(?i:apikey|api_key)|://[^/@\s]+@|(?i:[?&;](?:sig|signature|x-amz-signature|"
+    r"(?i:apikey|api_key)|://[^\s]*@|(?i:[?&;](?:sig|signature|x-amz-signature|"
     r"x-amz-credential|x-amz-security-token|x-goog-signature|token|access_token|sas_token|key|"
     r"api_key|apikey|access_key|secret_key|secret|password|passwd|pwd)=)"
 )

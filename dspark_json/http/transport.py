@@ -242,6 +242,8 @@ async def _read_response(
         status_line = await reader.readuntil(b"\r\n")  # skip 1xx interim answers
         lines += 1
         head_bytes += len(status_line)
+        if lines > MAX_HEADER_LINES or head_bytes > MAX_HEAD_BYTES:  # a flood of 1xx answers
+            raise _HeadOverrun(status)
     fields = {name.lower(): value for name, value in headers}
     keep_alive = fields.get(b"connection", b"").lower() != b"close" and version != b"HTTP/1.0"
     if head_only or status in _NO_BODY:
@@ -301,6 +303,8 @@ async def read_body(response: httpx.Response, request: httpx.Request, limit: int
             raise BodyTooLarge(response.status_code, limit, "as received", request=request)
         received.append(piece)
     body = b"".join(received)
+    if not body:  # an empty answer (a 204, an empty /health) holds nothing to decode
+        return body
     codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
     for coding in reversed([c for c in codings if c not in ("", "identity")]):
         wbits = _ENCODINGS.get(coding)

@@ -66,6 +66,7 @@ class Pool:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.metrics_status = 200
         self.sent: list[float] = []
         self.reads: list[float] = []
         self.lock = threading.Lock()
@@ -73,7 +74,7 @@ class Pool:
     def __call__(self, request: Request) -> bytes | None:
         if request.path == "/metrics":
             self.reads.append(time.monotonic())
-            return response(200, self.text)
+            return response(self.metrics_status, self.text)
         if request.path == "/health":
             return response(200, {})
         self.sent.append(time.monotonic())
@@ -100,6 +101,27 @@ def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears():
     # At most one /metrics read a second (and the first at once).
     elapsed = max(pool.reads) - min(pool.reads)
     assert len(pool.reads) <= elapsed / 1.0 + 1.5
+
+
+def test_a_metrics_fetch_that_fails_after_a_saturated_reading_holds_nothing():
+    """/metrics that starts failing (a 503 here; a timeout or a reset alike) leaves no reading:
+    requests go out paced by the latency-driven limit, not held until requestDeadline by the
+    last, ever older reading."""
+    pool = Pool(metrics(5, 16, 1.0))  # saturated
+    with raw_server(pool) as server:
+        config = HttpOptions(
+            endpoints=(Endpoint(server.url),), max_server_queue=0, request_deadline=30.0
+        )
+
+        def fail() -> None:
+            time.sleep(1.0)
+            pool.metrics_status = 503
+
+        threading.Thread(target=fail, daemon=True).start()
+        started = time.monotonic()
+        fetched = complete_all([{"messages": [], "i": i} for i in range(5)], config)
+    assert len(pool.sent) == 5 and fetched.stats.failed == 0
+    assert max(pool.sent) - started < 5.0  # not held for the deadline (30 s)
 
 
 def test_an_endpoint_without_metrics_gets_one_warning_and_its_requests(caplog, monkeypatch):
