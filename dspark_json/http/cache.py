@@ -28,8 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from dspark_json.fs import resolve, write_atomic
 from dspark_json.http.secrets import redact
+from dspark_json.rows import load_json
 
-__all__ = ["ENTRY_SUFFIX", "ResponseCache"]
+__all__ = ["ENTRY_SUFFIX", "ResponseCache", "is_completion"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -87,7 +88,10 @@ class ResponseCache:
 
     def put(self, request: bytes, body: str) -> bool:
         """Keep ``body`` (an HTTP 200 answer) for ``request``; false (logged) where it cannot
-        be written: the answer is in hand, and failing the task would lose it."""
+        be written: the answer is in hand, and failing the task would lose it. A body that is
+        not a chat completion (:func:`is_completion`) is never kept: false, nothing written."""
+        if not is_completion(body):
+            return False
         raw = body.encode("utf-8")
         header = {"status": 200, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
         folder, name = self._where(self.key(request))
@@ -119,6 +123,17 @@ class ResponseCache:
 
     def __repr__(self) -> str:
         return redact(self.directory)  # a URI may carry user:pass@
+
+
+def is_completion(body: str | bytes) -> bool:
+    """Whether ``body`` is what the parsers read as a chat completion envelope: a JSON object
+    (the rule of ``_status`` ``corrupt_envelope``, which every other status passes). A gateway's
+    HTML error page, a body cut short or one nested past :data:`~dspark_json.rows.MAX_NESTING`
+    is not; such an answer is a server failure, and is never kept."""
+    try:
+        return isinstance(load_json(body), dict)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _body(data: bytes) -> str | None:

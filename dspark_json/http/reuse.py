@@ -121,7 +121,8 @@ def send_once(
     )
     answers.update(zip(asked, fetched.outcomes, strict=True))  # one pass over the bodies
     if cache is not None:
-        # Only whole HTTP 200 answers: an error, or a body that is not UTF-8, is never kept.
+        # Only HTTP 200 answers: an error or a body that is not UTF-8 is never kept, and
+        # ResponseCache.put keeps only a chat completion (never a gateway's error page).
         new = [
             (_sent(requests[row]), body)
             for row in asked
