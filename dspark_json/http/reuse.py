@@ -99,7 +99,11 @@ def send_once(
     """
     sender = send or (lambda bodies: complete_all(bodies, http, stop_on_failure=stop_on_failure))
     groups = group(requests, deterministic, reuse.dedupe)
-    cache = ResponseCache(reuse.cache, model) if reuse.cache is not None else None
+    cache = (
+        ResponseCache(reuse.cache, model, max_bytes=http.max_response_bytes)
+        if reuse.cache is not None
+        else None
+    )
     if cache is None and len(groups.leaders) == sum(r is not None for r in requests):
         return sender(list(requests))  # nothing to reuse: the client as it is
 

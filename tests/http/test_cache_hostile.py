@@ -4,7 +4,10 @@ it, a failed write leaves nothing behind, and what the key holds."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import os
 
 import pytest
 
@@ -66,3 +69,83 @@ def test_the_models_own_answer_is_cached_whatever_its_content(tmp_path):
     assert cache.put(body("a"), prose) and cache.get(body("a")) == prose
     empty = json.dumps({"id": "c", "choices": []})
     assert cache.put(body("b"), empty) and cache.get(body("b")) == empty
+
+
+def cached(tmp_path, model: str = "m", **limits) -> tuple[ResponseCache, str]:
+    """A cache in ``tmp_path`` holding one answer to ``body("a")``; and the answer."""
+    cache = ResponseCache(str(tmp_path), model, **limits)
+    answer = json.dumps(completion('{"a": 1}'))
+    assert cache.put(body("a"), answer) and cache.get(body("a")) == answer
+    return cache, answer
+
+
+def entry_of(tmp_path):
+    (entry,) = tmp_path.rglob(f"*{ENTRY_SUFFIX}")
+    return entry
+
+
+def header_and_body(data: bytes) -> tuple[dict, bytes]:
+    head, _, raw = data[len(b"dspark-json-cache 1 ") :].partition(b"\n")
+    return json.loads(head), raw
+
+
+def rewrite(entry, header: dict | bytes, raw: bytes) -> None:
+    line = header if isinstance(header, bytes) else json.dumps(header).encode()
+    entry.write_bytes(b"dspark-json-cache 1 " + line + b"\n" + raw)
+
+
+def asked_again(cache: ResponseCache, caplog, entry, why: str) -> None:
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        assert cache.get(body("a")) is None
+    assert why in caplog.text and entry.name in caplog.text and "asked again" in caplog.text
+
+
+def test_an_entry_over_max_response_bytes_is_not_read(tmp_path, caplog):
+    _, answer = cached(tmp_path)
+    small = ResponseCache(str(tmp_path), "m", max_bytes=len(answer) // 2)
+    entry = entry_of(tmp_path)
+    entry.write_bytes(entry.read_bytes() + b" " * 70_000)  # past the header's room, too
+    asked_again(small, caplog, entry, "over maxResponseBytes")
+
+
+def test_an_entry_whose_header_is_nested_too_deep_is_asked_again(tmp_path, caplog):
+    cache, answer = cached(tmp_path)
+    entry = entry_of(tmp_path)
+    rewrite(entry, b"[" * 100_000 + b"]" * 100_000, answer.encode())  # RecursionError before
+    asked_again(cache, caplog, entry, "nested more than")
+
+
+def test_an_entry_that_is_not_utf8_is_asked_again(tmp_path, caplog):
+    cache, _ = cached(tmp_path)
+    entry = entry_of(tmp_path)
+    header, raw = header_and_body(entry.read_bytes())
+    raw = raw[:-2] + b"\xff}"
+    header.update(bytes=len(raw), sha256=hashlib.sha256(raw).hexdigest())
+    rewrite(entry, header, raw)
+    asked_again(cache, caplog, entry, "not UTF-8")
+
+
+def test_an_entry_kept_for_another_model_is_asked_again(tmp_path, caplog):
+    cache, _ = cached(tmp_path)
+    entry = entry_of(tmp_path)
+    header, raw = header_and_body(entry.read_bytes())
+    rewrite(entry, {**header, "model": "other"}, raw)
+    asked_again(cache, caplog, entry, "kept for model 'other'")
+
+
+@pytest.mark.timeout(20)
+def test_a_fifo_where_an_entry_should_be_is_never_opened(tmp_path, caplog):
+    cache, _ = cached(tmp_path)
+    entry = entry_of(tmp_path)
+    entry.unlink()
+    os.mkfifo(entry)  # opening it for reading blocks until a writer comes: never
+    asked_again(cache, caplog, entry, "not a regular file")
+
+
+def test_the_warning_names_the_entry_without_credentials(caplog):
+    cache = ResponseCache("mock://user:canary-secret@bucket/cache", "m")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        cache._unusable(f"{cache.directory}/ab", "ab.answer", "why")
+    assert "ab.answer" in caplog.text and "canary-secret" not in caplog.text
