@@ -8,6 +8,8 @@ import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -149,3 +151,37 @@ def test_the_warning_names_the_entry_without_credentials(caplog):
     with caplog.at_level(logging.WARNING, logger="dspark_json"):
         cache._unusable(f"{cache.directory}/ab", "ab.answer", "why")
     assert "ab.answer" in caplog.text and "canary-secret" not in caplog.text
+
+
+def test_a_refused_rename_leaves_no_temporary_file(tmp_path, caplog):
+    cache = ResponseCache(str(tmp_path), "m")
+    folder, name = cache._where(cache.key(body("a")))
+    (tmp_path / folder.rsplit("/", 1)[1] / name).mkdir(parents=True)  # the rename fails
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        assert not cache.put(body("a"), json.dumps(completion("x")))
+    assert "could not be written" in caplog.text
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+_FULL_DISK = """
+import json, resource, signal, sys
+from dspark_json.http.cache import ResponseCache
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit is EFBIG, an OSError
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # a disk that fills up midway
+cache = ResponseCache(sys.argv[1], "m")
+body = json.dumps({"choices": [{"message": {"content": "x" * 100_000}}]})
+print(cache.put(b"request", body))
+"""
+
+
+def test_a_disk_that_fills_up_midway_leaves_no_temporary_file(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False" and "could not be written" in done.stderr
+    assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(f"*{ENTRY_SUFFIX}"))
