@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from dspark_json.errors import OptionError
+from dspark_json.fs import is_remote_uri, mask_uris
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
@@ -23,13 +25,30 @@ from dspark_json.http.options import HttpOptions
 from dspark_json.option_spec import choice, directory, option
 from dspark_json.records import Fetched, Outcome, Outcomes
 
-__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "send_once"]
+__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "cache_directory", "send_once"]
 
 logger = logging.getLogger("dspark_json")
 
 CacheMode = Literal["deterministic", "all"]
 #: Option ``cacheMode``'s values.
 CACHE_MODES: dict[str, CacheMode] = {"deterministic": "deterministic", "all": "all"}
+
+
+def cache_directory(name: str, text: str) -> str:
+    """Option ``cache``: a directory (:func:`~dspark_json.option_spec.directory`); an object
+    store URI with query parameters is refused (each entry's name would land after them)."""
+    where = directory(name, text)
+    if is_remote_uri(where) and "?" in where:
+        raise OptionError(
+            f"Option {name!r} is a URI with query parameters ({mask_uris(where)}); the cache "
+            "names its entries by path, so they are not supported here. Give the URI without "
+            "them, and the store's endpoint and credentials by the standard environment "
+            "variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+            "AWS_DEFAULT_REGION; for Azure AZURE_STORAGE_ACCOUNT_NAME and its key or SAS; for "
+            "GCS GOOGLE_APPLICATION_CREDENTIALS), set on the driver and every executor before "
+            "the SparkSession starts."
+        )
+    return where
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,7 +73,7 @@ class ReuseOptions:
         "sent. A corrupt entry is asked again (WARN). Nothing expires by itself: delete "
         "entries by age (README). Default: no cache.",
         "/data/_cache/answers",
-        convert=directory,
+        convert=cache_directory,
     )
     cache_mode: CacheMode = option(
         "cacheMode",

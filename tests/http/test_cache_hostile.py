@@ -13,10 +13,12 @@ import sys
 
 import pytest
 
+from dspark_json import OptionError
 from dspark_json.http.cache import ENTRY_SUFFIX, ResponseCache
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.reuse import ReuseOptions, send_once
+from dspark_json.options import Options
 from tests.raw_servers import completion, raw_server, response
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
@@ -185,3 +187,22 @@ def test_a_disk_that_fills_up_midway_leaves_no_temporary_file(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False" and "could not be written" in done.stderr
     assert not list(tmp_path.rglob("*.tmp")) and not list(tmp_path.rglob(f"*{ENTRY_SUFFIX}"))
+
+
+def test_an_object_store_cache_url_with_query_parameters_is_refused_at_load():
+    with pytest.raises(OptionError) as caught:
+        Options.parse(
+            {
+                "endpoint": "http://127.0.0.1:1",
+                "path": "/p",
+                "cache": "s3://bucket/cache?endpoint_override=h:9000&secret_key=canary-secret",
+            }
+        )
+    text = str(caught.value)
+    assert "Option 'cache'" in text and "query parameters" in text
+    assert "AWS_ENDPOINT_URL" in text and "before the SparkSession starts" in text
+    assert "canary-secret" not in text and "s3://bucket/cache?" in text
+
+
+def test_a_cache_url_without_query_parameters_is_accepted():
+    assert Options.parse({"endpoint": "http://h:1", "path": "/p", "cache": "s3://bucket/c"})
