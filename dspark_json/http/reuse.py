@@ -69,9 +69,11 @@ class ReuseOptions:
     cache: str | None = option(
         "cache",
         "Directory (path or URI) of a response cache shared by runs and queries: an HTTP 200 "
-        "answer is kept under sha256(model, request body), and a request found there is not "
-        "sent. A corrupt entry is asked again (WARN). Nothing expires by itself: delete "
-        "entries by age (README). Default: no cache.",
+        "chat completion is kept under sha256(model, request body) (not the endpoint: replicas "
+        "share answers), and a request found there is not sent. An entry that is corrupt, over "
+        "the limits or not a regular file is asked again (WARN). A URI with query parameters "
+        "is refused: give a store's endpoint and credentials by its environment variables. "
+        "Nothing expires by itself: delete entries by age (README). Default: no cache.",
         "/data/_cache/answers",
         convert=cache_directory,
     )

@@ -206,3 +206,17 @@ def test_an_object_store_cache_url_with_query_parameters_is_refused_at_load():
 
 def test_a_cache_url_without_query_parameters_is_accepted():
     assert Options.parse({"endpoint": "http://h:1", "path": "/p", "cache": "s3://bucket/c"})
+
+
+def test_the_key_is_model_and_body_not_the_endpoint(tmp_path):
+    """Replicas of one model share answers: the second server is not asked. A separate
+    ``cache`` directory per server keeps two servers apart (README)."""
+    answer = response(200, completion('{"a": 1}'))
+    with raw_server(lambda r: answer) as one, raw_server(lambda r: answer) as two:
+        run(one.url, str(tmp_path), [body("a")])
+        again = run(two.url, str(tmp_path), [body("a")])
+        apart = run(two.url, str(tmp_path / "two"), [body("a")])
+        asked = [sum(r.method == "POST" for r in s.requests) for s in (one, two)]
+    assert asked == [1, 1]  # the second server only for its own directory
+    assert again.stats.cache_hits == 1 and apart.stats.cache_hits == 0
+    assert len(list(tmp_path.glob(f"*/*{ENTRY_SUFFIX}"))) == 1
