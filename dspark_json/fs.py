@@ -11,6 +11,7 @@ option's value is a :class:`Location`, whose ``repr`` is masked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -168,9 +169,14 @@ def write_atomic(directory: str, name: str, data: bytes) -> None:
     fs, root = resolve(directory)
     fs.create_dir(root, recursive=True)
     temporary = f"{root}/.{name}.{uuid.uuid4().hex}.tmp"
-    with fs.open_output_stream(temporary) as sink:
-        sink.write(data)
-    fs.move(temporary, f"{root}/{name}")
+    try:
+        with fs.open_output_stream(temporary) as sink:
+            sink.write(data)
+        fs.move(temporary, f"{root}/{name}")
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk, a rename refused: none left behind
+            fs.delete_file(temporary)
+        raise
 
 
 def check_writable(directory: str) -> None:

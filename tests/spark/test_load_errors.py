@@ -40,11 +40,16 @@ CANARY = "zqCanary7pw"
         ),
         ({"toolChoice": "required"}, "Option 'toolChoice' \\('required'\\) needs option 'tools'"),
         (
+            {"cache": f"foo://ann:{CANARY}@store.invalid/c"},
+            "Option 'cache' names foo://\\*\\*\\*@store.invalid/c, which cannot be written",
+        ),
+        (
             {"cache": f"foo://ann:{CANARY}@store.invalid/c?sig={CANARY}"},
-            "Option 'cache' names foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*",
+            "Option 'cache' is a URI with query parameters "
+            "\\(foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*\\).*AWS_ENDPOINT_URL",
         ),
     ],
-    ids=["tools-case", "tool-choice-alone", "cache-credentials"],
+    ids=["tools-case", "tool-choice-alone", "cache-credentials", "cache-query-parameters"],
 )
 def test_a_refused_setup_sends_no_prompt_and_shows_no_secret(spark, tmp_path, options, message):
     from tests.helpers import write_prompts
