@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow.fs as pafs
 
 from dspark_json.fs import mask_uris, resolve, write_atomic
+from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import redact
 from dspark_json.rows import load_json
 
@@ -45,8 +46,8 @@ ENTRY_SUFFIX = ".answer"
 _MAGIC = b"dspark-json-cache 1 "
 #: Room for the header line over the body's limit (magic, length, digest, model name).
 _HEADER_ROOM = 64 * 1024
-#: maxResponseBytes' default.
-DEFAULT_MAX_BYTES = 268_435_456
+#: maxResponseBytes' default (the option's own declaration: one definition).
+DEFAULT_MAX_BYTES: int = HttpOptions.max_response_bytes
 #: Lookups and writes at once: object stores answer in tens of milliseconds each.
 _THREADS = 16
 
