@@ -99,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
     faults.add_argument("--capacity", type=int, help="completions at once; the rest queue")
+    faults.add_argument(
+        "--scheduling-policy",
+        choices=["fcfs", "priority"],
+        default="fcfs",
+        help="the queue's order: arrival, or (request priority, arrival) as vLLM's flag; with "
+        "fcfs a non-zero priority is a 400",
+    )
     faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
     faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
     faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
@@ -238,6 +245,7 @@ async def _simulate(args: argparse.Namespace) -> None:
         truncate_rate=args.truncate_rate,
         malformed_rate=args.malformed_rate,
         capacity=args.capacity,
+        scheduling_policy=args.scheduling_policy,
         api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
         vary=args.vary,
         drift_after=args.drift_after,

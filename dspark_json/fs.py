@@ -2,22 +2,32 @@
 
 No bare ``open()`` anywhere else: on a cluster the prompt input, the journal and the table live on
 shared storage, and pyarrow knows how to reach it.
+
+A URI may carry credentials (``s3://user:secret@bucket``, a SAS token's ``sig=``): :func:`mask_uris`
+is the one place that hides them in a text (every message, log line and ``repr`` that shows a
+URI option passes through it, :func:`dspark_json.http.secrets.redact` too), and a directory
+option's value is a :class:`Location`, whose ``repr`` is masked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import uuid
 from typing import Literal
 
 import pyarrow.fs as pafs
 
 __all__ = [
+    "MASK",
     "FileEntry",
+    "Location",
     "check_writable",
     "is_remote_uri",
     "kind_of",
     "list_files",
+    "mask_uris",
     "read_bytes",
     "read_text",
     "resolve",
@@ -29,6 +39,40 @@ __all__ = [
 _REAL_DIRECTORIES = frozenset({"local", "hdfs"})
 
 
+MASK = "***"
+#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
+#: an AWS secret key often has a ``/``).
+_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
+#: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
+#: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
+#: and the usual names of keys, tokens and passwords.
+_QUERY_SECRETS = re.compile(
+    r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
+    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
+)
+
+
+def mask_uris(text: str) -> str:
+    """``text`` with the credentials of every URI in it masked: ``scheme://user:pass@`` and the
+    values of query parameters that hold one (``sig=``, ``X-Amz-Signature=``, ``token=``,
+    ``key=``, ``password=``, ``secret=``...)."""
+    return _QUERY_SECRETS.sub(rf"\1{MASK}", _URI_CREDENTIALS.sub(rf"\1{MASK}@", text))
+
+
+class Location(str):
+    """A directory option's value (a path or URI): the string itself, for every use, but its
+    ``repr`` (an options object's, a plan's) masks its credentials."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(mask_uris(str(self)))
+
+    def __reduce__(self) -> tuple[type[Location], tuple[str]]:
+        return (Location, (str(self),))
+
+
 def is_remote_uri(path: str) -> bool:
     """True for ``scheme://...`` URIs other than ``file://``."""
     return "://" in path and not path.startswith("file://")
@@ -37,7 +81,10 @@ def is_remote_uri(path: str) -> bool:
 def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
     """The filesystem that holds ``uri`` and the path inside it."""
     if "://" in uri:
-        fs, path = pafs.FileSystem.from_uri(uri)
+        try:
+            fs, path = pafs.FileSystem.from_uri(uri)
+        except (OSError, ValueError) as exc:  # pyarrow's, quoting the URI whole
+            raise type(exc)(mask_uris(str(exc))) from None
         return fs, str(path)
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
@@ -122,9 +169,14 @@ def write_atomic(directory: str, name: str, data: bytes) -> None:
     fs, root = resolve(directory)
     fs.create_dir(root, recursive=True)
     temporary = f"{root}/.{name}.{uuid.uuid4().hex}.tmp"
-    with fs.open_output_stream(temporary) as sink:
-        sink.write(data)
-    fs.move(temporary, f"{root}/{name}")
+    try:
+        with fs.open_output_stream(temporary) as sink:
+            sink.write(data)
+        fs.move(temporary, f"{root}/{name}")
+    except BaseException:
+        with contextlib.suppress(OSError):  # a full disk, a rename refused: none left behind
+            fs.delete_file(temporary)
+        raise
 
 
 def check_writable(directory: str) -> None:

@@ -21,7 +21,8 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import BackendUnavailable, OptionError
 from dspark_json.fs import check_writable
-from dspark_json.http.preflight import check_model, fetch_served_schema
+from dspark_json.http.preflight import check_model, check_priority, fetch_served_schema
+from dspark_json.http.secrets import redact
 from dspark_json.inputs.listing import PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.inputs.recorded import read_recorded
@@ -75,6 +76,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
     model, context = options.request.model, None
     if options.input.responses is None and contact_server:
         model, context = check_model(options.http, model)
+        check_priority(options.http, model, options.request.priority)
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:
@@ -128,9 +130,10 @@ def check_output_directories(options: Options) -> None:
             continue
         try:
             check_writable(directory)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:  # ValueError: pyarrow's ArrowInvalid (the URI)
             raise OptionError(
-                f"Option {name!r} names {directory}, which cannot be written ({exc}). Point it "
+                redact(f"Option {name!r} names {directory}, which cannot be written ({exc}).")
+                + " Point it "
                 "at a directory this query may create and write (on a cluster: from the driver "
                 "and from every executor)."
             ) from exc

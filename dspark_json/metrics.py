@@ -57,6 +57,7 @@ METRICS_SCHEMA = (
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
+    "held_seconds DOUBLE, "
     "prompt_tokens BIGINT, cached_tokens BIGINT, completion_tokens BIGINT, backend STRING, "
     "http_seconds DOUBLE, "
     "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
@@ -65,7 +66,7 @@ METRICS_SCHEMA = (
     "new_fields ARRAY<STRING>, "
     "repair STRUCT<reasks: BIGINT, `rows`: BIGINT, fixed: BIGINT, prompt_tokens: BIGINT, "
     "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
-    "requests: BIGINT, retries: BIGINT>, "
+    "requests: BIGINT, retries: BIGINT, spent_tokens: BIGINT, estimated_tokens: BIGINT>, "
     "models MAP<STRING, STRUCT<`rows`: BIGINT, requests: BIGINT, prompt_tokens: BIGINT, "
     "completion_tokens: BIGINT, latency_p95_ms: DOUBLE>>"
 )
@@ -133,6 +134,8 @@ def partition_metrics(
             "final": stats.limit_final,
         },
         "endpoint_rests": stats.endpoint_rests,
+        # Option maxServerQueue: seconds new requests waited for room on a saturated endpoint.
+        "held_seconds": round(stats.held_s, 3),
         # The first answers' tokens: the rows hold the last answers of the rows re-asked.
         "prompt_tokens": _usage(table, "prompt_tokens")
         + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),
@@ -198,6 +201,8 @@ def _repair(stats: RepairStats) -> dict[str, Any]:
         "completion_tokens": stats.completion_tokens,
         "budget": stats.budget,
         "over_budget": stats.over_budget,
+        "spent_tokens": stats.spent_tokens,
+        "estimated_tokens": stats.estimated_tokens,
         "from_journal": stats.from_journal,
         "requests": stats.client.requests,
         "retries": stats.client.retries,
@@ -382,7 +387,15 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
     repairs = [r["repair"] for r in records if r.get("repair")]
     total = {
         part: sum(repair.get(part) or 0 for repair in repairs)
-        for part in ("reasks", "fixed", "prompt_tokens", "completion_tokens", "over_budget")
+        for part in (
+            "reasks",
+            "fixed",
+            "prompt_tokens",
+            "completion_tokens",
+            "over_budget",
+            "spent_tokens",
+            "estimated_tokens",
+        )
     }
     if not total["reasks"] and not total["over_budget"]:
         return ""
@@ -393,6 +406,12 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
         f"; re-asked {total['reasks']} (fixed {total['fixed']}, tokens {total['prompt_tokens']} "
         f"in / {total['completion_tokens']} out"
         + (f" of a budget of {budget}" if budget is not None else "")
+        + (
+            f" ({total['spent_tokens']} counted, {total['estimated_tokens']} of them estimated "
+            "from the answers' length: no usage reported)"
+            if total["estimated_tokens"]
+            else ""
+        )
         + (f", {total['over_budget']} over budget" if total["over_budget"] else "")
         + ")"
     )

@@ -12,7 +12,8 @@ them; :func:`options_table` renders the README's table from it.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,78 @@ __all__ = ["FORMAT", "OPTION_SPECS", "STAGES", "Options", "Query", "RowOptions",
 
 #: The name of the format these are the options of: ``spark.read.format(FORMAT)``.
 FORMAT = "dspark-json"
+
+logger = logging.getLogger("dspark_json")
+
+
+@dataclass(frozen=True)
+class _Needs:
+    """Option ``option`` (where ``when`` holds for its text) does nothing, or goes wrong,
+    unless ``met`` holds for the parsed options (option ``needs`` given as it must be):
+    an :class:`OptionError` where ``error``, else a WARN, each saying ``why``."""
+
+    option: str
+    needs: str
+    why: str
+    met: Callable[[Options], bool]
+    error: bool = False
+    when: Callable[[str], bool] = lambda text: True
+
+
+#: The options that need another, in one place (read by :meth:`Options.parse`). Errors where
+#: the combination cannot work (every request would be refused); WARNs where the option is only
+#: ignored, so a query that merely carries it still runs.
+_NEEDS: tuple[_Needs, ...] = (
+    _Needs(
+        "toolChoice",
+        "tools",
+        "vLLM refuses tool_choice=required without tools (HTTP 400), so every request would "
+        "fail. Give option 'tools', or leave 'toolChoice' out",
+        met=lambda o: o.request.tools is not None,
+        error=True,
+        when=lambda text: text.strip().lower() == "required",
+    ),
+    _Needs(
+        "cacheMode",
+        "cache",
+        "it says which answers the response cache keeps, and there is no cache. Give option "
+        "'cache' (a directory), or leave 'cacheMode' out",
+        met=lambda o: o.reuse.cache is not None,
+    ),
+    _Needs(
+        "repairTokenBudget",
+        "repairAttempts",
+        "it bounds the tokens re-asks spend, and nothing is re-asked while 'repairAttempts' is 0 "
+        "(its default). Set 'repairAttempts' (e.g. 2), or leave 'repairTokenBudget' out",
+        met=lambda o: o.repair.repair_attempts > 0,
+    ),
+    _Needs(
+        "repairMaxTokens",
+        "repairAttempts",
+        "it caps the max_tokens of re-asks, and nothing is re-asked while 'repairAttempts' is 0 "
+        "(its default). Set 'repairAttempts' (e.g. 2), or leave 'repairMaxTokens' out",
+        met=lambda o: o.repair.repair_attempts > 0,
+    ),
+)
+#: The WARNs already given in this process, by rule and options (Spark builds and parses the
+#: options of one query several times: it is warned about once).
+_WARNED: set[tuple[str, str, frozenset[tuple[str, tuple[str, str]]]]] = set()
+
+
+def _check_needs(options: Options, given: Mapping[str, tuple[str, str]]) -> None:
+    for rule in _NEEDS:
+        if rule.option not in given or not rule.when(given[rule.option][1]):
+            continue
+        if rule.met(options):
+            continue
+        spelling, text = given[rule.option]
+        message = f"Option {spelling!r} ({text!r}) needs option {rule.needs!r}: {rule.why}."
+        if rule.error:
+            raise OptionError(message)
+        seen = (rule.option, rule.needs, frozenset(given.items()))
+        if seen not in _WARNED:
+            _WARNED.add(seen)
+            logger.warning("%s", message)
 
 
 def _fraction(name: str, text: str) -> float:
@@ -181,7 +254,9 @@ class Options:
                     f"Option {spec.name!r} is required: {spec.doc} "
                     f"Example: .option({spec.name!r}, {spec.example!r})."
                 )
-        return cls(**{stage: STAGES[stage](**values[stage]) for stage in STAGES})
+        options = cls(**{stage: STAGES[stage](**values[stage]) for stage in STAGES})
+        _check_needs(options, given)
+        return options
 
 
 @dataclass(frozen=True, kw_only=True)

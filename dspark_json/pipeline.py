@@ -217,6 +217,7 @@ def _reask(
         judge=judge,
         store=rounds,
         context=query.context,
+        dedupe=query.options.reuse.dedupe,
     )
 
 

@@ -168,6 +168,10 @@ class ClientStats:
     model_requests: Mapping[str, int] = field(default_factory=dict)
     model_latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)
 
+    #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
+    #: (summed over requests).
+    held_s: float = 0.0
+
     def latency(self, q: float) -> float | None:
         """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""
         if not self.latencies:
@@ -188,6 +192,10 @@ class RepairStats:
     budget: int | None = None  # repairTokenBudget
     over_budget: int = 0  # rows left as answered because the budget was spent
     from_journal: int = 0  # re-ask answers read back from the journal, not sent
+    #: What repairTokenBudget counted: the re-asks' tokens, reported or (where an answer has
+    #: no usage) estimated from its length, each answer once however many rows shared it.
+    spent_tokens: int = 0
+    estimated_tokens: int = 0  # of spent_tokens, the estimated ones
     #: The first and the last answers' usage of the rows asked again, so that the partition's
     #: first-answer tokens can be told from the rows' (which hold the last answers).
     first_prompt_tokens: int = 0

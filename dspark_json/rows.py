@@ -164,6 +164,7 @@ ERROR_TYPES: Mapping[str, str] = {
     "no request was sent for it",
     "batch_error": "a recorded batch-output line holds an error without a type",
     "response_too_large": "the body is larger than maxResponseBytes, as received or decompressed",
+    "headers_too_large": "the response has more header lines or bytes than the transport reads",
     "invalid_utf8": "the body of a 200 answer is not UTF-8 (the row's _status says so too)",
     "<transport error>": "httpx's exception name: ConnectError, ReadError, RemoteProtocolError...",
 }

@@ -168,6 +168,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: the metrics records after a restart), and the batches whose line is not logged yet.
         self._batch_ids: dict[str, int] | None = None
         self._unreported: dict[int, tuple[Position, str]] = {}
+        #: How many times each unreported batch's records were looked for and none found.
+        self._looked: dict[int, int] = {}
         journal = self.inputs.journal
         self._journal = Journal(journal) if journal is not None else None
         self._started = False
@@ -259,7 +261,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
     def stop(self) -> None:
         """The query stops: batches not reported yet get their line now (where Spark lets this
         process finish; the next ``latestOffset`` call reports them otherwise)."""
-        self._report(sorted(self._unreported))
+        self._report(sorted(self._unreported), final=True)
 
     def _batch_id(self, start: dict[str, object], end: dict[str, object]) -> int:
         """The id of the micro-batch from ``start`` to ``end``: the next number, the same one
@@ -278,16 +280,36 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             self._batch_ids[key] = max(self._batch_ids.values(), default=-1) + 1
         return self._batch_ids[key]
 
-    def _report(self, batch_ids: list[int]) -> None:
-        """One line per finished micro-batch, from the records its tasks wrote."""
+    def _report(self, batch_ids: list[int], *, final: bool = False) -> None:
+        """One line per finished micro-batch, from the records its tasks wrote. A batch none of
+        whose records is found yet stays unreported, to be looked for at the next call (up to
+        :data:`_LOOKS` times, and at ``stop``): it was dropped at the first look, so a line
+        whose records landed late was never logged."""
         metrics = self.query.options.rows.metrics
-        labels = {batch_id: self._unreported.pop(batch_id)[1] for batch_id in batch_ids}
-        if metrics is None:  # without records there is nothing to sum up
-            return
-        for batch_id, label in labels.items():
-            mine = read_records(metrics, batch=label)  # this batch's files only
+        for batch_id in batch_ids:
+            label = self._unreported[batch_id][1]
+            mine = read_records(metrics, batch=label) if metrics is not None else []
+            looked = self._looked.get(batch_id, 0) + 1
+            if metrics is not None and not mine and not final and looked < _LOOKS:
+                self._looked[batch_id] = looked
+                continue
+            del self._unreported[batch_id]
+            self._looked.pop(batch_id, None)
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
+            elif metrics is not None:
+                logger.warning(
+                    "batch %d: no metrics record of it in %s (looked %d times); its line is "
+                    "not logged. Check option 'metrics' and the tasks' logs.",
+                    batch_id,
+                    metrics,
+                    looked,
+                )
+
+
+#: How many times the driver looks for a micro-batch's metrics records before it logs that
+#: there are none (each look is at a call Spark makes anyway: the next batch's planning, commit).
+_LOOKS = 3
 
 
 def _plan(

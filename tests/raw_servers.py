@@ -141,3 +141,32 @@ def raw_server(handler: Handler) -> Iterator[RawServer]:
     finally:
         server.stop()
         thread.join(timeout=5)
+
+
+@contextmanager
+def socket_server(answer: Callable[[socket.socket, threading.Event], None]) -> Iterator[str]:
+    """A server on 127.0.0.1 that hands each connection, with the event set at shutdown, to
+    ``answer`` on a thread of its own (for answers written over time: trickles, silences);
+    yields its base URL."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                connection, _ = listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=answer, args=(connection, stop), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        listener.close()
+        thread.join(timeout=5)

@@ -160,6 +160,12 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     shared = [record(repair=repair(1, 1) | {"budget": b}) for b in (203, 200, 100)]
     shared[0]["repair"]["over_budget"] = 4
     assert "out of a budget of 503, 4 over budget)" in summary(shared, "b")  # the batch's
+    # A server without usage: what the budget counted is said to be estimated (issue 45).
+    bare = [record(repair=repair(1, 0) | {"budget": 1, "spent_tokens": 90, "estimated_tokens": 90})]
+    assert (
+        "out of a budget of 1 (90 counted, 90 of them estimated from the answers' length: no "
+        "usage reported))" in summary(bare, "b")
+    )
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
     assert alone.endswith("; reference parser 1 rows")
@@ -212,3 +218,24 @@ def test_the_line_breaks_the_figures_down_by_model_only_where_several_are_in_pla
         "; by model: alpha 4 rows, 6 requests, tokens 20 in / 10 out, p95 30 ms; "
         "beta 3 rows, 0 requests, tokens 20 in / 10 out, no latency measured"
     )
+
+
+def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path, caplog):
+    """The driver looked for a batch's records before they were there: its line used to be
+    dropped for good; it is logged at a later call once they are."""
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    reader = stream_reader(simulator.url, tmp_path)
+    start = reader.initialOffset()
+    first = latest(reader, start)
+    partitions = reader.partitions(start, first)
+    reader.commit(first)  # the driver looks before any task wrote its record
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert not [line for line in lines if line.startswith("batch 0")]
+    for partition in partitions:
+        for _ in reader.read(partition):
+            pass
+    reader.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert [line for line in lines if line.startswith("batch 0: 6 rows (ok 6)")]

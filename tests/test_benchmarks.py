@@ -238,3 +238,15 @@ def test_realworld_inside_spark_reports_each_paths_floor_and_ceiling(tmp_path):
         assert figure[f"{floor}_s"] > 0
         ceiling = figure["spark_s"] / figure[f"{floor}_s"]  # of rounded seconds: within 0.01
         assert figure[f"{path}_ceiling"] == pytest.approx(ceiling, abs=0.011)
+
+
+def test_shared_pool_benchmark_smoke(tmp_path):
+    run_smoke("shared_pool.py", tmp_path)
+    result = json.loads((tmp_path / "shared_pool.json").read_text())
+    names = [s["scenario"] for s in result["scenarios"]]
+    assert names == ["alone", "today", "priority", "maxServerQueue", "both"]
+    for s in result["scenarios"]:
+        assert s["tenant_requests"] > 0 and s["p50_ms"] <= s["p95_ms"] <= s["p99_ms"]
+    assert result["scenarios"][1]["stream_per_s"] > 0  # today's stream ran beside the tenant
+    assert "| scenario |" in (tmp_path / "shared_pool.md").read_text()
+    assert (tmp_path / "shared_pool.png").stat().st_size > 0

@@ -82,7 +82,10 @@ def test_a_deep_recorded_line_is_a_corrupt_body_not_a_crash(tmp_path):
 def test_a_deep_answer_is_skipped_by_inference_and_not_validated():
     body = json.dumps(completion(deep_array()))
     assert contents_of([body]) == []
-    assert schema_violations({"type": "array"}, [body]) == [None]
+    # Not validated, and said so: [] would mean it conforms (issue 45).
+    assert schema_violations({"type": "array"}, [body]) == [
+        [f"$: not validated: the JSON is nested more than {MAX_NESTING} levels deep"]
+    ]
 
 
 def test_validate_schema_on_a_value_deeper_than_it_checks_says_so():
@@ -157,7 +160,10 @@ def test_validate_schema_and_the_parser_keep_deep_answers_as_rows(tmp_path):
         fetched = fetch(records, query)
         answers = answer(PromptRows.of(records), query, resolve_schema(query, []), fetched=fetched)
     assert answers.statuses == ["corrupt_content", "ok"]
-    assert answers.violations == [None, []]
+    assert answers.violations == [
+        [f"$: not validated: the JSON is nested more than {MAX_NESTING} levels deep"],
+        [],
+    ]
     assert answers.responses.column("parsed").to_pylist() == [None, {"score": 1}]
 
 

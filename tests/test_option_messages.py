@@ -50,3 +50,50 @@ def test_the_key_and_its_variable_exclude_each_other():
         "Options 'api_key' and 'apiKeyEnv' both give the API key; set only one (apiKeyEnv keeps "
         "the key out of the query's options)."
     )
+
+
+BASE = {"endpoint": "http://a:1", "prompts": "/p"}
+
+
+def test_tool_choice_required_without_tools_is_refused():
+    assert message({**BASE, "toolChoice": "required"}) == (
+        "Option 'toolChoice' ('required') needs option 'tools': vLLM refuses "
+        "tool_choice=required without tools (HTTP 400), so every request would fail. Give "
+        "option 'tools', or leave 'toolChoice' out."
+    )
+    tools = '[{"name": "f"}]'
+    assert Options.parse({**BASE, "toolChoice": "required", "tools": tools}).request.tools
+
+
+@pytest.mark.parametrize(
+    ("given", "needs"),
+    [
+        ({"cacheMode": "all"}, "'cache'"),
+        ({"repairTokenBudget": "100"}, "'repairAttempts'"),
+        ({"repairMaxTokens": "2048"}, "'repairAttempts'"),
+        ({"repairMaxTokens": "2048", "repairAttempts": "0"}, "'repairAttempts'"),
+    ],
+)
+def test_an_option_that_does_nothing_without_another_is_warned_about(caplog, given, needs):
+    with caplog.at_level("WARNING", logger="dspark_json"):
+        Options.parse({**BASE, **given})
+        Options.parse({**BASE, **given})  # Spark parses a query's options several times
+    warned = [r.getMessage() for r in caplog.records if "needs option" in r.getMessage()]
+    assert len(warned) == 1, warned
+    first = next(iter(given))
+    assert warned[0].startswith(f"Option {first!r} ({given[first]!r}) needs option {needs}")
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"cacheMode": "all", "cache": "/c"},
+        {"repairTokenBudget": "100", "repairAttempts": "1"},
+        {"repairMaxTokens": "2048", "repairAttempts": "2"},
+        {"toolChoice": "auto"},
+    ],
+)
+def test_an_option_with_what_it_needs_is_not_warned_about(caplog, given):
+    with caplog.at_level("WARNING", logger="dspark_json"):
+        Options.parse({**BASE, **given})
+    assert not [r for r in caplog.records if "needs option" in r.getMessage()]

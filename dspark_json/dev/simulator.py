@@ -3,7 +3,10 @@
 It answers ``GET /health``, ``GET /v1/models`` and ``POST /v1/chat/completions`` with bodies in
 vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the content is JSON
 that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
-``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice.
+``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice;
+``GET /stats/latency`` the seconds from arrival to answer of each request that carried an
+``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency). ``GET /metrics``
+answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`).
 
 Several models (``--served-model-name a,b``, or ``model="a,b"``): each name is a model of its own
 that the simulator serves (vLLM's flag of that name gives one model several aliases; here the
@@ -33,6 +36,11 @@ its prompt tokens the cache held, and ``/stats`` sums ``prompt_tokens`` and ``ca
 with ``prefill_ms`` / ``decode_ms``, an answer takes that long per token computed (``capacity``
 bounds the sequences worked on at once, as vLLM's ``max_num_seqs``). Off by default.
 
+Scheduling (:class:`Scheduler`): the requests beyond ``capacity`` wait in a queue, first come
+first served; with ``scheduling_policy="priority"`` (vLLM's ``--scheduling-policy priority``)
+they are admitted by (the request's ``priority``, arrival), lower first, and with ``fcfs`` a
+request with a non-zero ``priority`` is refused with vLLM's 400.
+
 HTTP/1.1 with keep-alive on asyncio streams, so that the server is never the bottleneck of our
 own benchmarks.
 """
@@ -41,12 +49,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
+import itertools
 import json
 import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -54,7 +64,15 @@ from typing import Any, Literal
 from dspark_json.dev.engine import Engine, PrefixCache
 from dspark_json.dev.engine import prompt_tokens as _prompt_tokens
 
-__all__ = ["Faults", "Simulator", "generate_value", "vllm_choice", "vllm_completion"]
+__all__ = [
+    "Faults",
+    "Scheduler",
+    "Simulator",
+    "generate_value",
+    "prometheus_text",
+    "vllm_choice",
+    "vllm_completion",
+]
 
 logger = logging.getLogger("dspark_json.dev.simulator")
 
@@ -159,6 +177,7 @@ class Faults:
     truncate_rate: float = 0.0  # send part of the body, then close
     malformed_rate: float = 0.0  # 200 whose content is cut off (finish_reason "length")
     capacity: int | None = None  # completions worked on at once; the rest wait in a queue
+    scheduling_policy: Literal["fcfs", "priority"] = "fcfs"  # the queue's order (vLLM's flag)
     api_key: str | None = None  # when set, /v1/* wants "Authorization: Bearer <key>"
     vary: bool = False  # answer a repeated request differently, as a sampling model does
     drift_after: int | None = None  # after this many answers, add fields nobody expected
@@ -191,6 +210,8 @@ class Faults:
         ]
         if self.capacity is not None:
             args.append(f"--capacity={self.capacity}")
+        if self.scheduling_policy != "fcfs":
+            args.append(f"--scheduling-policy={self.scheduling_policy}")
         if self.vary:
             args.append("--vary")
         if self.drift_after is not None:
@@ -275,9 +296,9 @@ class Simulator:
         self.counts: Counter[str] = Counter()
         self._seen: Counter[str] = Counter()  # completion requests per messages digest
         self._first_max: dict[str, int | None] = {}  # prompt -> max_tokens first asked with
-        self._capacity = (
-            asyncio.Semaphore(self.faults.capacity) if self.faults.capacity is not None else None
-        )
+        self.scheduler = Scheduler(self.faults.capacity, self.faults.scheduling_policy)
+        #: Seconds from arrival to answer, by the x-dspark-tenant header of the request.
+        self.latencies: dict[str, list[float]] = {}
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
@@ -317,6 +338,11 @@ class Simulator:
             return Reply(200)
         if path == "/stats":
             return Reply(200, dict(self.counts))
+        if path == "/stats/latency":
+            return Reply(200, self.latencies)
+        if path == "/metrics":
+            text = prometheus_text(self.models, self.scheduler)
+            return Reply(200, text, {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
         if path == "/health/json-schema":
             if self.faults.served_schema is None:
                 return Reply(404, self._error("No schema is served.", 404))
@@ -334,8 +360,12 @@ class Simulator:
             if method != "POST":
                 return Reply(405, self._error("Only POST is allowed", 405))
             self.counts["chat_completions"] += 1
+            arrived = time.perf_counter()
             reply = await self._complete(body)
             self.counts[f"status_{reply.status}" if reply.fault is None else reply.fault] += 1
+            tenant = (headers or {}).get("x-dspark-tenant")
+            if tenant is not None:
+                self.latencies.setdefault(tenant, []).append(time.perf_counter() - arrived)
             return reply
         return Reply(404, self._error(f"Not Found: {path}", 404))
 
@@ -360,11 +390,17 @@ class Simulator:
         truncate = draw() < faults.truncate_rate
         malformed = draw() < faults.malformed_rate
         call = self._seen[digest] if self.faults.vary else 1
-        if self._capacity is not None:
-            async with self._capacity:
-                status, payload = await self._work(slow, body, call)
-        else:
+        priority = _priority(body)
+        if priority and self.scheduler.policy != "priority":
+            # As vLLM's input processing says it, before the request is queued.
+            message = f"Got priority {priority} but Priority scheduling is not enabled."
+            return Reply(400, self._error(message, 400))
+        model = _request_model(body) if len(self.models) > 1 else ""
+        await self.scheduler.acquire(priority, model)
+        try:
             status, payload = await self._work(slow, body, call)
+        finally:
+            self.scheduler.release(model)
         if malformed and status == 200:
             for choice in payload["choices"]:
                 content = choice["message"]["content"]
@@ -710,6 +746,135 @@ def _model_names(text: str) -> tuple[str, ...]:
     return names
 
 
+def _request_model(body: bytes) -> str:
+    """The request's ``model`` ("" where the body is not a JSON object with a text there)."""
+    try:
+        value = json.loads(body).get("model", "")
+    except (ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
+def _priority(body: bytes) -> int:
+    """The request's ``priority`` (0 where it has none, or the body is not a JSON object with
+    a whole number there: the request's own validation answers that later)."""
+    if b'"priority"' not in body:
+        return 0
+    try:
+        value = json.loads(body).get("priority", 0)
+    except (ValueError, AttributeError):
+        return 0
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+class Scheduler:
+    """The sequences worked on at once (``capacity``, vLLM's ``max_num_seqs``; ``None``: no
+    bound) and the queue of the others: admitted first come first served (``fcfs``), or by
+    (priority, arrival), lower first (``priority``), as vLLM's scheduler does. A waiting
+    request is never pre-empted by a later one of lower number once it runs. Running and
+    waiting requests are counted by model too (the models of one simulator share its
+    capacity, as if they shared a GPU)."""
+
+    def __init__(self, capacity: int | None, policy: str = "fcfs") -> None:
+        if policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduling policy must be fcfs or priority, got {policy!r}")
+        self.capacity = capacity
+        self.policy = policy
+        self.running = 0
+        self._running_by: Counter[str] = Counter()
+        self._waiting: list[tuple[int, int, asyncio.Future[None], str]] = []  # a heap
+        self._arrivals = itertools.count()
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def running_of(self, model: str) -> int:
+        """The requests for ``model`` running now."""
+        return self._running_by[model]
+
+    def waiting_of(self, model: str) -> int:
+        """The requests for ``model`` waiting now."""
+        return sum(1 for entry in self._waiting if entry[3] == model)
+
+    @property
+    def usage(self) -> float:
+        """The KV cache's use, as the simulator models it: the running sequences' share of
+        ``capacity`` (0 without a bound)."""
+        return self.running / self.capacity if self.capacity else 0.0
+
+    async def acquire(self, priority: int = 0, model: str = "") -> None:
+        """Wait for a place to run (returns at once while there is room and nobody waits)."""
+        if self.capacity is None or (self.running < self.capacity and not self._waiting):
+            self.running += 1
+            self._running_by[model] += 1
+            return
+        rank = priority if self.policy == "priority" else 0
+        future = asyncio.get_running_loop().create_future()
+        entry = (rank, next(self._arrivals), future, model)
+        heapq.heappush(self._waiting, entry)
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release(model)  # admitted as it was cancelled: hand the place on
+            elif entry in self._waiting:
+                self._waiting.remove(entry)
+                heapq.heapify(self._waiting)
+            raise
+
+    def release(self, model: str = "") -> None:
+        """A running sequence (for ``model``) ended: the first waiting one (by policy) takes
+        its place."""
+        self._running_by[model] -= 1
+        while self._waiting:
+            _, _, future, admitted = heapq.heappop(self._waiting)
+            if not future.done():
+                future.set_result(None)  # the place passes on: running stays the same
+                self._running_by[admitted] += 1
+                return
+        self.running -= 1
+
+
+#: vLLM's scheduler gauges (name, help), as its Prometheus logger declares them (v1 engine).
+_GAUGES = (
+    ("vllm:num_requests_running", "Number of requests in model execution batches."),
+    ("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+    ("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+)
+
+
+def prometheus_text(models: Sequence[str], scheduler: Scheduler) -> str:
+    """``GET /metrics``: vLLM's gauges of running and waiting requests and KV-cache use, in
+    Prometheus' text format, labelled by ``engine`` and ``model_name`` as vLLM labels them.
+
+    One series per model served: a vLLM process serves one model (several
+    ``--served-model-name`` are aliases of it, and its gauges carry the first name only), so a
+    pool of several models is several processes, each with its own series; here one simulator
+    stands for them, each model's series counting its own requests (``running``,
+    ``waiting``). The KV-cache gauge is the whole simulator's in each: its models share its
+    capacity. With one model, every request counts under it."""
+    one = len(models) == 1
+    lines = []
+    for index, (name, doc) in enumerate(_GAUGES):
+        lines += [f"# HELP {name} {doc}", f"# TYPE {name} gauge"]
+        for model in models:
+            key = "" if one else model
+            value = (
+                float(scheduler.running if one else scheduler.running_of(key)),
+                float(scheduler.waiting if one else scheduler.waiting_of(key)),
+                scheduler.usage,
+            )[index]
+            label = _label(model)
+            lines.append(f'{name}{{engine="0",model_name="{label}"}} {value!r}')
+    return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A Prometheus label value: backslash, double quote and line feed escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def _error(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
@@ -745,11 +910,15 @@ def _pick_status(rates: Mapping[int, float], draw: float) -> int | None:
 
 def _response(reply: Reply, keep_alive: bool) -> bytes:
     payload = reply.payload
-    body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
-    extra = "".join(f"{name}: {value}\r\n" for name, value in reply.headers.items())
+    if isinstance(payload, str):
+        body = payload.encode()
+    else:
+        body = b"" if payload is None else json.dumps(payload, ensure_ascii=False).encode()
+    headers = {"content-type": "application/json", **reply.headers}
+    extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     head = (
         f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Error')}\r\n"
-        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{extra}"
+        f"content-length: {len(body)}\r\n{extra}"
         f"connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
     )
     return head.encode("latin-1") + body

@@ -2,15 +2,19 @@
 
 An entry is named by ``sha256(model, request body)``: the model the driver settled at
 ``.load()`` (the one the server serves under that name) and the exact bytes sent. It holds the
-raw body of one HTTP 200 answer, behind a header line that states its length and digest::
+raw body of one HTTP 200 answer that is a chat completion envelope (:func:`is_completion`),
+behind a header line that states its length, digest and model::
 
     <cache>/<first 2 hex digits>/<64 hex digits>.answer
-        dspark-json-cache 1 {"status": 200, "bytes": 1234, "sha256": "..."}\\n<body bytes>
+        dspark-json-cache 1 {"status": 200, "bytes": 1234, "sha256": "...", "model": "m"}\\n<body>
 
 Entries are written atomically (a hidden name, then a rename:
 :func:`dspark_json.fs.write_atomic`; an object store copies the finished object) before the
-partition's rows leave. An entry that cannot be read, is cut short or does not match its digest
-is logged (WARN) and its request is sent again (the new answer replaces it); one that cannot be
+partition's rows leave. Reads apply the network's limits: an entry that is not a regular file
+(never opened: a FIFO would block), is larger than ``maxResponseBytes``, has a header nested
+past :data:`~dspark_json.rows.MAX_NESTING`, is not UTF-8, was kept for another model, cannot be
+read, is cut short or does not match its digest is logged (WARN, naming the entry) and its
+request is sent again (the new answer replaces it); one that cannot be
 written is logged and the rows go on. The cache only saves requests: the journal stays what
 makes a replay exactly once.
 
@@ -26,16 +30,24 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from dspark_json.fs import resolve, write_atomic
-from dspark_json.http.secrets import redact
+import pyarrow.fs as pafs
 
-__all__ = ["ENTRY_SUFFIX", "ResponseCache"]
+from dspark_json.fs import mask_uris, resolve, write_atomic
+from dspark_json.http.options import HttpOptions
+from dspark_json.http.secrets import redact
+from dspark_json.rows import load_json
+
+__all__ = ["ENTRY_SUFFIX", "ResponseCache", "is_completion"]
 
 logger = logging.getLogger("dspark_json")
 
 #: What every entry's name ends with.
 ENTRY_SUFFIX = ".answer"
 _MAGIC = b"dspark-json-cache 1 "
+#: Room for the header line over the body's limit (magic, length, digest, model name).
+_HEADER_ROOM = 64 * 1024
+#: maxResponseBytes' default (the option's own declaration: one definition).
+DEFAULT_MAX_BYTES: int = HttpOptions.max_response_bytes
 #: Lookups and writes at once: object stores answer in tens of milliseconds each.
 _THREADS = 16
 
@@ -44,9 +56,13 @@ class ResponseCache:
     """The entries of one directory (a path or a URI pyarrow's filesystems resolve) for one
     model."""
 
-    def __init__(self, directory: str, model: str | None) -> None:
+    def __init__(
+        self, directory: str, model: str | None, *, max_bytes: int = DEFAULT_MAX_BYTES
+    ) -> None:
         self.directory = directory.rstrip("/")
         self.model = model or ""
+        #: The largest body an entry may hold (option ``maxResponseBytes``).
+        self.max_bytes = max_bytes
 
     def key(self, request: bytes) -> str:
         """The entry name of ``request``: hex sha256 of the model and the body."""
@@ -61,35 +77,69 @@ class ResponseCache:
         return f"{self.directory}/{key[:2]}", f"{key}{ENTRY_SUFFIX}"
 
     def get(self, request: bytes) -> str | None:
-        """The cached answer body to ``request``, or ``None`` (not cached, or not usable)."""
-        key = self.key(request)
-        folder, name = self._where(key)
+        """The cached answer body to ``request``, or ``None`` (not cached, or not usable: a
+        WARN naming the entry, and the request is sent again)."""
+        folder, name = self._where(self.key(request))
         fs, root = resolve(folder)
+        path = f"{root}/{name}"
         try:
-            with fs.open_input_stream(f"{root}/{name}") as source:
-                data: bytes = source.read()
+            # The type first: a FIFO or a device where an entry should be is never opened
+            # (reading a FIFO blocks for as long as nobody writes to it).
+            info = fs.get_file_info(path)
+            if info.type == pafs.FileType.NotFound:
+                return None
+            if info.type != pafs.FileType.File:
+                return self._unusable(folder, name, f"not a regular file ({info.type.name})")
+            if info.size is not None and info.size > self._largest:
+                return self._unusable(
+                    folder, name, f"{info.size} bytes, over maxResponseBytes={self.max_bytes}"
+                )
+            with fs.open_input_stream(path) as source:
+                data: bytes = source.read(self._largest + 1)
         except FileNotFoundError:
             return None
         except OSError as exc:
             if any(s in str(exc).lower() for s in ("not found", "no such file", "does not exist")):
                 return None
-            logger.warning("cache %s: entry %s cannot be read (%s); asked again.", self, key, exc)
-            return None
-        body = _body(data)
-        if body is None:
-            logger.warning(
-                "cache %s: entry %s is corrupt or cut short (%d bytes); asked again.",
-                self,
-                key,
-                len(data),
+            return self._unusable(folder, name, f"cannot be read: {exc}")
+        if len(data) > self._largest:
+            return self._unusable(
+                folder, name, f"over {self._largest} bytes, maxResponseBytes={self.max_bytes}"
             )
+        body, problem = _body(data, self.model)
+        if problem is not None:
+            return self._unusable(folder, name, f"{problem} ({len(data)} bytes)")
         return body
+
+    @property
+    def _largest(self) -> int:
+        """The most bytes an entry may hold: its body's limit and a header line."""
+        return self.max_bytes + _HEADER_ROOM
+
+    def _unusable(self, folder: str, name: str, why: str) -> str | None:
+        """``None`` (what :meth:`get` returns), after a WARN naming the entry (credentials
+        masked) and what is wrong with it."""
+        logger.warning(
+            "cache %s: entry %s is not used: %s; asked again.",
+            self,
+            mask_uris(f"{folder}/{name}"),
+            mask_uris(why),
+        )
+        return None
 
     def put(self, request: bytes, body: str) -> bool:
         """Keep ``body`` (an HTTP 200 answer) for ``request``; false (logged) where it cannot
-        be written: the answer is in hand, and failing the task would lose it."""
+        be written: the answer is in hand, and failing the task would lose it. A body that is
+        not a chat completion (:func:`is_completion`) is never kept: false, nothing written."""
+        if not is_completion(body):
+            return False
         raw = body.encode("utf-8")
-        header = {"status": 200, "bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+        header = {
+            "status": 200,
+            "bytes": len(raw),
+            "sha256": hashlib.sha256(raw).hexdigest(),
+            "model": self.model,
+        }
         folder, name = self._where(self.key(request))
         try:
             write_atomic(folder, name, _MAGIC + json.dumps(header).encode() + b"\n" + raw)
@@ -121,19 +171,39 @@ class ResponseCache:
         return redact(self.directory)  # a URI may carry user:pass@
 
 
-def _body(data: bytes) -> str | None:
-    """An entry's body, or ``None`` where the entry is not whole and intact."""
+def is_completion(body: str | bytes) -> bool:
+    """Whether ``body`` is what the parsers read as a chat completion envelope: a JSON object
+    (the rule of ``_status`` ``corrupt_envelope``, which every other status passes). A gateway's
+    HTML error page, a body cut short or one nested past :data:`~dspark_json.rows.MAX_NESTING`
+    is not; such an answer is a server failure, and is never kept."""
+    try:
+        return isinstance(load_json(body), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def _body(data: bytes, model: str) -> tuple[str | None, str | None]:
+    """(an entry's body, ``None``), or (``None``, what is wrong) where the entry is not whole
+    and intact, or was kept for another model than ``model``."""
     if not data.startswith(_MAGIC):
-        return None
+        return None, "corrupt or cut short: not an entry"
     head, sep, raw = data[len(_MAGIC) :].partition(b"\n")
     if not sep:
-        return None
+        return None, "corrupt or cut short: no header line"
     try:
-        header = json.loads(head)
-        if header["status"] != 200 or header["bytes"] != len(raw):
-            return None
-        if header["sha256"] != hashlib.sha256(raw).hexdigest():
-            return None
-        return raw.decode("utf-8")
-    except (ValueError, KeyError, TypeError):
-        return None
+        header = load_json(head)
+        if not isinstance(header, dict) or header.get("status") != 200:
+            return None, "corrupt or cut short: not a header"
+        if (
+            header.get("bytes") != len(raw)
+            or header.get("sha256") != hashlib.sha256(raw).hexdigest()
+        ):
+            return None, "corrupt or cut short: the body does not match its length and digest"
+        kept_for = header.get("model", model)  # entries of version 1 before it was recorded
+        if kept_for != model:
+            return None, f"kept for model {kept_for!r}, not {model!r}"
+        return raw.decode("utf-8"), None
+    except UnicodeDecodeError:
+        return None, "corrupt: not UTF-8"
+    except (ValueError, TypeError, RecursionError) as exc:
+        return None, f"corrupt or cut short: header line unreadable ({exc})"

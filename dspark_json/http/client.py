@@ -26,12 +26,14 @@ from dspark_json.http.concurrency import AdaptiveLimit
 from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
+    held_error,
     http_error,
     invalid_utf8_error,
     model_unavailable_error,
     no_endpoint_error,
     transport_error,
 )
+from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
@@ -186,6 +188,9 @@ class _Run:
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
         self.stopped = False
+        # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
+        limit = config.max_server_queue
+        self.gate = Gate(limit, None) if limit is not None else None
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
@@ -240,6 +245,7 @@ class _Run:
             endpoint_rests=self.pool.rests,
             model_requests=dict(tally.model_requests),
             model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
+            held_s=self.gate.held_s if self.gate is not None else 0.0,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
@@ -360,6 +366,14 @@ class _Run:
             )
         return limit
 
+    def _still_serves(self, endpoint: Endpoint, model: str | None) -> bool:
+        """Whether ``endpoint`` is still one of the pool's and, where the client routes by
+        model, still serves ``model`` (a request waited for its place meanwhile)."""
+        if not self.replicas.active:
+            return True
+        allowed = self.replicas.allows(model)
+        return endpoint in self.replicas.endpoints and (allowed is None or allowed(endpoint))
+
     def _down(self, endpoint: Endpoint, prefer: Sequence[Endpoint]) -> Sequence[Endpoint]:
         """``endpoint`` failed a request as a down server does: counted by the pool, and put
         last in the request's ``prefer``, so that its retry tries the next endpoint first."""
@@ -371,11 +385,39 @@ class _Run:
     ) -> Outcome:
         """A body not read (over maxResponseBytes, or not decodable): the server answered, so
         it is not down, and the same request would get the same answer: no retry."""
-        limit.release()
+        self._release(endpoint, limit)
         self.pool.succeeded(endpoint)
         error = body_error(exc, attempt)
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
+
+    async def _admit(
+        self,
+        endpoint: Endpoint,
+        limit: AdaptiveLimit,
+        deadline: float,
+        error: RowError | None,
+        attempt: int,
+    ) -> Outcome | None:
+        """A place for a new request to ``endpoint``: room on the server (option
+        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in ``limit`` (the
+        in-flight limit of the request's (endpoint, model) where the client routes by model).
+        The outcome of the prompt where a hold at the gate spent its ``deadline`` (loop time):
+        nothing is sent then."""
+        loop = asyncio.get_running_loop()
+        if self.gate is not None:
+            await self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
+        await limit.acquire()
+        if self.gate is None or loop.time() < deadline:
+            return None
+        self._release(endpoint, limit)
+        return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
+
+    def _release(self, endpoint: Endpoint, limit: AdaptiveLimit) -> None:
+        """A request to ``endpoint`` ended (answered or not): its places are free."""
+        limit.release()
+        if self.gate is not None:
+            self.gate.ended(endpoint.url)
 
     async def _endpoint(
         self,
@@ -406,6 +448,29 @@ class _Run:
                         self.secrets,
                     )
                 )
+
+    async def _place(
+        self,
+        deadline: float,
+        prefer: Sequence[Endpoint],
+        model: str | None,
+        error: RowError | None,
+        attempt: int,
+    ) -> tuple[Endpoint, AdaptiveLimit] | Outcome:
+        """The endpoint of a request's attempt number ``attempt`` and the in-flight limit it
+        counts in, its place taken (:meth:`_admit`); the row's outcome where none comes before
+        ``deadline``. A request that waited for its place while its replica left the pool or
+        stopped serving its model picks again, within what is left of the deadline."""
+        while True:
+            picked = await self._endpoint(deadline, prefer, model, error, attempt - 1)
+            if isinstance(picked, Outcome):
+                return picked
+            limit = self._limit_for(picked, model)
+            if (held := await self._admit(picked, limit, deadline, error, attempt)) is not None:
+                return held
+            if self._still_serves(picked, model):
+                return picked, limit
+            self._release(picked, limit)
 
     async def _misrouted(
         self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
@@ -449,17 +514,17 @@ class _Run:
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
         while True:
-            picked = await self._endpoint(deadline, prefer, model, error, attempt)
-            if isinstance(picked, Outcome):
-                return picked
-            endpoint, limit = picked, self._limit_for(picked, model)
-            left, attempt = deadline - loop.time(), attempt + 1
+            placed = await self._place(deadline, prefer, model, error, attempt + 1)
+            if isinstance(placed, Outcome):
+                return placed
+            (endpoint, limit), attempt = placed, attempt + 1
             wait_hint: float | None = None
-            await limit.acquire()
             stats.sent(model)
             started = time.perf_counter()
-            try:
-                async with asyncio.timeout(min(config.request_timeout, max(left, 0.001))):
+            try:  # what a hold at the gate left of the deadline bounds the attempt
+                async with asyncio.timeout(
+                    min(config.request_timeout, max(deadline - loop.time(), 0.001))
+                ):
                     status, body, headers = await self._request(
                         transport,
                         "POST",
@@ -471,14 +536,14 @@ class _Run:
             except BodyRefused as exc:
                 return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
-                limit.release()
+                self._release(endpoint, limit)
                 limit.on_overload()
                 prefer = self._down(endpoint, prefer)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
                 retry = True
             else:
-                limit.release()
+                self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
                 if status == 200:
                     limit.on_success(time.perf_counter() - started)

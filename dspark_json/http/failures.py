@@ -15,12 +15,13 @@ from typing import Any
 import httpx
 
 from dspark_json.http.secrets import Secret, redact
-from dspark_json.http.transport import BodyRefused, BodyTooLarge
+from dspark_json.http.transport import BodyRefused, BodyTooLarge, HeadersTooLarge
 from dspark_json.rows import RowError, row_error
 
 __all__ = [
     "MESSAGE_CHARS",
     "body_error",
+    "held_error",
     "http_error",
     "invalid_utf8_error",
     "model_unavailable_error",
@@ -79,9 +80,24 @@ def transport_error(
     )
 
 
+def held_error(deadline: float, attempts: int) -> RowError:
+    """An error record for a request held back (option ``maxServerQueue``) until its
+    ``requestDeadline`` was spent: nothing was sent for it."""
+    return row_error(
+        status=None,
+        type="timeout",
+        message=(
+            f"held back until requestDeadline={deadline:g}s was spent: every reading of the "
+            "endpoint's /metrics showed it saturated (option 'maxServerQueue'); nothing was sent"
+        ),
+        attempts=attempts,
+    )
+
+
 def body_error(exc: BodyRefused, attempts: int) -> RowError:
     """A body refused as it was read: over option ``maxResponseBytes`` (type
-    ``response_too_large``), or not decodable from its ``Content-Encoding``."""
+    ``response_too_large``), a head of endless header lines (``headers_too_large``), or not
+    decodable from its ``Content-Encoding``."""
     if isinstance(exc, BodyTooLarge):
         return row_error(
             status=exc.status,
@@ -91,6 +107,13 @@ def body_error(exc: BodyRefused, attempts: int) -> RowError:
                 "Raise maxResponseBytes if such answers are expected (fewer choices, logprobs "
                 "or max_tokens make them smaller)."
             ),
+            attempts=attempts,
+        )
+    if isinstance(exc, HeadersTooLarge):
+        return row_error(
+            status=exc.status,
+            type="headers_too_large",
+            message=f"{exc}; the rest was not read (a server or proxy that misbehaves)",
             attempts=attempts,
         )
     return row_error(status=exc.status, type="DecodingError", message=str(exc), attempts=attempts)

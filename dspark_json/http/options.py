@@ -229,8 +229,10 @@ class HttpOptions:
     )
     read_timeout: float | None = option(
         "readTimeout",
-        "Seconds the server may stay silent while answering (vLLM sends a non-streamed answer "
-        "at the end, so this is at least the generation time). Default: requestTimeout.",
+        "Seconds the server may stay silent while answering: each piece of the answer received "
+        "starts it again, so a server that keeps sending, however slowly, is bounded by "
+        "requestTimeout alone (vLLM sends a non-streamed answer at the end, so this is at least "
+        "the generation time). Default: requestTimeout.",
         "120",
         convert=positive(float),
     )
@@ -279,6 +281,16 @@ class HttpOptions:
         "268435456",
         convert=positive(int),
         default="67108864",
+    )
+    max_server_queue: int | None = option(
+        "maxServerQueue",
+        "Send only into the capacity a shared pool leaves free: hold back new requests (never "
+        "those in flight) to an endpoint whose /metrics (vLLM's, read at most once a second "
+        "per worker process) shows more than this many requests waiting, or its KV cache at "
+        "least 80% full, or is older than 2 s. An endpoint without vLLM's /metrics (a "
+        "gateway) gets one WARN and the latency-driven limit only. Off by default.",
+        "0",
+        convert=number(int, low=0),
     )
 
     endpoints_file: str | None = option(
@@ -386,6 +398,14 @@ class RequestOptions:
         aliases=("top_p",),
     )
     seed: int | None = option("seed", "Sampling seed of each request.", "42", convert=number(int))
+    priority: int | None = option(
+        "priority",
+        "vLLM's request priority, sent as priority: lower is served first, so a batch job "
+        "beside interactive traffic (priority 0) wants a higher number. The server must run "
+        "with --scheduling-policy priority; .load() checks it with one request.",
+        "10",
+        convert=number(int),
+    )
     n: int | None = option(
         "n",
         "Choices per prompt (the `choices` array holds them; `parsed` is the first).",

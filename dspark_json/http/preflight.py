@@ -2,30 +2,45 @@
 JSON Schema it serves (option ``schemaEndpoint``).
 
 A query that cannot work fails here, with the URL, the cause and the option to fix, instead of
-as thousands of ``_error`` rows later.
+as thousands of ``_error`` rows later. Each request is bounded as a completion is: its body by
+option ``maxResponseBytes`` (as received and once decompressed: the transport's reader,
+:func:`~dspark_json.http.transport.read_body`), its head by the transport's header bounds, and
+the whole request (connect, send, read) by :data:`CHECK_TIMEOUT_S`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 
 from dspark_json.errors import ServerError
-from dspark_json.http.client import auth_headers
+from dspark_json.http.client import _proxy_for, auth_headers
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
+from dspark_json.http.transport import BodyRefused, BodyTooLarge, StreamTransport, read_body
 from dspark_json.rows import load_json
 
-__all__ = ["check_model", "check_server", "fetch_served_schema", "http_get"]
+__all__ = [
+    "CHECK_TIMEOUT_S",
+    "check_model",
+    "check_priority",
+    "check_server",
+    "fetch_served_schema",
+    "http_get",
+]
 
 logger = logging.getLogger("dspark_json")
 
-_TIMEOUT_S = 10.0
+#: Seconds each request at ``.load()`` may take, connect, send and read together.
+CHECK_TIMEOUT_S = 10.0
 
 
 def check_server(options: HttpOptions, model: str | None) -> str:
@@ -57,7 +72,7 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
     for endpoint in endpoints:
         try:
-            served = _served_models(endpoint, key)
+            served = _served_models(endpoint, key, options.max_response_bytes)
         except ServerError as exc:
             if len(endpoints) == 1:
                 raise
@@ -113,11 +128,13 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
     return tuple(dict.fromkeys((*options.endpoints, *listed)))
 
 
-def _served_models(endpoint: Endpoint, key: Secret | None) -> dict[str, int | None]:
+def _served_models(
+    endpoint: Endpoint, key: Secret | None, limit: int | None = None
+) -> dict[str, int | None]:
     """The models ``endpoint`` lists, each with its context length where it gives one."""
     secrets = [key, endpoint.credentials]
     headers = auth_headers(key, endpoint)
-    health = http_get(f"{endpoint.url}/health", headers, secrets)
+    health = http_get(f"{endpoint.url}/health", headers, secrets, limit=limit)
     if health.status_code >= 500:
         raise ServerError(
             f"The model server at {endpoint.url}/health answers HTTP {health.status_code}: its "
@@ -125,7 +142,7 @@ def _served_models(endpoint: Endpoint, key: Secret | None) -> dict[str, int | No
             "'endpoint' at a healthy one."
         )
     url = f"{endpoint.url}/v1/models"
-    response = http_get(url, headers, secrets)
+    response = http_get(url, headers, secrets, limit=limit)
     if response.status_code in (401, 403):
         given = "the API key given was refused" if key is not None else "it needs an API key"
         raise ServerError(
@@ -150,23 +167,157 @@ def _served_models(endpoint: Endpoint, key: Secret | None) -> dict[str, int | No
         ) from exc
 
 
+def check_priority(options: HttpOptions, model: str, priority: int | None) -> None:
+    """Option ``priority``: one request of one token with it to each endpoint, so that a server
+    without priority scheduling (vLLM answers 400 "Got priority N but Priority scheduling is
+    not enabled.") fails ``.load()`` before any prompt is sent. Priority 0 (every request's
+    default) needs no check."""
+    if not priority:
+        return
+    key = options.key.resolve()
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": "ping"}],
+        "max_tokens": 1,
+        "priority": priority,
+    }
+    for endpoint in options.endpoints:
+        url = f"{endpoint.url}/v1/chat/completions"
+        secrets = [key, endpoint.credentials]
+        try:
+            response = http_get(
+                url,
+                {**auth_headers(key, endpoint), "content-type": "application/json"},
+                secrets,
+                option="endpoint",
+                limit=options.max_response_bytes,
+                timeout=CHECK_TIMEOUT_S * 6,  # a completion, not a listing: the model runs
+                content=json.dumps(body).encode("utf-8"),
+            )
+        except ServerError as exc:
+            if isinstance(exc.__cause__, TimeoutError | httpx.TimeoutException):
+                # A low priority waits behind the pool's interactive traffic: a slow answer
+                # says nothing about the policy (a refusal is immediate).
+                logger.warning(
+                    "Option 'priority': the check request to %s got no answer within %g s; "
+                    "going on.",
+                    redact(url, secrets),
+                    CHECK_TIMEOUT_S * 6,
+                )
+                continue
+            raise ServerError(f"Checking option 'priority'={priority}: {exc}") from exc
+        text = redact(response.text, secrets)
+        if response.status_code == 400 and "priority" in text.lower():
+            raise ServerError(
+                f"Option 'priority'={priority}: the model server at {endpoint.url} does not "
+                f"schedule by priority (it answered HTTP 400: {text[:200]!r}). Start vLLM with "
+                "--scheduling-policy priority, or drop option 'priority'."
+            )
+        if response.status_code >= 400:
+            logger.warning(
+                "Option 'priority': the check request to %s answered HTTP %d (%s); going on.",
+                url,
+                response.status_code,
+                text[:200],
+            )
+
+
 def _length(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def http_get(
-    url: str, headers: dict[str, str], secrets: list[Secret | None], *, option: str = "endpoint"
+    url: str,
+    headers: dict[str, str],
+    secrets: list[Secret | None],
+    *,
+    option: str = "endpoint",
+    limit: int | None = None,
+    timeout: float | None = None,
+    content: bytes | None = None,
 ) -> httpx.Response:
-    """GET on the driver; a server that cannot be reached is a :class:`ServerError` naming the
-    URL, the cause and the option that points there."""
-    try:
-        return httpx.get(url, headers=headers, timeout=_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        reason = redact(str(exc).split(" for url ", 1)[0], secrets)
+    """GET (POST of ``content`` where given) on the driver, its body read whole (decoded from
+    its ``Content-Encoding``) within ``limit`` bytes (option ``maxResponseBytes``) and the
+    whole request within ``timeout`` seconds. A server that cannot be reached, is too slow or
+    answers too much is a :class:`ServerError` naming the URL (credentials masked), the cause,
+    the bound and the option to fix."""
+    shown = redact(url, secrets)
+    timeout = CHECK_TIMEOUT_S if timeout is None else timeout
+    result: list[httpx.Response | BaseException] = []
+
+    def run() -> None:  # a thread of its own: the caller's thread may run an event loop
+        try:
+            result.append(asyncio.run(_get(url, headers, limit, timeout, content)))
+        except BaseException as exc:  # handed to the caller's thread
+            result.append(exc)
+
+    thread = threading.Thread(target=run, name="dspark-json-check", daemon=True)
+    thread.start()
+    thread.join()
+    outcome = result[0]
+    if isinstance(outcome, httpx.Response):
+        return outcome
+    if isinstance(outcome, TimeoutError | httpx.TimeoutException):
         raise ServerError(
-            f"Cannot reach the model server at {url} ({type(exc).__name__}: {reason}). Check "
-            f"that it is running and that option {option!r} points to it."
-        ) from exc
+            f"The model server at {shown} did not answer within {timeout:g} s (connect and "
+            f"read together, the bound of each check at .load()). Check that it is running and "
+            f"not overloaded, and that option {option!r} points to it."
+        ) from outcome
+    if isinstance(outcome, BodyTooLarge):
+        raise ServerError(
+            f"The answer of {shown} is larger than maxResponseBytes={outcome.limit} bytes "
+            f"{outcome.what}; the rest was not read. Check option {option!r} (a server or proxy "
+            "that misbehaves), or raise option 'maxResponseBytes'."
+        ) from outcome
+    if isinstance(outcome, BodyRefused):
+        raise ServerError(
+            f"The answer of {shown} (HTTP {outcome.status}) is refused: "
+            f"{redact(str(outcome), secrets)}. Check option {option!r} (a server or proxy that "
+            "misbehaves)."
+        ) from outcome
+    if isinstance(outcome, httpx.HTTPError):
+        reason = redact(str(outcome).split(" for url ", 1)[0], secrets)
+        raise ServerError(
+            f"Cannot reach the model server at {shown} ({type(outcome).__name__}: {reason}). "
+            f"Check that it is running and that option {option!r} points to it."
+        ) from outcome
+    raise outcome
+
+
+async def _get(
+    url: str, headers: dict[str, str], limit: int | None, timeout: float, content: bytes | None
+) -> httpx.Response:
+    """One GET (POST of ``content``) through the transport the executors use (httpx's own
+    through a proxy), the body read by :func:`read_body`; all of it within ``timeout``."""
+    proxy = _proxy_for(url)
+    transport: httpx.AsyncBaseTransport = (
+        StreamTransport(httpx.create_ssl_context(), max_body=limit)
+        if proxy is None
+        else httpx.AsyncHTTPTransport(proxy=proxy)
+    )
+    timeouts = dict.fromkeys(("connect", "read", "write", "pool"), timeout)
+    request = httpx.Request(
+        "GET" if content is None else "POST",
+        url,
+        headers=headers,
+        content=content,
+        extensions={"timeout": timeouts},
+    )
+    try:
+        async with asyncio.timeout(timeout):
+            response = await transport.handle_async_request(request)
+            try:
+                body = await read_body(response, request, limit)
+            finally:
+                await response.aclose()
+    finally:
+        await transport.aclose()
+    fields = [(k, v) for k, v in response.headers.items() if k not in _FRAMING]
+    return httpx.Response(response.status_code, headers=fields, content=body, request=request)
+
+
+#: Headers that describe the body as sent, not the decoded one handed back.
+_FRAMING = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
@@ -176,7 +327,13 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
     url = where if "://" in where else f"{endpoint.url}/{where.lstrip('/')}"
     key = options.key.resolve()
     secrets = [key, endpoint.credentials]
-    response = http_get(url, auth_headers(key, endpoint), secrets, option="schemaEndpoint")
+    response = http_get(
+        url,
+        auth_headers(key, endpoint),
+        secrets,
+        option="schemaEndpoint",
+        limit=options.max_response_bytes,
+    )
     try:
         body = response.json() if response.status_code == 200 else None
     except (ValueError, RecursionError):
@@ -188,7 +345,8 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
                 body = inner.get("schema", inner) if wrapper == "json_schema" else inner
         return body
     raise ServerError(
-        f"{url} (option 'schemaEndpoint') answered HTTP {response.status_code} without a JSON "
-        f"Schema object: {redact(response.text, secrets)[:200]!r}. Give the schema with option "
+        f"{redact(url, secrets)} (option 'schemaEndpoint') answered HTTP "
+        f"{response.status_code} without a JSON Schema object: "
+        f"{redact(response.text, secrets)[:200]!r}. Give the schema with option "
         "'responseFormat' instead."
     )

@@ -22,16 +22,19 @@ from typing import Protocol
 import pyarrow as pa
 
 from dspark_json.http.client import complete_all
+from dspark_json.http.dedup import Dedupe, is_deterministic
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.repair import (
     REASKED,
     Answer,
     RepairOptions,
     RowState,
+    by_length,
     is_wrong,
     plan,
     read_answer,
     shorten,
+    token_cost,
     whole_number,
 )
 from dspark_json.http.request_body import RequestBuilder
@@ -89,6 +92,7 @@ def repair(
     store: RoundStore | None = None,
     send: Callable[[list[bytes]], Fetched] | None = None,
     context: int | None = None,
+    dedupe: Dedupe = "auto",
 ) -> Repaired:
     """Re-ask the rows ``judged`` finds wrong, up to ``repairAttempts`` rounds.
 
@@ -116,14 +120,19 @@ def repair(
     context:
         The model's context length, where known: a truncated answer's re-ask asks for at most
         what is left of it after the prompt.
+    dedupe:
+        Option ``dedupe``: which identical re-asks of a round are sent once (as the first
+        requests are, :func:`~dspark_json.http.dedup.group`), the answer shared by every row
+        that asked it (each row's attempts list it; the budget pays for it once).
     """
     sender = send or (lambda bodies: complete_all(bodies, http))
-    rows = _wrong_rows(records, first, judged, builder)
     budget = _Budget(options.repair_token_budget)
+    rows = _wrong_rows(records, first, judged, builder, budget)
     reasks = replayed = 0
     client: list[ClientStats] = []
     for round in range(1, options.repair_attempts + 1):
-        asked, bodies, raised = _round(rows, options, budget, context)
+        sent = _round(rows, options, budget, context, dedupe)
+        asked = sent.rows
         if not asked:
             break
         recorded = store.load(round) if store is not None else None
@@ -131,15 +140,22 @@ def repair(
             outcomes = recorded[1]
             replayed += len(asked)
         else:
-            fetched = sender(bodies)
-            outcomes = fetched.outcomes
+            fetched = sender(sent.bodies)
+            outcomes = Outcomes.of([fetched.outcomes[k] for k in sent.slots])
             client.append(fetched.stats)
             if store is not None:
                 store.save(round, asked, outcomes)
         reasks += len(asked)
         verdict = judge(outcomes)
+        charged: set[int] = set()
         for k, i in enumerate(asked):
-            budget.spent += _take(rows[i], outcomes[k], verdict, k, raised[k])
+            _take(rows[i], outcomes[k], verdict, k, sent.raised[k])
+            slot = sent.slots[k]
+            if slot in charged or outcomes[k].error is not None:
+                continue  # a row that shares another's re-ask, or a re-ask that failed
+            charged.add(slot)
+            body = outcomes[k].body
+            budget.spend(*token_cost(read_answer(body), sent.bodies[slot], body))
     for row in rows.values():
         if is_wrong(row) and not row.done:
             _note(row, f"not re-asked: repairAttempts={options.repair_attempts} used up")
@@ -154,7 +170,8 @@ def repair(
     if reasks:
         logger.info(
             "re-asked %d row(s) %d time(s) (%d read back from the journal): %d fixed, %d over "
-            "budget; %d prompt + %d completion tokens",
+            "budget; %d prompt + %d completion tokens reported, %d of the budget's %d spent "
+            "estimated (answers without usage)",
             stats.rows,
             reasks,
             replayed,
@@ -162,18 +179,53 @@ def repair(
             stats.over_budget,
             stats.prompt_tokens,
             stats.completion_tokens,
+            budget.estimated,
+            budget.spent,
         )
     return Repaired(outcomes=final, attempts={i: r.attempts for i, r in rows.items()}, stats=stats)
 
 
 @dataclass
 class _Budget:
-    """Option repairTokenBudget, this task's share of it: the tokens its re-asks may spend, and
-    have spent."""
+    """Option repairTokenBudget, this task's share of it: the tokens its re-asks may spend and
+    have spent (reported, or estimated by :func:`~.repair.token_cost` where an answer has no
+    usage), and what an answer's completion is expected to cost: the mean of this task's
+    answers so far (the wrong rows' first answers and every re-ask's)."""
 
     limit: int | None
     spent: int = 0
+    estimated: int = 0  # of spent, the tokens of answers without usage (estimated)
     refused: int = 0  # rows not re-asked because of it
+    answers: int = 0
+    completions: int = 0
+
+    def see(self, completion: int) -> None:
+        """One more answer, whose completion cost ``completion`` tokens."""
+        self.answers += 1
+        self.completions += completion
+
+    def spend(self, prompt: int, completion: int, estimated: bool) -> None:
+        """A re-ask's answer."""
+        self.see(completion)
+        self.spent += prompt + completion
+        if estimated:
+            self.estimated += prompt + completion
+
+    def completion(self) -> int:
+        """The tokens an answer's completion is expected to cost: the mean so far, rounded up."""
+        return -(-self.completions // self.answers) if self.answers else 0
+
+
+def _price(row: RowState, request: bytes, max_tokens: int | None, budget: _Budget) -> int:
+    """What a re-ask of ``row`` with body ``request`` is expected to cost: its prompt (the
+    first answer's prompt tokens plus what the re-ask adds to the first request, by length)
+    and its completion (the mean completion of this task's answers; for a truncated row at
+    least its raised max_tokens, which the answer is expected to need)."""
+    prompt = row.prompt_tokens + by_length(max(0, len(request) - row.request_bytes))
+    expected = budget.completion()
+    if max_tokens is not None and row.status == Status.TRUNCATED:
+        expected = max(expected, max_tokens)
+    return prompt + expected
 
 
 def _wrong_rows(
@@ -181,15 +233,21 @@ def _wrong_rows(
     first: Outcomes,
     judged: Judged,
     builder: RequestBuilder,
+    budget: _Budget,
 ) -> dict[int, RowState]:
-    """The rows whose first answer a re-ask could fix, with their first request."""
+    """The rows whose first answer a re-ask could fix, with their first request (their first
+    answers priced into ``budget``)."""
     violations = judged.violations
     rows: dict[int, RowState] = {}
     for i, status in enumerate(judged.statuses):
         if status not in REASKED and not (status == Status.OK and violations and violations[i]):
             continue
         body = first.bodies[i].as_py()
-        request = json.loads(builder.build(records(i)))
+        built = builder.build(records(i))
+        request = json.loads(built)
+        answer = read_answer(body)
+        prompt, completion, _ = token_cost(answer, built, body)
+        budget.see(completion)
         rows[i] = RowState(
             request=request,
             messages=list(request["messages"]),
@@ -197,19 +255,40 @@ def _wrong_rows(
             body=body,
             status=status,
             violations=violations[i] if violations is not None else None,
-            attempts=[_attempt(status, read_answer(body))],
+            attempts=[_attempt(status, answer)],
+            prompt_tokens=prompt,
+            request_bytes=len(built),
         )
     return rows
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """One round: the rows re-asked, the distinct request bodies sent, each row's body (its
+    index in ``bodies``) and max_tokens."""
+
+    rows: list[int]
+    bodies: list[bytes]
+    slots: list[int]
+    raised: list[int | None]
+
+
 def _round(
-    rows: Mapping[int, RowState], options: RepairOptions, budget: _Budget, context: int | None
-) -> tuple[list[int], list[bytes], list[int | None]]:
-    """The rows to re-ask in this round, their request bodies and max_tokens."""
+    rows: Mapping[int, RowState],
+    options: RepairOptions,
+    budget: _Budget,
+    context: int | None,
+    dedupe: Dedupe,
+) -> _Sent:
+    """The rows to re-ask in this round: each while the budget's remainder pays the price of
+    one more request (a row whose re-ask is identical to one already in the round shares it,
+    at no price)."""
     asked: list[int] = []
     bodies: list[bytes] = []
+    slots: list[int] = []
     raised: list[int | None] = []
-    committed = budget.spent  # with the estimates of the re-asks admitted this round
+    first: dict[bytes, int] = {}
+    committed = budget.spent  # with the price of the re-asks admitted this round
     for i, row in rows.items():
         if row.done or not is_wrong(row):
             continue
@@ -218,27 +297,35 @@ def _round(
         if isinstance(how, str):
             _note(row, how)
             continue
-        estimate = 2 * ((answer.prompt_tokens or 0) + (answer.completion_tokens or 0))
-        if budget.limit is not None and committed + estimate > budget.limit:
-            budget.refused += 1
-            _note(
-                row,
-                f"not re-asked: repairTokenBudget is spent (this task's share: {budget.limit} "
-                f"tokens, {budget.spent} spent)",
-            )
-            continue
-        committed += estimate
         reason, request, max_tokens = how
+        sent = json.dumps(request, ensure_ascii=False).encode("utf-8")
+        joins = dedupe == "force" or (dedupe == "auto" and is_deterministic(request))
+        slot = first.get(sent) if joins else None
+        if slot is None:
+            price = _price(row, sent, max_tokens, budget)
+            if budget.limit is not None and committed + price > budget.limit:
+                budget.refused += 1
+                _note(
+                    row,
+                    f"not re-asked: repairTokenBudget is spent (this task's share: "
+                    f"{budget.limit} tokens, {budget.spent} spent, {committed - budget.spent} "
+                    f"committed this round; this re-ask is priced at {price})",
+                )
+                continue
+            committed += price
+            slot = len(bodies)
+            bodies.append(sent)
+            if joins:
+                first[sent] = slot
         _say(row, reason)
         asked.append(i)
-        bodies.append(json.dumps(request, ensure_ascii=False).encode("utf-8"))
+        slots.append(slot)
         raised.append(max_tokens)
-    return asked, bodies, raised
+    return _Sent(rows=asked, bodies=bodies, slots=slots, raised=raised)
 
 
-def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: int | None) -> int:
-    """Record the answer to a re-ask of ``row`` (``k``: its place in the round); the tokens it
-    cost."""
+def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: int | None) -> None:
+    """Record the answer to a re-ask of ``row`` (``k``: its place in the round)."""
     if outcome.error is not None:  # the re-ask failed: the row keeps its last answer
         row.attempts.append(
             Attempt(
@@ -248,14 +335,13 @@ def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: 
                 completion_tokens=None,
             )
         )
-        return 0
+        return
     answer = read_answer(outcome.body)
     row.body = outcome.body
     row.max_tokens = max_tokens
     row.status = verdict.statuses[k]
     row.violations = verdict.violations[k] if verdict.violations is not None else None
     row.attempts.append(_attempt(row.status, answer))
-    return (answer.prompt_tokens or 0) + (answer.completion_tokens or 0)
 
 
 def _stats(
@@ -275,6 +361,8 @@ def _stats(
         completion_tokens=sum(a["completion_tokens"] or 0 for a in reasked),
         budget=budget.limit,
         over_budget=budget.refused,
+        spent_tokens=budget.spent,
+        estimated_tokens=budget.estimated,
         from_journal=replayed,
         first_prompt_tokens=sum(r.attempts[0]["prompt_tokens"] or 0 for r in asked),
         first_completion_tokens=sum(r.attempts[0]["completion_tokens"] or 0 for r in asked),

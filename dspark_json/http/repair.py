@@ -23,12 +23,15 @@ from typing import Any
 from dspark_json.option_spec import number, option, positive
 from dspark_json.parse.content import extract_json
 from dspark_json.rows import Attempt, Status, load_json
+from dspark_json.schema.validation import NOT_VALIDATED
 
 __all__ = [
+    "BYTES_PER_TOKEN",
     "REASKED",
     "Answer",
     "RepairOptions",
     "RowState",
+    "by_length",
     "feedback",
     "is_wrong",
     "parse_error",
@@ -36,6 +39,7 @@ __all__ = [
     "read_answer",
     "share_budget",
     "shorten",
+    "token_cost",
     "whole_number",
 ]
 
@@ -74,11 +78,13 @@ class RepairOptions:
         "The most tokens (prompt + completion) the re-asks of one micro-batch may spend, all "
         "its tasks together (a batch read is one micro-batch): at planning each task gets a "
         "share in proportion to its rows, rounded down, what the rounding leaves going to the "
-        "first task; a task sends a re-ask while the tokens it spent plus the re-ask's estimate "
-        "(twice those of the answer it replaces) stay within its share. Past it, rows stay as "
-        "answered and the metrics say so (repair.budget: the task's share; "
-        "repair.over_budget: the rows not re-asked). In generate(), where no micro-batch is "
-        "planned, each Arrow batch of a task has the whole budget. Default: no cap.",
+        "first task; a task sends a re-ask while the tokens it spent plus the re-ask's price "
+        "(its prompt, and the mean completion of the task's answers so far) stay within its "
+        "share. An answer without usage is counted at ~4 bytes a token. Identical "
+        "deterministic re-asks are sent and paid once. Past it, rows stay as answered and the "
+        "metrics say so (repair.budget: the task's share; repair.over_budget: the rows not "
+        "re-asked; repair.spent_tokens, repair.estimated_tokens). In generate(), where no "
+        "micro-batch is planned, each Arrow batch of a task has the whole budget. Default: no cap.",
         "200000",
         convert=positive(int),
     )
@@ -96,6 +102,10 @@ class RowState:
     violations: list[str] | None
     attempts: list[Attempt]
     done: bool = False  # not to be asked again
+    #: The first answer's prompt tokens (reported, else estimated) and its request's size: a
+    #: re-ask's prompt is priced as those plus what it adds (:mod:`.reask`).
+    prompt_tokens: int = 0
+    request_bytes: int = 0
 
 
 @dataclass
@@ -128,6 +138,32 @@ def read_answer(body: str | None) -> Answer:
         out.finish_reason = choice.get("finish_reason")
         out.refused = bool(message.get("refusal")) or out.finish_reason == "content_filter"
     return out
+
+
+#: Bytes per token where a server reports no usage (English text and JSON average about 4).
+BYTES_PER_TOKEN = 4
+
+
+def token_cost(answer: Answer, request: bytes, body: str | None) -> tuple[int, int, bool]:
+    """What one answer cost in tokens: (prompt, completion, whether any is an estimate).
+
+    Where the answer reports ``usage``, its ``prompt_tokens`` and ``completion_tokens``; each
+    that it lacks is estimated from a length at :data:`BYTES_PER_TOKEN` bytes a token, rounded
+    up: the prompt from the request body's, the completion from the answer body's (the
+    envelope included, so the estimate errs high by some 50 tokens, which a budget prefers to
+    erring low)."""
+    prompt, completion = answer.prompt_tokens, answer.completion_tokens
+    estimated = prompt is None or completion is None
+    if prompt is None:
+        prompt = by_length(len(request))
+    if completion is None:
+        completion = by_length(len((body or "").encode("utf-8")))
+    return prompt, completion, estimated
+
+
+def by_length(size: int) -> int:
+    """The tokens of ``size`` bytes of text, estimated (:data:`BYTES_PER_TOKEN`, rounded up)."""
+    return -(-size // BYTES_PER_TOKEN)
 
 
 def _object(value: Any) -> dict[str, Any]:
@@ -198,7 +234,12 @@ def plan(
             raised,
         )
     problem = parse_error(answer.content) if row.status != Status.OK else "schema violations"
-    violations = row.violations if row.violations else None
+    # JSON that could not be read is the parse error's to name, not a schema violation.
+    # A tool call's own entry (``tool_calls.f[0].arguments: not validated: ...``) stays: the
+    # content holds nothing to name then.
+    violations = [
+        v for v in row.violations or () if NOT_VALIDATED not in v or not v.startswith("$")
+    ] or None
     message = feedback(row.status, problem, violations)
     request = {
         **row.request,

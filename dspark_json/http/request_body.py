@@ -61,6 +61,7 @@ class RequestBuilder:
             "top_p": options.top_p,
             "seed": options.seed,
             "n": options.n,
+            "priority": options.priority,
         }
         shared.update({k: v for k, v in sampling.items() if v is not None})
         shared.update({k: v for k, v in (options.extra_body or {}).items() if k != "messages"})

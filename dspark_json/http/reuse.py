@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from dspark_json.errors import OptionError
+from dspark_json.fs import is_remote_uri, mask_uris
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
@@ -23,13 +25,30 @@ from dspark_json.http.options import HttpOptions
 from dspark_json.option_spec import choice, directory, option
 from dspark_json.records import Fetched, Outcome, Outcomes
 
-__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "send_once"]
+__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "cache_directory", "send_once"]
 
 logger = logging.getLogger("dspark_json")
 
 CacheMode = Literal["deterministic", "all"]
 #: Option ``cacheMode``'s values.
 CACHE_MODES: dict[str, CacheMode] = {"deterministic": "deterministic", "all": "all"}
+
+
+def cache_directory(name: str, text: str) -> str:
+    """Option ``cache``: a directory (:func:`~dspark_json.option_spec.directory`); an object
+    store URI with query parameters is refused (each entry's name would land after them)."""
+    where = directory(name, text)
+    if is_remote_uri(where) and "?" in where:
+        raise OptionError(
+            f"Option {name!r} is a URI with query parameters ({mask_uris(where)}); the cache "
+            "names its entries by path, so they are not supported here. Give the URI without "
+            "them, and the store's endpoint and credentials by the standard environment "
+            "variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+            "AWS_DEFAULT_REGION; for Azure AZURE_STORAGE_ACCOUNT_NAME and its key or SAS; for "
+            "GCS GOOGLE_APPLICATION_CREDENTIALS), set on the driver and every executor before "
+            "the SparkSession starts."
+        )
+    return where
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,11 +69,13 @@ class ReuseOptions:
     cache: str | None = option(
         "cache",
         "Directory (path or URI) of a response cache shared by runs and queries: an HTTP 200 "
-        "answer is kept under sha256(model, request body), and a request found there is not "
-        "sent. A corrupt entry is asked again (WARN). Nothing expires by itself: delete "
-        "entries by age (README). Default: no cache.",
+        "chat completion is kept under sha256(model, request body) (not the endpoint: replicas "
+        "share answers), and a request found there is not sent. An entry that is corrupt, over "
+        "the limits or not a regular file is asked again (WARN). A URI with query parameters "
+        "is refused: give a store's endpoint and credentials by its environment variables. "
+        "Nothing expires by itself: delete entries by age (README). Default: no cache.",
         "/data/_cache/answers",
-        convert=directory,
+        convert=cache_directory,
     )
     cache_mode: CacheMode = option(
         "cacheMode",
@@ -99,7 +120,11 @@ def send_once(
     """
     sender = send or (lambda bodies: complete_all(bodies, http, stop_on_failure=stop_on_failure))
     groups = group(requests, deterministic, reuse.dedupe)
-    cache = ResponseCache(reuse.cache, model) if reuse.cache is not None else None
+    cache = (
+        ResponseCache(reuse.cache, model, max_bytes=http.max_response_bytes)
+        if reuse.cache is not None
+        else None
+    )
     if cache is None and len(groups.leaders) == sum(r is not None for r in requests):
         return sender(list(requests))  # nothing to reuse: the client as it is
 
@@ -121,7 +146,8 @@ def send_once(
     )
     answers.update(zip(asked, fetched.outcomes, strict=True))  # one pass over the bodies
     if cache is not None:
-        # Only whole HTTP 200 answers: an error, or a body that is not UTF-8, is never kept.
+        # Only HTTP 200 answers: an error or a body that is not UTF-8 is never kept, and
+        # ResponseCache.put keeps only a chat completion (never a gateway's error page).
         new = [
             (_sent(requests[row]), body)
             for row in asked

@@ -13,30 +13,34 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
+from dspark_json.fs import MASK, mask_uris
 
 __all__ = [
     "MASK",
     "REDACTION_PATTERN",
     "ApiKey",
+    "MaskingFilter",
     "Secret",
     "check_header_value",
     "redact",
     "split_credentials",
 ]
 
-MASK = "***"
 #: Added to ``spark.sql.redaction.options.regex`` by :func:`dspark_json.register`: option names
 #: that hold a key, and any value with credentials in a URL. Spark's default, ``(?i)url``,
 #: matches neither, and a streaming DataFrame's ``explain()`` prints every option of the source.
-REDACTION_PATTERN = r"(?i:apikey|api_key)|://[^/@\s]+@"
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@]+@")
+REDACTION_PATTERN = (
+    r"(?i:apikey|api_key)|://[^\s]*@|(?i:[?&;](?:sig|signature|x-amz-signature|"
+    r"x-amz-credential|x-amz-security-token|x-goog-signature|token|access_token|sas_token|key|"
+    r"api_key|apikey|access_key|secret_key|secret|password|passwd|pwd)=)"
+)
 #: Passwords shorter than this are not masked on their own (they would mask common words).
 _MIN_PART_CHARS = 4
 
@@ -137,7 +141,8 @@ def split_credentials(url: str) -> tuple[str, Secret | None]:
 
 def redact(text: str, secrets: Iterable[Secret | None] = ()) -> str:
     """``text`` with every given secret, in every form it takes on the wire (as is, as the
-    base64 of Basic auth, percent-encoded), and any ``scheme://user:pass@`` replaced by ``***``.
+    base64 of Basic auth, percent-encoded), and the credentials of any URI in it (``user:pass@``,
+    ``sig=`` and the like: :func:`dspark_json.fs.mask_uris`) replaced by ``***``.
 
     Mask before cutting a text to length: a cut first can leave part of a secret behind.
     """
@@ -146,7 +151,7 @@ def redact(text: str, secrets: Iterable[Secret | None] = ()) -> str:
             continue
         for form in _wire_forms(secret.reveal()):
             text = text.replace(form, MASK)
-    return _URL_CREDENTIALS.sub(rf"\1{MASK}@", text)
+    return mask_uris(text)
 
 
 def _wire_forms(value: str) -> list[str]:
@@ -172,3 +177,25 @@ def _wire_forms(value: str) -> list[str]:
         if len(password) >= _MIN_PART_CHARS:
             forms |= {password, quote(password, safe="")}
     return sorted(forms, key=len, reverse=True)
+
+
+class MaskingFilter(logging.Filter):
+    """Masks the credentials of any URI in a record of the ``dspark_json`` logger (a directory
+    option's ``s3://user:secret@``, a SAS ``sig=``), whichever line logs it: installed on that
+    logger when this module is imported, which every query's options do."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = mask_uris(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def _install_filter() -> None:
+    logger = logging.getLogger("dspark_json")
+    if not any(isinstance(f, MaskingFilter) for f in logger.filters):
+        logger.addFilter(MaskingFilter())
+
+
+_install_filter()

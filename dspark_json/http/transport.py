@@ -20,12 +20,26 @@ from __future__ import annotations
 import asyncio
 import ssl
 import zlib
+from typing import Any
 
 import httpx
 
-__all__ = ["BodyRefused", "BodyTooLarge", "StreamTransport", "read_body"]
+__all__ = [
+    "MAX_HEADER_LINES",
+    "MAX_HEAD_BYTES",
+    "BodyRefused",
+    "BodyTooLarge",
+    "HeadersTooLarge",
+    "StreamTransport",
+    "read_body",
+]
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
+#: The most header lines, and bytes of status and header lines, a response may have (1xx
+#: interim answers included): a server that sends endless header lines is refused there
+#: (:class:`HeadersTooLarge`) instead of filling the memory until the request times out.
+MAX_HEADER_LINES = 256
+MAX_HEAD_BYTES = 64 << 10
 _NO_BODY = frozenset({204, 304})
 _PIECE = 1 << 16  # bytes read or decoded at a time
 #: ``Content-Encoding`` -> the ``wbits`` of the zlib stream (gzip: header; deflate: either form).
@@ -51,6 +65,18 @@ class BodyTooLarge(BodyRefused):
         super().__init__(message, status, request=request)
         self.limit = limit
         self.what = what
+
+
+class HeadersTooLarge(BodyRefused):
+    """A response whose head (status and header lines) passes :data:`MAX_HEADER_LINES` lines
+    or :data:`MAX_HEAD_BYTES` bytes; the rest is not read."""
+
+    def __init__(self, status: int, *, request: httpx.Request) -> None:
+        message = (
+            f"the response has more than {MAX_HEADER_LINES} header lines or "
+            f"{MAX_HEAD_BYTES} bytes of them"
+        )
+        super().__init__(message, status, request=request)
 
 
 class StreamTransport(httpx.AsyncBaseTransport):
@@ -100,9 +126,13 @@ class StreamTransport(httpx.AsyncBaseTransport):
     ) -> Connection:
         host = key[1].decode("ascii")
         secure = key[0] == b"https"
+        loop = asyncio.get_running_loop()
+        reader = _SilenceReader(limit=_LINE_LIMIT, loop=loop)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         try:
             async with asyncio.timeout(timeout):
-                return await asyncio.open_connection(
+                transport, _ = await loop.create_connection(
+                    lambda: protocol,
                     host,
                     key[2],
                     ssl=(self._ssl or ssl.create_default_context()) if secure else None,
@@ -110,8 +140,8 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     server_hostname=request.extensions.get("sni_hostname", host)
                     if secure
                     else None,
-                    limit=_LINE_LIMIT,
                 )
+                return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout("timed out connecting", request=request) from exc
         except OSError as exc:
@@ -135,13 +165,24 @@ class StreamTransport(httpx.AsyncBaseTransport):
             raise httpx.WriteTimeout("timed out sending the request", request=request) from exc
         except OSError as exc:
             raise httpx.WriteError(str(exc), request=request) from exc
+        silence = timeouts.get("read")
         try:
-            async with asyncio.timeout(timeouts.get("read")):
-                return await _read_response(reader, request.method == "HEAD", self._max_body)
+            async with asyncio.timeout(silence) as watch:
+                if isinstance(reader, _SilenceReader):
+                    reader.watch = (watch, silence) if silence is not None else None
+                try:
+                    return await _read_response(reader, request.method == "HEAD", self._max_body)
+                finally:
+                    if isinstance(reader, _SilenceReader):
+                        reader.watch = None
+        except _HeadOverrun as exc:
+            raise HeadersTooLarge(exc.status, request=request) from exc
         except _Overrun as exc:
             raise BodyTooLarge(exc.status, exc.limit, "as received", request=request) from exc
         except TimeoutError as exc:
-            raise httpx.ReadTimeout("timed out reading the response", request=request) from exc
+            raise httpx.ReadTimeout(
+                f"the server sent nothing for {silence} s while answering", request=request
+            ) from exc
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, OSError) as exc:
             raise httpx.RemoteProtocolError(
                 "peer closed connection without sending complete message body", request=request
@@ -155,16 +196,37 @@ class StreamTransport(httpx.AsyncBaseTransport):
         self._idle.clear()
 
 
+class _SilenceReader(asyncio.StreamReader):
+    """A stream reader whose read timeout is a silence timeout: each piece of data received
+    pushes the deadline of the read under way (``watch``: its timeout and the silence allowed)
+    back, so a server that keeps sending is never cut by it, however slowly it sends."""
+
+    watch: tuple[asyncio.Timeout, float] | None = None
+
+    def feed_data(self, data: Any) -> None:  # bytes; typeshed says Iterable[SupportsIndex]
+        super().feed_data(data)
+        if self.watch is not None:
+            timeout, silence = self.watch
+            if not timeout.expired():
+                timeout.reschedule(asyncio.get_running_loop().time() + silence)
+
+
 class _Overrun(Exception):
     def __init__(self, status: int, limit: int) -> None:
         self.status = status
         self.limit = limit
 
 
+class _HeadOverrun(Exception):
+    def __init__(self, status: int) -> None:
+        self.status = status
+
+
 async def _read_response(
     reader: asyncio.StreamReader, head_only: bool, limit: int | None = None
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
     status_line = await reader.readuntil(b"\r\n")
+    lines, head_bytes = 0, len(status_line)
     while True:
         version, _, rest = status_line.partition(b" ")
         if not version.startswith(b"HTTP/1."):
@@ -172,11 +234,19 @@ async def _read_response(
         status = int(rest[:3])
         headers: list[tuple[bytes, bytes]] = []
         while (line := await reader.readuntil(b"\r\n")) != b"\r\n":
+            lines += 1
+            head_bytes += len(line)
+            if lines > MAX_HEADER_LINES or head_bytes > MAX_HEAD_BYTES:
+                raise _HeadOverrun(status)
             name, _, value = line.partition(b":")
             headers.append((name.strip(), value.strip()))
         if not 100 <= status < 200:
             break
         status_line = await reader.readuntil(b"\r\n")  # skip 1xx interim answers
+        lines += 1
+        head_bytes += len(status_line)
+        if lines > MAX_HEADER_LINES or head_bytes > MAX_HEAD_BYTES:  # a flood of 1xx answers
+            raise _HeadOverrun(status)
     fields = {name.lower(): value for name, value in headers}
     keep_alive = fields.get(b"connection", b"").lower() != b"close" and version != b"HTTP/1.0"
     if head_only or status in _NO_BODY:
@@ -236,6 +306,8 @@ async def read_body(response: httpx.Response, request: httpx.Request, limit: int
             raise BodyTooLarge(response.status_code, limit, "as received", request=request)
         received.append(piece)
     body = b"".join(received)
+    if not body:  # an empty answer (a 204, an empty /health) holds nothing to decode
+        return body
     codings = [c.strip().lower() for c in response.headers.get("content-encoding", "").split(",")]
     for coding in reversed([c for c in codings if c not in ("", "identity")]):
         wbits = _ENCODINGS.get(coding)
@@ -270,6 +342,10 @@ def _inflate(
             if limit is not None and size > limit:
                 raise BodyTooLarge(status, limit, "once decompressed", request=request)
             out.append(piece)
+        if not inflater.eof:
+            # Cut short: a gzip stream without its trailer (CRC-32 and length) or a zlib one
+            # without its Adler-32 is not known to be whole; zlib checks them when present.
+            raise zlib.error("the stream ends before its end: its trailer is missing")
     except zlib.error as exc:
         raise BodyRefused(
             f"the response body is not valid {coding} data ({exc})",

@@ -28,7 +28,7 @@ import numpy as np
 from pyspark.sql.datasource import InputPartition
 
 from dspark_json.errors import DSparkJsonError, OptionError
-from dspark_json.fs import FileEntry, kind_of, list_files, resolve
+from dspark_json.fs import FileEntry, kind_of, list_files, mask_uris, resolve
 from dspark_json.inputs.files import (
     INPUT_SUFFIXES,
     RowIndex,
@@ -310,18 +310,20 @@ class PromptListing:
         kind = kind_of(self.directory)
         if kind == "file":
             raise OptionError(
-                f"{self.option.capitalize()} names {self.directory}, which is a file; give the "
+                f"{self.option.capitalize()} names {mask_uris(self.directory)}, which is a file; "
+                "give the "
                 "directory that holds the input files (new files are picked up as they land)."
             )
         if kind == "missing":
             if self._listed:
                 raise DSparkJsonError(
-                    f"The input directory {self.directory} ({self.option}) "
+                    f"The input directory {mask_uris(self.directory)} ({self.option}) "
                     "disappeared while the query was reading it. Put it back, or start the "
                     "query again with a new checkpoint."
                 )
             raise OptionError(
-                f"{self.option.capitalize()} names {self.directory}, which does not exist. Create "
+                f"{self.option.capitalize()} names {mask_uris(self.directory)}, which does not "
+                "exist. Create "
                 "the directory (a streaming query then picks up files as they land in it), or "
                 "fix the path."
             )
@@ -356,7 +358,8 @@ class PromptListing:
             else:
                 unread = f"row {rows}" if first == rows else f"rows {first}-{rows}"
             raise DSparkJsonError(
-                f"Input file {self.directory.rstrip('/')}/{name} disappeared before the query "
+                f"Input file {mask_uris(self.directory).rstrip('/')}/{name} disappeared before the "
+                "query "
                 f"read its {unread}. Leave input files in place until the query has read them; "
                 "put it back, or start the query again with a new checkpoint."
             )
@@ -411,7 +414,8 @@ class PromptListing:
         self._check_gone(listed, start, end)
         if end.row > 0 and end.file not in {entry.name for entry in listed}:
             raise DSparkJsonError(
-                f"Input file {self.directory.rstrip('/')}/{end.file} is gone, but the query's "
+                f"Input file {mask_uris(self.directory).rstrip('/')}/{end.file} is gone, but the "
+                "query's "
                 f"offsets include its first {end.row} rows (a micro-batch being run again "
                 "after a restart). Put the file back, or start the query again with a new "
                 "checkpoint."

@@ -143,6 +143,18 @@ def as_tools(value: Any, name: str = "tools") -> tuple[dict[str, Any], ...]:
             f"Option {name!r} names function(s) {repeated} more than once; each function's "
             "calls get one column, so give each function once."
         )
+    by_fold: dict[str, list[str]] = {}
+    for each in names:
+        by_fold.setdefault(each.casefold(), []).append(each)
+    clashes = [group for group in by_fold.values() if len(group) > 1]
+    if clashes:
+        pairs = "; ".join(" and ".join(repr(n) for n in group) for group in clashes)
+        raise OptionError(
+            f"Option {name!r} names functions that differ only in case ({pairs}): each "
+            "function's calls are a field of the tool_calls struct, and Spark cannot hold two "
+            "fields whose names differ only in case. Rename one of them (the name is what the "
+            "model calls)."
+        )
     return tools
 
 

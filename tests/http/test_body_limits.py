@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 import zlib
 
 import httpx
@@ -16,6 +17,7 @@ from dspark_json.errors import RecordError
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
+from dspark_json.http.transport import MAX_HEADER_LINES
 from dspark_json.inputs.listing import PromptPartition, Segment
 from dspark_json.load import prepare, resolve_schema
 from dspark_json.options import Options
@@ -107,6 +109,15 @@ def test_a_compressed_body_within_the_limit_is_decoded(encoding):
     ("encoding", "data", "why"),
     [
         ("gzip", b"not gzip at all", "not valid gzip data"),
+        ("gzip", gzip.compress(OK)[:-8], "its trailer is missing"),
+        ("gzip", gzip.compress(OK)[:-4], "its trailer is missing"),
+        (
+            "gzip",
+            gzip.compress(OK)[:-8] + b"\0\0\0\0" + gzip.compress(OK)[-4:],
+            "incorrect data check",
+        ),
+        ("gzip", gzip.compress(OK)[:-4] + b"\1\0\0\0", "incorrect length check"),
+        ("deflate", zlib.compress(OK)[:-4], "its trailer is missing"),
         ("br", b"\x0b\x02\x80{}\x03", "Content-Encoding 'br', which is not decoded here"),
     ],
 )
@@ -181,3 +192,31 @@ def test_dropmalformed_drops_and_failfast_stops_at_an_invalid_utf8_answer(tmp_pa
     assert dropped.column("_status").to_pylist() == ["ok"]
     with pytest.raises(RecordError, match=r"is malformed \(invalid_utf8"):
         _read(tmp_path, utf8_answers, "FAILFAST")
+
+
+@pytest.mark.parametrize("interim", [False, True])
+def test_a_header_flood_is_a_row_error_read_no_further(interim):
+    """A server that answers with endless header lines (or endless 1xx interim answers): the
+    head is read up to MAX_HEADER_LINES / MAX_HEAD_BYTES, then the row says so; not retried."""
+    final = head(content_length=str(len(OK)))
+    if interim:
+        answer = b"HTTP/1.1 100 Continue\r\n\r\n" * 200_000 + final
+    else:
+        answer = final[:-2] + b"x-h: v\r\n" * 200_000 + b"\r\n"
+    started = time.monotonic()
+    outcome, posts = fetch_one(answer + OK)
+    assert time.monotonic() - started < 10
+    assert outcome.body is None
+    assert outcome.error is not None
+    assert outcome.error["type"] == "headers_too_large"
+    assert f"more than {MAX_HEADER_LINES} header lines" in outcome.error["message"]
+    assert len(posts) == 1
+
+
+def test_a_head_within_the_bounds_is_read():
+    extra = b"x-h: v\r\n" * (MAX_HEADER_LINES - 3)  # with content-type, connection, length
+    answer = head(content_length=str(len(OK)))
+    answer = answer[:-2] + extra + b"\r\n" + OK
+    outcome, _ = fetch_one(answer)
+    assert outcome.error is None
+    assert outcome.body == OK.decode()

@@ -14,7 +14,13 @@ from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
 from dspark_json.http.reask import Judged, repair
-from dspark_json.http.repair import RepairOptions, feedback, parse_error
+from dspark_json.http.repair import (
+    RepairOptions,
+    feedback,
+    parse_error,
+    read_answer,
+    token_cost,
+)
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.records import Outcomes, PromptRecord
@@ -193,6 +199,15 @@ def test_schema_violations_are_named_path_and_message_capped():
     assert len(many) < 800 and "..." in many
 
 
+def test_json_that_could_not_be_read_is_named_by_its_parse_error_not_as_a_violation():
+    model = Model(lambda sent: GOOD)
+    run([GOOD, body('{"word": "amber", "n": 3,')], model, validate=True)
+    (sent,) = model.asked
+    said = sent["messages"][-1]["content"]
+    assert said.startswith("Your answer could not be read (corrupt_content: invalid JSON")
+    assert "not validated" not in said
+
+
 def test_without_validate_schema_a_missing_property_is_not_re_asked():
     model = Model(lambda sent: GOOD)
     done = run([body('{"word": "amber"}')], model)
@@ -281,13 +296,93 @@ def test_a_re_ask_answered_with_bytes_that_are_not_utf8_is_an_invalid_utf8_attem
 
 def test_the_token_budget_stops_re_asks_and_says_so():
     model = Model(lambda sent: GOOD)
-    # Each re-ask is estimated at twice the answer it replaces: 2 * (10 + 5) = 30 tokens.
-    done = run([body("prose")] * 5, model, repair_token_budget=70)
+    # A re-ask is priced at its prompt (the first answer's 10 tokens + the ~220 bytes it adds:
+    # 55) and the mean completion of the task's answers (5): 70 tokens; 2 fit in 200.
+    done = run([body("prose")] * 5, model, repair_token_budget=200)
     assert len(model.asked) == 2
     assert done.stats.over_budget == 3 and done.stats.fixed == 2
     assert done.attempts[4][0]["reason"] == (
-        "not re-asked: repairTokenBudget is spent (this task's share: 70 tokens, 0 spent)"
+        "not re-asked: repairTokenBudget is spent (this task's share: 200 tokens, 0 spent, 140 "
+        "committed this round; this re-ask is priced at 70)"
     )
+    assert done.stats.spent_tokens == 2 * 17 and done.stats.estimated_tokens == 0
+
+
+def no_usage(content, *, finish="stop"):
+    """An answer without ``usage`` (servers may leave it out)."""
+    sent = json.loads(body(content, finish=finish))
+    del sent["usage"]
+    return json.dumps(sent)
+
+
+def test_an_answer_without_usage_is_estimated_at_4_bytes_a_token():
+    bare = no_usage("prose")
+    # The prompt from the request's bytes, the completion from the answer body's, rounded up.
+    assert token_cost(read_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
+    reported = body("prose", prompt_tokens=7, completion_tokens=3)
+    assert token_cost(read_answer(reported), b"x" * 401, reported) == (7, 3, False)
+
+
+def test_without_usage_the_budget_counts_estimates_from_the_length():
+    model = Model(lambda sent: no_usage("still prose"))
+    done = run([no_usage("prose")] * 3, model, repair_token_budget=1, repair_attempts=10)
+    # Before: no usage counted as 0 tokens, every row re-asked 10 times against a budget of 1.
+    assert model.asked == []
+    assert done.stats.over_budget == 3
+    assert "repairTokenBudget is spent" in done.attempts[0][0]["reason"]
+    model = Model(lambda sent: no_usage("still prose"))
+    done = run([no_usage("prose")] * 3, model, repair_token_budget=400, repair_attempts=10)
+    first = json.dumps(json.loads(no_usage("prose")))
+    assert 0 < len(model.asked) < 30
+    # Each answer is priced at ~len/4: prompt from the request, completion from the body.
+    assert done.stats.spent_tokens == done.stats.estimated_tokens > 0
+    assert done.stats.spent_tokens <= 400 + len(first)  # within one answer's worth
+    assert done.stats.prompt_tokens == done.stats.completion_tokens == 0  # none reported
+    assert done.attempts[0][1]["prompt_tokens"] is None  # the row contract: as reported
+
+
+def test_the_budget_stops_within_one_answer_when_the_re_asks_cost_more_than_the_first():
+    # The first answers report no usage (small: priced from their length); each re-ask reports
+    # 5,050 tokens. Before: every row re-asked in the round, 15,150 tokens against 200.
+    costly = body("prose again", prompt_tokens=50, completion_tokens=5000)
+    model = Model(lambda sent: costly)
+    done = run([no_usage("prose")] * 3, model, repair_token_budget=200, repair_attempts=3)
+    assert len(model.asked) == 1  # priced at 127 (313 + 191 bytes / 4): once in 200
+    assert done.stats.spent_tokens == 5050 and done.stats.over_budget == 3  # all 3 stopped
+    # The mean is now (3 small + 5050) / 4: no second round.
+    model = Model(lambda sent: costly)
+    done = run([costly] * 4, model, repair_token_budget=11000, repair_attempts=3)
+    assert len(model.asked) == 2 and done.stats.spent_tokens == 10100  # never past 11000
+
+
+def test_identical_re_asks_are_sent_once_and_shared():
+    model = Model(lambda sent: GOOD)
+    cut = body('{"word": "amb', finish="length", completion_tokens=64)
+    outcomes = Outcomes(pa.array([cut] * 4, pa.large_string()))
+
+    def again(**request):
+        return repair(
+            lambda i: record(0),  # four identical prompts
+            outcomes,
+            judge(outcomes),
+            options=RepairOptions(repair_attempts=2),
+            builder=RequestBuilder(
+                RequestOptions(model="m", response_format=SCHEMA, max_tokens=64, **request)
+            ),
+            http=HTTP,
+            judge=judge,
+            send=lambda bodies: complete_all(bodies, HTTP, transport=httpx.MockTransport(model)),
+        )
+
+    done = again(temperature=0.0)
+    assert len(model.asked) == 1  # before: 4 identical re-asks
+    assert done.stats.reasks == 4 and done.stats.client.requests == 1
+    assert done.stats.spent_tokens == 17  # paid once
+    assert all(len(done.attempts[i]) == 2 for i in range(4))
+    assert all(b == GOOD for b in done.outcomes.bodies.to_pylist())
+    model.asked.clear()
+    again(temperature=0.8)  # sampled: each row its own sample, as dedupe=auto does first
+    assert len(model.asked) == 4
 
 
 class Store:

@@ -53,6 +53,8 @@ def test_definitions_bare_functions_and_pydantic_models_become_openai_tools():
         ('[{"type": "retrieval"}]', "is not a function tool"),
         ('[{"name": "f", "parameters": "x"}]', "must be a JSON Schema object"),
         ('[{"name": "f"}, {"name": "f"}]', "more than once"),
+        ('[{"name": "Foo"}, {"name": "foo"}]', "'Foo' and 'foo'"),
+        ('[{"name": "get_Time"}, {"name": "a"}, {"name": "GET_TIME"}]', "differ only in case"),
         ("[{", "does not hold valid JSON"),
         ("/no/such/tools.json", "neither JSON text nor a readable file"),
     ],
@@ -95,7 +97,7 @@ def test_validation_lists_each_calls_violations_by_its_column_path():
     bodies = [
         answer(("get_weather", '{"city": "Oslo", "days": 9}'), ("get_weather", '{"days": 1}')),
         answer(("get_weather", '{"city": "Oslo"}')),
-        answer(("get_weather", "{broken")),  # its status says so; nothing to validate
+        answer(("get_weather", "{broken")),  # not validated, and said so: never [] (issue 45)
         json.dumps({"choices": [{"message": {"content": "hi"}}]}),
     ]
     found = tool_violations(as_tools([WEATHER]), bodies)
@@ -103,7 +105,31 @@ def test_validation_lists_each_calls_violations_by_its_column_path():
         "tool_calls.get_weather[0].arguments/days: 9 is greater than the maximum of 7",
         "tool_calls.get_weather[1].arguments/$: 'city' is a required property",
     ]
-    assert found[1] == [] and found[2] == [] and found[3] is None
+    assert found[1] == [] and found[3] is None
+    assert found[2] == [
+        "tool_calls.get_weather[0].arguments: not validated: the JSON could not be read "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    ]
+
+
+def test_arguments_that_cannot_be_read_are_never_said_to_conform():
+    """_schema_violations = [] means "conforms" (README): arguments nested 600 levels, prose
+    arguments and a call of a function not offered each get an entry saying why they were not
+    validated (before: [], issue 45)."""
+    deep = '{"city": ' + "[" * 600 + "]" * 600 + "}"
+    bodies = [
+        answer(("get_weather", deep)),
+        answer(("get_weather", "sunny, I think")),
+        answer(("get_weather", '{"city": "Oslo"}'), ("get_time", "{}")),
+    ]
+    assert tool_violations(as_tools([WEATHER]), bodies) == [
+        [
+            "tool_calls.get_weather[0].arguments: not validated: the JSON is nested more than "
+            "512 levels deep"
+        ],
+        ["tool_calls.get_weather[0].arguments: not validated: the arguments are not JSON"],
+        ["tool_calls.get_time[0]: not validated: the tools offer no function of that name"],
+    ]
 
 
 def test_arguments_without_parameters_are_inferred_from_samples():

@@ -26,3 +26,41 @@ def test_a_load_error_is_its_message_and_a_short_traceback(spark, fmt, options, 
     text = str(caught.value)
     assert "direct cause" not in text and "During handling" not in text
     assert len(text.splitlines()) <= 6, text
+
+
+CANARY = "zqCanary7pw"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"tools": '[{"name": "Foo"}, {"name": "foo"}]'},
+            "Option 'tools' names functions that differ only in case \\('Foo' and 'foo'\\)",
+        ),
+        ({"toolChoice": "required"}, "Option 'toolChoice' \\('required'\\) needs option 'tools'"),
+        (
+            {"cache": f"foo://ann:{CANARY}@store.invalid/c"},
+            "Option 'cache' names foo://\\*\\*\\*@store.invalid/c, which cannot be written",
+        ),
+        (
+            {"cache": f"foo://ann:{CANARY}@store.invalid/c?sig={CANARY}"},
+            "Option 'cache' is a URI with query parameters "
+            "\\(foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*\\).*AWS_ENDPOINT_URL",
+        ),
+    ],
+    ids=["tools-case", "tool-choice-alone", "cache-credentials", "cache-query-parameters"],
+)
+def test_a_refused_setup_sends_no_prompt_and_shows_no_secret(spark, tmp_path, options, message):
+    from tests.helpers import write_prompts
+    from tests.raw_servers import alive, raw_server
+
+    write_prompts(tmp_path / "in", "a.jsonl", [{"prompt": "p"}])
+    with raw_server(alive) as server:
+        with pytest.raises(Exception, match=message) as caught:
+            spark.read.format("dspark-json").options(
+                endpoint=server.url, prompts=str(tmp_path / "in"), **options
+            ).load()
+        sent = [r for r in server.requests if r.method == "POST"]
+    assert not sent  # refused before any prompt was sent (or paid for)
+    assert CANARY not in str(caught.value)

@@ -13,6 +13,7 @@ from dspark_json.compat import start
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.dev.simulator import Faults
 from tests.helpers import write_prompts
+from tests.raw_servers import alive, completion, raw_server, response
 from tests.spark.test_exactly_once import SCHEMA, finish, job, prompts, rows
 
 pytestmark = pytest.mark.spark
@@ -156,3 +157,54 @@ def test_generate_takes_repair_attempts_by_its_snake_case_name(spark):
     assert len(out) == 40 and stats["reasks"] > 0
     assert all(r["_status"] == "ok" and not r["_schema_violations"] for r in out)
     assert sum(len(r["_attempts"]) - 1 for r in out if r["_attempts"]) == stats["reasks"]
+
+
+def _cut_without_usage(request):
+    """A hostile server: /health and /v1/models up; every completion cut at max_tokens
+    (``{"word": "amb``, finish_reason length) and without ``usage``."""
+    if request.path != "/v1/chat/completions":
+        return alive(request)
+    body = completion('{"word": "amb')
+    body["choices"][0]["finish_reason"] = "length"
+    del body["usage"]
+    return response(200, body)
+
+
+@pytest.mark.parametrize(("budget", "sent"), [("1", 1), ("100000", 1 + 3)])
+def test_identical_rows_without_usage_re_ask_once_within_the_budget(spark, tmp_path, budget, sent):
+    """Four identical prompts (temperature 0) whose answers are always cut and report no usage,
+    repairAttempts=3. A budget of 1 stops every re-ask (before: 12 re-asks, "0 of a budget of
+    1"); a large one sends one re-ask a round, shared by the four rows (before: 4 a round), and
+    the metrics say the tokens were estimated."""
+    write_prompts(
+        tmp_path / "in",
+        "a.jsonl",
+        [{"custom_id": f"q{i}", "prompt": "The same question"} for i in range(4)],
+    )
+    with raw_server(_cut_without_usage) as server:
+        got = (
+            spark.read.format("dspark-json")
+            .option("endpoint", server.url)
+            .option("prompts", str(tmp_path / "in"))
+            .option("responseFormat", json.dumps(SCHEMA))
+            .option("temperature", "0")
+            .option("maxTokens", "32")
+            .option("repairAttempts", "3")
+            .option("repairTokenBudget", budget)
+            .option("metrics", str(tmp_path / "metrics"))
+            .load()
+            .collect()
+        )
+        asked = [r for r in server.requests if r.path == "/v1/chat/completions"]
+    assert len(asked) == sent
+    assert sorted(r["custom_id"] for r in got) == ["q0", "q1", "q2", "q3"]
+    assert all(r["_status"] == "truncated" for r in got)
+    (repair,) = [m["repair"] for m in metrics(tmp_path / "metrics")]
+    if budget == "1":
+        assert repair["reasks"] == 0 and repair["over_budget"] == 4
+        assert all("repairTokenBudget is spent" in r["_attempts"][0]["reason"] for r in got)
+    else:
+        assert repair["reasks"] == 12 and repair["requests"] == 3
+        assert all(len(r["_attempts"]) == 4 for r in got)  # each row lists its answers
+        assert repair["spent_tokens"] == repair["estimated_tokens"] > 0
+        assert repair["prompt_tokens"] == repair["completion_tokens"] == 0  # none reported

@@ -1,0 +1,284 @@
+"""A good tenant of a shared model pool: an interactive tenant's latency beside our stream.
+
+    .venv/bin/python benchmarks/shared_pool.py            # writes results/shared_pool.{md,json,png}
+    .venv/bin/python benchmarks/shared_pool.py --smoke    # tiny sizes
+
+One simulator process configured like one vLLM replica: ``--capacity`` sequences at once
+(vLLM's ``max_num_seqs``, default 16), ``--answer-ms`` per answer (default 250), the rest queued,
+``--scheduling-policy priority`` (requests without a priority are all priority 0, so they are
+served first come first served, as vLLM's default fcfs serves them). An interactive tenant sends
+open-loop Poisson arrivals at half the replica's capacity (asyncio + httpx, priority 0); its
+latency is the server's own (arrival to answer, the simulator's ``/stats/latency`` by the
+tenant's ``x-dspark-tenant`` header), so that the benchmark's own client is not measured.
+
+Scenarios, one after another in one run, on the same server:
+
+- ``alone``: the tenant only;
+- ``today``: beside a stream of ``--stream`` prompts with today's options (the latency-driven
+  in-flight limit, up to maxConcurrency=32);
+- ``priority``: the stream's requests with option ``priority`` = 10;
+- ``maxServerQueue``: the stream with option ``maxServerQueue`` = 0;
+- ``both``: the two.
+
+The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
+task sends its partition, with the same ``HttpOptions``) in a process of its own, not a Spark
+stream: Spark's start and the parse would only add time outside the window measured. The
+tenant is measured for ``--window`` seconds after ``--warmup`` seconds of the stream alone; the
+stream's rate is the server's answers in that window minus the tenant's, as a share of the spare
+capacity (capacity/answer time minus the tenant's rate). The stream process is then stopped and
+the server drains before the next scenario.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dspark_json.dev.local import SimulatorProcess
+from dspark_json.dev.simulator import Faults
+
+RESULTS = Path(__file__).parent / "results"
+MODEL = "dspark-sim"
+SCENARIOS: dict[str, dict[str, int] | None] = {
+    "alone": None,
+    "today": {},
+    "priority": {"priority": 10},
+    "maxServerQueue": {"max_server_queue": 0},
+    "both": {"priority": 10, "max_server_queue": 0},
+}
+
+
+def stream_worker(url: str, prompts: int, priority: int | None, max_queue: int | None) -> None:
+    """The stream: ``prompts`` requests through the source's client, as one task sends them."""
+    from dspark_json.http.client import complete_all
+    from dspark_json.http.endpoints import Endpoint
+    from dspark_json.http.options import HttpOptions
+
+    extra = {"priority": priority} if priority is not None else {}
+    bodies = [
+        {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": f"Summarise ticket {i}."}],
+            "max_tokens": 64,
+            **extra,
+        }
+        for i in range(prompts)
+    ]
+    config = HttpOptions(endpoints=(Endpoint(url),), max_server_queue=max_queue)
+    complete_all(bodies, config)
+
+
+async def tenant(url: str, name: str, rate: float, seconds: float, seed: int) -> list[float]:
+    """Open-loop Poisson arrivals at ``rate`` per second for ``seconds``; when each answer came
+    (``time.time()``)."""
+    rng = random.Random(seed)
+    done: list[float] = []
+    limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+
+        async def ask(i: int) -> None:
+            body = {"model": MODEL, "messages": [{"role": "user", "content": f"Hi {name} {i}"}]}
+            answer = await client.post(
+                f"{url}/v1/chat/completions", json=body, headers={"x-dspark-tenant": name}
+            )
+            answer.raise_for_status()
+            done.append(time.time())
+
+        tasks = []
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        at = start
+        i = 0
+        while True:
+            at += rng.expovariate(rate)
+            if at - start > seconds:
+                break
+            await asyncio.sleep(max(0.0, at - loop.time()))
+            tasks.append(asyncio.create_task(ask(i)))
+            i += 1
+        await asyncio.gather(*tasks)
+    return done
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def wait_idle(url: str, limit_s: float = 60) -> None:
+    """Until the server has nothing running or waiting (the last scenario's stream drained)."""
+    from dspark_json.http.gauges import parse_gauges
+
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        gauges = parse_gauges(httpx.get(f"{url}/metrics", timeout=5).text)
+        if gauges is not None and gauges[0] == 0 and gauges[1] == 0:
+            return
+        time.sleep(0.2)
+
+
+def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> dict[str, Any]:
+    wait_idle(url)
+    stream = None
+    if options is not None:
+        command = [sys.executable, __file__, "--stream-worker", url, str(args.stream)]
+        command += [str(options.get("priority", "")), str(options.get("max_server_queue", ""))]
+        stream = subprocess.Popen(command, start_new_session=True)
+        time.sleep(args.warmup)
+    rate = args.capacity / (args.answer_ms / 1000) / 2
+    before = httpx.get(f"{url}/stats", timeout=5).json().get("completions_ok", 0)
+    t0 = time.time()
+    done = asyncio.run(tenant(url, name, rate, args.window, args.seed))
+    t1 = time.time()
+    after = httpx.get(f"{url}/stats", timeout=5).json().get("completions_ok", 0)
+    if stream is not None:
+        os.killpg(stream.pid, signal.SIGTERM)
+        stream.wait(timeout=30)
+    latencies = httpx.get(f"{url}/stats/latency", timeout=5).json()[name]
+    capacity_rps = args.capacity / (args.answer_ms / 1000)
+    stream_rps = (after - before - sum(1 for d in done if t0 <= d <= t1)) / (t1 - t0)
+    spare = capacity_rps - rate
+    figures = {
+        "scenario": name,
+        "options": options,
+        "tenant_requests": len(latencies),
+        "tenant_rate_per_s": rate,
+        "p50_ms": 1000 * quantile(latencies, 0.50),
+        "p95_ms": 1000 * quantile(latencies, 0.95),
+        "p99_ms": 1000 * quantile(latencies, 0.99),
+        "stream_per_s": stream_rps if options is not None else 0.0,
+        "spare_per_s": spare,
+        "stream_share_of_spare": stream_rps / spare if options is not None else 0.0,
+    }
+    print(json.dumps(figures), flush=True)
+    return figures
+
+
+def write(out: Path, result: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "shared_pool.json").write_text(json.dumps(result, indent=2) + "\n")
+    alone = result["scenarios"][0]
+    rows = [
+        "| scenario | tenant p50 ms | p95 ms | p99 ms | p95 / alone | stream req/s | "
+        "share of spare |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for s in result["scenarios"]:
+        rows.append(
+            f"| {s['scenario']} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['p99_ms']:.0f} | "
+            f"{s['p95_ms'] / alone['p95_ms']:.2f}x | {s['stream_per_s']:.1f} | "
+            f"{100 * s['stream_share_of_spare']:.0f}% |"
+        )
+    setup = result["setup"]
+    text = [
+        "# Shared pool: an interactive tenant beside the stream",
+        "",
+        f"Run {result['date']} on {result['machine']} (a busy machine: other jobs shared its "
+        "2 cores). Reproduce: `.venv/bin/python benchmarks/shared_pool.py`.",
+        "",
+        f"One simulator replica: {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
+        f"per answer ({setup['capacity_per_s']:.0f} answers/s), scheduling policy priority "
+        f"(requests without a priority are served in arrival order, as fcfs). Interactive "
+        f"tenant: open-loop Poisson at {setup['tenant_per_s']:.0f} req/s, priority 0, "
+        f"{setup['window_s']:.0f} s per scenario, latency from arrival to answer on the "
+        f"server. Stream: {setup['stream_prompts']} prompts through the source's executor "
+        "client (`http.client.complete_all`, one task's HttpOptions, maxConcurrency 32) in a "
+        f"process of its own, measured after {setup['warmup_s']:.0f} s; its rate is the "
+        "server's answers in the window minus the tenant's.",
+        "",
+        *rows,
+        "",
+    ]
+    (out / "shared_pool.md").write_text("\n".join(text))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s["scenario"] for s in result["scenarios"]]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.6))
+    for q, offset in (("p50_ms", -0.25), ("p95_ms", 0), ("p99_ms", 0.25)):
+        left.bar(
+            [i + offset for i in range(len(names))],
+            [s[q] for s in result["scenarios"]],
+            width=0.25,
+            label=q.removesuffix("_ms"),
+        )
+    left.axhline(1.2 * alone["p95_ms"], color="grey", linestyle="--", label="1.2x p95 alone")
+    left.set_xticks(range(len(names)), names, rotation=20)
+    left.set_ylabel("tenant latency, ms (server side)")
+    left.legend(fontsize=8)
+    right.bar(names, [100 * s["stream_share_of_spare"] for s in result["scenarios"]])
+    right.axhline(50, color="grey", linestyle="--")
+    right.set_ylabel("stream req/s, % of spare capacity")
+    right.tick_params(axis="x", rotation=20)
+    fig.suptitle("Interactive tenant beside the stream (one vLLM-like replica)")
+    fig.savefig(out / "shared_pool.png", dpi=110, bbox_inches="tight")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--capacity", type=int, default=16)
+    parser.add_argument("--answer-ms", type=float, default=250)
+    parser.add_argument("--stream", type=int, default=3000, help="prompts in the stream")
+    parser.add_argument("--window", type=float, default=30, help="seconds measured")
+    parser.add_argument("--warmup", type=float, default=4, help="seconds of stream first")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help="which scenarios, comma-separated"
+    )
+    parser.add_argument("--stream-worker", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.stream_worker:
+        url, prompts, priority, max_queue = args.stream_worker
+        stream_worker(
+            url,
+            int(prompts),
+            int(priority) if priority else None,
+            int(max_queue) if max_queue else None,
+        )
+        return
+    if args.smoke:
+        args.capacity, args.answer_ms, args.stream = 4, 100, 200
+        args.window, args.warmup = 1.5, 0.5
+    faults = Faults(capacity=args.capacity, scheduling_policy="priority")
+    with SimulatorProcess(latency=args.answer_ms / 1000, faults=faults) as server:
+        chosen = args.scenarios.split(",")
+        figures = [scenario(server.url, n, o, args) for n, o in SCENARIOS.items() if n in chosen]
+    capacity_rps = args.capacity / (args.answer_ms / 1000)
+    result = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}",
+        "setup": {
+            "capacity": args.capacity,
+            "answer_ms": args.answer_ms,
+            "capacity_per_s": capacity_rps,
+            "tenant_per_s": capacity_rps / 2,
+            "stream_prompts": args.stream,
+            "window_s": args.window,
+            "warmup_s": args.warmup,
+            "stream_driver": "http.client.complete_all in a process (one task's client)",
+        },
+        "scenarios": figures,
+    }
+    write(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""What each endpoint's ``/metrics`` says about its load (option ``maxServerQueue``).
+
+vLLM exposes its scheduler's gauges in Prometheus' text format: ``vllm:num_requests_waiting``,
+``vllm:num_requests_running`` and ``vllm:kv_cache_usage_perc`` (0 to 1; ``gpu_cache_usage_perc``
+before vLLM 0.9.2), one sample per engine, labelled ``model_name``. A stream that shares the
+pool with interactive traffic reads them to send only into the capacity the pool leaves free.
+
+- :func:`parse_gauges` reads the three gauges out of the text (summed over engines; only the
+  model's samples where they are labelled with it).
+- :class:`Gauges` is the process-wide cache: each endpoint's ``/metrics`` is fetched at most
+  once per :data:`REFRESH_S` per worker process, whatever the number of requests (the workers
+  of one loop share one fetch; each Spark task running at once is a process of its own). A
+  fetch that fails leaves no reading (the latency-driven limit paces the requests): a stale
+  reading kept would hold every request until its deadline. The fetch is bounded
+  (:data:`MAX_METRICS_BYTES`, :data:`FETCH_TIMEOUT_S`) and never fails a row: an endpoint whose
+  ``/metrics`` is missing or is not vLLM's (a gateway) is logged once per process and left to
+  the latency-driven limit (:class:`~dspark_json.http.concurrency.AdaptiveLimit`).
+- :class:`Gate` holds back a task's new requests to a saturated endpoint (never one in flight).
+  An endpoint is saturated when more than ``maxServerQueue`` requests wait, or its KV cache is
+  at least :data:`KV_SATURATED` full, or its last reading is older than :data:`MAX_AGE_S` (as
+  the Gateway API inference extension treats stale metrics). Between two readings a task sends
+  at most the room the last one showed (the free share of the KV cache up to
+  :data:`KV_SATURATED`, plus the queue up to ``maxServerQueue``) plus one request for each of
+  its own that ended since: so the workers waiting at the gate do not all start at once when a
+  reading clears, and the stream backs off within a reading (about a second) when interactive
+  load rises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import httpx
+
+__all__ = ["Gate", "Gauges", "Reading", "parse_gauges"]
+
+logger = logging.getLogger("dspark_json")
+
+#: Seconds between two fetches of one endpoint's /metrics (per worker process).
+REFRESH_S = 1.0
+#: A reading older than this holds the endpoint back (the fetches fail or hang).
+MAX_AGE_S = 2.0
+#: KV-cache use (0 to 1) at which an endpoint counts as saturated: a fifth of the cache is left
+#: to the interactive tenants' bursts. The Gateway API inference extension's line; tuned on
+#: benchmarks/shared_pool.py with both options (30 s windows: 0.9, before the room was paced,
+#: left the tenant's p95 at 1.40x of its p95 alone; paced, 0.75 left it at 1.13x with the
+#: stream at 48% of the spare capacity, 0.8 at 1.18x and 50%).
+KV_SATURATED = 0.8
+#: Largest /metrics body read (vLLM's is about 50 KiB per model with its histograms).
+MAX_METRICS_BYTES = 4 * 1024 * 1024
+#: Seconds one /metrics fetch may take.
+FETCH_TIMEOUT_S = 2.0
+
+_SAMPLE = re.compile(
+    r"^vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
+    r"(?:\{([^}]*)\})?\s+(\S+)",
+    re.MULTILINE,
+)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One endpoint's gauges at ``at`` (``time.monotonic()``)."""
+
+    waiting: float
+    running: float
+    kv: float
+    at: float
+
+
+def parse_gauges(text: str, model: str | None = None) -> tuple[float, float, float] | None:
+    """(waiting, running, KV use) from vLLM's Prometheus text, summed over engines (KV use:
+    their mean), ``model``'s samples only where samples name a model; ``None`` when the text
+    holds none of vLLM's scheduler gauges (not vLLM's /metrics)."""
+    sums = {"waiting": 0.0, "running": 0.0}
+    kv: dict[str, list[float]] = {"kv_cache_usage_perc": [], "gpu_cache_usage_perc": []}
+    found = False
+    for match in _SAMPLE.finditer(text):
+        name, labels, value = match.groups()
+        named = dict(_LABEL.findall(labels or ""))
+        if model is not None and named.get("model_name", model) != model:
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if math.isnan(number):
+            continue
+        found = True
+        if name in kv:
+            kv[name].append(number)
+        else:
+            sums[name.removeprefix("num_requests_")] += number
+    if not found:
+        return None
+    usage = kv["kv_cache_usage_perc"] or kv["gpu_cache_usage_perc"]
+    return sums["waiting"], sums["running"], sum(usage) / len(usage) if usage else 0.0
+
+
+@dataclass
+class _Entry:
+    reading: Reading | None = None
+    fetched: float = -math.inf  # when the last fetch started (monotonic)
+    unsupported: bool = False
+    warned: bool = False
+    fetching: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # by event loop
+
+
+class Gauges:
+    """The process-wide cache of each endpoint's readings, keyed by its base URL."""
+
+    def __init__(self, refresh_s: float = REFRESH_S) -> None:
+        self.refresh_s = refresh_s
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self.fetches = 0
+
+    def _entry(self, url: str) -> _Entry:
+        with self._lock:
+            return self._entries.setdefault(url, _Entry())
+
+    async def read(
+        self, url: str, headers: Mapping[str, str], model: str | None = None
+    ) -> Reading | None:
+        """The latest reading of the endpoint at ``url`` (fetched first when the last fetch is
+        older than the refresh interval); ``None`` where its /metrics is not vLLM's."""
+        entry = self._entry(url)
+        if entry.unsupported:
+            return None
+        now = time.monotonic()
+        loop = id(asyncio.get_running_loop())
+        task = entry.fetching.get(loop)
+        if task is None and now - entry.fetched >= self.refresh_s:
+            entry.fetched = now
+            task = asyncio.create_task(self._fetch(url, dict(headers), model, entry))
+            entry.fetching[loop] = task
+            task.add_done_callback(lambda _: entry.fetching.pop(loop, None))
+        if task is not None and entry.reading is None:
+            await asyncio.shield(task)  # the first reading: wait for it
+        return None if entry.unsupported else entry.reading
+
+    async def _fetch(self, url: str, headers: dict[str, str], model: str | None, e: _Entry) -> None:
+        self.fetches += 1
+        started = time.monotonic()
+        try:
+            async with (
+                asyncio.timeout(FETCH_TIMEOUT_S),
+                httpx.AsyncClient(timeout=FETCH_TIMEOUT_S) as client,
+                client.stream("GET", f"{url}/metrics", headers=headers) as response,
+            ):
+                if response.status_code in (404, 405):  # no /metrics here: a gateway
+                    self._unsupported(url, e, f"HTTP {response.status_code}")
+                    return
+                if response.status_code != 200:  # a 429, a 5xx, a pod restarting: no reading
+                    e.reading = None
+                    return
+                chunks, size = [], 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_METRICS_BYTES:
+                        self._unsupported(url, e, f"over {MAX_METRICS_BYTES} bytes")
+                        return
+                    chunks.append(chunk)
+        except (httpx.HTTPError, TimeoutError, OSError):
+            # Not reachable now, or too slow: no reading (the latency-driven limit paces the
+            # requests; a down endpoint is rested by the endpoint pool once a request fails).
+            # An old reading kept would hold every request to it until its requestDeadline.
+            e.reading = None
+            return
+        except Exception:  # a reading is advice: nothing about it may fail a row
+            logger.debug("Reading %s/metrics failed", url, exc_info=True)
+            e.reading = None
+            return
+        gauges = parse_gauges(b"".join(chunks).decode("utf-8", "replace"), model)
+        if gauges is None:
+            self._unsupported(url, e, "no vllm:num_requests_waiting in it")
+            return
+        e.reading = Reading(*gauges, at=started)
+
+    def _unsupported(self, url: str, entry: _Entry, why: str) -> None:
+        entry.unsupported = True
+        if not entry.warned:
+            entry.warned = True
+            logger.warning(
+                "Option 'maxServerQueue': %s/metrics is not vLLM's Prometheus metrics (%s); "
+                "requests to this endpoint are paced by latency only (a gateway: point option "
+                "'endpoint' at the replicas to read their queues).",
+                url,
+                why,
+            )
+
+
+#: One cache per worker process.
+GAUGES = Gauges()
+
+
+@dataclass
+class _Budget:
+    reading: Reading | None = None
+    room: float = 0.0  # requests the reading leaves room for (negative: over)
+    since: float = 0.0  # when this task first saw the reading (monotonic)
+    sent: int = 0  # requests sent since the reading
+    ended: int = 0  # requests ended since the reading
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+def room(reading: Reading, max_queue: int) -> float:
+    """How many more requests ``reading`` leaves room for before the endpoint is saturated
+    (negative: that many too many). ``inf`` where the KV gauge says nothing (nothing runs):
+    only the queue then bounds, and it is empty."""
+    queue = max_queue - reading.waiting
+    if reading.waiting > max_queue:
+        return queue  # more wait than maxServerQueue
+    if reading.kv <= 0 or reading.running <= 0:
+        return math.inf
+    # The KV cache's share per running sequence gives the sequences that fit up to the line.
+    slots = reading.running * (KV_SATURATED - reading.kv) / reading.kv
+    if reading.kv >= KV_SATURATED:
+        return min(-1.0, math.floor(slots))
+    return math.floor(slots) + queue
+
+
+class Gate:
+    """One task's hold on new requests, by endpoint (see the module's docstring)."""
+
+    def __init__(self, max_queue: int, model: str | None, gauges: Gauges = GAUGES) -> None:
+        self.max_queue = max_queue
+        self.model = model
+        self.gauges = gauges
+        self._budgets: dict[str, _Budget] = {}
+        self.held_s = 0.0
+
+    async def wait(self, url: str, headers: Mapping[str, str], limit_s: float) -> None:
+        """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
+        row); count the time held."""
+        budget = self._budgets.setdefault(url, _Budget())
+        started = time.monotonic()
+        deadline = started + max(limit_s, 0.0)
+        while True:
+            reading = await self.gauges.read(url, headers, self.model)
+            if reading is None:
+                break
+            now = time.monotonic()
+            if reading is not budget.reading:
+                budget.reading, budget.since = reading, now
+                budget.room = room(reading, self.max_queue)
+                budget.sent = budget.ended = 0
+            stale = now - reading.at > MAX_AGE_S
+            if not stale and budget.sent < self._allowed(budget, now):
+                break
+            if now >= deadline:
+                break
+            next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
+            if 0 < budget.room < math.inf:  # the room is paced: look again shortly
+                next_step = min(next_step, self.gauges.refresh_s / (budget.room + 1))
+            try:
+                async with asyncio.timeout(min(next_step, deadline - now)):
+                    await budget.changed.wait()
+            except TimeoutError:
+                pass
+        budget.sent += 1
+        self.held_s += time.monotonic() - started
+
+    def _allowed(self, budget: _Budget, now: float) -> float:
+        """Requests that may have been sent by ``now`` since the reading: one for each that
+        ended, and the reading's room spread over the refresh interval (so that the stream's
+        requests start, and so end, spread out, not in one burst a reading)."""
+        if budget.room <= 0 or budget.room == math.inf:
+            return budget.room + budget.ended
+        share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
+        return math.ceil(budget.room * share) + budget.ended
+
+    def ended(self, url: str) -> None:
+        """A request to ``url`` ended: its place is free for the next one."""
+        budget = self._budgets.get(url)
+        if budget is not None:
+            budget.ended += 1
+            budget.changed.set()
+            budget.changed = asyncio.Event()

@@ -1,0 +1,157 @@
+"""Option maxServerQueue: vLLM's /metrics read (tests/data/vllm-metrics.txt: written in vLLM's
+Prometheus format, names and labels, two engines and a second model), and the gate that holds
+new requests back while an endpoint is saturated, against raw servers."""
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from dspark_json.http.client import complete_all
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.gauges import KV_SATURATED, Reading, parse_gauges, room
+from dspark_json.http.options import HttpOptions
+from dspark_json.options import Options
+from tests.raw_servers import Request, completion, raw_server, response
+
+VLLM_TEXT = (Path(__file__).parent.parent / "data" / "vllm-metrics.txt").read_text()
+
+
+def metrics(waiting: float, running: float, kv: float) -> str:
+    return (
+        "# HELP vllm:num_requests_waiting Number of requests waiting to be processed.\n"
+        "# TYPE vllm:num_requests_waiting gauge\n"
+        f'vllm:num_requests_waiting{{engine="0",model_name="m"}} {waiting}\n'
+        f'vllm:num_requests_running{{engine="0",model_name="m"}} {running}\n'
+        f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} {kv}\n'
+    )
+
+
+def test_parse_vllm_text_sums_engines_and_filters_by_model():
+    # Two engines of Qwen (waiting 3 + 4, running 16 + 12, KV 0.5 and 0.7), one of another model.
+    assert parse_gauges(VLLM_TEXT, "Qwen/Qwen3-8B") == (7.0, 28.0, pytest.approx(0.6))
+    assert parse_gauges(VLLM_TEXT, "other") == (1.0, 2.0, 0.25)
+    assert parse_gauges(VLLM_TEXT) == (8.0, 30.0, pytest.approx((0.5 + 0.7 + 0.25) / 3))
+
+
+def test_parse_older_vllm_gpu_cache_and_not_vllm():
+    old = metrics(2, 3, 0).replace("kv_cache_usage_perc", "gpu_cache_usage_perc")
+    old = old.replace(" 0\n", " 0.95\n")
+    assert parse_gauges(old) == (2.0, 3.0, 0.95)
+    assert parse_gauges("# HELP up gauge\nup 1\n") is None
+    assert parse_gauges('{"error": "not found"}') is None
+
+
+def test_room_is_the_free_kv_share_plus_the_queue():
+    assert room(Reading(0, 8, 0.5, 0), 0) == 4  # 8 seqs are 0.5: 12.8 fit below 0.8
+    assert room(Reading(0, 0, 0.0, 0), 0) == float("inf")  # idle: nothing to go by
+    assert room(Reading(3, 16, 1.0, 0), 1) == -2  # more wait than maxServerQueue
+    assert room(Reading(0, 16, 1.0, 0), 5) < 0  # KV full
+    assert room(Reading(0, 8, 0.5, 0), 2) == 6  # and 2 may wait
+    assert KV_SATURATED == 0.8
+
+
+def test_option_max_server_queue():
+    options = Options.parse({"endpoint": "http://h:1", "prompts": "/p", "maxServerQueue": "3"})
+    assert options.http.max_server_queue == 3
+    assert Options.parse({"endpoint": "http://h:1", "prompts": "/p"}).http.max_server_queue is None
+
+
+class Pool:
+    """A raw server whose /metrics says what ``state`` holds; it records when completions and
+    /metrics requests came."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.metrics_status = 200
+        self.sent: list[float] = []
+        self.reads: list[float] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, request: Request) -> bytes | None:
+        if request.path == "/metrics":
+            self.reads.append(time.monotonic())
+            return response(self.metrics_status, self.text)
+        if request.path == "/health":
+            return response(200, {})
+        self.sent.append(time.monotonic())
+        return response(200, completion(json.dumps({"a": 1})))
+
+
+def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears():
+    pool = Pool(metrics(5, 16, 1.0))  # 5 waiting > maxServerQueue 0: saturated
+    with raw_server(pool) as server:
+        config = HttpOptions(endpoints=(Endpoint(server.url),), max_server_queue=0)
+        started = time.monotonic()
+        clear_at = started + 2.0
+
+        def clear() -> None:
+            time.sleep(2.0)
+            pool.text = metrics(0, 0, 0.0)
+
+        threading.Thread(target=clear, daemon=True).start()
+        fetched = complete_all([{"messages": [], "i": i} for i in range(20)], config)
+    assert len(pool.sent) == 20 and fetched.stats.failed == 0
+    assert min(pool.sent) >= clear_at  # nothing sent while saturated
+    assert min(pool.sent) - clear_at < 1.6  # released within a reading of it clearing
+    assert fetched.stats.held_s > 1.5
+    # At most one /metrics read a second (and the first at once).
+    elapsed = max(pool.reads) - min(pool.reads)
+    assert len(pool.reads) <= elapsed / 1.0 + 1.5
+
+
+def test_a_metrics_fetch_that_fails_after_a_saturated_reading_holds_nothing():
+    """/metrics that starts failing (a 503 here; a timeout or a reset alike) leaves no reading:
+    requests go out paced by the latency-driven limit, not held until requestDeadline by the
+    last, ever older reading."""
+    pool = Pool(metrics(5, 16, 1.0))  # saturated
+    with raw_server(pool) as server:
+        config = HttpOptions(
+            endpoints=(Endpoint(server.url),), max_server_queue=0, request_deadline=30.0
+        )
+
+        def fail() -> None:
+            time.sleep(1.0)
+            pool.metrics_status = 503
+
+        threading.Thread(target=fail, daemon=True).start()
+        started = time.monotonic()
+        fetched = complete_all([{"messages": [], "i": i} for i in range(5)], config)
+    assert len(pool.sent) == 5 and fetched.stats.failed == 0
+    assert max(pool.sent) - started < 5.0  # not held for the deadline (30 s)
+
+
+def test_an_endpoint_without_metrics_gets_one_warning_and_its_requests(caplog, monkeypatch):
+    from dspark_json.http.gauges import GAUGES
+
+    monkeypatch.setattr(GAUGES, "refresh_s", 0.0)  # every request would read it again
+
+    def gateway(request: Request) -> bytes | None:
+        if request.path == "/metrics":
+            return response(404, {"error": "Not Found"})
+        return response(200, completion("{}"))
+
+    with raw_server(gateway) as server, caplog.at_level(logging.WARNING, "dspark_json"):
+        config = HttpOptions(endpoints=(Endpoint(server.url),), max_server_queue=0)
+        first = complete_all([{"messages": []}] * 10, config)
+        second = complete_all([{"messages": []}] * 10, config)
+        metric_reads = server.paths().count("/metrics")
+    warnings = [r for r in caplog.records if "maxServerQueue" in r.getMessage()]
+    assert len(warnings) == 1 and f"{server.url}/metrics" in warnings[0].getMessage()
+    assert first.stats.failed == second.stats.failed == 0
+    assert first.stats.statuses == {"200": 10} and second.stats.statuses == {"200": 10}
+    assert metric_reads == 1  # a gateway is not asked again in this process
+
+
+def test_a_metrics_body_over_the_limit_is_not_read_and_fails_nothing(monkeypatch):
+    import dspark_json.http.gauges as gauges
+
+    monkeypatch.setattr(gauges, "MAX_METRICS_BYTES", 1000)
+    pool = Pool(metrics(0, 0, 0.0) + "# padding\n" * 500)
+    with raw_server(pool) as server:
+        config = HttpOptions(endpoints=(Endpoint(server.url),), max_server_queue=0)
+        fetched = complete_all([{"messages": []}] * 5, config)
+    assert fetched.stats.failed == 0 and len(pool.sent) == 5
