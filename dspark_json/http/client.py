@@ -395,23 +395,55 @@ class _Run:
         self,
         endpoint: Endpoint,
         limit: AdaptiveLimit,
+        model: str | None,
         deadline: float,
+        *,
         error: RowError | None,
         attempt: int,
-    ) -> Outcome | None:
+    ) -> Outcome | bool:
         """A place for a new request to ``endpoint``: room on the server (option
         maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in ``limit`` (the
         in-flight limit of the request's (endpoint, model) where the client routes by model).
-        The outcome of the prompt where a hold at the gate spent its ``deadline`` (loop time):
-        nothing is sent then."""
+        False where the endpoint left the pool or stopped serving ``model`` while the request
+        waited at the gate (nothing taken: it picks again); the outcome of the prompt where a
+        hold at the gate spent its ``deadline`` (loop time): nothing is sent then."""
         loop = asyncio.get_running_loop()
-        if self.gate is not None:
-            await self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
+        if self.gate is not None and not await self._gate(endpoint, model, deadline):
+            return False
         await limit.acquire()
         if self.gate is None or loop.time() < deadline:
-            return None
+            return True
         self._release(endpoint, limit)
         return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
+
+    async def _gate(self, endpoint: Endpoint, model: str | None, deadline: float) -> bool:
+        """Wait at the gate for room at ``endpoint`` (until ``deadline`` at most); where the
+        client routes by model, stop waiting (False) once the endpoint left the pool or
+        stopped serving ``model``: a replica removed while saturated does not hold the
+        request to its deadline."""
+        assert self.gate is not None
+        loop = asyncio.get_running_loop()
+        wait = self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
+        if not self.replicas.active:
+            await wait
+            return True
+        waiter = asyncio.ensure_future(wait)
+        try:
+            while True:
+                moved = asyncio.ensure_future(self.replicas.moved.wait())
+                try:
+                    await asyncio.wait((waiter, moved), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    moved.cancel()
+                if waiter.done():
+                    waiter.result()
+                    return True
+                if not self._still_serves(endpoint, model):
+                    return False
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                await asyncio.gather(waiter, return_exceptions=True)
 
     def _release(self, endpoint: Endpoint, limit: AdaptiveLimit) -> None:
         """A request to ``endpoint`` ended (answered or not): its places are free."""
@@ -466,11 +498,15 @@ class _Run:
             if isinstance(picked, Outcome):
                 return picked
             limit = self._limit_for(picked, model)
-            if (held := await self._admit(picked, limit, deadline, error, attempt)) is not None:
-                return held
-            if self._still_serves(picked, model):
+            admitted = await self._admit(
+                picked, limit, model, deadline, error=error, attempt=attempt
+            )
+            if isinstance(admitted, Outcome):
+                return admitted
+            if admitted and self._still_serves(picked, model):
                 return picked, limit
-            self._release(picked, limit)
+            if admitted:
+                self._release(picked, limit)
 
     async def _misrouted(
         self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int

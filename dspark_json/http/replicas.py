@@ -185,6 +185,9 @@ class Replicas:
         self._served: dict[Endpoint, frozenset[str] | None] = {}
         self._known: set[Endpoint] = set()  # the endpoints whose list came from /v1/models
         self._changed = asyncio.Event()
+        #: Set (and replaced) at each change in the endpoints or their models: a request that
+        #: waits for its place at an endpoint looks whether it still may go there.
+        self.moved = asyncio.Event()
         self._waiting: Counter[str] = Counter()  # model -> prompts waiting for a server
         self._waiting_since: dict[str, float] = {}
         self._loop: asyncio.Task[None] | None = None
@@ -262,6 +265,7 @@ class Replicas:
         ``/v1/models`` lists it again (asked at once)."""
         served = self._served.get(endpoint)
         self._served[endpoint] = (served or frozenset()) - {model}
+        self._signal()
         if endpoint not in self._asked or self._asked[endpoint].done():
             self._asked[endpoint] = asyncio.create_task(self._fetch(endpoint))
 
@@ -282,7 +286,12 @@ class Replicas:
                 del self._served[gone]
                 self._known.discard(gone)
             self._on_change(endpoints)
+        self._signal()
+
+    def _signal(self) -> None:
         self._changed.set()
+        self.moved.set()
+        self.moved = asyncio.Event()
 
     async def _discover(self) -> tuple[Endpoint, ...]:
         config = self.config
@@ -330,7 +339,7 @@ class Replicas:
         self._served[endpoint] = models
         if models is not None:
             self._known.add(endpoint)
-        self._changed.set()
+        self._signal()
 
     async def _refresh_loop(self) -> None:
         while True:
