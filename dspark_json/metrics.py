@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -372,13 +373,29 @@ def _models_line(records: Sequence[Mapping[str, Any]]) -> str:
                 p95s.setdefault(model, []).append(figures["latency_p95_ms"])
     if len(totals) < 2:
         return ""
+    shown = sorted(totals, key=lambda m: -totals[m]["rows"])[:MODELS_SHOWN]
     parts = [
-        f"{model} {t['rows']} rows, {t['requests']} requests, tokens {t['prompt_tokens']} in / "
-        f"{t['completion_tokens']} out, "
+        f"{_model_name(model)} {t['rows']} rows, {t['requests']} requests, tokens "
+        f"{t['prompt_tokens']} in / {t['completion_tokens']} out, "
         + (f"p95 {max(p95s[model]):.0f} ms" if model in p95s else "no latency measured")
-        for model, t in totals.items()
+        for model, t in ((m, totals[m]) for m in shown)
     ]
-    return "; by model: " + "; ".join(parts)
+    more = len(totals) - len(shown)
+    return "; by model: " + "; ".join(parts) + (f"; {more} more model(s)" if more else "")
+
+
+#: Models named in a batch line at most (the most rows first); the records hold them all.
+MODELS_SHOWN = 10
+
+_PLAIN_NAME = re.compile(r"[\w./:@+-]{1,80}")
+
+
+def _model_name(model: str) -> str:
+    """A model's name in the batch line: as is where it is plain, else quoted (a line feed or a
+    ';' in a prompt line's model cannot break or forge the line), cut to 80 characters."""
+    if _PLAIN_NAME.fullmatch(model):
+        return model
+    return repr(model if len(model) <= 80 else model[:77] + "...")
 
 
 def _reasks(records: Sequence[Mapping[str, Any]]) -> str:

@@ -239,3 +239,22 @@ def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path
     reader.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
     assert [line for line in lines if line.startswith("batch 0: 6 rows (ok 6)")]
+
+
+def test_the_by_model_line_quotes_odd_names_and_names_ten_models_at_most():
+    from dspark_json.metrics import _models_line
+
+    def figures(rows):
+        return {"rows": rows, "requests": rows, "prompt_tokens": 1, "completion_tokens": 1}
+
+    odd = "evil\nbatch 9: 0 rows; x"
+    line = _models_line([{"models": {"Qwen/Qwen3-8B": figures(2), odd: figures(1)}}])
+    assert "\n" not in line and "Qwen/Qwen3-8B 2 rows" in line
+    assert repr(odd) + " 1 rows" in line
+    many = {f"m{i:02d}": figures(i) for i in range(25)}
+    line = _models_line([{"models": many}])
+    assert line.count(" rows, ") == 10 and line.endswith("; 15 more model(s)")
+    assert line.startswith("; by model: m24 24 rows")  # the most rows first
+    long = "x" * 200 + " y"
+    cut = _models_line([{"models": {long: figures(1), "b": figures(1)}}])
+    assert "'" + "x" * 77 + "...' 1 rows" in cut and "x" * 78 not in cut

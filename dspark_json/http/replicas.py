@@ -56,6 +56,9 @@ logger = logging.getLogger("dspark_json")
 #: Seconds a task waits for a name to resolve or for a ``/v1/models`` answer.
 LOOKUP_TIMEOUT_S = 5.0
 
+#: A comment in an endpoints file: ``#`` at the start of a line or after white space.
+_COMMENT = re.compile(r"(?:^|\s)#")
+
 _MODEL = re.compile(rb'"model": *("(?:[^"\\]|\\.)*")')
 
 #: ``get(endpoint, path)``: the status and body of a GET (raises on a transport error).
@@ -63,37 +66,60 @@ Getter = Callable[[Endpoint, str], Awaitable[tuple[int, bytes]]]
 
 
 def read_endpoints_file(source: str, option: str = "endpointsFile") -> tuple[Endpoint, ...]:
-    """The base URLs of an endpoints file: one per line, ``#`` comments and blank lines
-    ignored. Raises :class:`OptionError` naming the option, the file and the fix."""
+    """The base URLs of an endpoints file: one per line, comments (``#`` at the start of a line
+    or after a space: a ``#`` inside a URL's password stays part of it) and blank lines
+    ignored. Raises :class:`OptionError` naming the option, the file (its credentials masked)
+    and the fix."""
+    shown = redact(source)
     try:
         if kind_of(source) != "file":
-            raise FileNotFoundError(f"{source} is not a file")
+            raise FileNotFoundError("not a file")
         text = read_text(source)
-    except OSError as exc:
+    except Exception as exc:  # OSError, or an object store's own errors
         raise OptionError(
-            f"Option {option!r} names {source}, which cannot be read ({exc}). Create the file "
-            "(one base URL per line, e.g. http://10.0.0.7:8000) or fix the option."
-        ) from exc
+            f"Option {option!r} names {shown}, which cannot be read ({redact(str(exc))}). "
+            "Create the file (one base URL per line, e.g. http://10.0.0.7:8000) or fix the "
+            "option."
+        ) from None
     out = []
     for number, line in enumerate(text.splitlines(), 1):
-        item = line.split("#", 1)[0].strip()
+        item = _COMMENT.split(line, maxsplit=1)[0].strip()
         if not item:
             continue
         url, credentials = split_credentials(item.rstrip("/"))
         parts = urlsplit(url)
+        if parts.query or parts.fragment:
+            raise OptionError(
+                f"Option {option!r}: line {number} of {shown} is not a base URL: "
+                f"{_masked(item)!r} has a query string or fragment (not shown). A base URL has "
+                "none; a # or ? in a password must be percent-encoded (%23, %3F), and a key "
+                "goes in option apiKeyEnv."
+            )
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in item:
             raise OptionError(
-                f"Option {option!r}: line {number} of {source} is not a base URL: "
-                f"{redact(item)!r}. Write one http(s) base URL per line, e.g. "
+                f"Option {option!r}: line {number} of {shown} is not a base URL: "
+                f"{_masked(item)!r}. Write one http(s) base URL per line, e.g. "
                 "'http://10.0.0.7:8000' (# starts a comment)."
             )
         out.append(Endpoint(_check_base_url(option, url), credentials))
     if not out:
         raise OptionError(
-            f"Option {option!r} names {source}, which lists no endpoint. Write one base URL "
+            f"Option {option!r} names {shown}, which lists no endpoint. Write one base URL "
             "per line (e.g. http://10.0.0.7:8000), or leave the option out."
         )
     return tuple(dict.fromkeys(out))
+
+
+def _masked(item: str) -> str:
+    """An endpoints-file line for a message: everything up to its last ``@`` masked (a password
+    with a raw ``#`` or ``?`` is not one to ``urlsplit``), the query string dropped."""
+    scheme, sep, rest = item.partition("://")
+    if not sep:
+        scheme, rest = "", item
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    return redact(f"{scheme}{sep}{rest}")
 
 
 def _is_name(host: str) -> bool:

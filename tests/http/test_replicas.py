@@ -205,6 +205,44 @@ def test_the_file_s_credentials_never_show(tmp_path):
     assert "s3cret" not in repr(endpoint) and endpoint.url == "http://10.0.0.1:8000"
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "http://user:qx7#zz9@10.0.0.1:8000",  # a raw # in the password: a fragment to urlsplit
+        "http://user:qx7?zz9@10.0.0.1:8000",
+        "http://10.0.0.1:8000/v1?sig=qx7zz9",
+        "http://10.0.0.1:8000?qx7=zz9",
+        "http://user:qx7 zz9@10.0.0.1:8000",
+    ],
+)
+def test_a_line_with_a_query_or_a_raw_hash_is_refused_and_no_part_of_a_secret_shows(tmp_path, line):
+    path = tmp_path / "replicas.txt"
+    path.write_text(f"# pool\n{line}  # replica a\n")
+    with pytest.raises(OptionError, match="line 2 of") as caught:
+        read_endpoints_file(str(path))
+    message = str(caught.value)
+    assert "qx7" not in message and "zz9" not in message
+    assert "10.0.0.1:8000" in message  # the line is still recognisable
+
+
+def test_comments_start_at_a_line_s_start_or_after_a_space(tmp_path):
+    path = tmp_path / "replicas.txt"
+    path.write_text("# the pool\n\n  http://u:p%23w@10.0.0.1:8000 # a\n#http://10.0.0.2:8000\n")
+    (endpoint,) = read_endpoints_file(str(path))
+    assert endpoint.url == "http://10.0.0.1:8000"
+    assert endpoint.credentials is not None and endpoint.credentials.reveal() == "u:p#w"
+
+
+def test_a_file_on_a_store_that_cannot_be_read_masks_its_credentials():
+    for source in (
+        "https://user:s3cr3t@files.invalid/replicas.txt",  # no filesystem for https: not OSError
+        "s3://AKIAEXAMPLE:s3cr3t@bucket.invalid/replicas.txt",
+    ):
+        with pytest.raises(OptionError, match="'endpointsFile'") as caught:
+            read_endpoints_file(source)
+        assert "s3cr3t" not in str(caught.value) and "cannot be read" in str(caught.value)
+
+
 def test_load_accepts_a_model_served_by_some_endpoints_and_refuses_one_served_by_none(
     alpha, beta, tmp_path
 ):
