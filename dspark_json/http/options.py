@@ -295,8 +295,9 @@ class HttpOptions:
 
     endpoints_file: str | None = option(
         "endpointsFile",
-        "A file (local path or object-store URL) with one base URL per line (# comments and "
-        "blank lines ignored): replicas used besides option endpoint, re-read every "
+        "A file (local path or object-store URL) with one base URL per line (blank lines and "
+        "comments ignored: # at a line's start or after a space): replicas used besides "
+        "option endpoint, re-read every "
         "endpointRefreshSeconds by the running tasks. A new replica gets requests once its "
         "/v1/models lists their model; a removed one gets no new request (its requests in "
         "flight finish, or are retried elsewhere).",
