@@ -104,8 +104,10 @@ def prompt_record(obj: dict[str, Any], raw: str, where: str) -> PromptRecord:
     if overrides is not None and "model" in overrides:
         model = overrides["model"]
         if not isinstance(model, str) or not model.strip():
+            shown = repr(model)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
             problem = (
-                f"'model' must name the model to ask (a non-empty string), got {model!r}; "
+                f"'model' must name the model to ask (a non-empty string), got {shown}; "
                 "leave it out to ask option 'model'"
             )
             return PromptRecord(**row, messages=None, problem=problem)

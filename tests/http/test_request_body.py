@@ -123,3 +123,9 @@ def test_a_line_s_model_that_names_nothing_is_an_invalid_prompt():
         assert record.problem is not None and "'model' must name the model" in record.problem
     line = {"url": "/v1/chat/completions", "body": {"model": 7, "messages": [{"role": "user"}]}}
     assert "'model' must name" in (prompt_record(line, "", "row 4").problem or "")
+
+
+def test_a_line_s_huge_model_value_is_cut_in_the_problem():
+    record = prompt_record({"prompt": "Hi", "model": ["x" * 10_000]}, "", "row 5")
+    assert record.problem is not None and len(record.problem) < 300
+    assert "..." in record.problem
