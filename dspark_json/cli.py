@@ -78,7 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--host", default="127.0.0.1")
     sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     sim.add_argument("--seed", type=int, default=0)
-    sim.add_argument("--model", default="dspark-sim")
+    sim.add_argument(
+        "--model",
+        "--served-model-name",
+        default="dspark-sim",
+        help="the model(s) served, comma-separated: each name is a model of its own (vLLM's "
+        "--served-model-name gives one model several aliases)",
+    )
     sim.add_argument("--latency", type=float, default=0.0, help="seconds per completion")
     faults = sim.add_argument_group("faults (seeded; rates are per completion request)")
     faults.add_argument(

@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -66,7 +67,9 @@ METRICS_SCHEMA = (
     "new_fields ARRAY<STRING>, "
     "repair STRUCT<reasks: BIGINT, `rows`: BIGINT, fixed: BIGINT, prompt_tokens: BIGINT, "
     "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
-    "requests: BIGINT, retries: BIGINT, spent_tokens: BIGINT, estimated_tokens: BIGINT>"
+    "requests: BIGINT, retries: BIGINT, spent_tokens: BIGINT, estimated_tokens: BIGINT>, "
+    "models MAP<STRING, STRUCT<`rows`: BIGINT, requests: BIGINT, prompt_tokens: BIGINT, "
+    "completion_tokens: BIGINT, latency_p95_ms: DOUBLE>>"
 )
 
 
@@ -95,8 +98,10 @@ def partition_metrics(
     batch: str | None,
     partition: int,
     dropped: int,
+    models: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
-    """The metrics record of one partition (``table``: its rows before DROPMALFORMED)."""
+    """The metrics record of one partition (``table``: its rows before DROPMALFORMED;
+    ``models``: each row's model, where more than one is in play)."""
     stats = answers.stats
     rows = len(answers.statuses)
     repair = answers.repair
@@ -154,7 +159,37 @@ def partition_metrics(
         "error_rows": _non_null_count(table, "_error"),
         "new_fields": sorted(new_fields(rescued)),
         "repair": None if repair is None else _repair(repair),
+        "models": _by_model(answers, table, models),
     }
+
+
+def _by_model(
+    answers: Answers, table: pa.Table, models: Sequence[str | None] | None
+) -> dict[str, dict[str, Any]] | None:
+    """The figures of each model (rows, requests, tokens, latency p95), where the partition's
+    rows asked more than one model; ``None`` otherwise (the record stays short)."""
+    stats = answers.stats
+    names = {*stats.model_requests, *(m for m in models or () if m is not None)}
+    if len(names) < 2:
+        return None
+    rows: Counter[str] = Counter(m for m in models or () if m is not None)
+    tokens = {part: Counter[str]() for part in ("prompt_tokens", "completion_tokens")}
+    for part, counter in tokens.items():
+        for model, used in zip(models or (), _usage_by_row(table, part), strict=False):
+            if model is not None and used:
+                counter[model] += used
+    out = {}
+    for model in sorted(names):
+        latencies = sorted(stats.model_latencies.get(model, ()))
+        p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else None
+        out[model] = {
+            "rows": rows[model],
+            "requests": stats.model_requests.get(model, 0),
+            "prompt_tokens": tokens["prompt_tokens"][model],
+            "completion_tokens": tokens["completion_tokens"][model],
+            "latency_p95_ms": None if p95 is None else round(p95 * 1000, 1),
+        }
+    return out
 
 
 def _repair(stats: RepairStats) -> dict[str, Any]:
@@ -320,8 +355,47 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{sum(r.get('completion_tokens') or 0 for r in records)} out{_reasks(records)}; "
         f"{latency}; parsed on {backends} in "
         f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
-        f"({len(records)} partition(s)){_reference(records)}"
+        f"({len(records)} partition(s)){_reference(records)}{_models_line(records)}"
     )
+
+
+def _models_line(records: Sequence[Mapping[str, Any]]) -> str:
+    """The figures by model for :func:`summary`, only where more than one model is in play:
+    ``; by model: a 40 rows, 40 requests, tokens 900 in / 300 out, p95 12 ms; b ...``."""
+    totals: dict[str, Counter[str]] = {}
+    p95s: dict[str, list[float]] = {}
+    for record in records:
+        for model, figures in (record.get("models") or {}).items():
+            total = totals.setdefault(model, Counter())
+            for part in ("rows", "requests", "prompt_tokens", "completion_tokens"):
+                total[part] += figures.get(part) or 0
+            if figures.get("latency_p95_ms") is not None:
+                p95s.setdefault(model, []).append(figures["latency_p95_ms"])
+    if len(totals) < 2:
+        return ""
+    shown = sorted(totals, key=lambda m: -totals[m]["rows"])[:MODELS_SHOWN]
+    parts = [
+        f"{_model_name(model)} {t['rows']} rows, {t['requests']} requests, tokens "
+        f"{t['prompt_tokens']} in / {t['completion_tokens']} out, "
+        + (f"p95 {max(p95s[model]):.0f} ms" if model in p95s else "no latency measured")
+        for model, t in ((m, totals[m]) for m in shown)
+    ]
+    more = len(totals) - len(shown)
+    return "; by model: " + "; ".join(parts) + (f"; {more} more model(s)" if more else "")
+
+
+#: Models named in a batch line at most (the most rows first); the records hold them all.
+MODELS_SHOWN = 10
+
+_PLAIN_NAME = re.compile(r"[\w./:@+-]{1,80}")
+
+
+def _model_name(model: str) -> str:
+    """A model's name in the batch line: as is where it is plain, else quoted (a line feed or a
+    ';' in a prompt line's model cannot break or forge the line), cut to 80 characters."""
+    if _PLAIN_NAME.fullmatch(model):
+        return model
+    return repr(model if len(model) <= 80 else model[:77] + "...")
 
 
 def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
@@ -407,6 +481,17 @@ def _cached_tokens(table: pa.Table) -> int:
         return 0
     total = pc.sum(pc.struct_field(details, "cached_tokens")).as_py()
     return int(total or 0)
+
+
+def _usage_by_row(table: pa.Table, field: str) -> list[int | None]:
+    """Each row's ``usage.<field>`` (``None`` where there is none)."""
+    if "usage" not in table.column_names:
+        return [None] * table.num_rows
+    usage = table.column("usage")
+    if field not in [f.name for f in usage.type]:
+        return [None] * table.num_rows
+    values: list[int | None] = pc.struct_field(usage, field).to_pylist()
+    return values
 
 
 def _usage(table: pa.Table, field: str) -> int:

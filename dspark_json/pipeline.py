@@ -335,10 +335,31 @@ def settle(
     )
     kept = table if keep is None else table.filter(pa.array(keep, pa.bool_()))
     record = partition_metrics(
-        answers, table, batch=batch, partition=partition, dropped=table.num_rows - kept.num_rows
+        answers,
+        table,
+        batch=batch,
+        partition=partition,
+        dropped=table.num_rows - kept.num_rows,
+        models=_row_models(rows, answers, query),
     )
     report(record, what, options.rows.metrics)
     return kept
+
+
+def _row_models(rows: PromptRows, answers: Answers, query: Query) -> list[str | None] | None:
+    """Each row's model (a prompt line's own, else the query's), for the metrics by model;
+    ``None`` where the answers were not asked now or one model is all there is."""
+    errors = answers.outcomes.errors.values()
+    several = len(answers.stats.model_requests) > 1
+    if answers.source != "server" or not (
+        several or any(e["type"] == "model_unavailable" for e in errors)
+    ):
+        return None
+    models: list[str | None] = []
+    for i in range(len(rows)):
+        asked = (rows.record(i).overrides or {}).get("model", query.model)
+        models.append(asked if isinstance(asked, str) else None)
+    return models
 
 
 def _rows_and_answers(

@@ -163,6 +163,11 @@ class ClientStats:
     deduplicated: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: By the request's model, where the client routed by model (:mod:`dspark_json.http.replicas`):
+    #: attempts sent, and the successful ones' latencies (seconds).
+    model_requests: Mapping[str, int] = field(default_factory=dict)
+    model_latencies: Mapping[str, Sequence[float]] = field(default_factory=dict)
+
     #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
     #: (summed over requests).
     held_s: float = 0.0

@@ -160,6 +160,8 @@ ERROR_TYPES: Mapping[str, str] = {
     "timeout": "no complete answer within requestTimeout / readTimeout",
     "connect_timeout": "no connection within connectTimeout",
     "endpoint_unavailable": "every endpoint rested (failing /health) until requestDeadline",
+    "model_unavailable": "no endpoint served the row's model (/v1/models) until requestDeadline; "
+    "no request was sent for it",
     "batch_error": "a recorded batch-output line holds an error without a type",
     "response_too_large": "the body is larger than maxResponseBytes, as received or decompressed",
     "headers_too_large": "the response has more header lines or bytes than the transport reads",

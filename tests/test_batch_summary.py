@@ -194,6 +194,32 @@ def test_the_line_counts_rows_deduplicated_and_cache_hits(simulator, tmp_path, c
     ]
 
 
+def test_the_line_breaks_the_figures_down_by_model_only_where_several_are_in_play(
+    simulator, tmp_path
+):
+    write_prompts(tmp_path / "in", "a.jsonl", [{"custom_id": "x", "prompt": "Hi"}])
+    reader = stream_reader(simulator.url, tmp_path)
+    run_batch(reader, reader.initialOffset())
+    (record,) = read_records(str(tmp_path / "metrics"))
+    assert record["models"] is None  # one model: the record and the line stay short
+    assert "by model" not in summary([record], "batch 0")
+
+    def part(alpha_p95, beta_rows):
+        figures = {"prompt_tokens": 10, "completion_tokens": 5}
+        return record | {
+            "models": {
+                "alpha": {"rows": 2, "requests": 3, "latency_p95_ms": alpha_p95, **figures},
+                "beta": {"rows": beta_rows, "requests": 0, "latency_p95_ms": None, **figures},
+            }
+        }
+
+    line = summary([part(12.0, 1), part(30.4, 2)], "batch 0")
+    assert line.endswith(
+        "; by model: alpha 4 rows, 6 requests, tokens 20 in / 10 out, p95 30 ms; "
+        "beta 3 rows, 0 requests, tokens 20 in / 10 out, no latency measured"
+    )
+
+
 def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path, caplog):
     """The driver looked for a batch's records before they were there: its line used to be
     dropped for good; it is logged at a later call once they are."""
@@ -213,3 +239,22 @@ def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path
     reader.stop()
     lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
     assert [line for line in lines if line.startswith("batch 0: 6 rows (ok 6)")]
+
+
+def test_the_by_model_line_quotes_odd_names_and_names_ten_models_at_most():
+    from dspark_json.metrics import _models_line
+
+    def figures(rows):
+        return {"rows": rows, "requests": rows, "prompt_tokens": 1, "completion_tokens": 1}
+
+    odd = "evil\nbatch 9: 0 rows; x"
+    line = _models_line([{"models": {"Qwen/Qwen3-8B": figures(2), odd: figures(1)}}])
+    assert "\n" not in line and "Qwen/Qwen3-8B 2 rows" in line
+    assert repr(odd) + " 1 rows" in line
+    many = {f"m{i:02d}": figures(i) for i in range(25)}
+    line = _models_line([{"models": many}])
+    assert line.count(" rows, ") == 10 and line.endswith("; 15 more model(s)")
+    assert line.startswith("; by model: m24 24 rows")  # the most rows first
+    long = "x" * 200 + " y"
+    cut = _models_line([{"models": {long: figures(1), "b": figures(1)}}])
+    assert "'" + "x" * 77 + "...' 1 rows" in cut and "x" * 78 not in cut

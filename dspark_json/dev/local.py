@@ -51,7 +51,8 @@ def local_spark(app_name: str = "dspark-json", *, cores: int = 2) -> SparkSessio
 
 
 class SimulatorProcess(Service):
-    """``dspark-json simulate`` in a child process; ``url`` is where it listens.
+    """``dspark-json simulate`` in a child process; ``url`` is where it listens. ``model`` may
+    name several models, comma-separated (``--served-model-name a,b``).
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -109,6 +110,12 @@ class SimulatorProcess(Service):
         """The server's request counters (``GET /stats``)."""
         counts: dict[str, int] = httpx.get(f"{self.url}/stats", timeout=5).json()
         return counts
+
+    def serve_models(self, *models: str) -> None:
+        """Serve these models from now on (``POST /served-models``): a model loaded later, or
+        unloaded, as a pool's replica does."""
+        response = httpx.post(f"{self.url}/served-models", json={"models": list(models)}, timeout=5)
+        response.raise_for_status()
 
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:

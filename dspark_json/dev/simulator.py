@@ -8,6 +8,14 @@ that conforms to it, the same for the same seed and messages; otherwise it is a 
 ``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency). ``GET /metrics``
 answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`).
 
+Several models (``--served-model-name a,b``, or ``model="a,b"``): each name is a model of its own
+that the simulator serves (vLLM's flag of that name gives one model several aliases; here the
+names are distinct models, so that one process can stand for a replica of a pool that serves
+several). ``/v1/models`` lists each; a completion for a model not served is vLLM's 404
+(``The model `x` does not exist. Valid aliases: ...``); ``/stats`` counts the completions of
+each model (``model:<name>``). ``POST /served-models`` with ``{"models": [...]}`` changes what
+a running simulator serves (a model loaded later, or unloaded: replicas that come and go).
+
 Faults (:class:`Faults`) make it behave like a real deployment under stress: error statuses by
 rate (in either of vLLM's error shapes, with ``Retry-After``), slow answers, connection resets,
 bodies cut short, malformed content, an API key, and a capacity above which requests wait in an
@@ -48,7 +56,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -267,7 +275,9 @@ class Simulator:
         faults: Faults | None = None,
         engine: Engine | None = None,
     ) -> None:
-        self.model = model
+        #: The models served, the first one the default (``model`` is a comma-separated list).
+        self.models = _model_names(model)
+        self.model = self.models[0]
         self.seed = seed
         self.latency = latency
         self.faults = faults or Faults()
@@ -331,7 +341,7 @@ class Simulator:
         if path == "/stats/latency":
             return Reply(200, self.latencies)
         if path == "/metrics":
-            text = prometheus_text(self.model, self.scheduler)
+            text = prometheus_text(self.models, self.scheduler)
             return Reply(200, text, {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
         if path == "/health/json-schema":
             if self.faults.served_schema is None:
@@ -344,6 +354,8 @@ class Simulator:
             return Reply(401, self._error("Unauthorized: missing or wrong API key.", 401))
         if path == "/v1/models":
             return Reply(200, self._models())
+        if path == "/served-models" and method == "POST":
+            return self._serve_models(body)
         if path == "/v1/chat/completions":
             if method != "POST":
                 return Reply(405, self._error("Only POST is allowed", 405))
@@ -383,11 +395,12 @@ class Simulator:
             # As vLLM's input processing says it, before the request is queued.
             message = f"Got priority {priority} but Priority scheduling is not enabled."
             return Reply(400, self._error(message, 400))
-        await self.scheduler.acquire(priority)
+        model = _request_model(body) if len(self.models) > 1 else ""
+        await self.scheduler.acquire(priority, model)
         try:
             status, payload = await self._work(slow, body, call)
         finally:
-            self.scheduler.release()
+            self.scheduler.release(model)
         if malformed and status == 200:
             for choice in payload["choices"]:
                 content = choice["message"]["content"]
@@ -443,16 +456,31 @@ class Simulator:
         return _error(message, kind, code, param)
 
     def _models(self) -> dict[str, Any]:
-        card = {
-            "id": self.model,
-            "object": "model",
-            "created": self.started,
-            "owned_by": "vllm",
-            "root": self.model,
-            "parent": None,
-            "max_model_len": _MAX_MODEL_LEN,
-        }
-        return {"object": "list", "data": [card]}
+        cards = [
+            {
+                "id": name,
+                "object": "model",
+                "created": self.started,
+                "owned_by": "vllm",
+                "root": name,
+                "parent": None,
+                "max_model_len": _MAX_MODEL_LEN,
+            }
+            for name in self.models
+        ]
+        return {"object": "list", "data": cards}
+
+    def _serve_models(self, body: bytes) -> Reply:
+        """``POST /served-models``: serve these models from now on (``{"models": [...]}``)."""
+        try:
+            names = json.loads(body)["models"]
+            if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+                raise TypeError(names)
+        except (ValueError, KeyError, TypeError):
+            message = 'POST /served-models wants {"models": ["name", ...]}'
+            return Reply(400, self._error(message, 400))
+        self.models = tuple(names)
+        return Reply(200, self._models())
 
     def _chat(self, body: bytes, call: int = 1) -> tuple[int, Any]:
         try:
@@ -469,11 +497,13 @@ class Simulator:
                 f"'input': {given!r}}}"
             )
             return 400, _error(message, "Bad Request", 400, "body.messages")
-        if request.get("model") != self.model:
-            message = (
-                f"The model `{request.get('model')}` does not exist. Valid aliases: {self.model}."
-            )
+        model = request.get("model")
+        if model not in self.models:
+            # As vLLM 0.32 says it (tests/data/vllm-0.32/error_wrong_model.json).
+            served = ", ".join(self.models)
+            message = f"The model `{model}` does not exist. Valid aliases: {served}."
             return 404, self._error(message, 404, param="model")
+        self.counts[f"model:{model}"] += 1
         if request.get("stream"):
             return 400, self._error("stream=true is not supported here.", 400)
         key = json.dumps(
@@ -515,7 +545,7 @@ class Simulator:
         answer = vllm_completion(
             id=f"chatcmpl-{digest[:32]}",
             created=int(time.time()),
-            model=self.model,
+            model=model,
             choices=choices,
             usage=usage,
             fingerprint=self.fingerprint,
@@ -708,6 +738,23 @@ def vllm_choice(index: int, content: str | None, finish: str) -> dict[str, Any]:
     }
 
 
+def _model_names(text: str) -> tuple[str, ...]:
+    """``--served-model-name a,b``: the names, in order, blanks dropped."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise ValueError(f"the simulator needs at least one model name, got {text!r}")
+    return names
+
+
+def _request_model(body: bytes) -> str:
+    """The request's ``model`` ("" where the body is not a JSON object with a text there)."""
+    try:
+        value = json.loads(body).get("model", "")
+    except (ValueError, AttributeError):
+        return ""
+    return value if isinstance(value, str) else ""
+
+
 def _priority(body: bytes) -> int:
     """The request's ``priority`` (0 where it has none, or the body is not a JSON object with
     a whole number there: the request's own validation answers that later)."""
@@ -724,7 +771,9 @@ class Scheduler:
     """The sequences worked on at once (``capacity``, vLLM's ``max_num_seqs``; ``None``: no
     bound) and the queue of the others: admitted first come first served (``fcfs``), or by
     (priority, arrival), lower first (``priority``), as vLLM's scheduler does. A waiting
-    request is never pre-empted by a later one of lower number once it runs."""
+    request is never pre-empted by a later one of lower number once it runs. Running and
+    waiting requests are counted by model too (the models of one simulator share its
+    capacity, as if they shared a GPU)."""
 
     def __init__(self, capacity: int | None, policy: str = "fcfs") -> None:
         if policy not in ("fcfs", "priority"):
@@ -732,12 +781,21 @@ class Scheduler:
         self.capacity = capacity
         self.policy = policy
         self.running = 0
-        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap
+        self._running_by: Counter[str] = Counter()
+        self._waiting: list[tuple[int, int, asyncio.Future[None], str]] = []  # a heap
         self._arrivals = itertools.count()
 
     @property
     def waiting(self) -> int:
         return len(self._waiting)
+
+    def running_of(self, model: str) -> int:
+        """The requests for ``model`` running now."""
+        return self._running_by[model]
+
+    def waiting_of(self, model: str) -> int:
+        """The requests for ``model`` waiting now."""
+        return sum(1 for entry in self._waiting if entry[3] == model)
 
     @property
     def usage(self) -> float:
@@ -745,30 +803,35 @@ class Scheduler:
         ``capacity`` (0 without a bound)."""
         return self.running / self.capacity if self.capacity else 0.0
 
-    async def acquire(self, priority: int = 0) -> None:
+    async def acquire(self, priority: int = 0, model: str = "") -> None:
         """Wait for a place to run (returns at once while there is room and nobody waits)."""
         if self.capacity is None or (self.running < self.capacity and not self._waiting):
             self.running += 1
+            self._running_by[model] += 1
             return
         rank = priority if self.policy == "priority" else 0
-        entry = (rank, next(self._arrivals), asyncio.get_running_loop().create_future())
+        future = asyncio.get_running_loop().create_future()
+        entry = (rank, next(self._arrivals), future, model)
         heapq.heappush(self._waiting, entry)
         try:
-            await entry[2]
+            await future
         except asyncio.CancelledError:
-            if entry[2].done() and not entry[2].cancelled():
-                self.release()  # admitted as it was cancelled: hand the place on
+            if future.done() and not future.cancelled():
+                self.release(model)  # admitted as it was cancelled: hand the place on
             elif entry in self._waiting:
                 self._waiting.remove(entry)
                 heapq.heapify(self._waiting)
             raise
 
-    def release(self) -> None:
-        """A running sequence ended: the first waiting one (by policy) takes its place."""
+    def release(self, model: str = "") -> None:
+        """A running sequence (for ``model``) ended: the first waiting one (by policy) takes
+        its place."""
+        self._running_by[model] -= 1
         while self._waiting:
-            _, _, future = heapq.heappop(self._waiting)
+            _, _, future, admitted = heapq.heappop(self._waiting)
             if not future.done():
                 future.set_result(None)  # the place passes on: running stays the same
+                self._running_by[admitted] += 1
                 return
         self.running -= 1
 
@@ -781,19 +844,35 @@ _GAUGES = (
 )
 
 
-def prometheus_text(model: str, scheduler: Scheduler) -> str:
+def prometheus_text(models: Sequence[str], scheduler: Scheduler) -> str:
     """``GET /metrics``: vLLM's gauges of running and waiting requests and KV-cache use, in
-    Prometheus' text format, labelled by ``engine`` and ``model_name`` as vLLM labels them."""
-    values = (float(scheduler.running), float(scheduler.waiting), scheduler.usage)
-    label = model.replace("\\", "\\\\").replace('"', '\\"')
+    Prometheus' text format, labelled by ``engine`` and ``model_name`` as vLLM labels them.
+
+    One series per model served: a vLLM process serves one model (several
+    ``--served-model-name`` are aliases of it, and its gauges carry the first name only), so a
+    pool of several models is several processes, each with its own series; here one simulator
+    stands for them, each model's series counting its own requests (``running``,
+    ``waiting``). The KV-cache gauge is the whole simulator's in each: its models share its
+    capacity. With one model, every request counts under it."""
+    one = len(models) == 1
     lines = []
-    for (name, doc), value in zip(_GAUGES, values, strict=True):
-        lines += [
-            f"# HELP {name} {doc}",
-            f"# TYPE {name} gauge",
-            f'{name}{{engine="0",model_name="{label}"}} {value!r}',
-        ]
+    for index, (name, doc) in enumerate(_GAUGES):
+        lines += [f"# HELP {name} {doc}", f"# TYPE {name} gauge"]
+        for model in models:
+            key = "" if one else model
+            value = (
+                float(scheduler.running if one else scheduler.running_of(key)),
+                float(scheduler.waiting if one else scheduler.waiting_of(key)),
+                scheduler.usage,
+            )[index]
+            label = _label(model)
+            lines.append(f'{name}{{engine="0",model_name="{label}"}} {value!r}')
     return "\n".join(lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A Prometheus label value: backslash, double quote and line feed escaped."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def _error(message: str, kind: str, code: int, param: str | None = None) -> dict[str, Any]:

@@ -23,18 +23,20 @@ import httpx
 
 from dspark_json.errors import OptionError
 from dspark_json.http.concurrency import AdaptiveLimit
-from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint
+from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
     held_error,
     http_error,
     invalid_utf8_error,
+    model_unavailable_error,
     no_endpoint_error,
     transport_error,
 )
 from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
+from dspark_json.http.replicas import Replicas, model_not_found, request_model
 from dspark_json.http.retry import (
     DOWN_STATUSES,
     RETRY_STATUSES,
@@ -60,6 +62,20 @@ class _Tally:
     failed: int = 0
     statuses: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
+    model_requests: Counter[str] = field(default_factory=Counter)
+    model_latencies: dict[str, list[float]] = field(default_factory=dict)
+
+    def sent(self, model: str | None) -> None:
+        """An attempt sent (for ``model``, counted by model too)."""
+        self.requests += 1
+        if model is not None:
+            self.model_requests[model] += 1
+
+    def answered(self, model: str | None, seconds: float) -> None:
+        """An attempt answered 200 after ``seconds``."""
+        self.latencies.append(seconds)
+        if model is not None:
+            self.model_latencies.setdefault(model, []).append(seconds)
 
 
 def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
@@ -122,6 +138,18 @@ def _answered(body: bytes, attempts: int) -> Outcome:
         )
 
 
+class _ByEndpoint(dict[Endpoint, Any]):
+    """What the client keeps per endpoint, made on first use by ``make``."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, endpoint: Endpoint) -> Any:
+        value = self[endpoint] = self._make(endpoint)
+        return value
+
+
 class _Run:
     """One partition's requests: workers with their own keep-alive connections pull prompts
     from a shared queue; the adaptive limit decides how many of them send at once."""
@@ -146,13 +174,17 @@ class _Run:
         }
         self.stop_on_failure = stop_on_failure
         self.secrets = [api_key, *(e.credentials for e in config.endpoints)]
-        self.headers = {
-            e: {"content-type": "application/json", **auth_headers(api_key, e)}
-            for e in config.endpoints
-        }
-        # Parsed once: httpx parses a URL given as text on every request.
-        self.urls = {e: httpx.URL(e.url + CHAT_COMPLETIONS) for e in config.endpoints}
-        self.health_urls = {e: httpx.URL(e.url + "/health") for e in config.endpoints}
+        # By endpoint, made when an endpoint is first used (replicas come and go); a URL is
+        # parsed once: httpx parses a URL given as text on every request.
+        self.headers = _ByEndpoint(
+            lambda e: {
+                "content-type": "application/json",
+                **auth_headers(api_key, e),
+                **({"host": e.host} if e.host is not None else {}),
+            }
+        )
+        self.urls = _ByEndpoint(lambda e: httpx.URL(e.url + CHAT_COMPLETIONS))
+        self.health_urls = _ByEndpoint(lambda e: httpx.URL(e.url + "/health"))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
         self.stopped = False
@@ -167,6 +199,7 @@ class _Run:
             sent = plan(self.payloads, self.config.endpoints)
             pending, self.rankings = sent.order, sent.rankings
         queue = iter(pending)
+        self.limits: dict[tuple[Endpoint, str | None], AdaptiveLimit] = {}  # by model
         self.limit = AdaptiveLimit(
             self.config.initial_concurrency,
             self.config.max_concurrency,
@@ -184,24 +217,34 @@ class _Run:
             deadline=self.config.request_deadline,
             backlog=lambda: len(pending) - self.started,
         )
+        # Options endpointsFile, resolveEndpoints, several models: http.replicas.
+        self.models = [None if p is None else request_model(p) for p in self.payloads]
+        self.replicas = Replicas(
+            self.config, lambda e, path: self._get(probes, e, path), self._replicas_changed
+        )
         try:
+            await self.replicas.start(self.models)
             workers = min(self.config.max_concurrency, len(pending))
             await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
         finally:
+            await self.replicas.close()
             await self.pool.close()
             if probes is not self.injected:
                 await probes.aclose()
         tally = self.stats
+        limits = list(self.limits.values()) or [self.limit]
         stats = ClientStats(
             requests=tally.requests,
             retries=tally.retries,
             failed=tally.failed,
             statuses=dict(tally.statuses),
             latencies=tuple(tally.latencies),
-            limit_peak=self.limit.peak,
-            limit_lowest=self.limit.lowest,
-            limit_final=int(self.limit.limit),
+            limit_peak=max(x.peak for x in limits),
+            limit_lowest=min(x.lowest for x in limits),
+            limit_final=max(int(x.limit) for x in limits),
             endpoint_rests=self.pool.rests,
+            model_requests=dict(tally.model_requests),
+            model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
             held_s=self.gate.held_s if self.gate is not None else 0.0,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
@@ -238,8 +281,11 @@ class _Run:
         content: bytes | None = None,
         timeouts: dict[str, float | None] | None = None,
     ) -> tuple[int, bytes, httpx.Headers]:
+        extensions: dict[str, Any] = {"timeout": timeouts or {}}
+        if "host" in headers:  # an address a name resolved to: TLS checks the name
+            extensions["sni_hostname"] = headers["host"].rsplit(":", 1)[0]
         request = httpx.Request(
-            method, url, content=content, headers=headers, extensions={"timeout": timeouts or {}}
+            method, url, content=content, headers=headers, extensions=extensions
         )
         response = await transport.handle_async_request(request)
         try:
@@ -247,6 +293,25 @@ class _Run:
         finally:
             await response.aclose()
         return response.status_code, body, response.headers
+
+    def _replicas_changed(self, endpoints: tuple[Endpoint, ...]) -> None:
+        """Replicas came or went: the pool takes them; the send plan's endpoint preferences
+        (prefixOrder) are made again over them, for the requests not yet sent."""
+        self.pool.replace(endpoints)
+        self.secrets += [e.credentials for e in endpoints if e.credentials not in self.secrets]
+        if self.config.prefix_order and self.rankings:
+            self.rankings = plan(self.payloads, endpoints).rankings
+
+    async def _get(
+        self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint, path: str
+    ) -> tuple[int, bytes]:
+        """A GET of ``path`` on ``endpoint`` (its ``/v1/models``), within 5 s per phase."""
+        timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
+        headers = {k: v for k, v in self.headers[endpoint].items() if k != "content-type"}
+        status, body, _ = await self._request(
+            transport, "GET", httpx.URL(endpoint.url + path), headers, timeouts=timeouts
+        )
+        return status, body
 
     async def _probe(self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint) -> bool:
         timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
@@ -273,7 +338,9 @@ class _Run:
                 assert payload is not None
                 self.started += 1
                 prefer = self.rankings.get(index, ())
-                self.results[index] = outcome = await self._send(transport, payload, prefer)
+                self.results[index] = outcome = await self._send(
+                    transport, payload, prefer, self.models[index]
+                )
                 if outcome.error is not None:
                     self.stats.failed += 1
                     self.stopped = self.stop_on_failure
@@ -281,72 +348,214 @@ class _Run:
             if transport is not self.injected:
                 await transport.aclose()
 
+    def _limit_for(self, endpoint: Endpoint, model: str | None) -> AdaptiveLimit:
+        """The in-flight limit of requests for ``model`` at ``endpoint`` where the client
+        routes by model (each adapts to its own latency: a 70B model's queue does not hold
+        back a 7B's); the task's one limit otherwise. The workers still bound the task's
+        requests in flight to maxConcurrency in all."""
+        if not self.replicas.active:
+            return self.limit
+        key = (endpoint, model)
+        limit = self.limits.get(key)
+        if limit is None:
+            config = self.config
+            limit = self.limits[key] = AdaptiveLimit(
+                config.initial_concurrency,
+                config.max_concurrency,
+                adaptive=config.adaptive_concurrency,
+            )
+        return limit
+
+    def _still_serves(self, endpoint: Endpoint, model: str | None) -> bool:
+        """Whether ``endpoint`` is still one of the pool's and, where the client routes by
+        model, still serves ``model`` (a request waited for its place meanwhile)."""
+        if not self.replicas.active:
+            return True
+        allowed = self.replicas.allows(model)
+        return endpoint in self.replicas.endpoints and (allowed is None or allowed(endpoint))
+
     def _down(self, endpoint: Endpoint, prefer: Sequence[Endpoint]) -> Sequence[Endpoint]:
         """``endpoint`` failed a request as a down server does: counted by the pool, and put
         last in the request's ``prefer``, so that its retry tries the next endpoint first."""
         self.pool.failed(endpoint)
         return [*(e for e in prefer if e != endpoint), *(e for e in prefer if e == endpoint)]
 
-    def _refused(self, exc: BodyRefused, endpoint: Endpoint, attempt: int) -> Outcome:
+    def _refused(
+        self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
+    ) -> Outcome:
         """A body not read (over maxResponseBytes, or not decodable): the server answered, so
         it is not down, and the same request would get the same answer: no retry."""
-        self._release(endpoint)
+        self._release(endpoint, limit)
         self.pool.succeeded(endpoint)
         error = body_error(exc, attempt)
         self.stats.statuses[error["type"]] += 1
         return Outcome(error=error)
 
     async def _admit(
-        self, endpoint: Endpoint, deadline: float, error: RowError | None, attempt: int
-    ) -> Outcome | None:
+        self,
+        endpoint: Endpoint,
+        limit: AdaptiveLimit,
+        model: str | None,
+        deadline: float,
+        *,
+        error: RowError | None,
+        attempt: int,
+    ) -> Outcome | bool:
         """A place for a new request to ``endpoint``: room on the server (option
-        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in the in-flight limit.
-        The outcome of the prompt where a hold at the gate spent its ``deadline`` (loop time):
-        nothing is sent then."""
+        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in ``limit`` (the
+        in-flight limit of the request's (endpoint, model) where the client routes by model).
+        False where the endpoint left the pool or stopped serving ``model`` while the request
+        waited at the gate (nothing taken: it picks again); the outcome of the prompt where a
+        hold at the gate spent its ``deadline`` (loop time): nothing is sent then."""
         loop = asyncio.get_running_loop()
-        if self.gate is not None:
-            await self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
-        await self.limit.acquire()
+        if self.gate is not None and not await self._gate(endpoint, model, deadline):
+            return False
+        await limit.acquire()
         if self.gate is None or loop.time() < deadline:
-            return None
-        self._release(endpoint)
+            return True
+        self._release(endpoint, limit)
         return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
 
-    def _release(self, endpoint: Endpoint) -> None:
+    async def _gate(self, endpoint: Endpoint, model: str | None, deadline: float) -> bool:
+        """Wait at the gate for room at ``endpoint`` (until ``deadline`` at most); where the
+        client routes by model, stop waiting (False) once the endpoint left the pool or
+        stopped serving ``model``: a replica removed while saturated does not hold the
+        request to its deadline."""
+        assert self.gate is not None
+        loop = asyncio.get_running_loop()
+        wait = self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
+        if not self.replicas.active:
+            await wait
+            return True
+        waiter = asyncio.ensure_future(wait)
+        try:
+            while True:
+                moved = asyncio.ensure_future(self.replicas.moved.wait())
+                try:
+                    await asyncio.wait((waiter, moved), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    moved.cancel()
+                if waiter.done():
+                    waiter.result()
+                    return True
+                if not self._still_serves(endpoint, model):
+                    return False
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                await asyncio.gather(waiter, return_exceptions=True)
+
+    def _release(self, endpoint: Endpoint, limit: AdaptiveLimit) -> None:
         """A request to ``endpoint`` ended (answered or not): its places are free."""
-        self.limit.release()
+        limit.release()
         if self.gate is not None:
             self.gate.ended(endpoint.url)
 
-    async def _send(
-        self, transport: httpx.AsyncBaseTransport, payload: bytes, prefer: Sequence[Endpoint]
-    ) -> Outcome:
-        # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
-        # does not rest (one that failed it goes last for its retries), else round-robin.
-        config, limit, pool, stats = self.config, self.limit, self.pool, self.stats
+    async def _endpoint(
+        self,
+        deadline: float,
+        prefer: Sequence[Endpoint],
+        model: str | None,
+        error: RowError | None,
+        attempt: int,
+    ) -> Endpoint | Outcome:
+        """The endpoint of a request's next attempt (one that serves its ``model`` where the
+        client routes by model); the row's outcome where none comes before ``deadline``."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + config.request_deadline
-        error: RowError | None = None
-        attempt = 0
         while True:
             left = deadline - loop.time()
             try:
-                endpoint = await pool.pick(left, prefer)
+                return await self.pool.pick(left, prefer, self.replicas.allows(model))
+            except NoServer:
+                if left <= 0:
+                    return self._unserved(model, error, attempt)
+                await self.replicas.wait_for(model or "", left)
             except NoEndpoint:
                 return Outcome(
                     error=no_endpoint_error(
-                        (e.url for e in config.endpoints),
-                        config.request_deadline,
+                        (e.url for e in self.config.endpoints),
+                        self.config.request_deadline,
                         error,
                         attempt,
                         self.secrets,
                     )
                 )
-            attempt += 1
+
+    async def _place(
+        self,
+        deadline: float,
+        prefer: Sequence[Endpoint],
+        model: str | None,
+        error: RowError | None,
+        attempt: int,
+    ) -> tuple[Endpoint, AdaptiveLimit] | Outcome:
+        """The endpoint of a request's attempt number ``attempt`` and the in-flight limit it
+        counts in, its place taken (:meth:`_admit`); the row's outcome where none comes before
+        ``deadline``. A request that waited for its place while its replica left the pool or
+        stopped serving its model picks again, within what is left of the deadline."""
+        while True:
+            picked = await self._endpoint(deadline, prefer, model, error, attempt - 1)
+            if isinstance(picked, Outcome):
+                return picked
+            limit = self._limit_for(picked, model)
+            admitted = await self._admit(
+                picked, limit, model, deadline, error=error, attempt=attempt
+            )
+            if isinstance(admitted, Outcome):
+                return admitted
+            if admitted and self._still_serves(picked, model):
+                return picked, limit
+            if admitted:
+                self._release(picked, limit)
+
+    async def _misrouted(
+        self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
+    ) -> bool:
+        """Whether ``endpoint`` answered that it does not serve ``model`` (a 404 naming it)
+        and the request is tried again (attempts left): the client then routes by model, and
+        sends no request for it there until its ``/v1/models`` lists it again."""
+        if model is None or not model_not_found(status, body):
+            return False
+        await self.replicas.activate()
+        self.replicas.not_serving(endpoint, model)
+        if attempt >= self.config.max_attempts:
+            return False
+        self.stats.retries += 1
+        return True
+
+    def _unserved(self, model: str | None, error: RowError | None, attempt: int) -> Outcome:
+        """No endpoint served ``model`` until the prompt's deadline: ``model_unavailable``."""
+        error = model_unavailable_error(
+            model or "",
+            served=self.replicas.describe(model or ""),
+            deadline=self.config.request_deadline,
+            last=error,
+            attempts=attempt,
+            secrets=self.secrets,
+        )
+        self.stats.statuses[error["type"]] += 1
+        return Outcome(error=error)
+
+    async def _send(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        payload: bytes,
+        prefer: Sequence[Endpoint],
+        model: str | None = None,
+    ) -> Outcome:
+        # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
+        # does not rest (one that failed it goes last for its retries), else round-robin.
+        config, pool, stats = self.config, self.pool, self.stats
+        loop, attempt = asyncio.get_running_loop(), 0
+        deadline = loop.time() + config.request_deadline
+        error: RowError | None = None
+        while True:
+            placed = await self._place(deadline, prefer, model, error, attempt + 1)
+            if isinstance(placed, Outcome):
+                return placed
+            (endpoint, limit), attempt = placed, attempt + 1
             wait_hint: float | None = None
-            if (held := await self._admit(endpoint, deadline, error, attempt)) is not None:
-                return held
-            stats.requests += 1
+            stats.sent(model)
             started = time.perf_counter()
             try:  # what a hold at the gate left of the deadline bounds the attempt
                 async with asyncio.timeout(
@@ -361,20 +570,20 @@ class _Run:
                         timeouts=self.timeouts,
                     )
             except BodyRefused as exc:
-                return self._refused(exc, endpoint, attempt)
+                return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
-                self._release(endpoint)
+                self._release(endpoint, limit)
                 limit.on_overload()
                 prefer = self._down(endpoint, prefer)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
                 retry = True
             else:
-                self._release(endpoint)
+                self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
                 if status == 200:
                     limit.on_success(time.perf_counter() - started)
-                    stats.latencies.append(time.perf_counter() - started)
+                    stats.answered(model, time.perf_counter() - started)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
                 if status in RETRY_STATUSES:
@@ -385,6 +594,8 @@ class _Run:
                     pool.succeeded(endpoint)
                 error = http_error(status, body, attempt, self.secrets)
                 retry = status in RETRY_STATUSES
+                if await self._misrouted(endpoint, model, status, body, attempt):
+                    continue  # at once, to a replica that serves the model
                 wait_hint = retry_after(headers)
             if not retry or attempt >= config.max_attempts:
                 return Outcome(error=error)

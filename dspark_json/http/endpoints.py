@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from dspark_json.http.secrets import Secret
 
-__all__ = ["Endpoint", "EndpointPool", "NoEndpoint"]
+__all__ = ["Endpoint", "EndpointPool", "NoEndpoint", "NoServer"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -29,14 +29,23 @@ WAIT_WARN_S = 30.0
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A server's base URL (no credentials in it) and the ``user:password`` taken out of it."""
+    """A server's base URL (no credentials in it) and the ``user:password`` taken out of it.
+
+    ``host``: where ``url`` holds one of the addresses a host name resolved to
+    (:mod:`dspark_json.http.replicas`), the name (``name[:port]``): sent as the ``Host`` header
+    and as the TLS server name, so that a virtual host and a certificate see the name."""
 
     url: str
     credentials: Secret | None = None
+    host: str | None = None
 
 
 class NoEndpoint(Exception):
     """Every endpoint rests and none came back in time."""
+
+
+class NoServer(Exception):
+    """No endpoint (resting or not) serves the request's model."""
 
 
 class EndpointPool:
@@ -71,20 +80,33 @@ class EndpointPool:
         self._back = asyncio.Event()
         self.rests = 0
 
-    async def pick(self, timeout: float, prefer: Sequence[Endpoint] = ()) -> Endpoint:
+    async def pick(
+        self,
+        timeout: float,
+        prefer: Sequence[Endpoint] = (),
+        allowed: Callable[[Endpoint], bool] | None = None,
+    ) -> Endpoint:
         """The next endpoint to send to: the first of ``prefer`` not resting, else round-robin;
-        waits up to ``timeout`` s while all of them rest."""
+        waits up to ``timeout`` s while all of them rest. ``allowed``: only the endpoints it
+        accepts (those that serve the request's model); :class:`NoServer` where it accepts
+        none of the pool's endpoints."""
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         began = loop.time()
         while True:
+            if allowed is not None and not any(allowed(e) for e in self.endpoints):
+                raise NoServer
             for endpoint in prefer:
-                if endpoint not in self._resting:
+                if (
+                    endpoint not in self._resting
+                    and endpoint in self._failures
+                    and (allowed is None or allowed(endpoint))
+                ):
                     return endpoint
             for _ in range(len(self.endpoints)):
                 endpoint = self.endpoints[self._next % len(self.endpoints)]
                 self._next += 1
-                if endpoint not in self._resting:
+                if endpoint not in self._resting and (allowed is None or allowed(endpoint)):
                     return endpoint
             self._back.clear()
             if self._all_down_since is not None:  # an outage outlasts the deadline
@@ -102,10 +124,30 @@ class EndpointPool:
                 if not self._waiting[began]:
                     del self._waiting[began]
 
+    def replace(self, endpoints: Sequence[Endpoint]) -> None:
+        """The endpoints from now on (replicas that came and went): a removed one gets no new
+        request (its requests in flight finish; a retry goes elsewhere), a new one starts
+        without failures; waiting prompts look again."""
+        self.endpoints = tuple(endpoints)
+        for endpoint in self.endpoints:
+            self._failures.setdefault(endpoint, 0)
+        for endpoint in [e for e in self._failures if e not in self.endpoints]:
+            del self._failures[endpoint]
+            self._down_since.pop(endpoint, None)
+            watch = self._resting.pop(endpoint, None)
+            if watch is not None:
+                watch.cancel()
+        if len(self._resting) < len(self.endpoints):
+            self._all_down_since = None
+        self._back.set()
+
     def succeeded(self, endpoint: Endpoint) -> None:
-        self._failures[endpoint] = 0
+        if endpoint in self._failures:
+            self._failures[endpoint] = 0
 
     def failed(self, endpoint: Endpoint) -> None:
+        if endpoint not in self._failures:  # removed while its request was in flight
+            return
         self._failures[endpoint] += 1
         if self._failures[endpoint] >= self._fail_limit and endpoint not in self._resting:
             self.rests += 1
@@ -160,6 +202,8 @@ class EndpointPool:
                 break
             wait = min(_PROBE_CAP_S, wait * 2)
         logger.info("Endpoint %s answers /health again; sending to it.", endpoint.url)
+        if endpoint not in self._failures:  # removed meanwhile
+            return
         self._failures[endpoint] = 0
         del self._resting[endpoint]
         self._down_since.pop(endpoint, None)

@@ -24,6 +24,7 @@ __all__ = [
     "held_error",
     "http_error",
     "invalid_utf8_error",
+    "model_unavailable_error",
     "no_endpoint_error",
     "transport_error",
 ]
@@ -147,6 +148,31 @@ def no_endpoint_error(
         message=_shown(
             f"no endpoint ({', '.join(urls)}) was healthy within requestDeadline={deadline:g}s"
             f"{reason}",
+            secrets,
+        ),
+        attempts=attempts,
+    )
+
+
+def model_unavailable_error(
+    model: str,
+    *,
+    served: str,
+    deadline: float,
+    last: RowError | None,
+    attempts: int,
+    secrets: Iterable[Secret | None] = (),
+) -> RowError:
+    """No endpoint served ``model`` until the prompt's deadline (``served``: what each endpoint
+    lists; ``last``: the error before, where a replica that served it failed)."""
+    reason = f"; last error: {last['type']}: {last['message']}" if last else ""
+    return row_error(
+        status=last["status"] if last else None,
+        type="model_unavailable",
+        message=_shown(
+            f"no endpoint served model {model!r} within requestDeadline={deadline:g}s (what "
+            f"the endpoints list at /v1/models: {served}){reason}. Start a replica that serves "
+            "it, add one to option 'endpointsFile', or fix the prompt's 'model'",
             secrets,
         ),
         attempts=attempts,

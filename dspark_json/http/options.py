@@ -293,6 +293,37 @@ class HttpOptions:
         convert=number(int, low=0),
     )
 
+    endpoints_file: str | None = option(
+        "endpointsFile",
+        "A file (local path or object-store URL) with one base URL per line (blank lines and "
+        "comments ignored: # at a line's start or after a space): replicas used besides "
+        "option endpoint, re-read every "
+        "endpointRefreshSeconds by the running tasks. A new replica gets requests once its "
+        "/v1/models lists their model; a removed one gets no new request (its requests in "
+        "flight finish, or are retried elsewhere).",
+        "s3://pool/replicas.txt",
+        convert=directory,
+    )
+    endpoint_refresh_seconds: float = option(
+        "endpointRefreshSeconds",
+        "Seconds between two looks at the replicas: endpointsFile read again, host names "
+        "resolved again, each endpoint's /v1/models fetched again (also at once when a replica "
+        "answers 404 for a model).",
+        "10",
+        convert=positive(float),
+        default="30",
+    )
+    resolve_endpoints: bool = option(
+        "resolveEndpoints",
+        "A host name in option endpoint stands for every address it resolves to (a Kubernetes "
+        "headless service: one address per ready replica), resolved again every "
+        "endpointRefreshSeconds; the Host header and the TLS name stay the name. Without it a "
+        "name is expanded only when it resolves to several addresses when a task starts.",
+        "true",
+        convert=boolean,
+        default="false",
+    )
+
     @property
     def key(self) -> ApiKey:
         """Where the API key comes from (resolved where a request is sent)."""

@@ -23,6 +23,7 @@ from dspark_json.errors import ServerError
 from dspark_json.http.client import _proxy_for, auth_headers
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
+from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
 from dspark_json.http.transport import BodyRefused, BodyTooLarge, StreamTransport, read_body
 from dspark_json.rows import load_json
@@ -67,11 +68,13 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
         )
     problems: list[str] = []
     context: int | None = None
-    for endpoint in options.endpoints:
+    endpoints = _all_endpoints(options)
+    others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
+    for endpoint in endpoints:
         try:
             served = _served_models(endpoint, key, options.max_response_bytes)
         except ServerError as exc:
-            if len(options.endpoints) == 1:
+            if len(endpoints) == 1:
                 raise
             problems.append(str(exc))
             logger.warning("%s Continuing with the other endpoints.", exc)
@@ -87,16 +90,42 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
                 "Option 'model' not set; using %r, the first model %s serves.", model, endpoint.url
             )
         elif model not in served:
-            raise ServerError(
-                f"Model {model!r} is not served by {endpoint.url} (it serves: "
-                f"{', '.join(served) or 'nothing'}). Fix option 'model', or option 'endpoint'."
-            )
+            # Several models in a pool: requests for it go to the endpoints that serve it.
+            others[endpoint.url] = list(served)
+            continue
         length = served[model]
         if length is not None and (context is None or length < context):
             context = length  # a re-ask must fit the smallest context of the endpoints
-    if model is None or len(problems) == len(options.endpoints):
+    if len(others) == 1 and len(endpoints) == 1:
+        url, served_there = next(iter(others.items()))
+        raise ServerError(
+            f"Model {model!r} is not served by {url} (it serves: "
+            f"{', '.join(served_there) or 'nothing'}). Fix option 'model', or option 'endpoint'."
+        )
+    if others and len(others) + len(problems) == len(endpoints):
+        listed = "; ".join(f"{url} serves {', '.join(m) or 'nothing'}" for url, m in others.items())
+        raise ServerError(
+            f"Model {model!r} is not served by any endpoint ({listed}). Fix option 'model', or "
+            "option 'endpoint'."
+        )
+    if others:
+        logger.info(
+            "Model %r is not served by %s; its requests go to the endpoints that serve it.",
+            model,
+            ", ".join(others),
+        )
+    if model is None or len(problems) == len(endpoints):
         raise ServerError("No endpoint is usable: " + " | ".join(problems))
     return model, context
+
+
+def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
+    """Option ``endpoint``'s endpoints and option ``endpointsFile``'s (read here: an error in
+    the file fails ``.load()``, naming the option)."""
+    if options.endpoints_file is None:
+        return options.endpoints
+    listed = read_endpoints_file(options.endpoints_file)
+    return tuple(dict.fromkeys((*options.endpoints, *listed)))
 
 
 def _served_models(

@@ -1,7 +1,8 @@
 """Request bodies: one prompt row + the query's request options -> chat completion JSON bytes.
 
 The part every request shares (model, response_format with its schema, tools and tool_choice,
-sampling options, ``extraBody``) is serialised once; each row adds only its messages. A row in
+sampling options, ``extraBody``) is serialised once (once per model where rows name their own:
+a prompt line's ``model``); each row adds only its messages. A row in
 the OpenAI batch input format brings its own ``body``, whose fields (its own ``tools`` too) win
 over the options.
 """
@@ -68,6 +69,7 @@ class RequestBuilder:
         self.system = options.system_prompt
         # '"model": ..., ...}': what follows each row's messages.
         self._tail = json.dumps(shared, ensure_ascii=False)[1:]
+        self._tails: dict[str, str] = {}  # the same for a row's own model (a line's 'model')
         self._deterministic = is_deterministic(shared)
 
     def messages(self, messages: Sequence[Any]) -> list[Any]:
@@ -89,6 +91,13 @@ class RequestBuilder:
         """The JSON body for ``record`` (which must have messages)."""
         assert record.messages is not None
         messages = self.messages(record.messages)
+        if record.overrides is not None and record.overrides.keys() == {"model"}:
+            tail = self._tails.get(model := record.overrides["model"])
+            if tail is None:
+                shared = {**self.shared, "model": model}
+                tail = self._tails[model] = json.dumps(shared, ensure_ascii=False)[1:]
+            head = json.dumps(messages, ensure_ascii=False)
+            return f'{{"messages": {head}, {tail}'.encode()
         if record.overrides:
             body = {**self.shared, **record.overrides, "messages": messages}
             return json.dumps(body, ensure_ascii=False).encode("utf-8")

@@ -136,7 +136,10 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     host,
                     key[2],
                     ssl=(self._ssl or ssl.create_default_context()) if secure else None,
-                    server_hostname=host if secure else None,
+                    # An address a name resolved to (http.replicas): TLS checks the name.
+                    server_hostname=request.extensions.get("sni_hostname", host)
+                    if secure
+                    else None,
                 )
                 return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
         except TimeoutError as exc:

@@ -78,7 +78,12 @@ def _invalid(raw: str, where: str, problem: str) -> PromptRecord:
 
 def prompt_record(obj: dict[str, Any], raw: str, where: str) -> PromptRecord:
     """A prompt row from its JSON object: ``{"prompt": ...}``, ``{"messages": [...]}``, or the
-    OpenAI batch input format ``{"custom_id", "method", "url", "body": {"messages", ...}}``."""
+    OpenAI batch input format ``{"custom_id", "method", "url", "body": {"messages", ...}}``.
+
+    A line's ``model`` (``body.model`` in a batch line) is the model its request asks, instead
+    of option ``model`` (requests go only to the endpoints that serve it:
+    :mod:`dspark_json.http.replicas`); a plain line's ``model`` is still passed through, as
+    column ``input_model``."""
     custom_id = obj.get("custom_id")
     custom_id = None if custom_id is None else str(custom_id)
     fields = {k: v for k, v in obj.items() if k not in _NOT_PASSED_THROUGH}
@@ -94,6 +99,18 @@ def prompt_record(obj: dict[str, Any], raw: str, where: str) -> PromptRecord:
             return PromptRecord(**row, messages=None, problem=problem)
         overrides = {k: v for k, v in obj["body"].items() if k != "messages"}
         obj = obj["body"]
+    elif "model" in obj:  # the line's own model; its column (input_model) stays as well
+        overrides = {"model": obj["model"]}
+    if overrides is not None and "model" in overrides:
+        model = overrides["model"]
+        if not isinstance(model, str) or not model.strip():
+            shown = repr(model)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            problem = (
+                f"'model' must name the model to ask (a non-empty string), got {shown}; "
+                "leave it out to ask option 'model'"
+            )
+            return PromptRecord(**row, messages=None, problem=problem)
     messages = obj.get("messages")
     prompt = obj.get("prompt")
     if isinstance(messages, list) and messages:

@@ -116,3 +116,47 @@ def test_a_cancelled_waiting_request_leaves_the_queue():
         assert scheduler.running == 0
 
     asyncio.run(run())
+
+
+def test_metrics_give_a_series_per_served_model_sharing_one_kv_gauge():
+    """Served models a and b (capacity 2): 2 a then 3 b arrive: a's series shows 2 running,
+    b's 3 waiting; each series holds the whole KV use (the models share the capacity), so the
+    sum over models is the server's, as parse_gauges reads it without a model."""
+
+    async def load(url: str) -> str:
+        async with httpx.AsyncClient(timeout=30) as client:
+            sent = []
+            for i, model in enumerate("aabbb"):
+                body = {"model": model, "messages": [{"role": "user", "content": f"x{i}"}]}
+                sent.append(
+                    asyncio.create_task(client.post(f"{url}/v1/chat/completions", json=body))
+                )
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.2)
+            busy = (await client.get(f"{url}/metrics")).text
+            await asyncio.gather(*sent)
+            return busy
+
+    with SimulatorProcess(model="a,b", latency=0.8, faults=Faults(capacity=2)) as server:
+        busy = asyncio.run(load(server.url))
+    assert 'vllm:num_requests_running{engine="0",model_name="a"} 2.0' in busy
+    assert 'vllm:num_requests_running{engine="0",model_name="b"} 0.0' in busy
+    assert 'vllm:num_requests_waiting{engine="0",model_name="b"} 3.0' in busy
+    assert busy.count("# TYPE vllm:num_requests_waiting gauge") == 1
+    assert parse_gauges(busy, "a") == (0.0, 2.0, 1.0)
+    assert parse_gauges(busy, "b") == (3.0, 0.0, 1.0)
+    assert parse_gauges(busy) == (3.0, 2.0, 1.0)
+
+
+def test_scheduler_hands_a_place_to_the_next_model_s_request():
+    async def run() -> tuple[int, int, int, int]:
+        scheduler = Scheduler(1)
+        await scheduler.acquire(0, "a")
+        waiting = asyncio.create_task(scheduler.acquire(0, "b"))
+        await asyncio.sleep(0.01)
+        before = scheduler.running_of("b"), scheduler.waiting_of("b")
+        scheduler.release("a")
+        await waiting
+        return (*before, scheduler.running_of("a"), scheduler.running_of("b"))
+
+    assert asyncio.run(run()) == (0, 1, 0, 1)

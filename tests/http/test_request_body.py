@@ -101,3 +101,31 @@ def test_a_batch_lines_own_tools_win():
     }
     record = prompt_record(line, json.dumps(line), "row 1")
     assert body(record, tools=json.dumps(TOOLS))["tools"] == mine
+
+
+def test_a_line_s_model_is_asked_and_its_column_kept():
+    record = prompt_record({"prompt": "Hi", "model": "coder"}, "", "row 1")
+    assert record.problem is None and record.fields["model"] == "coder"  # column input_model
+    builder = RequestBuilder(Options.parse({**BASE, "temperature": "0"}).request)
+    out = json.loads(builder.build(record))
+    assert out["model"] == "coder" and out["temperature"] == 0.0
+    plain = json.loads(builder.build(prompt_record({"prompt": "Hi"}, "", "row 2")))
+    assert plain["model"] == "m"
+    assert {k: v for k, v in out.items() if k != "model"} == {
+        k: v for k, v in plain.items() if k != "model"
+    }
+    assert builder.deterministic(record)
+
+
+def test_a_line_s_model_that_names_nothing_is_an_invalid_prompt():
+    for model in (None, "", 7, ["a"]):
+        record = prompt_record({"prompt": "Hi", "model": model}, "", "row 3")
+        assert record.problem is not None and "'model' must name the model" in record.problem
+    line = {"url": "/v1/chat/completions", "body": {"model": 7, "messages": [{"role": "user"}]}}
+    assert "'model' must name" in (prompt_record(line, "", "row 4").problem or "")
+
+
+def test_a_line_s_huge_model_value_is_cut_in_the_problem():
+    record = prompt_record({"prompt": "Hi", "model": ["x" * 10_000]}, "", "row 5")
+    assert record.problem is not None and len(record.problem) < 300
+    assert "..." in record.problem
