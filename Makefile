@@ -43,11 +43,12 @@ test-oldest: $(STAMP_OLDEST)  ## the Spark end-to-end tests on the oldest suppor
 
 # Real vLLM (CPU build, a tiny random-weight model built here): installed into a virtualenv
 # cached under ~/.cache/dspark-json (3.4 GB; minutes the first time, seconds after), one server
-# started and stopped for the tier. Part of `make test`. DSPARK_VLLM_URL=http://... uses a server
+# started and stopped for the tier (the first test waits for it to load, hence a per-test limit of
+# 600 s, not the suite's 120). Part of `make test`. DSPARK_VLLM_URL=http://... uses a server
 # already running instead.
 test-vllm: $(STAMP)  ## the tests against real vLLM
 	tests/vllm/install.sh
-	$(BIN)/python -m pytest -m vllm tests/vllm
+	$(BIN)/python -m pytest -m vllm tests/vllm --timeout=600
 
 unit: $(STAMP)  ## the fast tests only (no Spark)
 	$(BIN)/python -m pytest -m "not spark"
