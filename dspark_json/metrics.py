@@ -54,7 +54,7 @@ logger = logging.getLogger("dspark_json")
 METRICS_SCHEMA = (
     "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
     "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
-    "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
+    "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, cache_waits BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
     "held_seconds DOUBLE, "
@@ -119,6 +119,7 @@ def partition_metrics(
         "deduplicated": stats.deduplicated,
         "cache_hits": stats.cache_hits,
         "cache_misses": stats.cache_misses,
+        "cache_waits": stats.cache_waits,
         "http_status": dict(stats.statuses),
         "latency_ms": {
             name: None if (v := stats.latency(q)) is None else round(v * 1000, 1)

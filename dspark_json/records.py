@@ -163,6 +163,9 @@ class ClientStats:
     deduplicated: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: Of the hits, requests another task was sending (its claim: :mod:`.http.claims`),
+    #: answered once this task had waited for them.
+    cache_waits: int = 0
     #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
     #: (summed over requests).
     held_s: float = 0.0
