@@ -205,10 +205,11 @@ class Claims:
                 waiting.discard(key)
             if not waiting:
                 break
-            if time.monotonic() + pause > deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 waited.late.extend(sorted(waiting))
                 break
-            time.sleep(pause)
+            time.sleep(min(pause, left))
             pause = min(pause * 2, _LONGEST_PAUSE)
         return waited
 
@@ -338,7 +339,11 @@ def _gone_here(owner: str) -> bool:
         return True
     except (OSError, ValueError, OverflowError):
         return False  # another user's process (EPERM): it lives
-    return False
+    try:  # killed but not yet reaped by its parent (a zombie, on Linux): gone as well
+        with open(f"/proc/{int(pid)}/stat", "rb") as stat:
+            return stat.read(4096).rpartition(b")")[2].split()[:1] == [b"Z"]
+    except OSError:
+        return False
 
 
 def _host() -> str:
