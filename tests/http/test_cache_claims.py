@@ -392,3 +392,29 @@ def test_the_lease_is_renewed_while_the_task_sends(tmp_path, monkeypatch):
         assert claims._alive(claims.owner, {})
         other = Claims(ResponseCache(str(tmp_path), "m"))
         assert other._alive(claims.owner, {})
+
+
+def test_an_answer_written_between_the_lookup_and_the_claim_is_not_asked_again(
+    tmp_path, monkeypatch
+):
+    # The other task wrote its answer and released its claim after this task looked the
+    # request up and before it claimed it: the look after the claim finds the entry.
+    original = ResponseCache.get_many
+    calls: list[int] = []
+
+    def lookup_then_other_task_answers(self, requests):
+        found = original(self, requests)
+        if not calls:
+            for request in requests:
+                self.put(request, json.dumps(completion('{"answer": "from the other task"}')))
+        calls.append(len(requests))
+        return found
+
+    monkeypatch.setattr(ResponseCache, "get_many", lookup_then_other_task_answers)
+    model = Model()
+    with raw_server(model) as server:
+        fetched = run(server, str(tmp_path), [body("a"), body("b")])
+    assert model.sent == 0 and calls == [2, 2]
+    assert all("from the other task" in o.body for o in fetched.outcomes)
+    assert (fetched.stats.cache_hits, fetched.stats.cache_misses) == (2, 0)
+    assert leftovers(tmp_path) == []
