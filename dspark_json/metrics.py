@@ -232,11 +232,14 @@ def _cached(tokens: int | None) -> str:
 
 def _reuse_line(record: Mapping[str, Any]) -> str:
     """Options dedupe and cache, for the log lines: ``, 5 row(s) deduplicated, cache 3 hit(s)
-    / 2 miss(es)``, or nothing where neither served a row."""
+    / 2 miss(es)`` (``3 hit(s) (1 waited for)`` where another task was sending one), or
+    nothing where neither served a row."""
     deduplicated = record.get("deduplicated") or 0
     hits, misses = record.get("cache_hits") or 0, record.get("cache_misses") or 0
+    waits = record.get("cache_waits") or 0
+    waited = f" ({waits} waited for)" if waits else ""
     return (f", {deduplicated} row(s) deduplicated" if deduplicated else "") + (
-        f", cache {hits} hit(s) / {misses} miss(es)" if hits or misses else ""
+        f", cache {hits} hit(s){waited} / {misses} miss(es)" if hits or misses else ""
     )
 
 
@@ -291,7 +294,7 @@ def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapp
 
 
 #: The record's fields of options dedupe and cache.
-_REUSE = ("deduplicated", "cache_hits", "cache_misses")
+_REUSE = ("deduplicated", "cache_hits", "cache_misses", "cache_waits")
 
 
 def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:

@@ -3,7 +3,8 @@
 
 :func:`send_once` stands before the client (:func:`~dspark_json.http.client.complete_all`):
 it groups a partition's rows by request body, answers what the cache holds, sends each
-remaining distinct request once, writes the new answers to the cache, and gives every row its
+remaining distinct request once (a request another task is sending at the same time waits for
+its answer instead: :mod:`.claims`), writes the new answers to the cache, and gives every row its
 answer, in order: rows out = prompts in, each with its own ``custom_id`` and prompt columns.
 The journal still holds one answer per row, so a replay needs neither the server nor the
 cache.
@@ -73,7 +74,9 @@ class ReuseOptions:
         "cache",
         "Directory (path or URI) of a response cache shared by runs and queries: an HTTP 200 "
         "chat completion is kept under sha256(model, request body) (not the endpoint: replicas "
-        "share answers), and a request found there is not sent. An entry that is corrupt, over "
+        "share answers), and a request found there is not sent; on a local or mounted "
+        "filesystem a request another task is sending at the same time waits for its answer "
+        "(a claim next to the entry). An entry that is corrupt, over "
         "the limits or not a regular file is asked again (WARN). A URI with query parameters "
         "is refused: give a store's endpoint and credentials by its environment variables. "
         "Nothing expires by itself: delete entries by age (README). Default: no cache.",
