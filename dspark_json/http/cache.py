@@ -16,7 +16,8 @@ past :data:`~dspark_json.rows.MAX_NESTING`, is not UTF-8, was kept for another m
 read, is cut short or does not match its digest is logged (WARN, naming the entry) and its
 request is sent again (the new answer replaces it); one that cannot be
 written is logged and the rows go on. The cache only saves requests: the journal stays what
-makes a replay exactly once.
+makes a replay exactly once. Tasks running at once that miss the same entry send its request
+once: the claims next to the entries (:mod:`.claims`, files that never end in ``.answer``).
 
 Nothing expires an entry by itself; delete by age (``find DIR -name '*.answer' -mtime +7
 -delete``, or an object store's lifecycle rule on the prefix).

@@ -43,6 +43,7 @@ from dspark_json.http.cache import ResponseCache
 
 __all__ = [
     "CLAIM_SUFFIX",
+    "LEASE_FOLDER",
     "LEASE_RENEW_SECONDS",
     "LEASE_SECONDS",
     "LEASE_SUFFIX",
@@ -189,7 +190,9 @@ class Claims:
             alive: dict[str, bool] = {}  # each owner's lease read once per look
             for key in sorted(waiting):
                 entry = self._entry_path(key)
-                if os.path.exists(entry):
+                # An entry refused at the lookup (corrupt) is there until the owner replaces
+                # it: only its claim says when.
+                if key not in self.cache.refused and os.path.exists(entry):
                     self._take_entry(key, waited)
                     waiting.discard(key)
                     continue

@@ -418,3 +418,20 @@ def test_an_answer_written_between_the_lookup_and_the_claim_is_not_asked_again(
     assert all("from the other task" in o.body for o in fetched.outcomes)
     assert (fetched.stats.cache_hits, fetched.stats.cache_misses) == (2, 0)
     assert leftovers(tmp_path) == []
+
+
+def test_a_corrupt_entry_another_task_is_replacing_is_waited_for(tmp_path, caplog):
+    cache = ResponseCache(str(tmp_path), "m")
+    entry = tmp_path / cache.key(body("a"))[:2] / f"{cache.key(body('a'))}{ENTRY_SUFFIX}"
+    entry.parent.mkdir(parents=True)
+    entry.write_bytes(b"not an entry")
+    model = Model()
+    with (
+        raw_server(model) as server,
+        other_task(tmp_path, body("a"), "answer:1.0"),
+        caplog.at_level(logging.WARNING, logger="dspark_json"),
+    ):
+        fetched = run(server, str(tmp_path), [body("a")])
+    assert model.sent == 0 and "from the other task" in fetched.outcomes[0].body
+    assert fetched.stats.cache_waits == 1
+    assert caplog.text.count("is not used") == 1  # the lookup's WARN, not one per look
