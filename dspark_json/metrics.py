@@ -55,7 +55,7 @@ logger = logging.getLogger("dspark_json")
 METRICS_SCHEMA = (
     "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
     "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
-    "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, "
+    "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, cache_waits BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
     "held_seconds DOUBLE, "
@@ -124,6 +124,7 @@ def partition_metrics(
         "deduplicated": stats.deduplicated,
         "cache_hits": stats.cache_hits,
         "cache_misses": stats.cache_misses,
+        "cache_waits": stats.cache_waits,
         "http_status": dict(stats.statuses),
         "latency_ms": {
             name: None if (v := stats.latency(q)) is None else round(v * 1000, 1)
@@ -266,11 +267,14 @@ def _cached(tokens: int | None) -> str:
 
 def _reuse_line(record: Mapping[str, Any]) -> str:
     """Options dedupe and cache, for the log lines: ``, 5 row(s) deduplicated, cache 3 hit(s)
-    / 2 miss(es)``, or nothing where neither served a row."""
+    / 2 miss(es)`` (``3 hit(s) (1 waited for)`` where another task was sending one), or
+    nothing where neither served a row."""
     deduplicated = record.get("deduplicated") or 0
     hits, misses = record.get("cache_hits") or 0, record.get("cache_misses") or 0
+    waits = record.get("cache_waits") or 0
+    waited = f" ({waits} waited for)" if waits else ""
     return (f", {deduplicated} row(s) deduplicated" if deduplicated else "") + (
-        f", cache {hits} hit(s) / {misses} miss(es)" if hits or misses else ""
+        f", cache {hits} hit(s){waited} / {misses} miss(es)" if hits or misses else ""
     )
 
 
@@ -325,7 +329,7 @@ def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapp
 
 
 #: The record's fields of options dedupe and cache.
-_REUSE = ("deduplicated", "cache_hits", "cache_misses")
+_REUSE = ("deduplicated", "cache_hits", "cache_misses", "cache_waits")
 
 
 def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:

@@ -163,6 +163,9 @@ class ClientStats:
     deduplicated: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
+    #: Of the hits, requests another task was sending (its claim: :mod:`.http.claims`),
+    #: answered once this task had waited for them.
+    cache_waits: int = 0
     #: By the request's model, where the client routed by model (:mod:`dspark_json.http.replicas`):
     #: attempts sent, and the successful ones' latencies (seconds).
     model_requests: Mapping[str, int] = field(default_factory=dict)

@@ -171,6 +171,19 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     assert alone.endswith("; reference parser 1 rows")
 
 
+def test_the_line_says_how_many_cache_hits_another_task_was_sending():
+    def record(hits, misses, waits):
+        return {"rows": {"ok": 2}, "requests": misses, "cache_hits": hits} | {
+            "cache_misses": misses,
+            "cache_waits": waits,
+        }
+
+    assert "cache 5 hit(s) (4 waited for) / 3 miss(es)" in summary(
+        [record(2, 1, 1), record(3, 2, 3)], "b"
+    )
+    assert "cache 2 hit(s) / 1 miss(es)" in summary([record(2, 1, 0)], "b")
+
+
 def test_the_line_counts_rows_deduplicated_and_cache_hits(simulator, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="dspark_json")
     # Two tasks of 3 rows asking two prompts at temperature 0: the first task sends 2 requests

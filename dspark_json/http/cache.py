@@ -16,7 +16,8 @@ past :data:`~dspark_json.rows.MAX_NESTING`, is not UTF-8, was kept for another m
 read, is cut short or does not match its digest is logged (WARN, naming the entry) and its
 request is sent again (the new answer replaces it); one that cannot be
 written is logged and the rows go on. The cache only saves requests: the journal stays what
-makes a replay exactly once.
+makes a replay exactly once. Tasks running at once that miss the same entry send its request
+once: the claims next to the entries (:mod:`.claims`, files that never end in ``.answer``).
 
 Nothing expires an entry by itself; delete by age (``find DIR -name '*.answer' -mtime +7
 -delete``, or an object store's lifecycle rule on the prefix).
@@ -63,6 +64,8 @@ class ResponseCache:
         self.model = model or ""
         #: The largest body an entry may hold (option ``maxResponseBytes``).
         self.max_bytes = max_bytes
+        #: The keys whose entries were refused (WARN) so far: not read again.
+        self.refused: set[str] = set()
 
     def key(self, request: bytes) -> str:
         """The entry name of ``request``: hex sha256 of the model and the body."""
@@ -72,14 +75,19 @@ class ResponseCache:
         digest.update(request)
         return digest.hexdigest()
 
-    def _where(self, key: str) -> tuple[str, str]:
-        """(directory, file name) of an entry."""
-        return f"{self.directory}/{key[:2]}", f"{key}{ENTRY_SUFFIX}"
+    def where(self, key: str, suffix: str = ENTRY_SUFFIX) -> tuple[str, str]:
+        """(directory, file name) of an entry, or of the file next to it whose name ends in
+        ``suffix`` (a claim: :mod:`.claims`)."""
+        return f"{self.directory}/{key[:2]}", f"{key}{suffix}"
 
     def get(self, request: bytes) -> str | None:
         """The cached answer body to ``request``, or ``None`` (not cached, or not usable: a
         WARN naming the entry, and the request is sent again)."""
-        folder, name = self._where(self.key(request))
+        return self.get_key(self.key(request))
+
+    def get_key(self, key: str) -> str | None:
+        """:meth:`get` of the entry named ``key``."""
+        folder, name = self.where(key)
         fs, root = resolve(folder)
         path = f"{root}/{name}"
         try:
@@ -119,6 +127,7 @@ class ResponseCache:
     def _unusable(self, folder: str, name: str, why: str) -> str | None:
         """``None`` (what :meth:`get` returns), after a WARN naming the entry (credentials
         masked) and what is wrong with it."""
+        self.refused.add(name.removesuffix(ENTRY_SUFFIX))
         logger.warning(
             "cache %s: entry %s is not used: %s; asked again.",
             self,
@@ -140,7 +149,7 @@ class ResponseCache:
             "sha256": hashlib.sha256(raw).hexdigest(),
             "model": self.model,
         }
-        folder, name = self._where(self.key(request))
+        folder, name = self.where(self.key(request))
         try:
             write_atomic(folder, name, _MAGIC + json.dumps(header).encode() + b"\n" + raw)
         except OSError as exc:

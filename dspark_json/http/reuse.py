@@ -3,7 +3,8 @@
 
 :func:`send_once` stands before the client (:func:`~dspark_json.http.client.complete_all`):
 it groups a partition's rows by request body, answers what the cache holds, sends each
-remaining distinct request once, writes the new answers to the cache, and gives every row its
+remaining distinct request once (a request another task is sending at the same time waits for
+its answer instead: :mod:`.claims`), writes the new answers to the cache, and gives every row its
 answer, in order: rows out = prompts in, each with its own ``custom_id`` and prompt columns.
 The journal still holds one answer per row, so a replay needs neither the server nor the
 cache.
@@ -12,6 +13,8 @@ cache.
 from __future__ import annotations
 
 import logging
+import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -19,11 +22,12 @@ from typing import Literal
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, mask_uris
 from dspark_json.http.cache import ResponseCache
+from dspark_json.http.claims import Claims
 from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
 from dspark_json.http.options import HttpOptions
 from dspark_json.option_spec import choice, directory, option
-from dspark_json.records import Fetched, Outcome, Outcomes
+from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 
 __all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "cache_directory", "send_once"]
 
@@ -70,7 +74,9 @@ class ReuseOptions:
         "cache",
         "Directory (path or URI) of a response cache shared by runs and queries: an HTTP 200 "
         "chat completion is kept under sha256(model, request body) (not the endpoint: replicas "
-        "share answers), and a request found there is not sent. An entry that is corrupt, over "
+        "share answers), and a request found there is not sent; on a local or mounted "
+        "filesystem a request another task is sending at the same time waits for its answer "
+        "(a claim next to the entry). An entry that is corrupt, over "
         "the limits or not a regular file is asked again (WARN). A URI with query parameters "
         "is refused: give a store's endpoint and credentials by its environment variables. "
         "Nothing expires by itself: delete entries by age (README). Default: no cache.",
@@ -133,49 +139,175 @@ def send_once(
 
     answers: dict[int, Outcome] = {}
     looked = [row for row in groups.leaders if cached(row)]
-    hits = 0
     if cache is not None and looked:
         found = cache.get_many([_sent(requests[row]) for row in looked])
-        for row, body in zip(looked, found, strict=True):
-            if body is not None:
-                answers[row] = Outcome(body=body)
-                hits += 1
-    asked = [row for row in groups.leaders if row not in answers]
-    fetched = (
-        sender([requests[row] for row in asked]) if asked else Fetched(outcomes=Outcomes.of([]))
-    )
-    answers.update(zip(asked, fetched.outcomes, strict=True))  # one pass over the bodies
-    if cache is not None:
-        # Only HTTP 200 answers: an error or a body that is not UTF-8 is never kept, and
-        # ResponseCache.put keeps only a chat completion (never a gateway's error page).
-        new = [
-            (_sent(requests[row]), body)
-            for row in asked
-            if cached(row)
-            and (body := answers[row].body) is not None
-            and answers[row].error is None
-        ]
-        cache.put_many(new)
+        answers.update((row, Outcome(body=b)) for row, b in zip(looked, found, strict=True) if b)
+    missed = [row for row in looked if row not in answers]
+    plain = [row for row in groups.leaders if not cached(row)]  # never in the cache
+    if cache is None or not missed:
+        stats, waits, sent = _ask(sender, requests, plain, answers), 0, set(plain)
+    else:
+        stats, waits, sent = _claimed(
+            cache,
+            sender,
+            requests,
+            answers,
+            missed=missed,
+            plain=plain,
+            deadline_s=http.request_deadline,
+        )
     outcomes = [Outcome() if lead < 0 else answers[lead] for lead in groups.leader_of]
+    hits = sum(1 for row in looked if row not in sent)
     stats = replace(
-        fetched.stats,
+        stats,
         failed=sum(1 for o in outcomes if o.error is not None),
         deduplicated=groups.followers,
         cache_hits=hits,
         cache_misses=len(looked) - hits,
+        cache_waits=waits,
     )
     if groups.followers or looked:
         logger.info(
             "%d request(s) for %d row(s): %d sent, %d row(s) answered by an identical "
-            "request, %d from the cache (%d looked up)",
+            "request, %d from the cache (%d looked up, %d of them after waiting for "
+            "another task)",
             len(groups.leaders),
             len(outcomes) - groups.leader_of.count(-1),
-            len(asked),
+            len(sent),
             groups.followers,
             hits,
             len(looked),
+            waits,
         )
     return Fetched(outcomes=Outcomes.of(outcomes), stats=stats)
+
+
+def _claimed(
+    cache: ResponseCache,
+    sender: Callable[[list[bytes | None]], Fetched],
+    requests: Sequence[bytes | None],
+    answers: dict[int, Outcome],
+    *,
+    missed: Sequence[int],
+    plain: Sequence[int],
+    deadline_s: float,
+) -> tuple[ClientStats, int, set[int]]:
+    """Send the cacheable requests the cache did not hold (``missed``) under claims
+    (:mod:`.claims`), and the others (``plain``) as they are: what the client did, the rows
+    answered by waiting for another task, and the rows sent.
+
+    Each round claims what is pending, sends what it claimed (after a last look at the cache:
+    an entry written since the lookup answers it), writes the answers and releases the claims,
+    then waits for the requests other tasks hold. A request whose owner released it without an
+    answer (its request failed) or died is claimed again in the next round: one of the waiting
+    tasks sends it, each row gets its own answer or error. At ``requestDeadline`` a request
+    still claimed by a live task is sent here without a claim."""
+    keys = {row: cache.key(_sent(requests[row])) for row in missed}
+    stats, waits, sent = ClientStats(), 0, set[int]()
+    deadline = time.monotonic() + deadline_s
+    claims = Claims(cache)
+    with claims.leased():
+        pending, others = list(missed), list(plain)
+        while pending or others:
+            mine = [row for row in pending if claims.claim(keys[row])]
+            if claims.available:  # an entry written since the lookup (its claim released)
+                fresh = [row for row in mine if keys[row] not in cache.refused]
+                found = cache.get_many([_sent(requests[row]) for row in fresh])
+                for row, body in zip(fresh, found, strict=True):
+                    if body is not None:
+                        answers[row] = Outcome(body=body)
+                claims.release([keys[row] for row in fresh if row in answers])
+            asked = [row for row in mine if row not in answers] + others
+            stats = _added(stats, _ask(sender, requests, asked, answers))
+            sent.update(asked)
+            _keep(cache, requests, answers, [row for row in asked if row in keys])
+            claims.release([keys[row] for row in asked if row in keys])
+            theirs: dict[str, list[int]] = {}
+            for row in pending:
+                if row not in answers:
+                    theirs.setdefault(keys[row], []).append(row)
+            pending, others = [], []
+            if not theirs:
+                break
+            started = time.monotonic()
+            waited = claims.wait(list(theirs), deadline)
+            for key, body in waited.answers.items():
+                for row in theirs[key]:
+                    answers[row] = Outcome(body=body)
+                    waits += 1
+            pending = [row for key in waited.freed for row in theirs[key]]
+            late = [row for key in waited.late for row in theirs[key]]
+            logger.info(
+                "cache %s: %d request(s) another task was sending: %d answered by it after "
+                "%.1fs, %d to claim again (its request failed, or its task is gone), %d still "
+                "claimed at requestDeadline=%gs (sent here)",
+                cache,
+                len(theirs),
+                len(waited.answers),
+                time.monotonic() - started,
+                len(waited.freed),
+                len(waited.late),
+                deadline_s,
+            )
+            if late:  # the owner lives but has not answered in time: sent here, unclaimed
+                stats = _added(stats, _ask(sender, requests, late, answers))
+                sent.update(late)
+                _keep(cache, requests, answers, late)
+    return stats, waits, sent
+
+
+def _ask(
+    sender: Callable[[list[bytes | None]], Fetched],
+    requests: Sequence[bytes | None],
+    rows: Sequence[int],
+    answers: dict[int, Outcome],
+) -> ClientStats:
+    """Send ``rows``' requests; their outcomes into ``answers``; what the client did."""
+    if not rows:
+        return ClientStats()
+    fetched = sender([requests[row] for row in rows])
+    answers.update(zip(rows, fetched.outcomes, strict=True))  # one pass over the bodies
+    return fetched.stats
+
+
+def _keep(
+    cache: ResponseCache,
+    requests: Sequence[bytes | None],
+    answers: dict[int, Outcome],
+    rows: Sequence[int],
+) -> None:
+    """Write the answers of ``rows`` that the cache keeps: HTTP 200 only (an error or a body
+    that is not UTF-8 is never kept), and of those only a chat completion
+    (:meth:`~dspark_json.http.cache.ResponseCache.put`: never a gateway's error page)."""
+    cache.put_many(
+        [
+            (_sent(requests[row]), body)
+            for row in rows
+            if (body := answers[row].body) is not None and answers[row].error is None
+        ]
+    )
+
+
+def _added(one: ClientStats, other: ClientStats) -> ClientStats:
+    """The client's figures of two sends, one after the other."""
+    if not other.requests and not other.statuses:
+        return one
+    if not one.requests and not one.statuses:
+        return other
+    statuses = Counter(one.statuses)
+    statuses.update(other.statuses)
+    return replace(
+        one,
+        requests=one.requests + other.requests,
+        retries=one.retries + other.retries,
+        statuses=dict(statuses),
+        latencies=[*one.latencies, *other.latencies],
+        limit_peak=max(one.limit_peak, other.limit_peak),
+        limit_lowest=min(one.limit_lowest, other.limit_lowest),
+        limit_final=other.limit_final,
+        endpoint_rests=one.endpoint_rests + other.endpoint_rests,
+        held_s=one.held_s + other.held_s,
+    )
 
 
 def _sent(request: bytes | None) -> bytes:

@@ -157,7 +157,7 @@ def test_the_warning_names_the_entry_without_credentials(caplog):
 
 def test_a_refused_rename_leaves_no_temporary_file(tmp_path, caplog):
     cache = ResponseCache(str(tmp_path), "m")
-    folder, name = cache._where(cache.key(body("a")))
+    folder, name = cache.where(cache.key(body("a")))
     (tmp_path / folder.rsplit("/", 1)[1] / name).mkdir(parents=True)  # the rename fails
     with caplog.at_level(logging.WARNING, logger="dspark_json"):
         assert not cache.put(body("a"), json.dumps(completion("x")))
