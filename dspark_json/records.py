@@ -11,8 +11,9 @@ make one.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, overload
 
 from dspark_json.rows import Attempt, RowError
@@ -174,6 +175,46 @@ class ClientStats:
     #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
     #: (summed over requests).
     held_s: float = 0.0
+
+    def then(self, other: ClientStats) -> ClientStats:
+        """The client's figures of two sends of one task, this one and then ``other``.
+
+        Counts add up; the in-flight limit's peak and low are over both, its final value is
+        ``other``'s. The reuse figures (dedupe, cache) are this one's: they are counted once,
+        around the sends.
+        """
+        if not other.requests and not other.statuses:
+            return self
+        if not self.requests and not self.statuses:
+            return replace(
+                other,
+                deduplicated=self.deduplicated,
+                cache_hits=self.cache_hits,
+                cache_misses=self.cache_misses,
+                cache_waits=self.cache_waits,
+            )
+        statuses = Counter(self.statuses)
+        statuses.update(other.statuses)
+        models = Counter(self.model_requests)
+        models.update(other.model_requests)
+        latencies = {m: list(v) for m, v in self.model_latencies.items()}
+        for model, values in other.model_latencies.items():
+            latencies.setdefault(model, []).extend(values)
+        return replace(
+            self,
+            requests=self.requests + other.requests,
+            retries=self.retries + other.retries,
+            failed=self.failed + other.failed,
+            statuses=dict(statuses),
+            latencies=[*self.latencies, *other.latencies],
+            limit_peak=max(self.limit_peak, other.limit_peak),
+            limit_lowest=min(self.limit_lowest, other.limit_lowest),
+            limit_final=other.limit_final,
+            endpoint_rests=self.endpoint_rests + other.endpoint_rests,
+            model_requests=dict(models),
+            model_latencies=latencies,
+            held_s=self.held_s + other.held_s,
+        )
 
     def latency(self, q: float) -> float | None:
         """The ``q`` quantile (0-1) of the successful attempts' latency, in seconds."""

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -218,7 +217,7 @@ def _claimed(
                         answers[row] = Outcome(body=body)
                 claims.release([keys[row] for row in fresh if row in answers])
             asked = [row for row in mine if row not in answers] + others
-            stats = _added(stats, _ask(sender, requests, asked, answers))
+            stats = stats.then(_ask(sender, requests, asked, answers))
             sent.update(asked)
             _keep(cache, requests, answers, [row for row in asked if row in keys])
             claims.release([keys[row] for row in asked if row in keys])
@@ -250,7 +249,7 @@ def _claimed(
                 deadline_s,
             )
             if late:  # the owner lives but has not answered in time: sent here, unclaimed
-                stats = _added(stats, _ask(sender, requests, late, answers))
+                stats = stats.then(_ask(sender, requests, late, answers))
                 sent.update(late)
                 _keep(cache, requests, answers, late)
     return stats, waits, sent
@@ -285,28 +284,6 @@ def _keep(
             for row in rows
             if (body := answers[row].body) is not None and answers[row].error is None
         ]
-    )
-
-
-def _added(one: ClientStats, other: ClientStats) -> ClientStats:
-    """The client's figures of two sends, one after the other."""
-    if not other.requests and not other.statuses:
-        return one
-    if not one.requests and not one.statuses:
-        return other
-    statuses = Counter(one.statuses)
-    statuses.update(other.statuses)
-    return replace(
-        one,
-        requests=one.requests + other.requests,
-        retries=one.retries + other.retries,
-        statuses=dict(statuses),
-        latencies=[*one.latencies, *other.latencies],
-        limit_peak=max(one.limit_peak, other.limit_peak),
-        limit_lowest=min(one.limit_lowest, other.limit_lowest),
-        limit_final=other.limit_final,
-        endpoint_rests=one.endpoint_rests + other.endpoint_rests,
-        held_s=one.held_s + other.held_s,
     )
 
 
