@@ -307,6 +307,8 @@ class _Run:
         if self.gate is not None:
             await self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
         await self.limit.acquire()
+        if self.gate is not None:
+            self.gate.sent(endpoint.url)
         if self.gate is None or loop.time() < deadline:
             return None
         self._release(endpoint)
