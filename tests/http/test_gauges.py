@@ -202,7 +202,7 @@ def test_the_target_counts_requests_sent_not_those_waiting_for_the_in_flight_lim
         first = gate._budgets["u"].target
         for _ in range(3):  # only three got past the in-flight limit
             gate.sent("u")
-        gauges.reading = Reading(0, 12, 12 / 16, now)  # room 0 now (12.8 fit below 0.8)
+        gauges.reading = Reading(0, 12, 12 / 16, time.monotonic())  # room 0 (12.8 fit)
         await gate.wait("u", {}, 0.0)
         return first, gate._budgets["u"].target
 
@@ -238,7 +238,8 @@ def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it(
 
 def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
     """Another tenant keeps 4 of the server's 16 sequences; /metrics counts ours with them:
-    the task keeps about 8 in flight (12.8 fit below the KV line) to the end. The client tells
+    the task keeps about 8 in flight (12.8 fit below the KV line; one more at times: those in
+    transit when /metrics was read are not on the server yet) to the end. The client tells
     the gate which requests it sent; without that, every request that ends lowers the gate's
     count of those out, and the target it derives from each reading sinks towards nothing."""
     pool = Pool(metrics(0, 4, 0.25))
@@ -255,7 +256,7 @@ def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
         with lock:
             in_flight[0] += 1
             peaks.append(in_flight[0])
-        time.sleep(0.1)
+        time.sleep(0.3)
         with lock:
             in_flight[0] -= 1
         return pool(request)
@@ -265,9 +266,9 @@ def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
             endpoints=(Endpoint(server.url),), max_server_queue=0, request_deadline=10.0
         )
         started = time.monotonic()
-        fetched = complete_all([{"messages": [], "i": i} for i in range(240)], config)
+        fetched = complete_all([{"messages": [], "i": i} for i in range(120)], config)
         elapsed = time.monotonic() - started
-    assert fetched.stats.failed == 0 and len(pool.sent) == 240
-    assert max(peaks) <= 8  # never more than the room
-    assert max(peaks[-40:]) >= 6  # still using it at the end
-    assert elapsed < 6.0  # 240 x 0.1 s at about 8 at once: 3 s and the first ramp
+    assert fetched.stats.failed == 0 and len(pool.sent) == 120
+    assert max(peaks) <= 9  # the room
+    assert max(peaks[-30:]) >= 6  # still using it at the end
+    assert elapsed < 8.0  # 120 x 0.3 s at about 8 at once: 4.5 s and the first ramp
