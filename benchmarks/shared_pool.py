@@ -183,11 +183,13 @@ def write(out: Path, result: dict[str, Any]) -> None:
             f"{100 * s['stream_share_of_spare']:.0f}% |"
         )
     setup = result["setup"]
+    load = result["load_average_1_5_15_min"]
     text = [
         "# Shared pool: an interactive tenant beside the stream",
         "",
         f"Run {result['date']} on {result['machine']} (a busy machine: other jobs shared its "
-        "2 cores). Reproduce: `.venv/bin/python benchmarks/shared_pool.py`.",
+        f"cores; load average 1/5/15 min before the run {load['before']}, after "
+        f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py`.",
         "",
         f"One simulator replica: {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
         f"per answer ({setup['capacity_per_s']:.0f} answers/s), scheduling policy priority "
@@ -256,6 +258,7 @@ def main() -> None:
     if args.smoke:
         args.capacity, args.answer_ms, args.stream = 4, 100, 200
         args.window, args.warmup = 1.5, 0.5
+    load_before = os.getloadavg()  # the machine is shared: how busy it was, for the record
     faults = Faults(capacity=args.capacity, scheduling_policy="priority")
     with SimulatorProcess(latency=args.answer_ms / 1000, faults=faults) as server:
         chosen = args.scenarios.split(",")
@@ -274,6 +277,10 @@ def main() -> None:
             "window_s": args.window,
             "warmup_s": args.warmup,
             "stream_driver": "http.client.complete_all in a process (one task's client)",
+        },
+        "load_average_1_5_15_min": {
+            "before": [round(x, 2) for x in load_before],
+            "after": [round(x, 2) for x in os.getloadavg()],
         },
         "scenarios": figures,
     }

@@ -411,6 +411,8 @@ class _Run:
         if self.gate is not None and not await self._gate(endpoint, model, deadline):
             return False
         await limit.acquire()
+        if self.gate is not None:
+            self.gate.sent(endpoint.url)
         if self.gate is None or loop.time() < deadline:
             return True
         self._release(endpoint, limit)

@@ -18,12 +18,15 @@ pool with interactive traffic reads them to send only into the capacity the pool
 - :class:`Gate` holds back a task's new requests to a saturated endpoint (never one in flight).
   An endpoint is saturated when more than ``maxServerQueue`` requests wait, or its KV cache is
   at least :data:`KV_SATURATED` full, or its last reading is older than :data:`MAX_AGE_S` (as
-  the Gateway API inference extension treats stale metrics). Between two readings a task sends
-  at most the room the last one showed (the free share of the KV cache up to
-  :data:`KV_SATURATED`, plus the queue up to ``maxServerQueue``) plus one request for each of
-  its own that ended since: so the workers waiting at the gate do not all start at once when a
-  reading clears, and the stream backs off within a reading (about a second) when interactive
-  load rises.
+  the Gateway API inference extension treats stale metrics). Each reading gives the task a
+  target of requests in flight: those it has out (sent, not those still waiting for its
+  in-flight limit) plus the room the reading shows (the free share of the KV cache up to
+  :data:`KV_SATURATED`, plus the queue up to ``maxServerQueue``), weighed with the target
+  before it (:data:`SMOOTHING`: one reading of load that changes within an answer's time is
+  mostly noise), and lowered at once where requests queue beyond ``maxServerQueue``, so that
+  the stream backs off within a reading (about a second) when interactive load rises. Rising
+  to a higher target is spread over the refresh interval, so the workers waiting at the gate
+  do not all start at once when a reading clears.
 """
 
 from __future__ import annotations
@@ -53,6 +56,12 @@ MAX_AGE_S = 2.0
 #: left the tenant's p95 at 1.40x of its p95 alone; paced, 0.75 left it at 1.13x with the
 #: stream at 48% of the spare capacity, 0.8 at 1.18x and 50%).
 KV_SATURATED = 0.8
+#: Weight of a new reading in a task's in-flight target (the rest: the target before it). The
+#: interactive tenants' requests come and go within their answer time, much faster than one
+#: reading a second, so one reading's count is mostly noise; a stream that followed each one
+#: would swing its requests up and down about the same mean, and the swings up are what make
+#: the tenants wait. A rise of their load still takes half the room away at the next reading.
+SMOOTHING = 0.5
 #: Largest /metrics body read (vLLM's is about 50 KiB per model with its histograms).
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 #: Seconds one /metrics fetch may take.
@@ -205,10 +214,11 @@ GAUGES = Gauges()
 @dataclass
 class _Budget:
     reading: Reading | None = None
-    room: float = 0.0  # requests the reading leaves room for (negative: over)
+    passed: int = 0  # this task's requests let through the gate and not ended yet
+    inflight: int = 0  # of those, the ones sent (past the in-flight limit too)
+    target: float | None = None  # requests this task may have in flight (None: no bound)
+    start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
-    sent: int = 0  # requests sent since the reading
-    ended: int = 0  # requests ended since the reading
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -226,6 +236,21 @@ def room(reading: Reading, max_queue: int) -> float:
     if reading.kv >= KV_SATURATED:
         return min(-1.0, math.floor(slots))
     return math.floor(slots) + queue
+
+
+def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
+    """This task's in-flight target after a reading that leaves ``free`` room while it has
+    ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
+    beyond ``maxServerQueue`` (``queued``), at once what the reading allows if that is lower;
+    else :data:`SMOOTHING` of the way from ``previous`` to it."""
+    if free == math.inf:
+        return None
+    alone = max(inflight + free, 0.0)
+    if previous is None:
+        return alone
+    if queued:
+        return min(previous, alone)
+    return previous + SMOOTHING * (alone - previous)
 
 
 class Gate:
@@ -250,38 +275,50 @@ class Gate:
                 break
             now = time.monotonic()
             if reading is not budget.reading:
-                budget.reading, budget.since = reading, now
-                budget.room = room(reading, self.max_queue)
-                budget.sent = budget.ended = 0
+                free = room(reading, self.max_queue)
+                queued = reading.waiting > self.max_queue
+                budget.target = target(budget.target, budget.inflight, free, queued)
+                budget.reading, budget.since, budget.start = reading, now, budget.inflight
             stale = now - reading.at > MAX_AGE_S
-            if not stale and budget.sent < self._allowed(budget, now):
+            if not stale and budget.passed < self._allowed(budget, now):
                 break
             if now >= deadline:
                 break
             next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
-            if 0 < budget.room < math.inf:  # the room is paced: look again shortly
-                next_step = min(next_step, self.gauges.refresh_s / (budget.room + 1))
+            if budget.target is not None and budget.target > budget.start:  # paced: look again
+                next_step = min(next_step, self.gauges.refresh_s / (budget.target - budget.start))
             try:
                 async with asyncio.timeout(min(next_step, deadline - now)):
                     await budget.changed.wait()
             except TimeoutError:
                 pass
-        budget.sent += 1
+        budget.passed += 1
         self.held_s += time.monotonic() - started
 
     def _allowed(self, budget: _Budget, now: float) -> float:
-        """Requests that may have been sent by ``now`` since the reading: one for each that
-        ended, and the reading's room spread over the refresh interval (so that the stream's
-        requests start, and so end, spread out, not in one burst a reading)."""
-        if budget.room <= 0 or budget.room == math.inf:
-            return budget.room + budget.ended
-        share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
-        return math.ceil(budget.room * share) + budget.ended
+        """Requests this task may have in flight at ``now``: the target, reached at once when
+        it is lower than what was in flight at the reading, else by a ramp over the refresh
+        interval (so that the stream's requests start, and so end, spread out, not in one
+        burst a reading)."""
+        if budget.target is None:
+            return math.inf
+        level = budget.target
+        if level > budget.start:
+            share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
+            level = budget.start + (level - budget.start) * share
+        return math.floor(level + 0.5)
+
+    def sent(self, url: str) -> None:
+        """A request let through to ``url`` is sent now (it also had to wait for the task's
+        in-flight limit): the readings' room is counted from the requests really out, not from
+        those still waiting for the limit, which would otherwise all go at once when it grows."""
+        self._budgets[url].inflight += 1
 
     def ended(self, url: str) -> None:
         """A request to ``url`` ended: its place is free for the next one."""
         budget = self._budgets.get(url)
         if budget is not None:
-            budget.ended += 1
+            budget.passed -= 1
+            budget.inflight -= 1
             budget.changed.set()
             budget.changed = asyncio.Event()

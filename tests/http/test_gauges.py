@@ -155,3 +155,120 @@ def test_a_metrics_body_over_the_limit_is_not_read_and_fails_nothing(monkeypatch
         config = HttpOptions(endpoints=(Endpoint(server.url),), max_server_queue=0)
         fetched = complete_all([{"messages": []}] * 5, config)
     assert fetched.stats.failed == 0 and len(pool.sent) == 5
+
+
+def test_a_reading_moves_the_target_half_way_and_a_queue_lowers_it_at_once():
+    from dspark_json.http.gauges import SMOOTHING, target
+
+    assert target(None, 3, 4, False) == 7  # the first reading: what it allows
+    assert target(None, 3, float("inf"), False) is None  # idle: no bound
+    # The tenants' load swings within a reading: half of the way only, up or down.
+    assert SMOOTHING == 0.5
+    assert target(7, 3, 8, False) == 9
+    assert target(7, 5, -3, False) == 4.5  # over the KV line, nothing queued
+    # Requests queue beyond maxServerQueue: at once what the reading allows.
+    assert target(7, 5, -3, True) == 2
+    assert target(1, 5, 3, True) == 1  # a queue never raises it
+    assert target(7, 2, -5, True) == 0  # never below nothing
+
+
+class FakeGauges:
+    """The readings a test sets, without /metrics."""
+
+    refresh_s = 1.0
+
+    def __init__(self) -> None:
+        self.reading: Reading | None = None
+
+    async def read(self, url: str, headers: object, model: str | None = None) -> Reading | None:
+        return self.reading
+
+
+def test_the_target_counts_requests_sent_not_those_waiting_for_the_in_flight_limit():
+    """Workers let through the gate that still wait for the task's in-flight limit are not out
+    on the server: the next reading's room is added to the requests really sent, so that when
+    the limit grows they do not all go at once."""
+    import asyncio
+
+    from dspark_json.http.gauges import Gate
+
+    async def scenario() -> tuple[float | None, float | None]:
+        gauges = FakeGauges()
+        gate = Gate(0, None, gauges)  # type: ignore[arg-type]
+        now = time.monotonic()
+        gauges.reading = Reading(0, 2, 2 / 16, now)  # 2 running of 16: room 10
+        for _ in range(10):  # ten let through in a burst (the ramp is the next test's)
+            await gate.wait("u", {}, 5.0)
+        first = gate._budgets["u"].target
+        for _ in range(3):  # only three got past the in-flight limit
+            gate.sent("u")
+        gauges.reading = Reading(0, 12, 12 / 16, time.monotonic())  # room 0 (12.8 fit)
+        await gate.wait("u", {}, 0.0)
+        return first, gate._budgets["u"].target
+
+    first, second = asyncio.run(scenario())
+    assert first == 10
+    assert second == 10 + 0.5 * (3 - 10)  # counted from the 3 sent, not the 10 let through
+
+
+def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it():
+    import asyncio
+
+    from dspark_json.http.gauges import Gate
+
+    async def scenario() -> tuple[list[float], bool]:
+        gauges = FakeGauges()
+        gate = Gate(0, None, gauges)  # type: ignore[arg-type]
+        gauges.reading = Reading(0, 4, 4 / 16, time.monotonic())  # room 8
+        started = time.monotonic()
+        times = []
+        for _ in range(8):
+            await gate.wait("u", {}, 5.0)
+            gate.sent("u")
+            times.append(time.monotonic() - started)
+        # The ninth waits: the target is 8 in flight (until one ends or the limit is spent).
+        held = time.monotonic()
+        await gate.wait("u", {}, 0.3)
+        return times, time.monotonic() - held >= 0.29
+
+    times, held = asyncio.run(scenario())
+    assert times[0] < 0.2 and times[-1] > 0.75  # spread over the reading, not in one burst
+    assert held
+
+
+def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
+    """Another tenant keeps 4 of the server's 16 sequences; /metrics counts ours with them:
+    the task keeps about 8 in flight (12.8 fit below the KV line; one or two more at times: those
+    in transit when /metrics was read are not on the server yet; 10 seen on a loaded machine) to the end. The client tells
+    the gate which requests it sent; without that, every request that ends lowers the gate's
+    count of those out, and the target it derives from each reading sinks towards nothing."""
+    pool = Pool(metrics(0, 4, 0.25))
+    in_flight, peaks = [0], []
+    lock = threading.Lock()
+
+    def handler(request: Request) -> bytes | None:
+        if request.path == "/metrics":
+            with lock:
+                running = 4 + in_flight[0]
+            pool.text = metrics(0, running, running / 16)
+        if request.path != "/v1/chat/completions":
+            return pool(request)
+        with lock:
+            in_flight[0] += 1
+            peaks.append(in_flight[0])
+        time.sleep(0.3)
+        with lock:
+            in_flight[0] -= 1
+        return pool(request)
+
+    with raw_server(handler) as server:
+        config = HttpOptions(
+            endpoints=(Endpoint(server.url),), max_server_queue=0, request_deadline=10.0
+        )
+        started = time.monotonic()
+        fetched = complete_all([{"messages": [], "i": i} for i in range(120)], config)
+        elapsed = time.monotonic() - started
+    assert fetched.stats.failed == 0 and len(pool.sent) == 120
+    assert max(peaks) <= 10  # the room, and up to two in transit on a loaded machine
+    assert max(peaks[-30:]) >= 6  # still using it at the end
+    assert elapsed < 8.0  # 120 x 0.3 s at about 8 at once: 4.5 s and the first ramp
