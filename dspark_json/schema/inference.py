@@ -29,7 +29,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.parse.content import extract_json
+from dspark_json.response.content import extract_json
 from dspark_json.rows import load_json
 
 __all__ = [

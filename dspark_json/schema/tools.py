@@ -27,14 +27,12 @@ from typing import Any, TypeAlias
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError
-from dspark_json.parse.content import extract_json
-from dspark_json.parse.envelope import TOOL_CALLS
+from dspark_json.response.content import extract_json
 from dspark_json.rows import load_json
 from dspark_json.schema.inference import infer_type
 
 __all__ = [
     "CALL_FIELDS",
-    "TOOL_CALLS",
     "Tool",
     "ToolChoice",
     "arguments_of",

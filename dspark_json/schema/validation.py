@@ -22,7 +22,7 @@ from typing import Any
 
 import jsonschema
 
-from dspark_json.parse.content import extract_json
+from dspark_json.response.content import extract_json
 from dspark_json.rows import MAX_NESTING, exceeds_nesting, load_json
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, nesting
 from dspark_json.schema.tools import tool_parameters
