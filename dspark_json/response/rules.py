@@ -3,7 +3,7 @@
 What valid JSON is (:mod:`dspark_json.parse.json.grammar`) restated with Python's json module: valid
 UTF-8 without a byte-order mark, no NaN/Infinity, nesting at most ``MAX_NESTING``, no lone
 surrogate. The reference parser runs on these (``kernels=False``) for the first small batches
-(:mod:`.warmup`); the conformance suite holds both ways to the same output.
+(:mod:`dspark_json.parse.warmup`); the conformance suite holds both ways to the same output.
 """
 
 from __future__ import annotations
