@@ -6,6 +6,8 @@ answers are all built from these."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql.types import (
     ArrayType,
     DataType,
@@ -17,6 +19,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.rows import load_json
+
 __all__ = [
     "CHOICE_EXTRAS",
     "DOCUMENTED_EXTRAS",
@@ -26,6 +30,7 @@ __all__ = [
     "TOP_EXTRAS",
     "content_type",
     "envelope_fields",
+    "first_message",
     "is_documented_extra",
     "message_type",
     "tool_types",
@@ -167,6 +172,16 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
 
 #: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
 ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
+
+
+def first_message(body: str | None) -> Any:
+    """The first choice's ``message`` in an answer body (any JSON value: the caller checks it is
+    an object), or None where the body is not JSON (or nested too deep) or holds no such path.
+    For the stages that read sample answers before there is a type to parse them with."""
+    try:
+        return load_json(body or "")["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
 
 
 def message_type(schema: StructType) -> StructType | None:
