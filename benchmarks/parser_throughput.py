@@ -472,7 +472,7 @@ def contenders(
 
     import dspark_json
     from dspark_json.parse import gpu
-    from dspark_json.parse.convert import arrow_schema
+    from dspark_json.response.convert import arrow_schema
 
     array = pa.array(bodies, pa.string())
     schema = dspark_json.response_schema(response_format=CONTENT_SCHEMA)

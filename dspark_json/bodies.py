@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, TypeAlias
 import pyarrow as pa
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from dspark_json.buffers.arrow import contiguous
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.arrow import contiguous
 from dspark_json.rows import (
     PARSE_MODES,
     PARSER_COLUMNS,

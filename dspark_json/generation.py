@@ -14,11 +14,11 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.types import ArrayType, StringType, StructType
 
+from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.load import prepare
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.parse import select_backend
-from dspark_json.parse.arrow import contiguous_table
 from dspark_json.pipeline import answer, assemble, fetch, settle
 from dspark_json.records import PromptRecord, PromptRows
 from dspark_json.rows import ParseMode, RecordMode

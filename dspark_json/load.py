@@ -108,7 +108,7 @@ def check_backend(options: Options) -> None:
     (:func:`dspark_json.pipeline.read_partition`)."""
     if options.rows.parse_mode != "gpu" or importlib.util.find_spec("cudf") is not None:
         return
-    from dspark_json.parse.gpu import INSTALL_HINT
+    from dspark_json.parse import INSTALL_HINT
 
     raise BackendUnavailable(
         "parseMode=gpu, but cuDF is not installed where .load() runs, so no prompt was sent. "

@@ -34,8 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dspark_json.fs import list_files, read_text, write_atomic
+from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
-from dspark_json.schema.output import new_fields
 
 __all__ = [
     "METRICS_SCHEMA",

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructType
 
+from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import SchemaError
 from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
 from dspark_json.http.repair import RepairOptions
@@ -29,10 +30,9 @@ from dspark_json.inputs.recorded import read_recorded
 from dspark_json.memory import keep_freed_memory
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
-from dspark_json.parse import make_parser, select_backend
-from dspark_json.parse.arrow import contiguous_table
-from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.parse import make_parser, new_fields, select_backend
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
+from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (
     PARSER_COLUMNS,
     SYSTEM_COLUMNS,
@@ -42,7 +42,7 @@ from dspark_json.rows import (
     row_error,
     status_of_error,
 )
-from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, new_fields, response_fields
+from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
 __all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]

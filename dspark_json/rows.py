@@ -3,7 +3,7 @@
 Rows out = prompts in. Every row carries ``_status`` (a :class:`Status`); a row without a
 response says why in ``_error`` (a :class:`RowError`); the system columns are
 :data:`SYSTEM_FIELDS` (the envelope's, typed from vLLM's documents, are
-:func:`dspark_json.schema.output.envelope_fields`); the record mode (:data:`RECORD_MODES`)
+:func:`dspark_json.response.envelope.envelope_fields`); the record mode (:data:`RECORD_MODES`)
 decides what happens to malformed rows, applied by :func:`apply_mode` for every entry point (the
 source, ``generate``, ``parse_responses``, ``parse_dataframe``). No JSON document deeper than
 :data:`MAX_NESTING` is read by any stage: it is a row with a status, never a crash.

@@ -41,8 +41,8 @@ from dspark_json.inputs.prompts import infer_passthrough
 from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
-from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
+from dspark_json.response.convert import check_supported
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit

@@ -2,12 +2,15 @@
 components in lower layers, and no two modules import each other, even through others.
 
 The order is the flow of one micro-batch read bottom-up (docs/ARCHITECTURE.md draws it):
-vocabulary and records at the bottom, then the stages (parse, schema, http, inputs), then what
-joins them (options, metrics, pipeline, load), then the entry points, then tooling.
+vocabulary and records at the bottom, then the response contract (bytes and Arrow buffers, then
+what a response is: its envelope, the content rule, the type mapping), then the stages (parse,
+schema, http, inputs), then what joins them (options, metrics, pipeline, load), then the entry
+points, then tooling.
 
-Inside the parse stage, two seams: the numba JSON library (``dspark_json.parse.json``) is used
-through its package face only, and the backends (cpu, gpu, reference and the vectorised path
-they share) only through :func:`dspark_json.parse.make_parser` and the ``Parser`` it returns.
+The parse stage is used through its face (``dspark_json.parse``) only, and inside it, two more
+seams: the numba JSON library (``dspark_json.parse.json``) is used through its package face
+only, and the backends (cpu, gpu, reference and the vectorised path they share) only through
+:func:`dspark_json.parse.make_parser` and the ``Parser`` it returns.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ LAYERS: list[set[str]] = [
     {"rows"},
     {"records"},
     {"option_spec"},
-    {"parse"},
-    {"schema"},
+    {"buffers"},  # bytes and Arrow buffers: compiled byte scans' pieces, Arrow <-> numpy
+    {"response"},  # the response contract: envelope, content rule, Spark <-> Arrow types
+    {"parse", "schema"},  # siblings: neither imports the other
     {"http"},
     {"inputs"},
     {"options"},
@@ -111,6 +115,8 @@ def test_no_import_cycles():
             visit(module, [module])
 
 
+#: The parse stage's face: outside ``parse/``, only this module of the stage is imported.
+PARSE_FACE = "dspark_json.parse"
 #: The JSON library: other modules import its face (the package), never its modules.
 JSON_LIBRARY = "dspark_json.parse.json"
 #: The JSON library's device target: it compiles the library's kernels from their own source
@@ -135,16 +141,26 @@ BACKEND_USERS = {"dspark_json.parse.choice", *BACKENDS}
 GPU_MODULES = ("cudf", "cupy", "rmm", "numba.cuda")
 
 
-def test_nothing_outside_the_json_library_imports_its_insides():
-    wrong = [
-        f"{module} imports {target} (import {JSON_LIBRARY} instead)"
+def _reaching_inside(face: str, exempt: tuple[str, ...] = ()) -> list[str]:
+    """Who imports a module inside the package ``face`` from outside it (``exempt`` aside)."""
+    return sorted(
+        f"{module} imports {target} (import {face} instead)"
         for module, targets in _imports().items()
         for target in targets
-        if target.startswith(JSON_LIBRARY + ".")
-        and not module.startswith(JSON_LIBRARY)
-        and module not in DEVICE_TARGET
-    ]
-    assert not wrong, "\n".join(sorted(wrong))
+        if target.startswith(face + ".")
+        and not (module == face or module.startswith(face + "."))
+        and module not in exempt
+    )
+
+
+def test_nothing_outside_the_parse_stage_imports_its_insides():
+    wrong = _reaching_inside(PARSE_FACE)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_nothing_outside_the_json_library_imports_its_insides():
+    wrong = _reaching_inside(JSON_LIBRARY, DEVICE_TARGET)
+    assert not wrong, "\n".join(wrong)
 
 
 def test_the_backends_are_reached_only_through_make_parser():
@@ -183,12 +199,14 @@ def test_the_seam_checks_see_a_wrong_import(monkeypatch):
     """The seams above can fail: an input reaching into a JSON library module, or a stage
     building a backend itself, is caught."""
     graph = _imports()
-    graph["dspark_json.inputs.recorded"].add("dspark_json.parse.json.conform")
-    graph["dspark_json.pipeline"].add("dspark_json.parse.cpu")
+    graph["dspark_json.parse.calls"].add("dspark_json.parse.json.conform")
+    graph["dspark_json.parse.batch"].add("dspark_json.parse.cpu")
+    graph["dspark_json.inputs.recorded"].add("dspark_json.parse.content")
     monkeypatch.setattr(__import__(__name__, fromlist=["_imports"]), "_imports", lambda: graph)
     for check, expected in [
-        (test_nothing_outside_the_json_library_imports_its_insides, "recorded imports"),
-        (test_the_backends_are_reached_only_through_make_parser, "pipeline imports"),
+        (test_nothing_outside_the_json_library_imports_its_insides, "calls imports"),
+        (test_the_backends_are_reached_only_through_make_parser, "batch imports"),
+        (test_nothing_outside_the_parse_stage_imports_its_insides, "recorded imports"),
     ]:
         try:
             check()
@@ -199,13 +217,23 @@ def test_the_seam_checks_see_a_wrong_import(monkeypatch):
 
 
 def test_the_layer_check_sees_a_wrong_import(tmp_path, monkeypatch):
-    """The checks above can fail: a stage importing the pipeline is caught."""
-    graph = _imports()
-    graph["dspark_json.parse.cpu"].add("dspark_json.pipeline")
-    monkeypatch.setattr(__import__(__name__, fromlist=["_imports"]), "_imports", lambda: graph)
-    try:
-        test_imports_go_down_the_layers()
-    except AssertionError as exc:
-        assert "dspark_json.parse.cpu imports dspark_json.pipeline" in str(exc)
-    else:
-        raise AssertionError("a wrong import went unnoticed")
+    """The checks above can fail: a stage importing the pipeline, the type stage importing the
+    parser (its sibling), the contract importing a stage, are each caught."""
+    for module, target in [
+        ("dspark_json.parse.cpu", "dspark_json.pipeline"),
+        ("dspark_json.schema.tools", "dspark_json.parse"),
+        ("dspark_json.parse.reference", "dspark_json.schema.output"),
+        ("dspark_json.response.envelope", "dspark_json.schema.tools"),
+        ("dspark_json.buffers.arrow", "dspark_json.response.convert"),
+    ]:
+        graph = _imports()
+        graph[module].add(target)
+        monkeypatch.setattr(
+            __import__(__name__, fromlist=["_imports"]), "_imports", lambda graph=graph: graph
+        )
+        try:
+            test_imports_go_down_the_layers()
+        except AssertionError as exc:
+            assert f"{module} imports {target}" in str(exc)
+        else:
+            raise AssertionError(f"{module} importing {target} went unnoticed")

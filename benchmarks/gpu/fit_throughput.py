@@ -110,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     from parser_throughput import CONTENT_SCHEMA, corpus
 
     import dspark_json
+    from dspark_json.buffers.arrow import string_buffers
     from dspark_json.parse import gpu
-    from dspark_json.parse.arrow import string_buffers
 
     reason = gpu.unavailable_reason()
     on_device = reason is None

@@ -63,6 +63,7 @@ from typing import Any, Literal
 
 from dspark_json.dev.engine import Engine, PrefixCache
 from dspark_json.dev.engine import prompt_tokens as _prompt_tokens
+from dspark_json.response.envelope import CHOICE_EXTRAS, MESSAGE_EXTRAS, TOP_EXTRAS
 
 __all__ = [
     "Faults",
@@ -698,7 +699,8 @@ def vllm_completion(
     usage: Mapping[str, int],
     fingerprint: str,
 ) -> dict[str, Any]:
-    """A chat completion body as vLLM 0.32 writes it: its keys, in its order, its null extras."""
+    """A chat completion body as vLLM 0.32 writes it: its keys, in its order, its null extras
+    (:mod:`dspark_json.response.envelope`'s)."""
     return {
         "id": id,
         "object": "chat.completion",
@@ -708,12 +710,7 @@ def vllm_completion(
         "service_tier": None,
         "system_fingerprint": fingerprint,
         "usage": {**usage, "prompt_tokens_details": None, "completion_tokens_details": None},
-        "prompt_logprobs": None,
-        "prompt_token_ids": None,
-        "prompt_text": None,
-        "kv_transfer_params": None,
-        "ec_transfer_params": None,
-        "metrics": None,
+        **dict.fromkeys(TOP_EXTRAS),
     }
 
 
@@ -725,16 +722,13 @@ def vllm_choice(index: int, content: str | None, finish: str) -> dict[str, Any]:
             "role": "assistant",
             "content": content,
             "refusal": None,
-            "annotations": None,
-            "audio": None,
-            "function_call": None,
+            **dict.fromkeys(MESSAGE_EXTRAS),
             "reasoning": None,
         },
         "logprobs": None,
         "finish_reason": finish,
         "stop_reason": None,
-        "token_ids": None,
-        "routed_experts": None,
+        **dict.fromkeys(CHOICE_EXTRAS),
     }
 
 

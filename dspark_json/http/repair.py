@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark_json.option_spec import number, option, positive
-from dspark_json.parse.content import extract_json
+from dspark_json.response.content import extract_json
 from dspark_json.rows import Attempt, Status, load_json
 from dspark_json.schema.validation import NOT_VALIDATED
 

@@ -40,9 +40,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from dspark_json.buffers.compiled import kernel
+from dspark_json.buffers.words import BLOCK, block_equal, copy_block, lowest_bit
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import read_range, resolve
-from dspark_json.parse.json import BLOCK, block_equal, copy_block, kernel, lowest_bit
 
 __all__ = [
     "INPUT_SUFFIXES",

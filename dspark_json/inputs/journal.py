@@ -36,8 +36,8 @@ from pyspark.sql.types import StructField, StructType
 
 from dspark_json.fs import resolve, write_atomic
 from dspark_json.inputs.listing import Position, Segment
-from dspark_json.parse.convert import arrow_schema
 from dspark_json.records import Outcomes
+from dspark_json.response.convert import arrow_schema
 from dspark_json.rows import ERROR_TYPE
 
 __all__ = ["Journal"]

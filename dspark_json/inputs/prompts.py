@@ -22,9 +22,9 @@ from pyspark.sql.types import DataType, NullType, StructField
 
 from dspark_json.inputs.listing import PromptListing, Segment, read_rows
 from dspark_json.records import PromptRecord
+from dspark_json.response.envelope import ENVELOPE_COLUMNS
 from dspark_json.rows import SYSTEM_COLUMNS, load_json
 from dspark_json.schema.inference import merge_types, scalar_type
-from dspark_json.schema.output import ENVELOPE_COLUMNS
 
 __all__ = ["infer_passthrough", "passthrough_column", "prompt_record", "read_segment"]
 

@@ -22,13 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
-from dspark_json.parse.arrow import contiguous, string_buffers
-from dspark_json.parse.convert import arrow_schema
-from dspark_json.parse.envelope import TOOL_CALLS, message_type
+from dspark_json.buffers.arrow import contiguous, string_buffers
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.json import TypeTable, compile_type, scan_codes
 from dspark_json.parse.parser import Reason
-from dspark_json.parse.rules import json_float
+from dspark_json.response.convert import arrow_schema
+from dspark_json.response.envelope import TOOL_CALLS, message_type
+from dspark_json.response.rules import json_float
 
 __all__ = [
     "ScanTexts",

@@ -21,12 +21,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from dspark_json.buffers.arrow import to_string_array
 from dspark_json.parse import warmup
-from dspark_json.parse.arrow import to_string_array
 from dspark_json.parse.parser import Reason
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised, as_python
-from dspark_json.rows import Backend
+from dspark_json.response.envelope import envelope_fields
+from dspark_json.rows import PARSER_COLUMNS, SYSTEM_FIELDS, Backend
 
 __all__ = ["CpuParser", "warm_kernels"]
 
@@ -85,23 +86,11 @@ def warm_kernels() -> None:
             StructField("j", StringType()),  # a free-form value: held as its JSON text
         ]
     )
-    message = StructType([StructField("content", StringType()), StructField("parsed", content)])
-    choice = StructType(
-        [
-            StructField("index", LongType()),
-            StructField("message", message),
-            StructField("finish_reason", StringType()),
-        ]
-    )
     schema = StructType(
         [
-            StructField("id", StringType()),
-            StructField("created", TimestampType()),
-            StructField("choices", ArrayType(choice)),
+            *envelope_fields(content),  # the envelope as the output schema types it
             StructField("parsed", content),
-            StructField("_status", StringType()),
-            StructField("_rescued_data", StringType()),
-            StructField("_corrupt_record", StringType()),
+            *(f for f in SYSTEM_FIELDS if f.name in PARSER_COLUMNS),
         ]
     )
     value = {

@@ -20,9 +20,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.arrow import string_buffers
-from dspark_json.parse.convert import MISSING, arrow_schema, parse_date, parse_timestamp
+from dspark_json.buffers.arrow import string_buffers
 from dspark_json.parse.json import scan_dates, scan_timestamps
+from dspark_json.response.convert import MISSING, arrow_schema, parse_date, parse_timestamp
 
 __all__ = ["finish", "read_type"]
 

@@ -23,10 +23,10 @@ import pyarrow as pa
 from pyspark.sql.types import ArrayType, DataType, StructType
 
 from dspark_json.parse.content import extract_json, extract_json_python
-from dspark_json.parse.convert import Converter, arrow_schema, dump_json, is_tuple
-from dspark_json.parse.envelope import TOOL_CALLS, content_type, tool_types
 from dspark_json.parse.json import KIND_INVALID, validate_row
-from dspark_json.parse.rules import json_float, loads_python
+from dspark_json.response.convert import Converter, arrow_schema, dump_json, is_tuple
+from dspark_json.response.envelope import TOOL_CALLS, content_type, tool_types
+from dspark_json.response.rules import json_float, loads_python
 from dspark_json.rows import Status, data_fields
 
 __all__ = ["ReferenceParser", "decode_body", "loads"]

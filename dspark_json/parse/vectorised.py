@@ -39,14 +39,14 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.memory import gc_paused, keep_freed_memory
-from dspark_json.parse.arrow import (
+from dspark_json.buffers.arrow import (
     contiguous,
     shown_as_text,
     string_buffers,
     to_string_array,
     with_null_rows,
 )
+from dspark_json.memory import gc_paused, keep_freed_memory
 from dspark_json.parse.calls import (
     ToolColumns,
     ToolPlan,
@@ -54,8 +54,6 @@ from dspark_json.parse.calls import (
     tool_calls_column,
     tools_reachable,
 )
-from dspark_json.parse.convert import arrow_schema, dump_json, text_value
-from dspark_json.parse.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.parse.finish import finish, read_type
 from dspark_json.parse.found import (
     RENDERED,
@@ -81,6 +79,8 @@ from dspark_json.parse.parser import Reason
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.threads import by_row_ranges
+from dspark_json.response.convert import arrow_schema, dump_json, text_value
+from dspark_json.response.envelope import TOOL_CALLS, content_type, message_type, tool_types
 from dspark_json.rows import Status, data_fields
 
 __all__ = ["Fit", "Vectorised", "as_python"]

@@ -29,7 +29,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.parse.content import extract_json
+from dspark_json.response.content import extract_json
+from dspark_json.response.envelope import first_message
 from dspark_json.rows import load_json
 
 __all__ = [
@@ -53,10 +54,8 @@ def contents_of(bodies: Iterable[str | None]) -> list[Any]:
     more than ``MAX_NESTING`` levels, are skipped."""
     values = []
     for body in bodies:
-        try:
-            content = load_json(body or "")["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            continue
+        message = first_message(body)
+        content = message.get("content") if isinstance(message, dict) else None
         found = extract_json(content) if isinstance(content, str) else None
         if found is None:
             continue

@@ -35,7 +35,7 @@ from pyspark.sql.types import (
 )
 
 from dspark_json.errors import SchemaError
-from dspark_json.parse.convert import tuple_field
+from dspark_json.response.convert import tuple_field
 from dspark_json.schema.ddl import to_ddl
 from dspark_json.schema.inference import merge_types, scalar_type, settle
 from dspark_json.schema.refs import Document

@@ -1,5 +1,6 @@
-"""The output schema: pass-through columns, ``custom_id``, the response envelope typed from vLLM's
-documented shape, ``parsed``, and the system columns of the row contract (:mod:`dspark_json.rows`).
+"""The output schema: pass-through columns, ``custom_id``, the response envelope
+(:func:`dspark_json.response.envelope.envelope_fields`), ``parsed``, and the system columns of the
+row contract (:mod:`dspark_json.rows`).
 """
 
 from __future__ import annotations
@@ -8,68 +9,25 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import pyarrow as pa
-from pyspark.sql.types import (
-    ArrayType,
-    DataType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
+from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
-from dspark_json.parse.json import rescued_keys
+from dspark_json.response.envelope import (
+    ENVELOPE_COLUMNS,
+    TOOL_CALLS,
+    envelope_fields,
+    is_documented_extra,
+)
 from dspark_json.rows import ATTEMPT_TYPE, PARSER_COLUMNS, SYSTEM_FIELDS
 from dspark_json.schema.json_schema import json_schema_to_spark
-from dspark_json.schema.tools import TOOL_CALLS, tool_calls_type, tool_parameters
+from dspark_json.schema.tools import tool_calls_type, tool_parameters
 
 __all__ = [
-    "DOCUMENTED_EXTRAS",
-    "ENVELOPE_COLUMNS",
     "RESPONSE_COLUMNS",
     "drift_keys",
-    "envelope_fields",
-    "is_documented_extra",
-    "new_fields",
     "output_schema",
     "response_fields",
     "tool_arguments",
 ]
-
-
-#: Fields vLLM (0.32) documents in its answers that are not columns: null unless a request asks
-#: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...). Null, they are
-#: dropped; with a value, they are kept in ``_rescued_data`` but are not schema drift (the
-#: metrics' ``new_fields`` and ``schemaEvolutionMode=failOnNewColumns`` ignore them).
-DOCUMENTED_EXTRAS = frozenset(
-    {
-        "prompt_logprobs",
-        "prompt_token_ids",
-        "prompt_text",
-        "kv_transfer_params",
-        "ec_transfer_params",
-        "metrics",
-    }
-    | {f"choices[0].{name}" for name in ("token_ids", "routed_experts")}
-    | {f"choices[0].message.{name}" for name in ("annotations", "audio", "function_call")}
-)
-
-
-def is_documented_extra(path: str) -> bool:
-    """Whether a ``_rescued_data`` key is a documented field rather than drift (any choice)."""
-    if path in DOCUMENTED_EXTRAS:
-        return True
-    head, _, rest = path.partition("].")
-    return head.startswith("choices[") and f"choices[0].{rest}" in DOCUMENTED_EXTRAS
-
-
-def new_fields(rescued: pa.Array | pa.ChunkedArray) -> set[str]:
-    """The keys of the ``_rescued_data`` objects ``rescued`` that are drift, not documented
-    extras (:func:`is_documented_extra`); the keys are read without the values
-    (:func:`~dspark_json.parse.json.rescue.rescued_keys`)."""
-    return {key for key in rescued_keys(rescued) if not is_documented_extra(key)}
 
 
 def drift_keys(rescued: str | None) -> list[str]:
@@ -77,100 +35,6 @@ def drift_keys(rescued: str | None) -> list[str]:
     if not rescued:
         return []
     return [key for key in json.loads(rescued) if not is_documented_extra(key)]
-
-
-def _logprob_entry(top: bool) -> StructType:
-    fields = [
-        StructField("token", StringType()),
-        StructField("logprob", DoubleType()),
-        StructField("bytes", ArrayType(LongType())),
-    ]
-    if top:
-        nested = ArrayType(_logprob_entry(top=False))
-        fields.append(StructField("top_logprobs", nested))
-    return StructType(fields)
-
-
-def envelope_fields(parsed: DataType | None) -> list[StructField]:
-    """The chat completion envelope, typed from what vLLM and OpenAI document, not guessed:
-    every field a user may want as a column; vLLM's own extras are :data:`DOCUMENTED_EXTRAS`."""
-    tool_call = StructType(
-        [
-            StructField("id", StringType()),
-            StructField("type", StringType()),
-            StructField(
-                "function",
-                StructType(
-                    [StructField("name", StringType()), StructField("arguments", StringType())]
-                ),
-            ),
-        ]
-    )
-    message = [
-        StructField("role", StringType()),
-        StructField("content", StringType()),
-        StructField("refusal", StringType()),
-        StructField("reasoning", StringType()),  # vLLM >= 0.10
-        StructField("reasoning_content", StringType()),  # older vLLM, DeepSeek
-        StructField("tool_calls", ArrayType(tool_call)),
-    ]
-    if parsed is not None:
-        message.append(StructField("parsed", parsed))
-    logprobs = StructType(
-        [
-            StructField("content", ArrayType(_logprob_entry(top=True))),
-            StructField("refusal", ArrayType(_logprob_entry(top=True))),
-        ]
-    )
-    choice = StructType(
-        [
-            StructField("index", LongType()),
-            StructField("message", StructType(message)),
-            StructField("logprobs", logprobs),
-            StructField("finish_reason", StringType()),
-            StructField("stop_reason", StringType()),
-        ]
-    )
-    usage = StructType(
-        [
-            StructField("prompt_tokens", LongType()),
-            StructField("completion_tokens", LongType()),
-            StructField("total_tokens", LongType()),
-            StructField(
-                "prompt_tokens_details",
-                StructType(
-                    [
-                        StructField("cached_tokens", LongType()),
-                        StructField("audio_tokens", LongType()),
-                        # vLLM's, with --enable-prompt-tokens-details (0.32: both always sent).
-                        StructField("created_cache_tokens", LongType()),
-                        StructField("multimodal_tokens", LongType()),
-                    ]
-                ),
-            ),
-            StructField(
-                "completion_tokens_details",
-                StructType(
-                    [
-                        StructField("reasoning_tokens", LongType()),
-                        StructField("audio_tokens", LongType()),
-                        StructField("accepted_prediction_tokens", LongType()),
-                        StructField("rejected_prediction_tokens", LongType()),
-                    ]
-                ),
-            ),
-        ]
-    )
-    return [
-        StructField("id", StringType()),
-        StructField("object", StringType()),
-        StructField("created", TimestampType()),
-        StructField("model", StringType()),
-        StructField("choices", ArrayType(StructType(choice.fields))),
-        StructField("usage", usage),
-        StructField("system_fingerprint", StringType()),
-        StructField("service_tier", StringType()),
-    ]
 
 
 def output_schema(
@@ -216,8 +80,6 @@ def tool_arguments(
     return out
 
 
-#: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
-ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
 #: The columns the parser fills from a response body: the envelope, ``parsed``, ``tool_calls`` and
 #: :data:`~dspark_json.rows.PARSER_COLUMNS`.
 RESPONSE_COLUMNS = frozenset({*ENVELOPE_COLUMNS, "parsed", TOOL_CALLS, *PARSER_COLUMNS})

@@ -27,14 +27,13 @@ from typing import Any, TypeAlias
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError
-from dspark_json.parse.content import extract_json
-from dspark_json.parse.envelope import TOOL_CALLS
+from dspark_json.response.content import extract_json
+from dspark_json.response.envelope import first_message
 from dspark_json.rows import load_json
 from dspark_json.schema.inference import infer_type
 
 __all__ = [
     "CALL_FIELDS",
-    "TOOL_CALLS",
     "Tool",
     "ToolChoice",
     "arguments_of",
@@ -203,10 +202,8 @@ def arguments_of(bodies: Iterable[str | None], name: str) -> list[Any]:
     of each body (by the content rule), for inferring their type; others skipped."""
     values = []
     for body in bodies:
-        try:
-            calls = load_json(body or "")["choices"][0]["message"]["tool_calls"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            continue
+        message = first_message(body)
+        calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or function.get("name") != name:

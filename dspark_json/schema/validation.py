@@ -22,7 +22,8 @@ from typing import Any
 
 import jsonschema
 
-from dspark_json.parse.content import extract_json
+from dspark_json.response.content import extract_json
+from dspark_json.response.envelope import first_message
 from dspark_json.rows import MAX_NESTING, exceeds_nesting, load_json
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, nesting
 from dspark_json.schema.tools import tool_parameters
@@ -114,10 +115,8 @@ _UNKNOWN = "the tools offer no function of that name"
 def _unread_content(body: str | None) -> str | None:
     """Why the JSON in the body's content could not be read; ``None`` where there is none to
     read (no answer, no content, prose)."""
-    try:
-        content = load_json(body or "")["choices"][0]["message"]["content"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+    message = first_message(body)
+    content = message.get("content") if isinstance(message, dict) else None
     found = extract_json(content) if isinstance(content, str) else None
     return None if found is None else _unreadable(found)
 
@@ -136,10 +135,8 @@ def _unreadable(text: str) -> str:
 def _calls(body: str | None) -> list[tuple[str, Any, str | None]]:
     """(name, arguments' JSON value, why they could not be read or ``None``) of each call in
     the body's first choice."""
-    try:
-        calls = load_json(body or "")["choices"][0]["message"]["tool_calls"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return []
+    message = first_message(body)
+    calls = message.get("tool_calls") if isinstance(message, dict) else None
     out: list[tuple[str, Any, str | None]] = []
     for call in calls if isinstance(calls, list) else ():
         function = call.get("function") if isinstance(call, dict) else None

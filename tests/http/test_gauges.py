@@ -238,10 +238,11 @@ def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it(
 
 def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
     """Another tenant keeps 4 of the server's 16 sequences; /metrics counts ours with them:
-    the task keeps about 8 in flight (12.8 fit below the KV line; one or two more at times: those
-    in transit when /metrics was read are not on the server yet; 10 seen on a loaded machine) to the end. The client tells
-    the gate which requests it sent; without that, every request that ends lowers the gate's
-    count of those out, and the target it derives from each reading sinks towards nothing."""
+    the task keeps about 8 in flight (12.8 fit below the KV line; one or two more at times:
+    those in transit when /metrics was read are not on the server yet; 10 seen on a loaded
+    machine) to the end. The client tells the gate which requests it sent; without that, every
+    request that ends lowers the gate's count of those out, and the target it derives from each
+    reading sinks towards nothing."""
     pool = Pool(metrics(0, 4, 0.25))
     in_flight, peaks = [0], []
     lock = threading.Lock()

@@ -11,8 +11,8 @@ import pytest
 
 from dspark_json import parse_responses, response_schema
 from dspark_json.parse.content import extract_json_python
-from dspark_json.parse.convert import arrow_schema
 from dspark_json.parse.reference import ReferenceParser
+from dspark_json.response.convert import arrow_schema
 
 SUITE = Path(__file__).parents[1] / "data" / "jsontestsuite"
 WS = " \t\r\n\ufeff"

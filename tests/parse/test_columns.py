@@ -7,7 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dspark_json.parse.arrow import with_null_rows
+from dspark_json.buffers.arrow import with_null_rows
 
 _TYPE = pa.struct(
     [

@@ -1,6 +1,7 @@
 import pytest
 
-from dspark_json.parse.content import extract_json
+from dspark_json.parse.content import extract_json as compiled
+from dspark_json.response.content import extract_json as stated
 
 
 @pytest.mark.parametrize(
@@ -38,5 +39,8 @@ from dspark_json.parse.content import extract_json
         "starts-with-brace-taken-whole",
     ],
 )
-def test_extract_json(text, expected):
+@pytest.mark.parametrize("extract_json", [compiled, stated], ids=["compiled", "stated"])
+def test_extract_json(extract_json, text, expected):
+    """The rule as the parser runs it (compiled) and as the schema stages run it (stated in
+    Python, :mod:`dspark_json.response.content`) give the same candidate."""
     assert extract_json(text) == expected

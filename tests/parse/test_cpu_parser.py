@@ -78,7 +78,7 @@ def test_vllms_prompt_tokens_details_are_typed_not_rescued(parser):
 
 
 def test_output_matches_declared_arrow_schema(parser):
-    from dspark_json.parse.convert import arrow_schema
+    from dspark_json.response.convert import arrow_schema
 
     table = parser.parse([body('{"label": "x"}'), None, "not json"])
     assert table.schema.equals(arrow_schema(parser.schema))

@@ -11,7 +11,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,
     CODE_FITS,

@@ -5,7 +5,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.types import StructType
 
-from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.json.conform import (
     CODE_INVALID,
     CODE_NULL,

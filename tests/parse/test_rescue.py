@@ -212,8 +212,8 @@ def _random_key(rng: random.Random) -> str:
 def test_rescued_keys_are_every_top_level_key_in_the_order_first_met():
     """What the metrics' new_fields and failOnNewColumns read: the keys of every object, by
     one compiled pass, as json.loads reads them; the formats any writer might use."""
-    from dspark_json.parse.convert import dump_json
     from dspark_json.parse.json.rescue import rescued_keys
+    from dspark_json.response.convert import dump_json
 
     rng = random.Random(9)
     for _ in range(300):

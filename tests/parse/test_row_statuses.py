@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql.types import ArrayType, StringType, StructField, StructType
 
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.envelope import content_type
 from dspark_json.parse.reference import ReferenceParser
+from dspark_json.response.envelope import content_type
 from dspark_json.schema.output import output_schema, response_fields
 from tests.helpers import chat
 

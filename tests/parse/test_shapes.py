@@ -18,7 +18,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.cpu import CpuParser
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,

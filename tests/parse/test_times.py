@@ -4,7 +4,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

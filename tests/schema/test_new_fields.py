@@ -7,7 +7,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from dspark_json.schema.output import is_documented_extra, new_fields
+from dspark_json.parse import new_fields
+from dspark_json.response.envelope import is_documented_extra
 
 
 def _in_python(texts):

@@ -1,5 +1,5 @@
 """The three pieces of the CPU grammar that are CPU instructions (word and block loads,
-:mod:`dspark_json.parse.json.words`), as byte loops for the device: a thread per body reads its
+:mod:`dspark_json.buffers.words`), as byte loops for the device: a thread per body reads its
 bytes one at a time, and the device's parallelism is across bodies. Each decides exactly what its
 CPU namesake decides (``tests/parse/gpu/test_device_fit.py`` holds them to each other); the
 rest of the grammar is the CPU's own source, compiled for the device (:mod:`.targets`)."""

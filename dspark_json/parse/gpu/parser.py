@@ -23,8 +23,8 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from dspark_json.parse.gpu import use_memory_pool
 from dspark_json.parse.gpu.fit import DeviceFit
 from dspark_json.parse.gpu.reader import CudfLines
-from dspark_json.parse.json import is_tuple
 from dspark_json.parse.vectorised import Vectorised, _plan_of
+from dspark_json.response.convert import is_tuple
 from dspark_json.rows import Backend, data_fields
 
 __all__ = ["GpuParser", "beyond_lines"]

@@ -6,7 +6,7 @@ A numba function calls the functions its module's globals name; :class:`Target` 
 function's Python source (``py_func``) with those names bound to the same target's versions of
 its callees, so :func:`~dspark_json.parse.json.conform.check_row` runs on the device exactly as
 written, the duplicate-key, nesting, number and unknown-key rules included. The few callees that
-are CPU instructions (the word and block loads of :mod:`dspark_json.parse.json.words`, in
+are CPU instructions (the word and block loads of :mod:`dspark_json.buffers.words`, in
 ``scan_string``, ``same_run`` and ``find_byte``) are replaced by byte loops
 (:mod:`.grammar`, held to the CPU's by ``tests/parse/gpu/``).
 

@@ -5,9 +5,9 @@ own (``tests/test_layers.py`` holds every other module of the package to this fa
 
 The modules, bottom-up:
 
-- :mod:`.compiled`: how a function is compiled (``kernel``, ``leaf``: numba ``njit``, CPU);
-- :mod:`.bytes`: the bytes the kernels compare against, by name (``QUOTE``, ``LBRACE``, ...);
-- :mod:`.words`: a word of eight bytes and a block of 64 at a time (CPU instructions);
+- below it, :mod:`dspark_json.buffers`: how a kernel is compiled (``kernel``, ``leaf``), the
+  bytes by name, and a word of eight bytes and a block of 64 at a time (CPU instructions), which
+  the inputs' line splitting uses too;
 - :mod:`.grammar`: JSON token by token (strings, numbers, literals, whitespace, escapes);
 - :mod:`.candidates`: the content rule's candidates (a fence, the outermost braces);
 - :mod:`.lines`: rows copied into JSON lines for a reader;
@@ -25,7 +25,6 @@ candidate) is ``scan_codes.CODE_*``: the face gives the namespace, not a list of
 from __future__ import annotations
 
 from dspark_json.parse.json import conform as scan_codes
-from dspark_json.parse.json.compiled import kernel
 from dspark_json.parse.json.conform import (
     NESTED_PATH,
     NESTED_STRIDE,
@@ -34,8 +33,6 @@ from dspark_json.parse.json.conform import (
     TypeTable,
     compile_type,
     extract_row,
-    is_tuple,
-    tuple_field,
     validate_row,
 )
 from dspark_json.parse.json.decode import read_events
@@ -60,10 +57,8 @@ from dspark_json.parse.json.scans import (
     scan_envelope_fit,
 )
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
-from dspark_json.parse.json.words import BLOCK, block_equal, copy_block, lowest_bit
 
 __all__ = [
-    "BLOCK",
     "KIND_INVALID",
     "KIND_NONE",
     "MAX_DEPTH",
@@ -75,18 +70,13 @@ __all__ = [
     "RescueEntries",
     "TypeNodes",
     "TypeTable",
-    "block_equal",
     "compile_type",
-    "copy_block",
     "extract_row",
     "gather_lines",
     "holds_bytes",
     "holds_escape",
-    "is_tuple",
     "json_texts",
-    "kernel",
     "line_lengths",
-    "lowest_bit",
     "read_events",
     "rescue_entries",
     "rescued_keys",
@@ -95,6 +85,5 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
-    "tuple_field",
     "validate_row",
 ]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspark_json.parse.json.bytes import BACKTICK, LBRACE, LBRACKET, LF, RBRACE
-from dspark_json.parse.json.compiled import leaf
+from dspark_json.buffers.bytes import BACKTICK, LBRACE, LBRACKET, LF, RBRACE
+from dspark_json.buffers.compiled import leaf
 from dspark_json.parse.json.grammar import find_byte, strip
 
 __all__ = ["fallback_candidate", "find_fence"]

@@ -40,7 +40,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.parse.json.bytes import (
+from dspark_json.buffers.bytes import (
     BACKSLASH,
     COLON,
     COMMA,
@@ -60,8 +60,8 @@ from dspark_json.parse.json.bytes import (
     UPPER_E,
     ZERO,
 )
+from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.parse.json.candidates import fallback_candidate
-from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.grammar import (
     KIND_ARRAY,
     KIND_INVALID,
@@ -77,6 +77,7 @@ from dspark_json.parse.json.grammar import (
     skip_ws,
     strip,
 )
+from dspark_json.response.convert import is_tuple
 
 __all__ = [
     "CODE_EXTRA",
@@ -105,11 +106,9 @@ __all__ = [
     "emit_null",
     "extract_row",
     "found_keys",
-    "is_tuple",
     "number_fits",
     "room",
     "scratch",
-    "tuple_field",
     "validate_row",
 ]
 
@@ -217,18 +216,6 @@ class Found(NamedTuple):
 
     spans: np.ndarray
     counts: np.ndarray
-
-
-def tuple_field(position: int) -> str:
-    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
-    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
-    return f"_{position + 1}"
-
-
-def is_tuple(dtype: StructType) -> bool:
-    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
-    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
-    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
 
 
 _INT_RANGES = {

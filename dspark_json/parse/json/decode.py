@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dspark_json.parse.json.bytes import (
+from dspark_json.buffers.bytes import (
     BACKSLASH,
     CASE_BIT,
     DOT,
@@ -41,7 +41,18 @@ from dspark_json.parse.json.bytes import (
     PLUS,
     ZERO,
 )
-from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.buffers.compiled import kernel, leaf
+from dspark_json.buffers.words import (
+    BLOCK,
+    WORD,
+    backslashes,
+    block_equal,
+    copy_block,
+    first_byte,
+    load_word,
+    lowest_bit,
+    store_word,
+)
 from dspark_json.parse.json.conform import (
     JSON_TEXT,
     T_ARRAY,
@@ -54,17 +65,6 @@ from dspark_json.parse.json.conform import (
     TypeTable,
 )
 from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
-from dspark_json.parse.json.words import (
-    BLOCK,
-    WORD,
-    backslashes,
-    block_equal,
-    copy_block,
-    first_byte,
-    load_word,
-    lowest_bit,
-    store_word,
-)
 from dspark_json.parse.threads import on_threads
 
 __all__ = ["read_events"]

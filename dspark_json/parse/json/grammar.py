@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.json.bytes import (
+from dspark_json.buffers.bytes import (
     ASCII_END,
     BACKSLASH,
     BACKSPACE,
@@ -53,8 +53,8 @@ from dspark_json.parse.json.bytes import (
     UPPER_F,
     ZERO,
 )
-from dspark_json.parse.json.compiled import leaf
-from dspark_json.parse.json.words import (
+from dspark_json.buffers.compiled import leaf
+from dspark_json.buffers.words import (
     BLOCK,
     WORD,
     block_below,

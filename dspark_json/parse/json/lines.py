@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.json.bytes import CR, LBRACE, LF, RBRACE, SPACE
-from dspark_json.parse.json.compiled import leaf
+from dspark_json.buffers.bytes import CR, LBRACE, LF, RBRACE, SPACE
+from dspark_json.buffers.compiled import leaf
 
 __all__ = ["gather_lines", "line_lengths"]
 

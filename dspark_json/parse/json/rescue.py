@@ -31,8 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dspark_json.parse.arrow import string_buffers
-from dspark_json.parse.json.bytes import (
+from dspark_json.buffers.arrow import string_buffers
+from dspark_json.buffers.bytes import (
     BACKSLASH,
     BACKSPACE,
     COLON,
@@ -62,7 +62,7 @@ from dspark_json.parse.json.bytes import (
     UPPER_E,
     ZERO,
 )
-from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.parse.json.grammar import (
     UNESCAPED,
     put_utf8,

@@ -12,9 +12,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dspark_json.parse.json.bytes import LBRACE, LBRACKET, LOWER_N
+from dspark_json.buffers.bytes import LBRACE, LBRACKET, LOWER_N
+from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.parse.json.candidates import fallback_candidate
-from dspark_json.parse.json.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,
     CODE_FITS,

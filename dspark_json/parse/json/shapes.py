@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dspark_json.parse.json.bytes import COLON, LOWER_F, LOWER_T, MINUS, NINE, QUOTE, ZERO
-from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.buffers.bytes import COLON, LOWER_F, LOWER_T, MINUS, NINE, QUOTE, ZERO
+from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.parse.json.conform import (
     FOUND,
     JSON_TEXT,

@@ -3,7 +3,7 @@
 The scan converts the shapes models write almost always (``YYYY-MM-DD``, and
 ``YYYY-MM-DD[T ]HH:MM:SS[.fff|.ffffff][Z|+HH:MM|-HH:MM]``) exactly as
 ``datetime.fromisoformat`` does (no zone = UTC). Anything else is left to
-:func:`dspark_json.parse.convert.parse_timestamp` / ``parse_date``, value by value.
+:func:`dspark_json.response.convert.parse_timestamp` / ``parse_date``, value by value.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dspark_json.parse.json.bytes import (
+from dspark_json.buffers.bytes import (
     COLON,
     DOT,
     MINUS,
@@ -23,7 +23,7 @@ from dspark_json.parse.json.bytes import (
     UPPER_Z,
     ZERO,
 )
-from dspark_json.parse.json.compiled import kernel, leaf
+from dspark_json.buffers.compiled import kernel, leaf
 
 __all__ = ["scan_dates", "scan_timestamps"]
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.parse.arrow import string_buffers, to_string_array
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.gpu.fit import (
     HAZARD_DIGITS,
     HAZARD_ESCAPE,

@@ -1,9 +1,9 @@
 """The kernels' rules in plain Python, for a process whose kernels are still compiling.
 
 What valid JSON is (:mod:`dspark_json.parse.json.grammar`) restated with Python's json module: valid
-UTF-8 without a byte-order mark, no NaN/Infinity, nesting at most ``MAX_DEPTH``, no lone
+UTF-8 without a byte-order mark, no NaN/Infinity, nesting at most ``MAX_NESTING``, no lone
 surrogate. The reference parser runs on these (``kernels=False``) for the first small batches
-(:mod:`.warmup`); the conformance suite holds both ways to the same output.
+(:mod:`dspark_json.parse.warmup`); the conformance suite holds both ways to the same output.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import math
 import re
 from typing import Any
 
-from dspark_json.parse.json import MAX_DEPTH
-from dspark_json.rows import exceeds_nesting
+from dspark_json.rows import MAX_NESTING, exceeds_nesting
 
 __all__ = ["json_float", "loads_python"]
 
@@ -35,7 +34,7 @@ def loads_python(raw: bytes, *, lenient: bool = False) -> Any:
     """The JSON value of ``raw`` by the kernels' rules, without numba; ValueError when it is not
     valid JSON. ``lenient``: raw control characters allowed inside strings."""
     text = raw.decode("utf-8")  # UnicodeDecodeError is a ValueError
-    if exceeds_nesting(text, MAX_DEPTH):
+    if exceeds_nesting(text, MAX_NESTING):
         raise ValueError("nested too deep")
     value = json.loads(text, parse_float=json_float, parse_constant=_reject, strict=not lenient)
     stack = [value]

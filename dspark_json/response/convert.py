@@ -37,7 +37,6 @@ from pyspark.sql.types import (
 
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import SchemaError
-from dspark_json.parse.json import is_tuple, tuple_field
 
 __all__ = [
     "MISSING",
@@ -58,6 +57,18 @@ _RANGES: dict[type[DataType], tuple[int, int]] = {
     LongType: (-(2**63), 2**63 - 1),
     IntegerType: (-(2**31), 2**31 - 1),
 }
+
+
+def tuple_field(position: int) -> str:
+    """The name of a tuple struct's field for the item at ``position`` (from 0): ``_1``...
+    (``prefixItems`` items by position, as Spark names a Scala tuple's)."""
+    return f"_{position + 1}"
+
+
+def is_tuple(dtype: StructType) -> bool:
+    """Whether ``dtype`` is a tuple struct (fields ``_1``, ``_2``..., as JSON Schema's
+    ``prefixItems`` maps): it takes a JSON array, item by position, as well as an object."""
+    return bool(dtype.fields) and all(f.name == tuple_field(i) for i, f in enumerate(dtype.fields))
 
 
 def dump_json(value: Any) -> str:

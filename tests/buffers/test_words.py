@@ -1,4 +1,4 @@
-"""The word- and block-at-a-time pieces (:mod:`dspark_json.parse.json.words`) and the scans built on
+"""The word- and block-at-a-time pieces (:mod:`dspark_json.buffers.words`) and the scans built on
 them, held to byte-by-byte definitions at every alignment: a mask's lowest bit, a block's masks
 and escapes, a string's end, an unescaped string and what it may overwrite, two runs of bytes
 compared, a needle found."""
@@ -10,9 +10,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from dspark_json.parse.json.decode import ROOM_AFTER, _unescape_into
-from dspark_json.parse.json.grammar import holds_bytes, holds_escape, same_run, scan_string
-from dspark_json.parse.json.words import (
+from dspark_json.buffers.words import (
     BLOCK,
     WORD,
     backslashes,
@@ -29,7 +27,9 @@ from dspark_json.parse.json.words import (
     string_stops,
     unicode_escapes,
 )
-from dspark_json.parse.rules import loads_python
+from dspark_json.parse.json.decode import ROOM_AFTER, _unescape_into
+from dspark_json.parse.json.grammar import holds_bytes, holds_escape, same_run, scan_string
+from dspark_json.response.rules import loads_python
 
 
 @njit

@@ -1,4 +1,4 @@
-"""The rule of :func:`dspark_json.parse.json.compiled.leaf`: a function compiled without reference
+"""The rule of :func:`dspark_json.buffers.compiled.leaf`: a function compiled without reference
 counting neither allocates, nor returns an array, nor calls a function that may (its caller
 keeps every array alive; a leaf that held a new array would leak it or free it early)."""
 

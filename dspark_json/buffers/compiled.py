@@ -1,15 +1,15 @@
 """How the parse kernels are compiled: the two numba decorators every kernel module uses.
 
 - :func:`kernel`: compiled once per machine (``cache=True``: the machine code is kept beside
-  the module, :mod:`.warmup` explains where), and without the GIL, so the scans of one batch run
-  on threads side by side.
+  the module, :mod:`dspark_json.parse.warmup` explains where), and without the GIL, so the
+  scans of one batch run on threads side by side.
 - :func:`leaf`: the same, without numba's reference counting (``_nrt=False``), for the functions
   that neither allocate nor return an array, which are most of them: the byte scans a scan calls
   per token. numba counts a reference to each array a compiled function receives, with an atomic
   increment on the way in and a decrement on the way out that its pruning pass does not always
   remove (``perf`` shows ``NRT_incref`` and ``NRT_decref`` in the calls of
-  :func:`~.conform.check_row`; figures: benchmarks/README.md). A leaf may call only leaves; its
-  caller keeps the arrays alive.
+  :func:`~dspark_json.parse.json.conform.check_row`; figures: benchmarks/README.md). A leaf may
+  call only leaves; its caller keeps the arrays alive.
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from dspark_json.parse.json.bytes import BACKSLASH, LOWER_U, QUOTE
-from dspark_json.parse.json.compiled import leaf
+from dspark_json.buffers.bytes import BACKSLASH, LOWER_U, QUOTE
+from dspark_json.buffers.compiled import leaf
 
 __all__ = [
     "BLOCK",

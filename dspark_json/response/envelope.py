@@ -1,0 +1,224 @@
+"""The chat completion envelope, defined once: its Spark type (:func:`envelope_fields`, hence
+its Arrow type through :func:`dspark_json.response.convert.arrow_schema`), vLLM's documented
+extras, the paths to the content (``choices[].message``, its ``parsed``) and the typed tool
+calls' column name (:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's
+answers are all built from these."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from dspark_json.rows import load_json
+
+__all__ = [
+    "CHOICE_EXTRAS",
+    "DOCUMENTED_EXTRAS",
+    "ENVELOPE_COLUMNS",
+    "MESSAGE_EXTRAS",
+    "TOOL_CALLS",
+    "TOP_EXTRAS",
+    "content_type",
+    "envelope_fields",
+    "first_message",
+    "is_documented_extra",
+    "message_type",
+    "tool_types",
+]
+
+#: The column of the typed tool calls: one field per function name, each the list of that
+#: function's calls in the first choice (``struct<id, arguments>``;
+#: :mod:`dspark_json.schema.tools`).
+TOOL_CALLS = "tool_calls"
+
+
+#: vLLM's extras at the top of an answer, in the order it writes them.
+TOP_EXTRAS = (
+    "prompt_logprobs",
+    "prompt_token_ids",
+    "prompt_text",
+    "kv_transfer_params",
+    "ec_transfer_params",
+    "metrics",
+)
+#: vLLM's extras in each choice, in its order.
+CHOICE_EXTRAS = ("token_ids", "routed_experts")
+#: vLLM's extras in each message, in its order.
+MESSAGE_EXTRAS = ("annotations", "audio", "function_call")
+#: Fields vLLM (0.32) documents in its answers that are not columns: null unless a request asks
+#: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...). Null, they are
+#: dropped; with a value, they are kept in ``_rescued_data`` but are not schema drift (the
+#: metrics' ``new_fields`` and ``schemaEvolutionMode=failOnNewColumns`` ignore them).
+DOCUMENTED_EXTRAS = frozenset(
+    {
+        *TOP_EXTRAS,
+        *(f"choices[0].{name}" for name in CHOICE_EXTRAS),
+        *(f"choices[0].message.{name}" for name in MESSAGE_EXTRAS),
+    }
+)
+
+
+def is_documented_extra(path: str) -> bool:
+    """Whether a ``_rescued_data`` key is a documented field rather than drift (any choice)."""
+    if path in DOCUMENTED_EXTRAS:
+        return True
+    head, _, rest = path.partition("].")
+    return head.startswith("choices[") and f"choices[0].{rest}" in DOCUMENTED_EXTRAS
+
+
+def _logprob_entry(top: bool) -> StructType:
+    fields = [
+        StructField("token", StringType()),
+        StructField("logprob", DoubleType()),
+        StructField("bytes", ArrayType(LongType())),
+    ]
+    if top:
+        nested = ArrayType(_logprob_entry(top=False))
+        fields.append(StructField("top_logprobs", nested))
+    return StructType(fields)
+
+
+def envelope_fields(parsed: DataType | None) -> list[StructField]:
+    """The chat completion envelope, typed from what vLLM and OpenAI document, not guessed:
+    every field a user may want as a column; vLLM's own extras are :data:`DOCUMENTED_EXTRAS`."""
+    tool_call = StructType(
+        [
+            StructField("id", StringType()),
+            StructField("type", StringType()),
+            StructField(
+                "function",
+                StructType(
+                    [StructField("name", StringType()), StructField("arguments", StringType())]
+                ),
+            ),
+        ]
+    )
+    message = [
+        StructField("role", StringType()),
+        StructField("content", StringType()),
+        StructField("refusal", StringType()),
+        StructField("reasoning", StringType()),  # vLLM >= 0.10
+        StructField("reasoning_content", StringType()),  # older vLLM, DeepSeek
+        StructField("tool_calls", ArrayType(tool_call)),
+    ]
+    if parsed is not None:
+        message.append(StructField("parsed", parsed))
+    logprobs = StructType(
+        [
+            StructField("content", ArrayType(_logprob_entry(top=True))),
+            StructField("refusal", ArrayType(_logprob_entry(top=True))),
+        ]
+    )
+    choice = StructType(
+        [
+            StructField("index", LongType()),
+            StructField("message", StructType(message)),
+            StructField("logprobs", logprobs),
+            StructField("finish_reason", StringType()),
+            StructField("stop_reason", StringType()),
+        ]
+    )
+    usage = StructType(
+        [
+            StructField("prompt_tokens", LongType()),
+            StructField("completion_tokens", LongType()),
+            StructField("total_tokens", LongType()),
+            StructField(
+                "prompt_tokens_details",
+                StructType(
+                    [
+                        StructField("cached_tokens", LongType()),
+                        StructField("audio_tokens", LongType()),
+                        # vLLM's, with --enable-prompt-tokens-details (0.32: both always sent).
+                        StructField("created_cache_tokens", LongType()),
+                        StructField("multimodal_tokens", LongType()),
+                    ]
+                ),
+            ),
+            StructField(
+                "completion_tokens_details",
+                StructType(
+                    [
+                        StructField("reasoning_tokens", LongType()),
+                        StructField("audio_tokens", LongType()),
+                        StructField("accepted_prediction_tokens", LongType()),
+                        StructField("rejected_prediction_tokens", LongType()),
+                    ]
+                ),
+            ),
+        ]
+    )
+    return [
+        StructField("id", StringType()),
+        StructField("object", StringType()),
+        StructField("created", TimestampType()),
+        StructField("model", StringType()),
+        StructField("choices", ArrayType(StructType(choice.fields))),
+        StructField("usage", usage),
+        StructField("system_fingerprint", StringType()),
+        StructField("service_tier", StringType()),
+    ]
+
+
+#: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
+ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
+
+
+def first_message(body: str | None) -> Any:
+    """The first choice's ``message`` in an answer body (any JSON value: the caller checks it is
+    an object), or None where the body is not JSON (or nested too deep) or holds no such path.
+    For the stages that read sample answers before there is a type to parse them with."""
+    try:
+        return load_json(body or "")["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def message_type(schema: StructType) -> StructType | None:
+    """The type of ``choices[].message``, or None where ``schema`` has no such struct."""
+    if "choices" not in schema.names:
+        return None
+    choices = schema["choices"].dataType
+    if not (isinstance(choices, ArrayType) and isinstance(choices.elementType, StructType)):
+        return None
+    choice = choices.elementType
+    if "message" not in choice.names or not isinstance(choice["message"].dataType, StructType):
+        return None
+    return choice["message"].dataType
+
+
+def content_type(schema: StructType) -> DataType | None:
+    """The type of the parsed content, from ``parsed`` or ``choices[].message.parsed``."""
+    if "parsed" in schema.names:
+        return schema["parsed"].dataType
+    message = message_type(schema)
+    if message is not None and "parsed" in message.names:
+        return message["parsed"].dataType
+    return None
+
+
+def tool_types(schema: StructType) -> dict[str, DataType] | None:
+    """Function name -> the type of its calls' arguments, from column ``tool_calls`` (None
+    where ``schema`` has no such column, or it is not a struct of lists of calls)."""
+    if TOOL_CALLS not in schema.names:
+        return None
+    dtype = schema[TOOL_CALLS].dataType
+    if not isinstance(dtype, StructType):
+        return None
+    out: dict[str, DataType] = {}
+    for f in dtype.fields:
+        call = f.dataType.elementType if isinstance(f.dataType, ArrayType) else None
+        if not isinstance(call, StructType) or "arguments" not in call.names:
+            return None
+        out[f.name] = call["arguments"].dataType
+    return out
