@@ -51,10 +51,8 @@ REFRESH_S = 1.0
 #: A reading older than this holds the endpoint back (the fetches fail or hang).
 MAX_AGE_S = 2.0
 #: KV-cache use (0 to 1) at which an endpoint counts as saturated: a fifth of the cache is left
-#: to the interactive tenants' bursts. The Gateway API inference extension's line; tuned on
-#: benchmarks/shared_pool.py with both options (30 s windows: 0.9, before the room was paced,
-#: left the tenant's p95 at 1.40x of its p95 alone; paced, 0.75 left it at 1.13x with the
-#: stream at 48% of the spare capacity, 0.8 at 1.18x and 50%).
+#: to the interactive tenants' bursts. The Gateway API inference extension's line (with the
+#: gate as it is now, benchmarks/shared_pool.py's figures at 0.8 are in its results file).
 KV_SATURATED = 0.8
 #: Weight of a new reading in a task's in-flight target (the rest: the target before it). The
 #: interactive tenants' requests come and go within their answer time, much faster than one
