@@ -26,7 +26,7 @@ from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
 from dspark_json.inputs.prompts import passthrough_column, read_segment
 from dspark_json.inputs.recorded import read_recorded
-from dspark_json.memory import keep_freed_memory
+from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
@@ -252,7 +252,7 @@ def read_partition(
         for part in partition.parts:
             yield from read_partition(replace(part, batch=partition.batch), query, schema)
         return
-    keep_freed_memory()  # this worker's next partition reuses this one's buffers
+    keep_freed_memory_if_asked()  # DSPARK_JSON_KEEP_MEMORY=1: the next partition reuses buffers
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()

@@ -39,7 +39,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from dspark_json.memory import gc_paused, keep_freed_memory
+from dspark_json.memory import gc_paused, keep_freed_memory_if_asked
 from dspark_json.parse.arrow import (
     contiguous,
     shown_as_text,
@@ -220,7 +220,7 @@ class Vectorised:
         self.lenient = lenient
         self.target = arrow_schema(schema)
         self.threads = _threads()
-        keep_freed_memory()  # the next batch reuses this one's buffers
+        keep_freed_memory_if_asked()  # DSPARK_JSON_KEEP_MEMORY=1: the next batch reuses them
         #: The documents that fit are read from the scans' events (:mod:`.json.decode`), or, for the
         #: GPU backend, as JSON lines by a library.
         self.lines = lines
