@@ -18,8 +18,6 @@ import pyarrow.compute as pc
 from pyspark.sql.types import StringType, StructType
 
 from dspark_json.errors import SchemaError
-from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
-from dspark_json.http.repair import RepairOptions
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
@@ -32,6 +30,8 @@ from dspark_json.options import Query
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.parse.arrow import contiguous_table
 from dspark_json.parse.convert import Converter, arrow_schema, dump_json
+from dspark_json.reask.options import RepairOptions
+from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.rows import (
     PARSER_COLUMNS,

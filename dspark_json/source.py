@@ -24,7 +24,6 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
-from dspark_json.http.repair import share_budget
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
     Position,
@@ -39,6 +38,7 @@ from dspark_json.metrics import batch_label, driver_logger, read_records, summar
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.parse.convert import check_supported
 from dspark_json.pipeline import read_partition
+from dspark_json.reask.plan import share_budget
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit

@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"parse"},
     {"schema"},
     {"http"},
-    {"inputs"},
+    {"inputs", "reask"},  # the stages above the transport: prompts in, answers judged again
     {"options"},
     {"metrics"},
     {"pipeline"},
