@@ -128,6 +128,10 @@ BACKENDS = {
     "dspark_json.parse.gpu.reader",
     "dspark_json.parse.reference",
     "dspark_json.parse.vectorised",
+    "dspark_json.parse.plan",
+    "dspark_json.parse.content_pass",
+    "dspark_json.parse.outcomes",
+    "dspark_json.parse.rescued",
 }
 #: Who may import a backend module.
 BACKEND_USERS = {"dspark_json.parse.choice", *BACKENDS}
