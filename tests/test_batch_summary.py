@@ -29,6 +29,12 @@ def stream_reader(url, tmp_path, **more):
     return source.streamReader(source.schema())
 
 
+def nine_prompts(tmp_path):
+    """Nine prompts in one input file: two micro-batches of at most 6 rows."""
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+
+
 def latest(reader, start):
     """``latestOffset`` as the Spark in use calls it (4.0 and 4.1: no start, no limit)."""
     if ADMISSION_CONTROL:
@@ -48,8 +54,7 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     simulator, tmp_path, caplog, capsys
 ):
     caplog.set_level(logging.INFO, logger="dspark_json")
-    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
-    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    nine_prompts(tmp_path)
     reader = stream_reader(simulator.url, tmp_path)
     first = run_batch(reader, reader.initialOffset())
     reader.commit(first)  # Spark tells the source a batch is done
@@ -91,8 +96,7 @@ def test_batch_ids_survive_a_restart_and_a_replay_without_the_metrics_records(
     (an optional output): its records gone, a restarted reader still numbers on, and a batch
     planned again keeps its id."""
     caplog.set_level(logging.INFO, logger="dspark_json")
-    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
-    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    nine_prompts(tmp_path)
     reader = stream_reader(simulator.url, tmp_path)
     start = reader.initialOffset()
     first = run_batch(reader, start)
@@ -234,8 +238,7 @@ def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path
     """The driver looked for a batch's records before they were there: its line used to be
     dropped for good; it is logged at a later call once they are."""
     caplog.set_level(logging.INFO, logger="dspark_json")
-    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
-    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    nine_prompts(tmp_path)
     reader = stream_reader(simulator.url, tmp_path)
     start = reader.initialOffset()
     first = latest(reader, start)
