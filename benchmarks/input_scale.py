@@ -127,6 +127,11 @@ def child_gz(directory: str, batches: int) -> dict[str, Any]:
     import pyarrow as pa
 
     from dspark_json.inputs import files
+
+    # Where the stream cursor lives: inputs/row_index.py, inputs/files.py before the split.
+    cursor = getattr(files, "_Cursor", None)
+    if cursor is None:
+        from dspark_json.inputs.row_index import _Cursor as cursor
     from dspark_json.inputs.listing import (
         Position,
         PromptListing,
@@ -159,8 +164,8 @@ def child_gz(directory: str, batches: int) -> dict[str, Any]:
         before, read_rows = opened[0], 0
         started = time.perf_counter()
         for partition in partitions:  # one task each, each in a process of its own
-            if hasattr(files, "_Cursor"):
-                files._Cursor._last = None
+            if cursor is not None:
+                cursor._last = None
             for part in getattr(partition, "parts", ()) or (partition,):
                 for segment in part.segments:
                     read_rows += len(segment_packed(segment)[1]) - 1

@@ -1,5 +1,6 @@
 """The process heap between partitions: freed memory kept, so that the next partition does not
-fault in fresh pages; and the cyclic garbage collector paused while objects are made in bulk.
+fault in fresh pages (the deployer's choice, off by default); and the cyclic garbage collector
+paused while objects are made in bulk.
 
 A partition's work allocates a few large buffers and frees them when its rows are handed on: the
 rows' bytes, the scans' events, the unescaped strings, the output's columns (several times
@@ -8,13 +9,15 @@ rising to at most 32 MiB) with a fresh mapping and unmaps it when it is freed, a
 heap's free top; so every partition touches its buffers' pages for the first time again, one page
 fault per 4 KiB page, a large share of a partition's time (figures: ``benchmarks/README.md``).
 
-:func:`keep_freed_memory` raises glibc's mmap and trim thresholds to 1 GiB, once per process,
-where the CPU parser or a partition's work first runs (Spark's Python workers, or the process
-that calls :func:`~dspark_json.parse_responses`): freed buffers stay in the heap and are reused.
-The cost is memory held: a process keeps up to its peak (plus at most 1 GiB of free heap) rather
-than returning it between batches. Set ``DSPARK_JSON_KEEP_MEMORY=0`` in the environment
-(``spark.executorEnv.DSPARK_JSON_KEEP_MEMORY`` for the executors) to leave malloc as it is.
-Elsewhere than glibc (macOS, musl) this does nothing.
+:func:`keep_freed_memory` raises glibc's mmap and trim thresholds to 1 GiB, once per process:
+freed buffers stay in the heap and are reused. It changes malloc for the whole process, so the
+library does not do it unless the deployer asks: ``DSPARK_JSON_KEEP_MEMORY=1`` in the
+environment (``spark.executorEnv.DSPARK_JSON_KEEP_MEMORY`` for the executors), read where the CPU
+parser or a partition's work first runs (:func:`keep_freed_memory_if_asked`), or a call of
+:func:`keep_freed_memory` in the process that parses (one that calls
+:func:`~dspark_json.parse_responses`). Importing the package changes nothing. The cost is memory
+held: a process keeps up to its peak (plus at most 1 GiB of free heap) rather than returning it
+between batches. Elsewhere than glibc (macOS, musl) this does nothing.
 
 What it does not reach: a thread's own malloc arena maps a buffer above 64 MiB afresh whatever
 the thresholds (a parse in process on several threads: about 21,000 faults remain per 100,000
@@ -37,12 +40,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["KEEP_MEMORY_ENV", "gc_paused", "keep_freed_memory"]
+__all__ = ["KEEP_MEMORY_ENV", "gc_paused", "keep_freed_memory", "keep_freed_memory_if_asked"]
 
 _log = logging.getLogger(__name__)
 
-#: The environment variable that turns this off (``0``).
+#: The environment variable by which a deployer turns this on (``1``); unset or ``0``: off.
 KEEP_MEMORY_ENV = "DSPARK_JSON_KEEP_MEMORY"
+_ON = frozenset({"1", "true", "yes", "on"})
+_OFF = frozenset({"", "0", "false", "no", "off"})
 
 #: glibc's ``mallopt`` parameters (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -54,11 +59,8 @@ _THRESHOLD = 1 << 30
 @functools.cache
 def keep_freed_memory() -> bool:
     """Raise glibc's mmap and trim thresholds for this process (once: later calls return the
-    first answer). Whether they were raised: False where the environment says no, or the C
-    library is not glibc."""
-    if os.environ.get(KEEP_MEMORY_ENV, "1").strip() == "0":
-        _log.debug("%s=0: malloc's thresholds left as they are", KEEP_MEMORY_ENV)
-        return False
+    first answer): the deployer's explicit choice, whatever the environment says. Whether they
+    were raised: False where the C library is not glibc."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -72,6 +74,24 @@ def keep_freed_memory() -> bool:
     )
     _log.debug("glibc's mmap and trim thresholds raised to 1 GiB: %s", raised)
     return raised
+
+
+@functools.cache
+def keep_freed_memory_if_asked() -> bool:
+    """:func:`keep_freed_memory` where the environment asks for it (``DSPARK_JSON_KEEP_MEMORY=1``),
+    read once per process, where a partition's work or the CPU parser first runs; otherwise
+    malloc is left as it is. Whether the thresholds were raised."""
+    value = os.environ.get(KEEP_MEMORY_ENV, "").strip().lower()
+    if value in _ON:
+        return keep_freed_memory()
+    if value not in _OFF:
+        _log.warning(
+            "%s=%r is neither 1 nor 0: malloc's thresholds left as they are. Set it to 1 to keep "
+            "freed memory in the process between partitions, or unset it.",
+            KEEP_MEMORY_ENV,
+            value,
+        )
+    return False
 
 
 @contextmanager

@@ -8,8 +8,8 @@ Spark gives a Python data source no custom-metrics hook that reaches ``Streaming
 adding one, written atomically. The directory is checked writable at ``.load()``; a record that
 cannot be written later is logged, never a failed task (its answers are paid for).
 
-A record's ``batch`` is the micro-batch id (a number: the stream reader counts its micro-batches,
-and after a restart takes up the count from the records already here), ``offset`` the batch's
+A record's ``batch`` is the micro-batch id (a number: the stream reader counts its micro-batches
+in its offsets, which Spark checkpoints, so a restart takes up the count), ``offset`` the batch's
 end offset; ``generate()`` records have no batch and a ``label`` instead. Read them back with
 :data:`METRICS_SCHEMA`, so that ``http_status`` and ``rows`` are maps, not structs::
 

@@ -19,10 +19,10 @@ from typing import Any
 
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.repair import RepairOptions
 from dspark_json.http.reuse import ReuseOptions
 from dspark_json.inputs.options import InputOptions
 from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
+from dspark_json.reask.options import RepairOptions
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
 

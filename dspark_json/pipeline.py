@@ -19,18 +19,18 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import SchemaError
-from dspark_json.http.reask import Judged, Repaired, RoundStore, repair
-from dspark_json.http.repair import RepairOptions
 from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
 from dspark_json.inputs.prompts import passthrough_column, read_segment
 from dspark_json.inputs.recorded import read_recorded
-from dspark_json.memory import keep_freed_memory
+from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, new_fields, select_backend
+from dspark_json.reask.options import RepairOptions
+from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (
@@ -252,7 +252,7 @@ def read_partition(
         for part in partition.parts:
             yield from read_partition(replace(part, batch=partition.batch), query, schema)
         return
-    keep_freed_memory()  # this worker's next partition reuses this one's buffers
+    keep_freed_memory_if_asked()  # DSPARK_JSON_KEEP_MEMORY=1: the next partition reuses buffers
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()

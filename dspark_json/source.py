@@ -7,11 +7,7 @@ differs between Spark versions in :mod:`dspark_json.compat`.
 
 from __future__ import annotations
 
-import json
 import logging
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -28,7 +24,6 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
-from dspark_json.http.repair import share_budget
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
     Position,
@@ -42,6 +37,7 @@ from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.pipeline import read_partition
+from dspark_json.reask.plan import share_budget
 from dspark_json.response.convert import check_supported
 
 if TYPE_CHECKING:
@@ -52,31 +48,17 @@ __all__ = ["DSparkJsonDataSource"]
 logger = logging.getLogger("dspark_json")
 
 
-_CACHE_SIZE = 16
-#: How long a prepared query serves the same options: the planning of one query (Spark builds
-#: the source for ``schema()`` and again for the reader), not the next query, which checks the
-#: server again (a restarted server may serve another model).
-_CACHE_SECONDS = 60.0
-_cache: OrderedDict[tuple[tuple[str, str], ...], tuple[float, Query]] = OrderedDict()
-_cache_lock = threading.Lock()
+#: The key of a stream offset that counts the micro-batches planned up to it (Spark gives a
+#: source no batch id). Spark checkpoints the offsets, so a restarted reader takes the count up
+#: from the offset Spark hands it; an offset before any batch (and one checkpointed before the
+#: count was kept) has none: 0.
+BATCHES = "batches"
 
 
-def _prepared(raw: Mapping[str, str], options: Options) -> Query:
-    """:func:`~dspark_json.load.prepare` once per query's planning in this process: Spark builds
-    the source for ``schema()`` and again for the reader, often in the same Python worker."""
-    key = tuple(sorted((k.lower(), v) for k, v in raw.items()))
-    now = time.monotonic()
-    with _cache_lock:
-        if key in _cache and now - _cache[key][0] < _CACHE_SECONDS:
-            _cache.move_to_end(key)
-            return _cache[key][1]
-    query = prepare(options)
-    with _cache_lock:
-        _cache[key] = (now, query)
-        _cache.move_to_end(key)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return query
+def _batches(offset: Mapping[str, object]) -> int:
+    """How many micro-batches were planned up to ``offset``."""
+    count = offset.get(BATCHES, 0)
+    return count if isinstance(count, int) else 0
 
 
 class DSparkJsonDataSource(DataSource):
@@ -102,12 +84,15 @@ class DSparkJsonDataSource(DataSource):
     def query(self) -> Query:
         """The query as the driver settles it (server checks, model, JSON Schema), once.
 
-        Kept on the instance: Spark pickles the source after ``schema()`` and builds the stream
-        reader from that copy in another process, which then does not check the server again.
+        Kept on the instance: Spark pickles the source after ``schema()`` and builds the reader
+        or stream reader from that copy (in another process, or another Python worker), which
+        then does not check the server again. A source that Spark builds afresh (a new query, or
+        one planned again) checks the server again: a restarted server may serve another model.
+        Nothing is kept in the process beyond the instance.
         """
         cached: Query | None = self.__dict__.get("_query")
         if cached is None:
-            cached = self.__dict__["_query"] = _prepared(self.options, self.parsed_options)
+            cached = self.__dict__["_query"] = prepare(self.parsed_options)
         return cached
 
     @short_errors
@@ -151,7 +136,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
     """``spark.readStream``: offsets are (file, row) positions in the prompt directory.
 
     The directory is listed once per micro-batch: by ``latestOffset``, whose listing serves the
-    ``reportLatestOffset`` and ``partitions`` calls of the same batch.
+    ``reportLatestOffset`` and ``partitions`` calls of the same batch. Its micro-batch ids are
+    counted in the offsets (:data:`BATCHES`), which Spark checkpoints: a restarted reader, or a
+    replayed batch, gets the same ids, whatever other output the query has.
     """
 
     def __init__(self, query: Query, schema: StructType) -> None:
@@ -160,13 +147,13 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self.schema = schema
         self._listing = _BatchListing(self.inputs.location, option=_option(query.options))
         self._cap: Position | None = None
-        #: Where the next micro-batch starts: the end of the last one planned (Spark 4.0 and 4.1
-        #: pass no start to ``latestOffset``; after a restart they plan an empty range at it).
+        #: Where the next micro-batch starts: the end of the last one planned, as a position and
+        #: as its offset (with its batch count). Spark 4.0 and 4.1 pass no start to
+        #: ``latestOffset``; after a restart they plan an empty range at the checkpoint's last.
         self._next = Position()
+        self._next_offset: dict[str, object] = self.initialOffset()
         self._listed_for_next = False  # prepareForTriggerAvailableNow's listing is the first one
-        #: Micro-batch ids by end offset (Spark gives a source none: counted here, resumed from
-        #: the metrics records after a restart), and the batches whose line is not logged yet.
-        self._batch_ids: dict[str, int] | None = None
+        #: The batches whose line is not logged yet, by id.
         self._unreported: dict[int, tuple[Position, str]] = {}
         #: How many times each unreported batch's records were looked for and none found.
         self._looked: dict[int, int] = {}
@@ -194,7 +181,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             self._say_what_is_missing()
         # Spark plans the next batch only once the last one ran: its records are all written.
         self._report(sorted(self._unreported))
-        begin = Position.from_offset(start) if start is not None else self._next
+        first = dict(start) if start is not None else self._next_offset
+        begin = Position.from_offset(first)
         max_rows, max_files = read_caps(
             limit,
             max_rows=self.inputs.max_records_per_trigger,
@@ -204,7 +192,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             self._listing.refresh()
         self._listed_for_next = False
         end = self._listing.advance(begin, max_rows=max_rows, max_files=max_files, cap=self._cap)
-        return end.to_offset()
+        if end == begin:  # nothing new: the same offset, so that Spark runs no batch
+            return first
+        return {**end.to_offset(), BATCHES: _batches(first) + 1}
 
     def _say_what_is_missing(self) -> None:
         """Once per query run: here, not in ``__init__``, because Spark builds the stream
@@ -235,13 +225,16 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self, start: dict[str, object], end: dict[str, object]
     ) -> Sequence[InputPartition]:
         first, last = Position.from_offset(start), Position.from_offset(end)
-        self._next = max(self._next, last)
+        if last > self._next or (
+            last == self._next and _batches(end) > _batches(self._next_offset)
+        ):
+            self._next, self._next_offset = last, dict(end)
         if last <= first:
             return []
         if not self._listing.covers(last):  # a batch run again after a restart
             self._listing.refresh()
         segments = self._listing.segments(first, last)
-        batch_id = self._batch_id(start, end)
+        batch_id = _batches(start)  # the batches before this one
         batch = batch_label(batch_id, end)
         self._unreported[batch_id] = (last, batch)
         return [replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)]
@@ -262,23 +255,6 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         """The query stops: batches not reported yet get their line now (where Spark lets this
         process finish; the next ``latestOffset`` call reports them otherwise)."""
         self._report(sorted(self._unreported), final=True)
-
-    def _batch_id(self, start: dict[str, object], end: dict[str, object]) -> int:
-        """The id of the micro-batch from ``start`` to ``end``: the next number, the same one
-        for a batch planned again (a replay), taken up from the metrics records after a
-        restart."""
-        key, previous = json.dumps(end, sort_keys=True), json.dumps(start, sort_keys=True)
-        if self._batch_ids is None:
-            self._batch_ids = {}
-            metrics = self.query.options.rows.metrics
-            for record in read_records(metrics) if metrics is not None else []:
-                if isinstance(record.get("batch"), int) and record.get("offset") is not None:
-                    self._batch_ids[json.dumps(record["offset"], sort_keys=True)] = record["batch"]
-            if key not in self._batch_ids and previous in self._batch_ids:
-                self._batch_ids[key] = self._batch_ids[previous] + 1
-        if key not in self._batch_ids:
-            self._batch_ids[key] = max(self._batch_ids.values(), default=-1) + 1
-        return self._batch_ids[key]
 
     def _report(self, batch_ids: list[int], *, final: bool = False) -> None:
         """One line per finished micro-batch, from the records its tasks wrote. A batch none of

@@ -4,6 +4,7 @@ reader's own methods driven as Spark drives them (driver: offsets, partitions, c
 
 import json
 import logging
+import shutil
 
 import pytest
 
@@ -28,6 +29,12 @@ def stream_reader(url, tmp_path, **more):
     return source.streamReader(source.schema())
 
 
+def nine_prompts(tmp_path):
+    """Nine prompts in one input file: two micro-batches of at most 6 rows."""
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+
+
 def latest(reader, start):
     """``latestOffset`` as the Spark in use calls it (4.0 and 4.1: no start, no limit)."""
     if ADMISSION_CONTROL:
@@ -47,8 +54,7 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     simulator, tmp_path, caplog, capsys
 ):
     caplog.set_level(logging.INFO, logger="dspark_json")
-    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
-    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    nine_prompts(tmp_path)
     reader = stream_reader(simulator.url, tmp_path)
     first = run_batch(reader, reader.initialOffset())
     reader.commit(first)  # Spark tells the source a batch is done
@@ -57,7 +63,8 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     assert "6 requests, 0 retries; tokens " in lines[-1] and "latency p95 " in lines[-1]
     assert "parsed on cpu in " in lines[-1] and "(2 partition(s))" in lines[-1]
 
-    # A restart: a new reader takes up the count from the records (Spark gives no batch id).
+    # A restart: a new reader takes up the count from the checkpointed offset (Spark gives a
+    # source no batch id).
     again = stream_reader(simulator.url, tmp_path)
     if not ADMISSION_CONTROL:  # Spark 4.0 and 4.1 plan an empty range at the checkpoint first
         assert again.partitions(first, first) == []
@@ -80,6 +87,39 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     assert [line.split(":")[0] for line in printed] == ["batch 0", "batch 1", "all 2 batches"]
     assert printed[0] == next(line for line in lines if line.startswith("batch 0"))
     assert printed[2].startswith("all 2 batches: 9 rows (ok 9); ")
+
+
+def test_batch_ids_survive_a_restart_and_a_replay_without_the_metrics_records(
+    simulator, tmp_path, caplog
+):
+    """The count is held by the offsets Spark checkpoints, not rebuilt from option 'metrics'
+    (an optional output): its records gone, a restarted reader still numbers on, and a batch
+    planned again keeps its id."""
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    nine_prompts(tmp_path)
+    reader = stream_reader(simulator.url, tmp_path)
+    start = reader.initialOffset()
+    first = run_batch(reader, start)
+    reader.commit(first)
+    assert first["batches"] == 1
+    shutil.rmtree(tmp_path / "metrics")  # the optional output gone (or never there)
+    (tmp_path / "metrics").mkdir()
+
+    again = stream_reader(simulator.url, tmp_path)
+    if not ADMISSION_CONTROL:  # Spark 4.0 and 4.1 plan an empty range at the checkpoint first
+        assert again.partitions(first, first) == []
+    for partition in again.partitions(start, first):  # batch 0 replayed after the restart
+        for _ in again.read(partition):
+            pass
+    second = run_batch(again, first)
+    again.stop()
+    assert second["batches"] == 2
+    records = read_records(str(tmp_path / "metrics"))
+    assert sorted(r["batch"] for r in records) == [0, 0, 1]
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 0", "batch 1"]
+    # Nothing new: the same offset, so Spark runs no batch.
+    assert latest(again, second) == second
 
 
 def test_help_is_plain_text_and_lists_every_command(capsys):
@@ -237,8 +277,7 @@ def test_a_batch_whose_records_land_late_gets_its_line_later(simulator, tmp_path
     """The driver looked for a batch's records before they were there: its line used to be
     dropped for good; it is logged at a later call once they are."""
     caplog.set_level(logging.INFO, logger="dspark_json")
-    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(9)]
-    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    nine_prompts(tmp_path)
     reader = stream_reader(simulator.url, tmp_path)
     start = reader.initialOffset()
     first = latest(reader, start)

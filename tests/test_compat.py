@@ -155,7 +155,7 @@ def test_max_records_cap_every_batch_and_the_directory_is_listed_once_per_batch(
     listings.clear()
     sizes, end = drain(reader, run, reader.initialOffset())
     assert sizes == [10, 10, 5]
-    assert end == {"file": "0001.jsonl", "row": 10}
+    assert end == {"file": "0001.jsonl", "row": 10, "batches": 3}
     # Three batches and the trigger that found nothing: one listing each, not three.
     assert len(listings) == 4
 
@@ -181,7 +181,8 @@ def test_after_a_restart_spark_4_0_calls_continue_from_the_checkpoint(tmp_path, 
     assert again.partitions(batch_1, batch_1) == []  # setLatestSeenOffset: no listing
     assert listings == []
     assert rows_planned(again.partitions(batch_0, batch_1)) == 10  # the replay
-    assert again.latestOffset() == {"file": "0001.jsonl", "row": 10}  # the last 5 rows
+    # The last 5 rows: the third batch, counted from the checkpoint's offset.
+    assert again.latestOffset() == {"file": "0001.jsonl", "row": 10, "batches": 3}
 
 
 @needs_read_limits
@@ -192,7 +193,7 @@ def test_available_now_stops_at_what_was_there_when_it_was_prepared(tmp_path, li
     reader.prepareForTriggerAvailableNow()
     write_prompts(tmp_path, "0002.jsonl", [{"prompt": "late"}])
     sizes, end = drain(reader, run_like_spark_4_2, reader.initialOffset())
-    assert sizes == [10, 10, 5] and end == {"file": "0001.jsonl", "row": 10}
+    assert sizes == [10, 10, 5] and end == {"file": "0001.jsonl", "row": 10, "batches": 3}
     assert len(listings) == 4  # the first batch uses the listing taken when prepared
 
 

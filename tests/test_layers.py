@@ -32,7 +32,7 @@ LAYERS: list[set[str]] = [
     {"response"},  # the response contract: envelope, content rule, Spark <-> Arrow types
     {"parse", "schema"},  # siblings: neither imports the other
     {"http"},
-    {"inputs"},
+    {"inputs", "reask"},  # the stages above the transport: prompts in, answers judged again
     {"options"},
     {"metrics"},
     {"pipeline"},
@@ -134,6 +134,10 @@ BACKENDS = {
     "dspark_json.parse.gpu.reader",
     "dspark_json.parse.reference",
     "dspark_json.parse.vectorised",
+    "dspark_json.parse.plan",
+    "dspark_json.parse.content_pass",
+    "dspark_json.parse.outcomes",
+    "dspark_json.parse.rescued",
 }
 #: Who may import a backend module.
 BACKEND_USERS = {"dspark_json.parse.choice", *BACKENDS}

@@ -143,11 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         }
         if on_device:
             from dspark_json.parse.gpu.fit import DeviceFit
-            from dspark_json.parse.vectorised import _plan_of
+            from dspark_json.parse.plan import plan_of
             from dspark_json.rows import data_fields
 
             buffers = string_buffers(array)
-            plan = _plan_of(data_fields(schema), False)
+            plan = plan_of(data_fields(schema), False)
             assert plan is not None
             runs["GPU backend"] = lambda a=array, s=schema: dspark_json.parse_responses(
                 a, schema=s, backend="gpu"

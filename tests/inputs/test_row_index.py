@@ -9,7 +9,7 @@ import pytest
 
 from dspark_json import fs
 from dspark_json.errors import DSparkJsonError
-from dspark_json.inputs import files as files_module
+from dspark_json.inputs import row_index as row_index_module
 from dspark_json.inputs.files import ROW_STRIDE, index_rows, rows_of
 from dspark_json.inputs.listing import Position, PromptListing, plan_partitions, read_rows
 
@@ -43,7 +43,7 @@ def test_rows_through_windows_equal_the_whole_file(tmp_path, ending, monkeypatch
         ranges.append((start, end))
         return real(uri, start, end)
 
-    monkeypatch.setattr(files_module, "read_range", recorded)
+    monkeypatch.setattr(row_index_module, "read_range", recorded)
     for size in (1, 7, ROW_STRIDE, 100, 999):
         got, ranges[:] = [], []
         for partition in plan_partitions(segments, size, listing.locate):

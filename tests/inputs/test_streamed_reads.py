@@ -13,7 +13,7 @@ import random
 import pytest
 
 from dspark_json.errors import DSparkJsonError
-from dspark_json.inputs import files
+from dspark_json.inputs import row_index, streams
 from dspark_json.inputs.files import index_rows, rows_of
 from dspark_json.inputs.listing import (
     Position,
@@ -47,8 +47,8 @@ def read_all(listing: PromptListing, size: int) -> tuple[list[PromptPartition], 
 def test_streamed_index_and_reads_are_the_whole_files_rows(tmp_path, monkeypatch, seed):
     rng = random.Random(seed)
     piece = rng.choice([1, 2, 5, 17, 64, 333, 4096])
-    monkeypatch.setattr(files, "PIECE", piece)
-    monkeypatch.setattr(files._Cursor, "_last", None)
+    monkeypatch.setattr(streams, "PIECE", piece)
+    monkeypatch.setattr(row_index._Cursor, "_last", None)
     texts = {}
     for k in range(rng.randint(1, 3)):
         text = _file(rng)
@@ -64,9 +64,9 @@ def test_streamed_index_and_reads_are_the_whole_files_rows(tmp_path, monkeypatch
         index = index_rows(str(tmp_path / name))
         assert index.rows == len(rows_of(text))
         if form == "plain":
-            monkeypatch.setattr(files, "PIECE", 1 << 24)
+            monkeypatch.setattr(streams, "PIECE", 1 << 24)
             assert index == index_rows(str(tmp_path / name))  # as if read whole
-            monkeypatch.setattr(files, "PIECE", piece)
+            monkeypatch.setattr(streams, "PIECE", piece)
             assert (index.starts is None) == (b"\r" in text.replace(b"\r\n", b""))
     listing = PromptListing(str(tmp_path))
     _, got = read_all(listing, rng.choice([1, 3, 64, 100, 1000]))
@@ -82,13 +82,13 @@ def test_the_index_of_a_plain_file_is_the_same_whatever_the_piece(tmp_path, monk
     path.write_bytes(text)
     whole = index_rows(str(path))
     for piece in (1, 10, 100, 4096):
-        monkeypatch.setattr(files, "PIECE", piece)
+        monkeypatch.setattr(streams, "PIECE", piece)
         assert index_rows(str(path)) == whole
 
 
 def test_a_compressed_file_is_decompressed_once_per_micro_batch(tmp_path, monkeypatch, caplog):
-    monkeypatch.setattr(files, "PIECE", 256)
-    monkeypatch.setattr(files._Cursor, "_last", None)
+    monkeypatch.setattr(streams, "PIECE", 256)
+    monkeypatch.setattr(row_index._Cursor, "_last", None)
     lines = b"".join(b'{"prompt": "p%d"}\n' % i for i in range(1000))
     (tmp_path / "a.jsonl").write_bytes(lines[:200])
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(lines))
@@ -108,8 +108,8 @@ def test_a_compressed_file_is_decompressed_once_per_micro_batch(tmp_path, monkey
 
 
 def test_a_part_read_again_or_out_of_order_reads_the_same_rows(tmp_path, monkeypatch):
-    monkeypatch.setattr(files, "PIECE", 100)
-    monkeypatch.setattr(files._Cursor, "_last", None)
+    monkeypatch.setattr(streams, "PIECE", 100)
+    monkeypatch.setattr(row_index._Cursor, "_last", None)
     lines = b"".join(b'{"prompt": "p%d"}\n' % i for i in range(500))
     (tmp_path / "b.jsonl.gz").write_bytes(gzip.compress(lines))
     listing = PromptListing(str(tmp_path))
@@ -123,7 +123,7 @@ def test_a_part_read_again_or_out_of_order_reads_the_same_rows(tmp_path, monkeyp
 
 
 def test_a_truncated_stream_still_fails_naming_the_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(files, "PIECE", 64)
+    monkeypatch.setattr(streams, "PIECE", 64)
     data = gzip.compress(b"".join(b'{"prompt": "p%d"}\n' % i for i in range(300)))
     path = tmp_path / "a.jsonl.gz"
     path.write_bytes(data[: len(data) // 2])

@@ -310,16 +310,16 @@ def drifting_body(rng):
 @pytest.fixture
 def in_python(monkeypatch):
     """The rows the CPU parser rescues in Python, in the order it does (counted, not changed)."""
-    from dspark_json.parse.vectorised import Vectorised
+    from dspark_json.parse.rescued import Rescued
 
     rows = []
-    original = Vectorised._rescued_in_python
+    original = Rescued._rescued_in_python
 
     def counted(self, texts, row, *args, **kwargs):
         rows.append(row)
         return original(self, texts, row, *args, **kwargs)
 
-    monkeypatch.setattr(Vectorised, "_rescued_in_python", counted)
+    monkeypatch.setattr(Rescued, "_rescued_in_python", counted)
     return rows
 
 

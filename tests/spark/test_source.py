@@ -1,6 +1,7 @@
 """Prompts on disk -> the simulator process -> Spark (local) -> Delta on disk, all real."""
 
 import json
+import shutil
 from datetime import datetime
 
 import httpx
@@ -8,6 +9,7 @@ import pytest
 from deltalake import DeltaTable
 
 import dspark_json
+from dspark_json.metrics import read_records
 from tests.helpers import REVIEW_SCHEMA, write_prompts
 
 pytestmark = pytest.mark.spark
@@ -119,6 +121,32 @@ def test_max_records_per_trigger_bounds_every_batch(spark, simulator, tmp_path):
     ]
     added = [b - a for a, b in zip([0, *sizes[:-1]], sizes, strict=True)]
     assert added == [10, 10, 5]
+
+
+def test_micro_batch_ids_continue_across_restarts_from_the_checkpoint(spark, simulator, tmp_path):
+    """The metrics records' batch ids are counted in the offsets Spark checkpoints, not rebuilt
+    from the metrics directory: emptied between runs, the next run still numbers on; a run that
+    finds nothing new runs no batch."""
+    prompt_dir, table, checkpoint = tmp_path / "prompts", tmp_path / "table", tmp_path / "_ckpt"
+    metrics = tmp_path / "metrics"
+
+    def run_and_take_ids():
+        stream(
+            spark, simulator, prompt_dir, table, checkpoint,
+            maxRecordsPerTrigger="4", metrics=str(metrics),
+        )  # fmt: skip
+        ids = sorted({r["batch"] for r in read_records(str(metrics))})
+        shutil.rmtree(metrics)
+        metrics.mkdir()
+        return ids
+
+    write_prompts(prompt_dir, "0001.jsonl", prompts(0, 10))
+    assert run_and_take_ids() == [0, 1, 2]  # 4 + 4 + 2 rows
+    write_prompts(prompt_dir, "0002.jsonl", prompts(10, 5))
+    assert run_and_take_ids() == [3, 4]  # 4 + 1 rows, after a restart
+    assert run_and_take_ids() == []  # nothing new
+    ids = DeltaTable(str(table)).to_pyarrow_table().column("custom_id").to_pylist()
+    assert sorted(ids) == [f"r{i:04d}" for i in range(15)]
 
 
 def batch_read(spark, simulator, prompt_dir, **options):

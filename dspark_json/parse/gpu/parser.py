@@ -23,7 +23,8 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from dspark_json.parse.gpu import use_memory_pool
 from dspark_json.parse.gpu.fit import DeviceFit
 from dspark_json.parse.gpu.reader import CudfLines
-from dspark_json.parse.vectorised import Vectorised, _plan_of
+from dspark_json.parse.plan import plan_of
+from dspark_json.parse.vectorised import Vectorised
 from dspark_json.response.convert import is_tuple
 from dspark_json.rows import Backend, data_fields
 
@@ -95,7 +96,7 @@ def beyond_lines(data: StructType) -> str | None:
     no JSON lines type; a tuple struct is a JSON array there, which a struct column does not
     read. A schema beyond the CPU kernels too is None here: the reference parser takes it on
     both paths (``column_types``)."""
-    if _plan_of(data, True) is None:
+    if plan_of(data, True) is None:
         return None
     for field in data.fields:
         found = _beyond(field.dataType, field.name)

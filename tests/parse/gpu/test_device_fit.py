@@ -30,7 +30,7 @@ from dspark_json.parse.gpu.fit import (
 from dspark_json.parse.json import NESTED_STRIDE, compile_type
 from dspark_json.parse.json.conform import CODE_EXTRA, CODE_FITS, CODE_INVALID, CODE_MISFIT
 from dspark_json.parse.json.scans import scan_content_fit, scan_envelope_fit
-from dspark_json.parse.vectorised import _plan_of
+from dspark_json.parse.plan import plan_of
 from dspark_json.rows import data_fields
 from tests.parse import test_backend_conformance as conformance
 from tests.parse import test_fit_scans
@@ -149,7 +149,7 @@ def test_hostile_cases():
     cases, bodies = _hostile_bodies()
     _envelope_agrees(cases, test_fit_scans.TYPE)
     schema = conformance.response_schema(response_format=conformance.CONTENT)
-    plan = _plan_of(data_fields(schema), False)
+    plan = plan_of(data_fields(schema), False)
     _envelope_agrees(bodies, plan.envelope_table)
     _content_agrees(_contents(bodies), CONTENT, True)
 
@@ -167,7 +167,7 @@ def test_vllm_bodies():
     assert VLLM, "no vLLM samples"
     bodies = [p.read_text() for p in VLLM]
     schema = conformance.response_schema(response_format=conformance.CONTENT)
-    plan = _plan_of(data_fields(schema), False)
+    plan = plan_of(data_fields(schema), False)
     device = _envelope_agrees(bodies, plan.envelope_table)
     fits = (device.codes == CODE_FITS) | (device.codes == CODE_EXTRA)
     assert fits.sum() >= len(VLLM) // 2

@@ -1,10 +1,10 @@
 """Re-asking what the model got wrong (option ``repairAttempts``): the rounds.
 
-After the first answers are parsed, the rows :mod:`.repair` calls wrong are asked again, up to
-``repairAttempts`` rounds. A re-ask is not a transport retry (:mod:`.retry`): each re-ask is a
-new request with its own ``maxAttempts``, and neither counts against the other. When the
-attempts run out, or the task's share of its micro-batch's re-ask budget (``repairTokenBudget``,
-shared out at planning) is spent, the last answer is the row.
+After the first answers are parsed, the rows :mod:`.plan` calls wrong are asked again, up to
+``repairAttempts`` rounds. A re-ask is not a transport retry (:mod:`dspark_json.http.retry`):
+each re-ask is a new request with its own ``maxAttempts``, and neither counts against the other.
+When the attempts run out, or the task's share of its micro-batch's re-ask budget
+(``repairTokenBudget``, shared out at planning) is spent, the last answer is the row.
 
 Every round's answers go to a :class:`RoundStore` (the journal) before the next round and
 before any row leaves, so that a replay asks the model nothing it already answered: the same
@@ -24,10 +24,11 @@ import pyarrow as pa
 from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import Dedupe, is_deterministic
 from dspark_json.http.options import HttpOptions
-from dspark_json.http.repair import (
+from dspark_json.http.request_body import RequestBuilder
+from dspark_json.reask.options import RepairOptions
+from dspark_json.reask.plan import (
     REASKED,
     Answer,
-    RepairOptions,
     RowState,
     by_length,
     is_wrong,
@@ -37,7 +38,6 @@ from dspark_json.http.repair import (
     token_cost,
     whole_number,
 )
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.records import (
     ClientStats,
     Fetched,

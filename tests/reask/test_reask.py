@@ -13,16 +13,16 @@ import pytest
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.reask import Judged, repair
-from dspark_json.http.repair import (
-    RepairOptions,
+from dspark_json.http.request_body import RequestBuilder
+from dspark_json.parse import make_parser
+from dspark_json.reask.options import RepairOptions
+from dspark_json.reask.plan import (
     feedback,
     parse_error,
     read_answer,
     token_cost,
 )
-from dspark_json.http.request_body import RequestBuilder
-from dspark_json.parse import make_parser
+from dspark_json.reask.rounds import Judged, repair
 from dspark_json.records import Outcomes, PromptRecord
 from dspark_json.rows import Status, status_of_error
 from dspark_json.schema.output import output_schema, response_fields
@@ -460,7 +460,7 @@ def test_repair_is_off_by_default():
     ids=["by-rows", "remainder-first", "less-than-tasks", "no-rows", "no-tasks"],
 )
 def test_a_batchs_budget_is_shared_by_rows_and_adds_up(budget, rows, shares):
-    from dspark_json.http.repair import share_budget
+    from dspark_json.reask.plan import share_budget
 
     assert share_budget(budget, rows) == shares
     assert sum(shares) == (budget if rows else 0)
