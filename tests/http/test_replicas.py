@@ -380,3 +380,57 @@ def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_pa
         assert all(o.error is None for o in fetched.outcomes)
         assert counts(b)["chat_completions"] >= 40  # about half: b stayed in the pool
     assert "lists no endpoint" in caplog.text and "Keeping the endpoints read before" in caplog.text
+
+
+def _mock_pool(seen: list[str]):
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        seen.append(request.url.host)
+        return httpx.Response(200, json={"choices": []})
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_name_that_does_not_resolve_at_task_start_is_still_sent_to(monkeypatch):
+    """resolveEndpoints with DNS failing for a moment as the task starts: the name stays the
+    endpoint (the request's own lookup may well succeed) instead of the pool becoming empty
+    and every prompt waiting to its deadline as model_unavailable."""
+    import socket
+
+    async def fails(host, port):
+        raise socket.gaierror("Temporary failure in name resolution")
+
+    monkeypatch.setattr("dspark_json.http.replicas._addresses", fails)
+    seen: list[str] = []
+    options = HttpOptions(
+        endpoints=(Endpoint("http://vllm.pool.test:8000"),),
+        resolve_endpoints=True,
+        request_deadline=1.0,
+        prefix_order=False,
+    )
+    fetched = complete_all([body("m", i) for i in range(5)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 5
+    assert set(seen) == {"vllm.pool.test"}
+
+
+def test_a_name_reached_through_a_proxy_is_not_replaced_by_its_addresses(monkeypatch):
+    """A name behind HTTPS_PROXY (a public API whose name has several addresses, a company
+    proxy that allows names only): the proxy resolves it; sending to the addresses this
+    machine resolved would CONNECT to bare IPs the proxy may refuse."""
+
+    async def resolved(host, port):
+        return ["10.0.0.1", "10.0.0.2"]
+
+    monkeypatch.setattr("dspark_json.http.replicas._addresses", resolved)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.test:3128")
+    monkeypatch.setenv("https_proxy", "http://proxy.corp.test:3128")
+    seen: list[str] = []
+    options = HttpOptions(endpoints=(Endpoint("https://api.llm.test"),), prefix_order=False)
+    fetched = complete_all([body("m", i) for i in range(5)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 5
+    assert set(seen) == {"api.llm.test"}
