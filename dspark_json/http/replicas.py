@@ -224,9 +224,15 @@ class Replicas:
         """Discover the endpoints; turn routing by model on where it can matter (see the
         module's docstring), fetching each endpoint's models."""
         config = self.config
-        names = [e for e in config.endpoints if _is_name(urlsplit(e.url).hostname or "")]
+        names = [e for e in config.endpoints if _named(e) and not _proxied(e)]
         if config.resolve_endpoints:
             self._dynamic_names.update(names)
+            for endpoint in (e for e in config.endpoints if e not in names and _named(e)):
+                logger.info(
+                    "resolveEndpoints: %s is reached through a proxy, which resolves its name; "
+                    "sending to the name.",
+                    endpoint.url,
+                )
         elif names:
             for endpoint in names:  # a name that stands for several addresses
                 if len(await self._resolve(endpoint)) > 1:
@@ -325,7 +331,8 @@ class Replicas:
         for endpoint in config.endpoints:
             if endpoint in self._dynamic_names:
                 resolved = await self._resolve(endpoint)
-                out += resolved or [e for e in self.endpoints if e.host == _host(endpoint)]
+                before = [e for e in self.endpoints if e.host == _host(endpoint)]
+                out += resolved or before or [endpoint]  # never resolved: the name, as given
             else:
                 out.append(endpoint)
         if config.endpoints_file is not None:
@@ -343,7 +350,9 @@ class Replicas:
             addresses = await _addresses(parts.hostname or "", port)
         except (OSError, TimeoutError) as exc:
             logger.warning(
-                "Cannot resolve %s (%s); keeping what it resolved to before.", parts.hostname, exc
+                "Cannot resolve %s (%s); keeping what it resolved to before (else the name).",
+                parts.hostname,
+                exc,
             )
             return []
         return list(expand(endpoint, addresses))
@@ -400,6 +409,20 @@ class Replicas:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _named(endpoint: Endpoint) -> bool:
+    """Whether ``endpoint``'s host is a name worth resolving."""
+    return _is_name(urlsplit(endpoint.url).hostname or "")
+
+
+def _proxied(endpoint: Endpoint) -> bool:
+    """Whether requests to ``endpoint`` go through a proxy (HTTP(S)_PROXY): the proxy resolves
+    its name, and the addresses this machine sees are not the ones to send to (a proxy that
+    allows names only refuses a CONNECT to a bare address)."""
+    from dspark_json.http.client import _proxy_for  # the client imports this module
+
+    return _proxy_for(endpoint.url) is not None
 
 
 def _host(endpoint: Endpoint) -> str:
