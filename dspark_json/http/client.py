@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import getproxies, proxy_bypass
 
 import httpx
 
@@ -44,7 +42,7 @@ from dspark_json.http.retry import (
     retry_after,
 )
 from dspark_json.http.secrets import Secret
-from dspark_json.http.transport import BodyRefused, StreamTransport, read_body
+from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.rows import RowError
 
@@ -86,14 +84,6 @@ def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
         token = base64.b64encode(endpoint.credentials.reveal().encode("utf-8")).decode("ascii")
         return {"authorization": f"Basic {token}"}
     return {}
-
-
-def _proxy_for(url: str) -> str | None:
-    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
-    host = urlsplit(url).hostname or ""
-    if proxy_bypass(host):
-        return None
-    return getproxies().get(urlsplit(url).scheme)
 
 
 def complete_all(
@@ -259,7 +249,7 @@ class _Run:
         """
         if self.injected is not None:
             return self.injected
-        proxy = _proxy_for(self.config.endpoints[0].url)
+        proxy = proxy_for(self.config.endpoints[0].url)
         if proxy is None:
             return StreamTransport(self.ssl_context, max_body=self.config.max_response_bytes)
         n = len(self.config.endpoints)

@@ -40,6 +40,7 @@ from dspark_json.fs import kind_of, read_text
 from dspark_json.http.endpoints import WAIT_WARN_S, Endpoint
 from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
+from dspark_json.http.transport import proxy_for
 from dspark_json.rows import load_json
 
 __all__ = [
@@ -420,9 +421,7 @@ def _proxied(endpoint: Endpoint) -> bool:
     """Whether requests to ``endpoint`` go through a proxy (HTTP(S)_PROXY): the proxy resolves
     its name, and the addresses this machine sees are not the ones to send to (a proxy that
     allows names only refuses a CONNECT to a bare address)."""
-    from dspark_json.http.client import _proxy_for  # the client imports this module
-
-    return _proxy_for(endpoint.url) is not None
+    return proxy_for(endpoint.url) is not None
 
 
 def _host(endpoint: Endpoint) -> str:

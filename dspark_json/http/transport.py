@@ -21,6 +21,8 @@ import asyncio
 import ssl
 import zlib
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 import httpx
 
@@ -31,8 +33,18 @@ __all__ = [
     "BodyTooLarge",
     "HeadersTooLarge",
     "StreamTransport",
+    "proxy_for",
     "read_body",
 ]
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
+    host = urlsplit(url).hostname or ""
+    if proxy_bypass(host):
+        return None
+    return getproxies().get(urlsplit(url).scheme)
+
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
 #: The most header lines, and bytes of status and header lines, a response may have (1xx
