@@ -434,3 +434,28 @@ def test_a_name_reached_through_a_proxy_is_not_replaced_by_its_addresses(monkeyp
     fetched = complete_all([body("m", i) for i in range(5)], options, transport=_mock_pool(seen))
     assert [o.error for o in fetched.outcomes] == [None] * 5
     assert set(seen) == {"api.llm.test"}
+
+
+def test_a_404_for_a_model_is_not_resent_where_no_other_endpoint_may_serve_it():
+    """One gateway without /v1/models that answers 404 for a model it does not know: as before
+    routing by model, one request per prompt and the row gets the 404 (not maxAttempts
+    requests each, at once, to the same gateway)."""
+    import httpx
+
+    chats: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(404, text="Not Found")
+        chats.append(json.loads(request.content)["model"])
+        message = "The model `ghost` does not exist."
+        return httpx.Response(404, json={"error": {"message": message, "type": "NotFound"}})
+
+    options = HttpOptions(
+        endpoints=(Endpoint("http://gateway.test"),), request_deadline=5.0, prefix_order=False
+    )
+    fetched = complete_all(
+        [body("ghost", i) for i in range(10)], options, transport=httpx.MockTransport(handler)
+    )
+    assert [o.error["status"] for o in fetched.outcomes] == [404] * 10
+    assert len(chats) == 10
