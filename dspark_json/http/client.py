@@ -502,13 +502,17 @@ class _Run:
         self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
     ) -> bool:
         """Whether ``endpoint`` answered that it does not serve ``model`` (a 404 naming it)
-        and the request is tried again (attempts left): the client then routes by model, and
-        sends no request for it there until its ``/v1/models`` lists it again."""
+        and the request is tried again (attempts left, and another endpoint may serve it: a
+        lone gateway that does not know the model gets one request per prompt): the client
+        then routes by model, and sends no request for it there until its ``/v1/models``
+        lists it again."""
         if model is None or not model_not_found(status, body):
             return False
         await self.replicas.activate()
         self.replicas.not_serving(endpoint, model)
-        if attempt >= self.config.max_attempts:
+        allowed = self.replicas.allows(model)
+        elsewhere = allowed is None or any(allowed(e) for e in self.replicas.endpoints)
+        if attempt >= self.config.max_attempts or not elsewhere:  # not to the same one again
             return False
         self.stats.retries += 1
         return True
