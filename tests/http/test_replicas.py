@@ -459,3 +459,32 @@ def test_a_404_for_a_model_is_not_resent_where_no_other_endpoint_may_serve_it():
     )
     assert [o.error["status"] for o in fetched.outcomes] == [404] * 10
     assert len(chats) == 10
+
+
+@pytest.mark.parametrize("status", [503, 500, 429])
+def test_a_replica_of_the_file_whose_model_list_fails_gets_no_request(tmp_path, status):
+    """A replica of endpointsFile whose /v1/models answers 503 (a pod still loading behind a
+    sidecar, a restarting server) has not said what it serves: it takes no request, as one
+    that does not answer at all, rather than every model's."""
+    import httpx
+
+    chats: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            if request.url.host == "b.test":
+                return httpx.Response(status, text="upstream not ready")
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        chats.append(request.url.host)
+        return httpx.Response(200, json={"choices": []})
+
+    listing = tmp_path / "replicas.txt"
+    listing.write_text("http://b.test\n")
+    options = HttpOptions(
+        endpoints=(Endpoint("http://a.test"),), endpoints_file=str(listing), prefix_order=False
+    )
+    fetched = complete_all(
+        [body("m", i) for i in range(20)], options, transport=httpx.MockTransport(handler)
+    )
+    assert [o.error for o in fetched.outcomes] == [None] * 20
+    assert set(chats) == {"a.test"}
