@@ -13,9 +13,10 @@ answers 404 for a model (:func:`model_not_found`) is asked for its list again at
 An endpoint's list is known once its ``/v1/models`` answered one; until then an endpoint of
 option ``endpoint`` takes any model (a gateway without ``/v1/models`` too: today's behaviour),
 and a replica of the file or of a name's addresses takes none (a replica that is still loading
-its model gets no request). A prompt whose model no endpoint serves waits, with a WARN every
-:data:`~dspark_json.http.endpoints.WAIT_WARN_S` s, until ``requestDeadline``; its row then gets
-``_error.type = model_unavailable``, and no request is sent for it.
+its model gets no request; a 5xx or 429 from ``/v1/models`` is no answer). A prompt whose
+model no endpoint serves waits, with a WARN every :data:`~dspark_json.http.endpoints.WAIT_WARN_S`
+s, until ``requestDeadline``; its row then gets ``_error.type = model_unavailable``, and no
+request is sent for it.
 
 Routing by model is on where it can matter: option ``endpointsFile``, a name that stands for
 several addresses (or ``resolveEndpoints``), requests that name more than one model, or a 404
@@ -363,6 +364,8 @@ class Replicas:
         try:
             async with asyncio.timeout(LOOKUP_TIMEOUT_S):
                 status, body = await self._get(endpoint, "/v1/models")
+            if status == 429 or status >= 500:  # not ready (loading, restarting): no answer
+                raise ConnectionError(f"HTTP {status}")
         except Exception as exc:  # any failure: keep what was known
             logger.debug("GET %s/v1/models failed: %s", endpoint.url, type(exc).__name__)
             if endpoint not in self._served:
