@@ -488,3 +488,39 @@ def test_a_replica_of_the_file_whose_model_list_fails_gets_no_request(tmp_path, 
     )
     assert [o.error for o in fetched.outcomes] == [None] * 20
     assert set(chats) == {"a.test"}
+
+
+@pytest.mark.parametrize(
+    ("resolve", "v6_first", "hosts"),
+    [
+        (False, False, {"dual.test"}),
+        (False, True, {"dual.test"}),
+        (True, False, {"10.0.0.1"}),
+        (True, True, {"2001:db8::1"}),  # the family the system prefers (its order)
+    ],
+)
+def test_a_dual_stack_name_is_one_server_not_two_replicas(monkeypatch, resolve, v6_first, hosts):
+    """One server whose name has an IPv4 and an IPv6 address (A and AAAA records) is one
+    replica: not expanded into two endpoints, one of them unreachable where there is no IPv6
+    route (its requests then fail over, counted as retries), nor given two shares of the load.
+    The addresses kept are those of the family the system lists first."""
+    import socket
+
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        assert host == "dual.test"
+        found = [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::1", port, 0, 0)),
+        ]
+        return found[::-1] if v6_first else found
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    seen: list[str] = []
+    options = HttpOptions(
+        endpoints=(Endpoint("http://dual.test:8000"),),
+        resolve_endpoints=resolve,
+        prefix_order=False,
+    )
+    fetched = complete_all([body("m", i) for i in range(10)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 10
+    assert set(seen) == hosts
