@@ -150,10 +150,13 @@ def expand(endpoint: Endpoint, addresses: Sequence[str]) -> tuple[Endpoint, ...]
 
 
 async def _addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, of one family: the one the system lists first (a
+    dual-stack server has an IPv4 and an IPv6 address, and is one replica, not two)."""
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(LOOKUP_TIMEOUT_S):
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    family = infos[0][0] if infos else None
+    return sorted({str(info[4][0]) for info in infos if info[0] == family})
 
 
 def request_model(payload: bytes) -> str | None:
