@@ -524,3 +524,21 @@ def test_a_dual_stack_name_is_one_server_not_two_replicas(monkeypatch, resolve, 
     fetched = complete_all([body("m", i) for i in range(10)], options, transport=_mock_pool(seen))
     assert [o.error for o in fetched.outcomes] == [None] * 10
     assert set(seen) == hosts
+
+
+def test_load_checks_priority_at_the_replicas_of_the_endpoints_file_too(tmp_path):
+    """Option priority with a replica of endpointsFile that does not schedule by priority:
+    .load() fails naming the flag, as it does for option endpoint's servers (else each
+    request sent there is refused with a 400 while the stream runs)."""
+    from dspark_json.http.preflight import check_priority
+
+    with (
+        SimulatorProcess(model="alpha", faults=Faults(scheduling_policy="priority")) as a,
+        SimulatorProcess(model="alpha") as fcfs,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{fcfs.url}\n")
+        check_priority(config(a), "alpha", 10)  # a alone schedules by priority
+        with pytest.raises(ServerError, match="--scheduling-policy priority") as caught:
+            check_priority(config(a, endpoints_file=str(listing)), "alpha", 10)
+        assert fcfs.url in str(caught.value)
