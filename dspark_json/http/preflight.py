@@ -187,7 +187,7 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
         "max_tokens": 1,
         "priority": priority,
     }
-    for endpoint in options.endpoints:
+    for endpoint in _all_endpoints(options):  # endpointsFile's replicas too
         url = f"{endpoint.url}/v1/chat/completions"
         secrets = [key, endpoint.credentials]
         try:
