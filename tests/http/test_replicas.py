@@ -542,3 +542,72 @@ def test_load_checks_priority_at_the_replicas_of_the_endpoints_file_too(tmp_path
         with pytest.raises(ServerError, match="--scheduling-policy priority") as caught:
             check_priority(config(a, endpoints_file=str(listing)), "alpha", 10)
         assert fcfs.url in str(caught.value)
+
+
+def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_path):
+    """Two names that resolve to the same address (two hosts behind one ingress): a request
+    whose TLS name is b.test does not ride the connection opened, and verified, for a.test
+    (the certificate there names a.test only: a new connection for b.test must fail its
+    check, not send the request under a.test's certificate)."""
+    import asyncio
+    import shutil
+    import socket
+    import ssl
+    import subprocess
+
+    import httpx
+
+    from dspark_json.http.transport import StreamTransport
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=a.test", "-addext", "subjectAltName=DNS:a.test"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}"
+
+    def serve() -> None:
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                with server_context.wrap_socket(raw, server_side=True) as connection:
+                    while connection.recv(65536):
+                        connection.sendall(answer)  # keep-alive: one answer per request
+            except (OSError, ssl.SSLError):
+                continue
+
+    threading.Thread(target=serve, daemon=True).start()
+    client_context = ssl.create_default_context(cafile=str(cert))
+    transport = StreamTransport(client_context)
+    url = f"https://127.0.0.1:{port}/v1/models"
+
+    async def get(name: str) -> int:
+        request = httpx.Request(
+            "GET", url, headers={"host": name}, extensions={"sni_hostname": name}
+        )
+        response = await transport.handle_async_request(request)
+        return response.status_code
+
+    async def both() -> None:
+        assert await get("a.test") == 200
+        with pytest.raises(httpx.ConnectError):
+            await get("b.test")
+
+    try:
+        asyncio.run(both())
+    finally:
+        listener.close()
