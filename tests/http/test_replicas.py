@@ -577,18 +577,21 @@ def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_p
     port = listener.getsockname()[1]
     answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}"
 
+    def answer_on(raw: socket.socket) -> None:
+        try:
+            with server_context.wrap_socket(raw, server_side=True) as connection:
+                while connection.recv(65536):
+                    connection.sendall(answer)  # keep-alive: one answer per request
+        except (OSError, ssl.SSLError):
+            return
+
     def serve() -> None:
         while True:
             try:
                 raw, _ = listener.accept()
             except OSError:
                 return
-            try:
-                with server_context.wrap_socket(raw, server_side=True) as connection:
-                    while connection.recv(65536):
-                        connection.sendall(answer)  # keep-alive: one answer per request
-            except (OSError, ssl.SSLError):
-                continue
+            threading.Thread(target=answer_on, args=(raw,), daemon=True).start()
 
     threading.Thread(target=serve, daemon=True).start()
     client_context = ssl.create_default_context(cafile=str(cert))
@@ -604,8 +607,10 @@ def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_p
 
     async def both() -> None:
         assert await get("a.test") == 200
-        with pytest.raises(httpx.ConnectError):
+        with pytest.raises(httpx.ConnectError, match=r"(?i)certificate|hostname"):
             await get("b.test")
+        assert await get("a.test") == 200
+        await transport.aclose()
 
     try:
         asyncio.run(both())
