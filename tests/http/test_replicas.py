@@ -24,6 +24,14 @@ from dspark_json.http.preflight import check_model
 from dspark_json.http.replicas import expand, read_endpoints_file, request_model
 
 
+@pytest.fixture(autouse=True)
+def no_proxy_from_the_environment(monkeypatch):
+    """A proxy set where the tests run would keep names from being expanded (as it should)."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
 def body(model: str, i: int) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": f"prompt {i}"}]}
 
