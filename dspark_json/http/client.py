@@ -16,8 +16,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
-from urllib.request import getproxies, proxy_bypass
 
 import httpx
 
@@ -44,7 +42,7 @@ from dspark_json.http.retry import (
     retry_after,
 )
 from dspark_json.http.secrets import Secret
-from dspark_json.http.transport import BodyRefused, StreamTransport, read_body
+from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.rows import RowError
 
@@ -86,14 +84,6 @@ def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
         token = base64.b64encode(endpoint.credentials.reveal().encode("utf-8")).decode("ascii")
         return {"authorization": f"Basic {token}"}
     return {}
-
-
-def _proxy_for(url: str) -> str | None:
-    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
-    host = urlsplit(url).hostname or ""
-    if proxy_bypass(host):
-        return None
-    return getproxies().get(urlsplit(url).scheme)
 
 
 def complete_all(
@@ -259,7 +249,7 @@ class _Run:
         """
         if self.injected is not None:
             return self.injected
-        proxy = _proxy_for(self.config.endpoints[0].url)
+        proxy = proxy_for(self.config.endpoints[0].url)
         if proxy is None:
             return StreamTransport(self.ssl_context, max_body=self.config.max_response_bytes)
         n = len(self.config.endpoints)
@@ -514,13 +504,17 @@ class _Run:
         self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
     ) -> bool:
         """Whether ``endpoint`` answered that it does not serve ``model`` (a 404 naming it)
-        and the request is tried again (attempts left): the client then routes by model, and
-        sends no request for it there until its ``/v1/models`` lists it again."""
+        and the request is tried again (attempts left, and another endpoint may serve it: a
+        lone gateway that does not know the model gets one request per prompt): the client
+        then routes by model, and sends no request for it there until its ``/v1/models``
+        lists it again."""
         if model is None or not model_not_found(status, body):
             return False
         await self.replicas.activate()
         self.replicas.not_serving(endpoint, model)
-        if attempt >= self.config.max_attempts:
+        allowed = self.replicas.allows(model)
+        elsewhere = allowed is None or any(allowed(e) for e in self.replicas.endpoints)
+        if attempt >= self.config.max_attempts or not elsewhere:  # not to the same one again
             return False
         self.stats.retries += 1
         return True

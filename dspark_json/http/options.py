@@ -318,7 +318,8 @@ class HttpOptions:
         "A host name in option endpoint stands for every address it resolves to (a Kubernetes "
         "headless service: one address per ready replica), resolved again every "
         "endpointRefreshSeconds; the Host header and the TLS name stay the name. Without it a "
-        "name is expanded only when it resolves to several addresses when a task starts.",
+        "name is expanded only when it resolves to several addresses when a task starts. A "
+        "name reached through a proxy (HTTP(S)_PROXY) is never expanded: the proxy resolves it.",
         "true",
         convert=boolean,
         default="false",

@@ -20,12 +20,18 @@ from typing import Any
 import httpx
 
 from dspark_json.errors import ServerError
-from dspark_json.http.client import _proxy_for, auth_headers
+from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
-from dspark_json.http.transport import BodyRefused, BodyTooLarge, StreamTransport, read_body
+from dspark_json.http.transport import (
+    BodyRefused,
+    BodyTooLarge,
+    StreamTransport,
+    proxy_for,
+    read_body,
+)
 from dspark_json.rows import load_json
 
 __all__ = [
@@ -181,7 +187,7 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
         "max_tokens": 1,
         "priority": priority,
     }
-    for endpoint in options.endpoints:
+    for endpoint in _all_endpoints(options):  # endpointsFile's replicas too
         url = f"{endpoint.url}/v1/chat/completions"
         secrets = [key, endpoint.credentials]
         try:
@@ -289,7 +295,7 @@ async def _get(
 ) -> httpx.Response:
     """One GET (POST of ``content``) through the transport the executors use (httpx's own
     through a proxy), the body read by :func:`read_body`; all of it within ``timeout``."""
-    proxy = _proxy_for(url)
+    proxy = proxy_for(url)
     transport: httpx.AsyncBaseTransport = (
         StreamTransport(httpx.create_ssl_context(), max_body=limit)
         if proxy is None

@@ -13,9 +13,10 @@ answers 404 for a model (:func:`model_not_found`) is asked for its list again at
 An endpoint's list is known once its ``/v1/models`` answered one; until then an endpoint of
 option ``endpoint`` takes any model (a gateway without ``/v1/models`` too: today's behaviour),
 and a replica of the file or of a name's addresses takes none (a replica that is still loading
-its model gets no request). A prompt whose model no endpoint serves waits, with a WARN every
-:data:`~dspark_json.http.endpoints.WAIT_WARN_S` s, until ``requestDeadline``; its row then gets
-``_error.type = model_unavailable``, and no request is sent for it.
+its model gets no request; a 5xx or 429 from ``/v1/models`` is no answer). A prompt whose
+model no endpoint serves waits, with a WARN every :data:`~dspark_json.http.endpoints.WAIT_WARN_S`
+s, until ``requestDeadline``; its row then gets ``_error.type = model_unavailable``, and no
+request is sent for it.
 
 Routing by model is on where it can matter: option ``endpointsFile``, a name that stands for
 several addresses (or ``resolveEndpoints``), requests that name more than one model, or a 404
@@ -40,6 +41,7 @@ from dspark_json.fs import kind_of, read_text
 from dspark_json.http.endpoints import WAIT_WARN_S, Endpoint
 from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
+from dspark_json.http.transport import proxy_for
 from dspark_json.rows import load_json
 
 __all__ = [
@@ -148,10 +150,13 @@ def expand(endpoint: Endpoint, addresses: Sequence[str]) -> tuple[Endpoint, ...]
 
 
 async def _addresses(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to, of one family: the one the system lists first (a
+    dual-stack server has an IPv4 and an IPv6 address, and is one replica, not two)."""
     loop = asyncio.get_running_loop()
     async with asyncio.timeout(LOOKUP_TIMEOUT_S):
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return sorted({str(info[4][0]) for info in infos})
+    family = infos[0][0] if infos else None
+    return sorted({str(info[4][0]) for info in infos if info[0] == family})
 
 
 def request_model(payload: bytes) -> str | None:
@@ -224,9 +229,15 @@ class Replicas:
         """Discover the endpoints; turn routing by model on where it can matter (see the
         module's docstring), fetching each endpoint's models."""
         config = self.config
-        names = [e for e in config.endpoints if _is_name(urlsplit(e.url).hostname or "")]
+        names = [e for e in config.endpoints if _named(e) and not _proxied(e)]
         if config.resolve_endpoints:
             self._dynamic_names.update(names)
+            for endpoint in (e for e in config.endpoints if e not in names and _named(e)):
+                logger.info(
+                    "resolveEndpoints: %s is reached through a proxy, which resolves its name; "
+                    "sending to the name.",
+                    endpoint.url,
+                )
         elif names:
             for endpoint in names:  # a name that stands for several addresses
                 if len(await self._resolve(endpoint)) > 1:
@@ -325,7 +336,8 @@ class Replicas:
         for endpoint in config.endpoints:
             if endpoint in self._dynamic_names:
                 resolved = await self._resolve(endpoint)
-                out += resolved or [e for e in self.endpoints if e.host == _host(endpoint)]
+                before = [e for e in self.endpoints if e.host == _host(endpoint)]
+                out += resolved or before or [endpoint]  # never resolved: the name, as given
             else:
                 out.append(endpoint)
         if config.endpoints_file is not None:
@@ -343,7 +355,9 @@ class Replicas:
             addresses = await _addresses(parts.hostname or "", port)
         except (OSError, TimeoutError) as exc:
             logger.warning(
-                "Cannot resolve %s (%s); keeping what it resolved to before.", parts.hostname, exc
+                "Cannot resolve %s (%s); keeping what it resolved to before (else the name).",
+                parts.hostname,
+                exc,
             )
             return []
         return list(expand(endpoint, addresses))
@@ -353,6 +367,8 @@ class Replicas:
         try:
             async with asyncio.timeout(LOOKUP_TIMEOUT_S):
                 status, body = await self._get(endpoint, "/v1/models")
+            if status == 429 or status >= 500:  # not ready (loading, restarting): no answer
+                raise ConnectionError(f"HTTP {status}")
         except Exception as exc:  # any failure: keep what was known
             logger.debug("GET %s/v1/models failed: %s", endpoint.url, type(exc).__name__)
             if endpoint not in self._served:
@@ -400,6 +416,18 @@ class Replicas:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _named(endpoint: Endpoint) -> bool:
+    """Whether ``endpoint``'s host is a name worth resolving."""
+    return _is_name(urlsplit(endpoint.url).hostname or "")
+
+
+def _proxied(endpoint: Endpoint) -> bool:
+    """Whether requests to ``endpoint`` go through a proxy (HTTP(S)_PROXY): the proxy resolves
+    its name, and the addresses this machine sees are not the ones to send to (a proxy that
+    allows names only refuses a CONNECT to a bare address)."""
+    return proxy_for(endpoint.url) is not None
 
 
 def _host(endpoint: Endpoint) -> str:

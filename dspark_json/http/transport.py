@@ -21,6 +21,8 @@ import asyncio
 import ssl
 import zlib
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 import httpx
 
@@ -31,8 +33,22 @@ __all__ = [
     "BodyTooLarge",
     "HeadersTooLarge",
     "StreamTransport",
+    "proxy_for",
     "read_body",
 ]
+
+
+#: An idle connection's key: scheme, host, port and TLS server name (``sni_hostname``).
+_Key = tuple[bytes, bytes, int, str | None]
+
+
+def proxy_for(url: str) -> str | None:
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
+    host = urlsplit(url).hostname or ""
+    if proxy_bypass(host):
+        return None
+    return getproxies().get(urlsplit(url).scheme)
+
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
 #: The most header lines, and bytes of status and header lines, a response may have (1xx
@@ -89,12 +105,15 @@ class StreamTransport(httpx.AsyncBaseTransport):
     ) -> None:
         self._ssl = ssl_context
         self._max_body = max_body
-        self._idle: dict[tuple[bytes, bytes, int], Connection] = {}
+        self._idle: dict[_Key, Connection] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         timeouts = request.extensions.get("timeout", {})
         url = request.url
-        key = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
+        port = url.port or (443 if url.scheme == "https" else 80)
+        # By TLS name too: an address two names resolved to (http.replicas) keeps one
+        # connection per name, each verified for its own name.
+        key = (url.raw_scheme, url.raw_host, port, request.extensions.get("sni_hostname"))
         connection = self._idle.pop(key, None)
         if connection is not None and (connection[0].at_eof() or connection[1].is_closing()):
             connection[1].close()  # the server closed it while it was idle
@@ -122,7 +141,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
         return httpx.Response(status, headers=headers, content=body, request=request)
 
     async def _connect(
-        self, request: httpx.Request, key: tuple[bytes, bytes, int], timeout: float | None
+        self, request: httpx.Request, key: _Key, timeout: float | None
     ) -> Connection:
         host = key[1].decode("ascii")
         secure = key[0] == b"https"

@@ -24,6 +24,14 @@ from dspark_json.http.preflight import check_model
 from dspark_json.http.replicas import expand, read_endpoints_file, request_model
 
 
+@pytest.fixture(autouse=True)
+def no_proxy_from_the_environment(monkeypatch):
+    """A proxy set where the tests run would keep names from being expanded (as it should)."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
 def body(model: str, i: int) -> dict:
     return {"model": model, "messages": [{"role": "user", "content": f"prompt {i}"}]}
 
@@ -380,3 +388,239 @@ def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_pa
         assert all(o.error is None for o in fetched.outcomes)
         assert counts(b)["chat_completions"] >= 40  # about half: b stayed in the pool
     assert "lists no endpoint" in caplog.text and "Keeping the endpoints read before" in caplog.text
+
+
+def _mock_pool(seen: list[str]):
+    import httpx
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        seen.append(request.url.host)
+        return httpx.Response(200, json={"choices": []})
+
+    return httpx.MockTransport(handler)
+
+
+def test_a_name_that_does_not_resolve_at_task_start_is_still_sent_to(monkeypatch):
+    """resolveEndpoints with DNS failing for a moment as the task starts: the name stays the
+    endpoint (the request's own lookup may well succeed) instead of the pool becoming empty
+    and every prompt waiting to its deadline as model_unavailable."""
+    import socket
+
+    async def fails(host, port):
+        raise socket.gaierror("Temporary failure in name resolution")
+
+    monkeypatch.setattr("dspark_json.http.replicas._addresses", fails)
+    seen: list[str] = []
+    options = HttpOptions(
+        endpoints=(Endpoint("http://vllm.pool.test:8000"),),
+        resolve_endpoints=True,
+        request_deadline=1.0,
+        prefix_order=False,
+    )
+    fetched = complete_all([body("m", i) for i in range(5)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 5
+    assert set(seen) == {"vllm.pool.test"}
+
+
+def test_a_name_reached_through_a_proxy_is_not_replaced_by_its_addresses(monkeypatch):
+    """A name behind HTTPS_PROXY (a public API whose name has several addresses, a company
+    proxy that allows names only): the proxy resolves it; sending to the addresses this
+    machine resolved would CONNECT to bare IPs the proxy may refuse."""
+
+    async def resolved(host, port):
+        return ["10.0.0.1", "10.0.0.2"]
+
+    monkeypatch.setattr("dspark_json.http.replicas._addresses", resolved)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp.test:3128")
+    monkeypatch.setenv("https_proxy", "http://proxy.corp.test:3128")
+    seen: list[str] = []
+    options = HttpOptions(endpoints=(Endpoint("https://api.llm.test"),), prefix_order=False)
+    fetched = complete_all([body("m", i) for i in range(5)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 5
+    assert set(seen) == {"api.llm.test"}
+
+
+def test_a_404_for_a_model_is_not_resent_where_no_other_endpoint_may_serve_it():
+    """One gateway without /v1/models that answers 404 for a model it does not know: as before
+    routing by model, one request per prompt and the row gets the 404 (not maxAttempts
+    requests each, at once, to the same gateway)."""
+    import httpx
+
+    chats: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            return httpx.Response(404, text="Not Found")
+        chats.append(json.loads(request.content)["model"])
+        message = "The model `ghost` does not exist."
+        return httpx.Response(404, json={"error": {"message": message, "type": "NotFound"}})
+
+    options = HttpOptions(
+        endpoints=(Endpoint("http://gateway.test"),), request_deadline=5.0, prefix_order=False
+    )
+    fetched = complete_all(
+        [body("ghost", i) for i in range(10)], options, transport=httpx.MockTransport(handler)
+    )
+    assert [o.error["status"] for o in fetched.outcomes] == [404] * 10
+    assert len(chats) == 10
+
+
+@pytest.mark.parametrize("status", [503, 500, 429])
+def test_a_replica_of_the_file_whose_model_list_fails_gets_no_request(tmp_path, status):
+    """A replica of endpointsFile whose /v1/models answers 503 (a pod still loading behind a
+    sidecar, a restarting server) has not said what it serves: it takes no request, as one
+    that does not answer at all, rather than every model's."""
+    import httpx
+
+    chats: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/v1/models":
+            if request.url.host == "b.test":
+                return httpx.Response(status, text="upstream not ready")
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        chats.append(request.url.host)
+        return httpx.Response(200, json={"choices": []})
+
+    listing = tmp_path / "replicas.txt"
+    listing.write_text("http://b.test\n")
+    options = HttpOptions(
+        endpoints=(Endpoint("http://a.test"),), endpoints_file=str(listing), prefix_order=False
+    )
+    fetched = complete_all(
+        [body("m", i) for i in range(20)], options, transport=httpx.MockTransport(handler)
+    )
+    assert [o.error for o in fetched.outcomes] == [None] * 20
+    assert set(chats) == {"a.test"}
+
+
+@pytest.mark.parametrize(
+    ("resolve", "v6_first", "hosts"),
+    [
+        (False, False, {"dual.test"}),
+        (False, True, {"dual.test"}),
+        (True, False, {"10.0.0.1"}),
+        (True, True, {"2001:db8::1"}),  # the family the system prefers (its order)
+    ],
+)
+def test_a_dual_stack_name_is_one_server_not_two_replicas(monkeypatch, resolve, v6_first, hosts):
+    """One server whose name has an IPv4 and an IPv6 address (A and AAAA records) is one
+    replica: not expanded into two endpoints, one of them unreachable where there is no IPv6
+    route (its requests then fail over, counted as retries), nor given two shares of the load.
+    The addresses kept are those of the family the system lists first."""
+    import socket
+
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        assert host == "dual.test"
+        found = [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", port)),
+            (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("2001:db8::1", port, 0, 0)),
+        ]
+        return found[::-1] if v6_first else found
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    seen: list[str] = []
+    options = HttpOptions(
+        endpoints=(Endpoint("http://dual.test:8000"),),
+        resolve_endpoints=resolve,
+        prefix_order=False,
+    )
+    fetched = complete_all([body("m", i) for i in range(10)], options, transport=_mock_pool(seen))
+    assert [o.error for o in fetched.outcomes] == [None] * 10
+    assert set(seen) == hosts
+
+
+def test_load_checks_priority_at_the_replicas_of_the_endpoints_file_too(tmp_path):
+    """Option priority with a replica of endpointsFile that does not schedule by priority:
+    .load() fails naming the flag, as it does for option endpoint's servers (else each
+    request sent there is refused with a 400 while the stream runs)."""
+    from dspark_json.http.preflight import check_priority
+
+    with (
+        SimulatorProcess(model="alpha", faults=Faults(scheduling_policy="priority")) as a,
+        SimulatorProcess(model="alpha") as fcfs,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{fcfs.url}\n")
+        check_priority(config(a), "alpha", 10)  # a alone schedules by priority
+        with pytest.raises(ServerError, match="--scheduling-policy priority") as caught:
+            check_priority(config(a, endpoints_file=str(listing)), "alpha", 10)
+        assert fcfs.url in str(caught.value)
+
+
+def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_path):
+    """Two names that resolve to the same address (two hosts behind one ingress): a request
+    whose TLS name is b.test does not ride the connection opened, and verified, for a.test
+    (the certificate there names a.test only: a new connection for b.test must fail its
+    check, not send the request under a.test's certificate)."""
+    import asyncio
+    import shutil
+    import socket
+    import ssl
+    import subprocess
+
+    import httpx
+
+    from dspark_json.http.transport import StreamTransport
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=a.test", "-addext", "subjectAltName=DNS:a.test"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    answer = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}"
+
+    def answer_on(raw: socket.socket) -> None:
+        try:
+            with server_context.wrap_socket(raw, server_side=True) as connection:
+                while connection.recv(65536):
+                    connection.sendall(answer)  # keep-alive: one answer per request
+        except (OSError, ssl.SSLError):
+            return
+
+    def serve() -> None:
+        while True:
+            try:
+                raw, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=answer_on, args=(raw,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    client_context = ssl.create_default_context(cafile=str(cert))
+    transport = StreamTransport(client_context)
+    url = f"https://127.0.0.1:{port}/v1/models"
+
+    async def get(name: str) -> int:
+        request = httpx.Request(
+            "GET", url, headers={"host": name}, extensions={"sni_hostname": name}
+        )
+        response = await transport.handle_async_request(request)
+        return response.status_code
+
+    async def both() -> None:
+        assert await get("a.test") == 200
+        with pytest.raises(httpx.ConnectError, match=r"(?i)certificate|hostname"):
+            await get("b.test")
+        assert await get("a.test") == 200
+        await transport.aclose()
+
+    try:
+        asyncio.run(both())
+    finally:
+        listener.close()
