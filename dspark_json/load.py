@@ -174,7 +174,7 @@ def added_columns(options: Options) -> tuple[str, ...]:
         spec = specs[name]
         return getattr(getattr(options, spec.stage), spec.attr)
 
-    return tuple(c.name for c in OPTIONAL_COLUMNS if c.option and c.adds(value(c.option)))
+    return tuple(c.name for c in OPTIONAL_COLUMNS if c.option and value(c.option))
 
 
 def query_schema(

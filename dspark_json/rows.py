@@ -215,10 +215,9 @@ class SystemColumn:
     #: Who fills it: ``parse`` (from the response body), ``request`` (the row's request),
     #: ``validation`` (option validateSchema), ``reask`` (option repairAttempts).
     stage: Literal["parse", "request", "validation", "reask"]
-    #: The option that adds the column (its documented spelling); ``None``: always there.
+    #: The option that adds the column (its documented spelling) when its value is true
+    #: (``validateSchema=true``, ``repairAttempts`` > 0); ``None``: always there.
     option: str | None = None
-    #: Whether the option's value adds the column (default: any true value).
-    adds: Callable[[Any], bool] = dataclasses.field(default=bool, compare=False, repr=False)
 
     @property
     def field(self) -> StructField:
@@ -239,9 +238,7 @@ SCHEMA_VIOLATIONS = SystemColumn(
     "_schema_violations", ArrayType(StringType()), stage="validation", option="validateSchema"
 )
 #: ``_attempts``: each answer to a row that needed a re-ask (option repairAttempts).
-ATTEMPTS = SystemColumn(
-    "_attempts", ATTEMPT_TYPE, stage="reask", option="repairAttempts", adds=lambda n: n > 0
-)
+ATTEMPTS = SystemColumn("_attempts", ATTEMPT_TYPE, stage="reask", option="repairAttempts")
 
 #: The column registry: every system column, in the output's order (the optional ones last).
 #: A new column is one entry here plus the code that fills it.
