@@ -19,7 +19,7 @@ from dspark_json.errors import OptionError, SchemaError
 from dspark_json.load import prepare, query_schema
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.parse import select_backend
-from dspark_json.pipeline import answer, assemble, fetch, settle
+from dspark_json.pipeline import fetch, run_partition
 from dspark_json.records import PromptRecord, PromptRows
 from dspark_json.rows import ParseMode, RecordMode
 from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
@@ -146,30 +146,20 @@ def generate(
             ]
             started = time.perf_counter()
             fetched = fetch(records, query)
-            rows = PromptRows.of(records)
-            answers = answer(
-                rows,
-                query,
-                answers_schema,
-                fetched=fetched,
-                http_seconds=time.perf_counter() - started,
-            )
-            table = assemble(answers_schema, pa.table({}), None, rows, answers)
-            whole = pa.Table.from_arrays(
-                [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
-            )
             # Named by stage and task: stable across a task's retries, distinct across
             # micro-batches (each runs its own stage) and across tasks.
             task = TaskContext.get()
             where = f"stage {task.stageId()} task {task.partitionId()}" if task else "driver"
-            kept = settle(
-                whole,
-                rows,
-                answers,
+            kept = run_partition(
+                PromptRows.of(records),
                 query,
+                answers_schema,
+                fetched,
+                started=started,
                 batch=f"generate {where}",
                 partition=number,
                 what=f"generate {where} batch {number}",
+                leading=pa.Table.from_batches([batch]),
             )
             yield from contiguous_table(kept).to_batches()
 

@@ -50,7 +50,14 @@ from dspark_json.rows import (
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
-__all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
+__all__ = [
+    "answer",
+    "assemble",
+    "fetch",
+    "read_partition",
+    "run_partition",
+    "settle",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -265,6 +272,56 @@ def read_partition(
     repair_options = query.options.repair
     if partition.repair_token_budget is not None:  # the task's share of the batch's budget
         repair_options = replace(repair_options, repair_token_budget=partition.repair_token_budget)
+    kept = run_partition(
+        rows,
+        query,
+        schema,
+        fetched,
+        started=started,
+        batch=partition.batch,
+        partition=partition.index,
+        what=f"partition {partition.index}",
+        source=source,
+        rounds=rounds,
+        repair_options=repair_options,
+    )
+    yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
+        pa.RecordBatch.from_pylist([], schema=kept.schema)
+    ]
+
+
+def run_partition(
+    rows: PromptRows,
+    query: Query,
+    schema: StructType,
+    fetched: Fetched,
+    *,
+    started: float,
+    batch: str | None,
+    partition: int,
+    what: str,
+    source: str = "server",
+    rounds: RoundStore | None = None,
+    repair_options: RepairOptions | None = None,
+    leading: pa.Table | None = None,
+) -> pa.Table:
+    """One partition from its answers on, the source's and ``generate()``'s alike: parse them
+    (and re-ask, :func:`answer`), assemble the rows into ``schema`` (:func:`assemble`), settle
+    them (:func:`settle`). Returns the rows to hand to Spark.
+
+    Parameters
+    ----------
+    rows, fetched:
+        The partition's rows and their answers (fetched since ``started``, a
+        ``time.perf_counter()``), from ``source`` (see :func:`answer`, as ``rounds`` and
+        ``repair_options``).
+    schema:
+        The columns to fill: the prompt columns in it come from ``rows``.
+    batch, partition, what:
+        Where the metrics file them, and the partition's name in the log (:func:`settle`).
+    leading:
+        Columns put before ``schema``'s (``generate()``: the DataFrame's own).
+    """
     answers = answer(
         rows,
         query,
@@ -278,20 +335,13 @@ def read_partition(
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
-    prompts, prompt_rescued = _prompt_columns(prompt_schema, rows)
+    prompts, prompt_rescued = _prompt_columns(prompt_schema, rows)  # none for generate()
     table = assemble(schema, prompts, prompt_rescued, rows, answers)
-    kept = settle(
-        table,
-        rows,
-        answers,
-        query,
-        batch=partition.batch,
-        partition=partition.index,
-        what=f"partition {partition.index}",
-    )
-    yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
-        pa.RecordBatch.from_pylist([], schema=kept.schema)
-    ]
+    if leading is not None:
+        table = pa.Table.from_arrays(
+            [*leading.columns, *table.columns], names=[*leading.column_names, *table.column_names]
+        )
+    return settle(table, rows, answers, query, batch=batch, partition=partition, what=what)
 
 
 def _prompt_columns(
