@@ -14,15 +14,15 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
-from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.rows import (
+    COLUMNS,
     CORRUPT_RECORD,
     PARSE_MODES,
-    PARSER_COLUMNS,
     RECORD_MODES,
     STATUS,
     ParseMode,
@@ -80,7 +80,7 @@ def response_schema(
             "the source, so pass only one of them."
         )
     struct = _struct_of(schema)
-    missing = [StructField(n, StringType()) for n in PARSER_COLUMNS if n not in struct.names]
+    missing = [c.field for c in COLUMNS if c.stage == "parse" and c.name not in struct.names]
     return StructType([*struct.fields, *missing])
 
 

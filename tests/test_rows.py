@@ -106,6 +106,14 @@ def test_the_options_add_the_optional_columns_after_the_system_fields():
         output_schema(added=["_nope"])
 
 
+def test_a_users_response_schema_gets_the_parsers_system_columns_from_the_registry():
+    from pyspark.sql.types import StructField, StructType
+
+    schema = dspark_json.response_schema(schema=StructType([StructField("id", StringType())]))
+    assert schema.names == ["id", *PARSER_COLUMNS]
+    assert all(f.dataType == StringType() for f in schema.fields)
+
+
 def test_the_pipeline_fills_every_column_the_parser_does_not():
     # A registry entry without its filler would be a column of nulls, or a KeyError.
     assert set(pipeline._FILLS) == {c.name for c in COLUMNS if c.stage != "parse"}
