@@ -14,15 +14,17 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
 import pyarrow as pa
-from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous
 from dspark_json.errors import OptionError, SchemaError
 from dspark_json.parse import make_parser, select_backend
 from dspark_json.rows import (
+    COLUMNS,
+    CORRUPT_RECORD,
     PARSE_MODES,
-    PARSER_COLUMNS,
     RECORD_MODES,
+    STATUS,
     ParseMode,
     RecordMode,
     apply_mode,
@@ -78,7 +80,7 @@ def response_schema(
             "the source, so pass only one of them."
         )
     struct = _struct_of(schema)
-    missing = [StructField(n, StringType()) for n in PARSER_COLUMNS if n not in struct.names]
+    missing = [c.field for c in COLUMNS if c.stage == "parse" and c.name not in struct.names]
     return StructType([*struct.fields, *missing])
 
 
@@ -157,14 +159,14 @@ def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:
         return None
 
     def snippet(row: int) -> str:
-        text = table.column("_corrupt_record")[row].as_py() or ""
+        text = table.column(CORRUPT_RECORD.name)[row].as_py() or ""
         return f": {text if len(text) <= _SNIPPET else text[:_SNIPPET] + '...'!r}"
 
     keep = apply_mode(
         mode,
-        table.column("_status").to_pylist(),
+        table.column(STATUS.name).to_pylist(),
         describe=lambda row: f"response body {row}",
-        detail=snippet if "_corrupt_record" in table.column_names else None,
+        detail=snippet if CORRUPT_RECORD.name in table.column_names else None,
     )
     return None if keep is None else pa.array(keep, pa.bool_())
 

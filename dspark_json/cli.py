@@ -339,11 +339,12 @@ def _report(table_path: Path, elapsed: float, requests: int) -> None:
     from deltalake import DeltaTable
 
     from dspark_json.delta.reader import read_table
+    from dspark_json.rows import STATUS
 
     delta = DeltaTable(str(table_path))
     table = read_table(str(table_path), version=delta.version())
     rows = table.num_rows
-    statuses = Counter(table.column("_status").to_pylist())
+    statuses = Counter(table.column(STATUS.name).to_pylist())
     _say(
         f"streamed {rows} rows into Delta table {table_path} (version {delta.version()}) "
         f"in {elapsed:.1f}s: {rows / elapsed:.0f} rows/s, {requests} requests to the server"

@@ -16,14 +16,14 @@ from pyspark.sql.types import ArrayType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import OptionError, SchemaError
-from dspark_json.load import prepare
+from dspark_json.load import prepare, query_schema
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.parse import select_backend
-from dspark_json.pipeline import answer, assemble, fetch, settle
+from dspark_json.pipeline import fetch, run_partition
 from dspark_json.records import PromptRecord, PromptRows
 from dspark_json.rows import ParseMode, RecordMode
 from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
-from dspark_json.schema.output import output_schema, tool_arguments
+from dspark_json.schema.output import tool_arguments
 from dspark_json.schema.tools import as_tools
 
 if TYPE_CHECKING:
@@ -122,12 +122,7 @@ def generate(
             "text (string) or chat messages (array<struct<role:string,content:string>>)."
         )
     tools = query.options.request.tools
-    full = output_schema(
-        response_format=query.json_schema,
-        tools=tool_arguments(tools) if tools is not None else None,
-        violations=query.options.schema.validate_schema,
-        attempts=query.options.repair.repair_attempts > 0,
-    )
+    full = query_schema(query, tools=tool_arguments(tools) if tools is not None else None)
     answers_schema = StructType([f for f in full.fields if f.name != "custom_id"])
     clash = sorted(set(df.columns) & set(answers_schema.names))
     if clash:
@@ -151,30 +146,20 @@ def generate(
             ]
             started = time.perf_counter()
             fetched = fetch(records, query)
-            rows = PromptRows.of(records)
-            answers = answer(
-                rows,
-                query,
-                answers_schema,
-                fetched=fetched,
-                http_seconds=time.perf_counter() - started,
-            )
-            table = assemble(answers_schema, pa.table({}), None, rows, answers)
-            whole = pa.Table.from_arrays(
-                [*batch.columns, *table.columns], names=[*batch.schema.names, *table.column_names]
-            )
             # Named by stage and task: stable across a task's retries, distinct across
             # micro-batches (each runs its own stage) and across tasks.
             task = TaskContext.get()
             where = f"stage {task.stageId()} task {task.partitionId()}" if task else "driver"
-            kept = settle(
-                whole,
-                rows,
-                answers,
+            kept = run_partition(
+                PromptRows.of(records),
                 query,
+                answers_schema,
+                fetched,
+                started=started,
                 batch=f"generate {where}",
                 partition=number,
                 what=f"generate {where} batch {number}",
+                leading=pa.Table.from_batches([batch]),
             )
             yield from contiguous_table(kept).to_batches()
 

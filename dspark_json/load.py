@@ -16,6 +16,7 @@ import importlib.util
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql.types import DataType, StructField, StructType
 
@@ -26,9 +27,10 @@ from dspark_json.http.secrets import redact
 from dspark_json.inputs.listing import PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.inputs.recorded import read_recorded
-from dspark_json.options import Options, Query
+from dspark_json.options import OPTION_SPECS, Options, Query
 from dspark_json.pipeline import fetch
 from dspark_json.records import PromptRecord
+from dspark_json.rows import OPTIONAL_COLUMNS
 from dspark_json.schema.ddl import apply_hints, to_ddl
 from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
@@ -37,10 +39,12 @@ from dspark_json.schema.tools import inferred_arguments, tool_choice_body, tool_
 
 __all__ = [
     "Resolved",
+    "added_columns",
     "check_backend",
     "check_output_directories",
     "describe",
     "prepare",
+    "query_schema",
     "resolve_parsed",
     "resolve_schema",
     "resolve_tools",
@@ -152,17 +156,45 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
     samples = functools.cache(lambda: _sample_bodies(query))  # sent once for both
     resolved = resolve_parsed(query, samples)
     logger.info("Schema of `parsed`: %s.", resolved.source)
-    schema = output_schema(
-        passthrough=passthrough,
-        parsed=resolved.parsed,
-        tools=resolve_tools(query, samples),
-        violations=query.options.schema.validate_schema,
-        attempts=query.options.repair.repair_attempts > 0,
+    schema = query_schema(
+        query, passthrough=passthrough, parsed=resolved.parsed, tools=resolve_tools(query, samples)
     )
     hints = query.options.schema.schema_hints
     if hints:
         schema = apply_hints(schema, list(hints))
     return schema
+
+
+def added_columns(options: Options) -> tuple[str, ...]:
+    """The optional system columns these options add (each registry entry names its option:
+    :data:`dspark_json.rows.OPTIONAL_COLUMNS`), in the registry's order."""
+    specs = {spec.name: spec for spec in OPTION_SPECS}
+
+    def value(name: str) -> Any:
+        spec = specs[name]
+        return getattr(getattr(options, spec.stage), spec.attr)
+
+    return tuple(c.name for c in OPTIONAL_COLUMNS if c.option and value(c.option))
+
+
+def query_schema(
+    query: Query,
+    *,
+    passthrough: list[StructField] | None = None,
+    parsed: DataType | None = None,
+    tools: dict[str, DataType] | None = None,
+) -> StructType:
+    """The query's output schema before hints, for the source and ``generate`` alike: the
+    columns of :func:`dspark_json.schema.output.output_schema` and the optional system columns
+    the query's options add (:func:`added_columns`). ``parsed`` ``None``: typed from the JSON
+    Schema the answers follow, if any."""
+    return output_schema(
+        passthrough=passthrough or (),
+        response_format=query.json_schema if parsed is None else None,
+        parsed=parsed,
+        tools=tools,
+        added=added_columns(query.options),
+    )
 
 
 def resolve_parsed(query: Query, samples: Samples | None = None) -> Resolved:

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from dspark_json.fs import list_files, read_text, write_atomic
 from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
+from dspark_json.rows import ERROR, RESCUED_DATA
 
 __all__ = [
     "METRICS_SCHEMA",
@@ -106,8 +107,8 @@ def partition_metrics(
     rows = len(answers.statuses)
     repair = answers.repair
     rescued = (
-        table.column("_rescued_data")
-        if "_rescued_data" in table.column_names
+        table.column(RESCUED_DATA.name)
+        if RESCUED_DATA.name in table.column_names
         else pa.nulls(0, pa.string())
     )
     batch_id, offset, label = _batch_fields(batch)
@@ -157,7 +158,7 @@ def partition_metrics(
         "rows": dict(Counter(answers.statuses)),
         "dropped": dropped,
         "rescued_rows": len(rescued) - rescued.null_count,
-        "error_rows": _non_null_count(table, "_error"),
+        "error_rows": _non_null_count(table, ERROR.name),
         "new_fields": sorted(new_fields(rescued)),
         "repair": None if repair is None else _repair(repair),
         "models": _by_model(answers, table, models),

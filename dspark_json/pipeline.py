@@ -34,8 +34,13 @@ from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
 from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (
-    PARSER_COLUMNS,
-    SYSTEM_COLUMNS,
+    ATTEMPTS,
+    COLUMNS,
+    CORRUPT_RECORD,
+    ERROR,
+    RESCUED_DATA,
+    SCHEMA_VIOLATIONS,
+    STATUS,
     RowError,
     Status,
     apply_mode,
@@ -45,12 +50,19 @@ from dspark_json.rows import (
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
-__all__ = ["answer", "assemble", "fetch", "read_partition", "settle"]
+__all__ = [
+    "answer",
+    "assemble",
+    "fetch",
+    "read_partition",
+    "run_partition",
+    "settle",
+]
 
 logger = logging.getLogger("dspark_json")
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
-_ADDED = frozenset(SYSTEM_COLUMNS).difference(PARSER_COLUMNS) | {"_schema_violations", "_attempts"}
+_ADDED = frozenset(c.name for c in COLUMNS if c.stage != "parse")
 
 #: The most rows in one batch handed to Spark: its own default for Arrow batches
 #: (``spark.sql.execution.arrow.maxRecordsPerBatch``). One batch per partition made a read
@@ -60,10 +72,10 @@ SPARK_BATCH_ROWS = 10_000
 
 def check_no_new_fields(table: pa.Table, rows: PromptRows) -> None:
     """schemaEvolutionMode=failOnNewColumns: stop at the first fields the schema does not know."""
-    if "_rescued_data" not in table.column_names or not new_fields(table["_rescued_data"]):
+    if RESCUED_DATA.name not in table.column_names or not new_fields(table[RESCUED_DATA.name]):
         return
     new: dict[str, str] = {}
-    for row, text in enumerate(table.column("_rescued_data").to_pylist()):
+    for row, text in enumerate(table.column(RESCUED_DATA.name).to_pylist()):
         for key in drift_keys(text):
             new.setdefault(key, rows.describe(row))
     if new:
@@ -131,8 +143,8 @@ def answer(
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column.
     response_schema = response_fields(schema)
-    if "_status" not in response_schema.names:
-        response_schema = response_schema.add("_status", StringType())
+    if STATUS.name not in response_schema.names:
+        response_schema = response_schema.add(STATUS.field)
     parser = make_parser(
         response_schema,
         backend,
@@ -141,7 +153,7 @@ def answer(
     )
     outcomes = fetched.outcomes
     responses = parser.parse(outcomes.bodies)
-    statuses = _statuses(rows, outcomes, responses.column("_status"))
+    statuses = _statuses(rows, outcomes, responses.column(STATUS.name))
     violations = _violations(query, outcomes.bodies)
     reference_rows = parser.reference_rows  # of this parse (the re-asks' parses have their own)
     reference_reasons = dict(parser.reference_reasons)
@@ -165,7 +177,7 @@ def answer(
             responses = parser.parse(outcomes.bodies)
             reference_rows = parser.reference_rows
             reference_reasons = dict(parser.reference_reasons)
-            statuses = _statuses(rows, outcomes, responses.column("_status"))
+            statuses = _statuses(rows, outcomes, responses.column(STATUS.name))
             if violations is not None:
                 changed = sorted(i for i, tried in done.attempts.items() if len(tried) > 1)
                 found = _violations(query, outcomes.bodies.take(pa.array(changed, pa.int64())))
@@ -202,7 +214,7 @@ def _reask(
     judged by the same parser and validator as the first ones."""
 
     def judge(some: Outcomes) -> Judged:
-        found = pc.fill_null(parse(some.bodies).column("_status"), Status.OK.value).to_pylist()
+        found = pc.fill_null(parse(some.bodies).column(STATUS.name), Status.OK.value).to_pylist()
         for row, error in some.errors.items():
             found[row] = status_of_error(error)
         return Judged(statuses=found, violations=_violations(query, some.bodies))
@@ -260,6 +272,56 @@ def read_partition(
     repair_options = query.options.repair
     if partition.repair_token_budget is not None:  # the task's share of the batch's budget
         repair_options = replace(repair_options, repair_token_budget=partition.repair_token_budget)
+    kept = run_partition(
+        rows,
+        query,
+        schema,
+        fetched,
+        started=started,
+        batch=partition.batch,
+        partition=partition.index,
+        what=f"partition {partition.index}",
+        source=source,
+        rounds=rounds,
+        repair_options=repair_options,
+    )
+    yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
+        pa.RecordBatch.from_pylist([], schema=kept.schema)
+    ]
+
+
+def run_partition(
+    rows: PromptRows,
+    query: Query,
+    schema: StructType,
+    fetched: Fetched,
+    *,
+    started: float,
+    batch: str | None,
+    partition: int,
+    what: str,
+    source: str = "server",
+    rounds: RoundStore | None = None,
+    repair_options: RepairOptions | None = None,
+    leading: pa.Table | None = None,
+) -> pa.Table:
+    """One partition from its answers on, the source's and ``generate()``'s alike: parse them
+    (and re-ask, :func:`answer`), assemble the rows into ``schema`` (:func:`assemble`), settle
+    them (:func:`settle`). Returns the rows to hand to Spark.
+
+    Parameters
+    ----------
+    rows, fetched:
+        The partition's rows and their answers (fetched since ``started``, a
+        ``time.perf_counter()``), from ``source`` (see :func:`answer`, as ``rounds`` and
+        ``repair_options``).
+    schema:
+        The columns to fill: the prompt columns in it come from ``rows``.
+    batch, partition, what:
+        Where the metrics file them, and the partition's name in the log (:func:`settle`).
+    leading:
+        Columns put before ``schema``'s (``generate()``: the DataFrame's own).
+    """
     answers = answer(
         rows,
         query,
@@ -273,20 +335,13 @@ def read_partition(
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
-    prompts, prompt_rescued = _prompt_columns(prompt_schema, rows)
+    prompts, prompt_rescued = _prompt_columns(prompt_schema, rows)  # none for generate()
     table = assemble(schema, prompts, prompt_rescued, rows, answers)
-    kept = settle(
-        table,
-        rows,
-        answers,
-        query,
-        batch=partition.batch,
-        partition=partition.index,
-        what=f"partition {partition.index}",
-    )
-    yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
-        pa.RecordBatch.from_pylist([], schema=kept.schema)
-    ]
+    if leading is not None:
+        table = pa.Table.from_arrays(
+            [*leading.columns, *table.columns], names=[*leading.column_names, *table.column_names]
+        )
+    return settle(table, rows, answers, query, batch=batch, partition=partition, what=what)
 
 
 def _prompt_columns(
@@ -440,34 +495,50 @@ def assemble(
         columns[name] = prompts.column(name)
     for name in answers.responses.column_names:
         columns[name] = answers.responses.column(name)
-    if "_status" in columns:
-        columns["_status"] = pa.array(answers.statuses, pa.string())
-    if "_corrupt_record" in columns and rows.problems:
-        corrupt = columns["_corrupt_record"].to_pylist()
+    if STATUS.name in columns:
+        columns[STATUS.name] = pa.array(answers.statuses, pa.string())
+    if CORRUPT_RECORD.name in columns and rows.problems:
+        corrupt = columns[CORRUPT_RECORD.name].to_pylist()
         for row in rows.problems:
             corrupt[row] = rows.record(row).raw
-        columns["_corrupt_record"] = pa.array(corrupt, pa.string())
-    if "_rescued_data" in columns and prompt_rescued is not None and any(prompt_rescued):
-        columns["_rescued_data"] = _merge_rescued(
-            columns["_rescued_data"].to_pylist(), prompt_rescued
+        columns[CORRUPT_RECORD.name] = pa.array(corrupt, pa.string())
+    if RESCUED_DATA.name in columns and prompt_rescued is not None and any(prompt_rescued):
+        columns[RESCUED_DATA.name] = _merge_rescued(
+            columns[RESCUED_DATA.name].to_pylist(), prompt_rescued
         )
     target = arrow_schema(schema)
-    if "_error" in target.names:
-        errors: list[RowError | None] = [None] * len(rows)
-        for row, error in answers.outcomes.errors.items():
-            errors[row] = error
-        for row in rows.problems:
-            errors[row] = _prompt_error(rows.record(row))
-        columns["_error"] = pa.array(errors, target.field("_error").type)
-    if "_schema_violations" in target.names:
-        found = answers.violations or [None] * len(rows)
-        columns["_schema_violations"] = pa.array(found, target.field("_schema_violations").type)
-    if "_attempts" in target.names:
-        tried: list[Any] = [None] * len(rows)
-        for row, attempts in (answers.attempts or {}).items():
-            tried[row] = attempts
-        columns["_attempts"] = pa.array(tried, target.field("_attempts").type)
+    for name, fill in _FILLS.items():
+        if name in target.names:
+            columns[name] = pa.array(fill(rows, answers), target.field(name).type)
     return pa.Table.from_arrays([columns[f.name] for f in target], schema=target)
+
+
+def _errors(rows: PromptRows, answers: Answers) -> list[RowError | None]:
+    """``_error``: the request's, or why the prompt could not be sent."""
+    errors: list[RowError | None] = [None] * len(rows)
+    for row, error in answers.outcomes.errors.items():
+        errors[row] = error
+    for row in rows.problems:
+        errors[row] = _prompt_error(rows.record(row))
+    return errors
+
+
+def _attempts(rows: PromptRows, answers: Answers) -> list[Any]:
+    """``_attempts``: each answer to a re-asked row; null where the first answer was right."""
+    tried: list[Any] = [None] * len(rows)
+    for row, attempts in (answers.attempts or {}).items():
+        tried[row] = attempts
+    return tried
+
+
+#: The system columns the pipeline fills itself (registry entries whose stage is not the
+#: parser's) -> each row's value. A new such column: its entry in :data:`dspark_json.rows.COLUMNS`
+#: and its function here.
+_FILLS: Mapping[str, Callable[[PromptRows, Answers], Sequence[Any]]] = {
+    ERROR.name: _errors,
+    SCHEMA_VIOLATIONS.name: lambda rows, answers: answers.violations or [None] * len(rows),
+    ATTEMPTS.name: _attempts,
+}
 
 
 def _prompt_error(record: PromptRecord) -> RowError:

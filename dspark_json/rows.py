@@ -1,8 +1,9 @@
 """The row contract: the words every stage uses about a row, each defined once.
 
 Rows out = prompts in. Every row carries ``_status`` (a :class:`Status`); a row without a
-response says why in ``_error`` (a :class:`RowError`); the system columns are
-:data:`SYSTEM_FIELDS` (the envelope's, typed from vLLM's documents, are
+response says why in ``_error`` (a :class:`RowError`); the system columns are registered once
+in :data:`COLUMNS` (name, type, the option that adds it, the stage that fills it;
+:data:`SYSTEM_FIELDS` are those every output has; the envelope's, typed from vLLM's documents, are
 :func:`dspark_json.response.envelope.envelope_fields`); the record mode (:data:`RECORD_MODES`)
 decides what happens to malformed rows, applied by :func:`apply_mode` for every entry point (the
 source, ``generate``, ``parse_responses``, ``parse_dataframe``). No JSON document deeper than
@@ -11,6 +12,7 @@ source, ``generate``, ``parse_responses``, ``parse_dataframe``). No JSON documen
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -21,6 +23,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 from pyspark.sql.types import (
     ArrayType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -31,15 +34,23 @@ from pyspark.sql.types import (
 from dspark_json.errors import RecordError
 
 __all__ = [
+    "ATTEMPTS",
     "ATTEMPT_TYPE",
     "BACKENDS",
+    "COLUMNS",
+    "CORRUPT_RECORD",
+    "ERROR",
     "ERROR_TYPE",
     "ERROR_TYPES",
     "MALFORMED",
     "MAX_NESTING",
+    "OPTIONAL_COLUMNS",
     "PARSER_COLUMNS",
     "PARSE_MODES",
     "RECORD_MODES",
+    "RESCUED_DATA",
+    "SCHEMA_VIOLATIONS",
+    "STATUS",
     "STATUSES",
     "SYSTEM_COLUMNS",
     "SYSTEM_FIELDS",
@@ -49,6 +60,7 @@ __all__ = [
     "RecordMode",
     "RowError",
     "Status",
+    "SystemColumn",
     "apply_mode",
     "data_fields",
     "exceeds_nesting",
@@ -193,16 +205,59 @@ ATTEMPT_TYPE = ArrayType(
 )
 
 
-#: The columns the source adds about each row, besides the response: the row contract's own.
-SYSTEM_FIELDS = (
-    StructField("_status", StringType()),
-    StructField("_rescued_data", StringType()),
-    StructField("_corrupt_record", StringType()),
-    StructField("_error", ERROR_TYPE),
+@dataclasses.dataclass(frozen=True)
+class SystemColumn:
+    """One system column, defined once: its name and Spark type, the option that adds it
+    (``None``: every output has it) and the stage that fills it."""
+
+    name: str
+    type: DataType
+    #: Who fills it: ``parse`` (from the response body), ``request`` (the row's request),
+    #: ``validation`` (option validateSchema), ``reask`` (option repairAttempts).
+    stage: Literal["parse", "request", "validation", "reask"]
+    #: The option that adds the column (its documented spelling) when its value is true
+    #: (``validateSchema=true``, ``repairAttempts`` > 0); ``None``: always there.
+    option: str | None = None
+
+    @property
+    def field(self) -> StructField:
+        """The column as a Spark field."""
+        return StructField(self.name, self.type)
+
+
+#: ``_status``: one :class:`Status` word per row.
+STATUS = SystemColumn("_status", StringType(), stage="parse")
+#: ``_rescued_data``: the JSON object of what the schema does not know.
+RESCUED_DATA = SystemColumn("_rescued_data", StringType(), stage="parse")
+#: ``_corrupt_record``: the text of a malformed row.
+CORRUPT_RECORD = SystemColumn("_corrupt_record", StringType(), stage="parse")
+#: ``_error``: why a row has no response (:class:`RowError`).
+ERROR = SystemColumn("_error", ERROR_TYPE, stage="request")
+#: ``_schema_violations``: how an answer breaks the JSON Schema (option validateSchema).
+SCHEMA_VIOLATIONS = SystemColumn(
+    "_schema_violations", ArrayType(StringType()), stage="validation", option="validateSchema"
 )
+#: ``_attempts``: each answer to a row that needed a re-ask (option repairAttempts).
+ATTEMPTS = SystemColumn("_attempts", ATTEMPT_TYPE, stage="reask", option="repairAttempts")
+
+#: The column registry: every system column, in the output's order (the optional ones last).
+#: A new column is one entry here plus the code that fills it.
+COLUMNS: tuple[SystemColumn, ...] = (
+    STATUS,
+    RESCUED_DATA,
+    CORRUPT_RECORD,
+    ERROR,
+    SCHEMA_VIOLATIONS,
+    ATTEMPTS,
+)
+#: The system columns an option adds (after :data:`SYSTEM_FIELDS`, in this order).
+OPTIONAL_COLUMNS = tuple(c for c in COLUMNS if c.option is not None)
+#: The columns the source adds about each row, besides the response: the row contract's own
+#: (those of the registry that every output has).
+SYSTEM_FIELDS = tuple(c.field for c in COLUMNS if c.option is None)
 SYSTEM_COLUMNS = tuple(f.name for f in SYSTEM_FIELDS)
 #: The system columns the parser fills from a response body (``_error`` is the request's).
-PARSER_COLUMNS = tuple(name for name in SYSTEM_COLUMNS if name != "_error")
+PARSER_COLUMNS = tuple(c.name for c in COLUMNS if c.stage == "parse")
 
 
 def data_fields(schema: StructType) -> StructType:

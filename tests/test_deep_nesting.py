@@ -191,7 +191,7 @@ def test_the_reference_parser_keeps_deep_bodies_and_contents_as_rows():
     from dspark_json.schema.output import output_schema
 
     parsed = StructType([StructField("score", LongType())])
-    schema = output_schema(passthrough=[], parsed=parsed, violations=False)
+    schema = output_schema(passthrough=[], parsed=parsed)
     schema = StructType([f for f in schema.fields if f.name != "_error"])
     bodies = [deep_array(), json.dumps(completion(deep_object(DEEP))), json.dumps(completion("{}"))]
     table = ReferenceParser(schema).parse(bodies)

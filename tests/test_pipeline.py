@@ -148,3 +148,47 @@ def test_validate_schema_names_each_rows_own_violations_in_order(tmp_path):
     found = pa.Table.from_batches(list(reader.read(partition))).column("_schema_violations")
     assert [bool(v) for v in found.to_pylist()] == [False, True, False, False]
     assert "n" in found[1].as_py()[0]
+
+
+def test_generate_and_the_source_share_one_runner_that_puts_the_frame_first(tmp_path):
+    """run_partition, generate()'s shape: the DataFrame's columns first, then the answers in
+    the output schema's order, a bad prompt kept with its _error and _corrupt_record, and
+    _attempts from the registry when repairAttempts is on."""
+    from dspark_json.load import query_schema
+    from dspark_json.options import Options, Query
+    from dspark_json.records import Fetched, Outcomes, PromptRecord, PromptRows
+
+    raw = {"endpoint": "http://h:1", "responseFormat": json.dumps(CONTENT)}
+    query = Query(
+        options=Options.parse({**raw, "repairAttempts": "1"}, unused=("prompts",)),
+        json_schema=CONTENT,
+    )
+    schema = query_schema(query)
+    answers_schema = type(schema)([f for f in schema.fields if f.name != "custom_id"])
+    asked = [{"role": "user", "content": "q"}]
+    good = PromptRecord(custom_id=None, fields={}, raw="q", where="row 0", messages=asked)
+    bad = PromptRecord(
+        custom_id=None, fields={}, raw="", where="row 1", messages=None, problem="empty"
+    )
+    fetched = Fetched(outcomes=Outcomes(pa.array([_body(7), None], pa.string())))
+    frame = pa.table({"question": ["q", ""], "k": [1, 2]})
+    out = pipeline.run_partition(
+        PromptRows.of([good, bad]),
+        query,
+        answers_schema,
+        fetched,
+        started=0.0,
+        batch="b",
+        partition=0,
+        what="test",
+        source="recorded",  # nothing re-asked
+        leading=frame,
+    )
+    assert out.column_names == ["question", "k", *answers_schema.names]
+    assert out.column_names[-1] == "_attempts"
+    assert out.column("question").to_pylist() == ["q", ""]
+    assert out.column("parsed").to_pylist() == [{"n": 7}, None]
+    assert out.column("_status").to_pylist() == ["ok", "invalid_prompt"]
+    assert out.column("_corrupt_record").to_pylist() == [None, ""]
+    assert out.column("_error")[1].as_py()["type"] == "invalid_prompt"
+    assert out.column("_attempts").to_pylist() == [None, None]

@@ -7,10 +7,15 @@ import pytest
 from pyspark.sql.types import StringType
 
 import dspark_json
+from dspark_json import pipeline
 from dspark_json.errors import RecordError
+from dspark_json.load import added_columns, query_schema
+from dspark_json.options import OPTION_SPECS, Options, Query
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.rows import (
+    COLUMNS,
     MALFORMED,
+    OPTIONAL_COLUMNS,
     PARSER_COLUMNS,
     STATUSES,
     SYSTEM_COLUMNS,
@@ -68,6 +73,51 @@ def test_the_output_schema_is_the_envelope_parsed_and_the_system_fields():
     # The parser fills every column of a response but the request's own _error.
     assert set(schema.names) - {"custom_id", "_error"} == RESPONSE_COLUMNS
     assert set(PARSER_COLUMNS) == set(SYSTEM_COLUMNS) - {"_error"}
+
+
+def test_the_registry_defines_each_system_column_once_in_the_output_order():
+    assert [c.name for c in COLUMNS] == [
+        "_status",
+        "_rescued_data",
+        "_corrupt_record",
+        "_error",
+        "_schema_violations",
+        "_attempts",
+    ]
+    assert len({c.name for c in COLUMNS}) == len(COLUMNS)
+    assert tuple(c.field for c in COLUMNS if c.option is None) == SYSTEM_FIELDS
+    # Every optional column names a real option, documented with the column's name.
+    specs = {spec.name: spec for spec in OPTION_SPECS}
+    for column in OPTIONAL_COLUMNS:
+        assert column.option in specs and column.name in specs[column.option].doc
+
+
+def test_the_options_add_the_optional_columns_after_the_system_fields():
+    raw = {"endpoint": "http://h:1", "prompts": "/p"}
+    assert added_columns(Options.parse(raw)) == ()
+    assert added_columns(Options.parse({**raw, "repairAttempts": "0"})) == ()
+    both = Options.parse({**raw, "validateSchema": "true", "repairAttempts": "2"})
+    assert added_columns(both) == ("_schema_violations", "_attempts")
+    only = Options.parse({**raw, "repairAttempts": "1"})
+    schema = query_schema(Query(options=only, json_schema=SCHEMA))
+    assert schema.names[-len(SYSTEM_FIELDS) - 1 :] == [*SYSTEM_COLUMNS, "_attempts"]
+    assert "parsed" in schema.names
+    with pytest.raises(ValueError, match="_nope"):
+        output_schema(added=["_nope"])
+
+
+def test_a_users_response_schema_gets_the_parsers_system_columns_from_the_registry():
+    from pyspark.sql.types import StructField, StructType
+
+    schema = dspark_json.response_schema(schema=StructType([StructField("id", StringType())]))
+    assert schema.names == ["id", *PARSER_COLUMNS]
+    assert all(f.dataType == StringType() for f in schema.fields)
+
+
+def test_the_pipeline_fills_every_column_the_parser_does_not():
+    # A registry entry without its filler would be a column of nulls, or a KeyError.
+    assert set(pipeline._FILLS) == {c.name for c in COLUMNS if c.stage != "parse"}
+    assert set(pipeline._FILLS) == pipeline._ADDED
 
 
 def test_permissive_keeps_all_dropmalformed_drops_malformed_only():

@@ -32,13 +32,13 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
 from dspark_json.fs import resolve, write_atomic
 from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcomes
 from dspark_json.response.convert import arrow_schema
-from dspark_json.rows import ERROR_TYPE
+from dspark_json.rows import ERROR
 
 __all__ = ["Journal"]
 
@@ -46,7 +46,7 @@ logger = logging.getLogger("dspark_json")
 
 _SUFFIX = ".arrow"
 #: The ``_error`` column's Arrow type, from its Spark type.
-_ERROR = arrow_schema(StructType([StructField("_error", ERROR_TYPE)])).field("_error").type
+_ERROR = arrow_schema(StructType([ERROR.field])).field(ERROR.name).type
 _SCHEMA = pa.schema([("body", pa.string()), ("error", _ERROR)])
 
 

@@ -27,7 +27,7 @@ from dspark_json.parse.json import KIND_INVALID, validate_row
 from dspark_json.response.convert import Converter, arrow_schema, dump_json, is_tuple
 from dspark_json.response.envelope import TOOL_CALLS, content_type, tool_types
 from dspark_json.response.rules import json_float, loads_python
-from dspark_json.rows import Status, data_fields
+from dspark_json.rows import CORRUPT_RECORD, RESCUED_DATA, STATUS, Status, data_fields
 
 __all__ = ["ReferenceParser", "decode_body", "loads"]
 
@@ -85,9 +85,11 @@ class ReferenceParser:
             corrupt.append(row_corrupt)
         table, rescued = self.converter.table(rows)
         system = {
-            "_status": pa.array(status, pa.string()),
-            "_corrupt_record": pa.array(corrupt, pa.string()),
-            "_rescued_data": pa.array([dump_json(r) if r else None for r in rescued], pa.string()),
+            STATUS.name: pa.array(status, pa.string()),
+            CORRUPT_RECORD.name: pa.array(corrupt, pa.string()),
+            RESCUED_DATA.name: pa.array(
+                [dump_json(r) if r else None for r in rescued], pa.string()
+            ),
         }
         target = arrow_schema(self.schema)
         columns = [system[f.name] if f.name in system else table.column(f.name) for f in target]

@@ -74,7 +74,7 @@ from dspark_json.parse.rescued import Rescued
 from dspark_json.parse.threads import by_row_ranges
 from dspark_json.response.convert import arrow_schema, dump_json, text_value
 from dspark_json.response.envelope import TOOL_CALLS
-from dspark_json.rows import data_fields
+from dspark_json.rows import CORRUPT_RECORD, RESCUED_DATA, STATUS, data_fields
 
 __all__ = ["Fit", "Vectorised", "as_python"]
 
@@ -311,16 +311,20 @@ class Vectorised:
         invalid = np.flatnonzero(codes == scan_codes.CODE_INVALID)
         status[invalid] = STATUS_CORRUPT_ENVELOPE
         status[codes == scan_codes.CODE_NULL] = NO_STATUS
-        columns["_status"] = pa.array(STATUSES, pa.string()).take(pa.array(status))
+        columns[STATUS.name] = pa.array(STATUSES, pa.string()).take(pa.array(status))
         if len(invalid):
             index = np.arange(n)
             index[invalid] = n + np.arange(len(invalid))
             corrupt = pa.concat_arrays([corrupt, shown_as_text(texts.take(pa.array(invalid)))])
             corrupt = corrupt.take(pa.array(index))
-        columns["_corrupt_record"] = corrupt
-        columns["_rescued_data"] = self._rescue.column(texts, codes, found, contents, aside.rows())
+        columns[CORRUPT_RECORD.name] = corrupt
+        columns[RESCUED_DATA.name] = self._rescue.column(
+            texts, codes, found, contents, aside.rows()
+        )
         if tools is not None and tools.drift:
-            columns["_rescued_data"] = self._tools_rescued(columns["_rescued_data"], tools, aside)
+            columns[RESCUED_DATA.name] = self._tools_rescued(
+                columns[RESCUED_DATA.name], tools, aside
+            )
         return pa.Table.from_arrays(
             [columns[f.name].cast(f.type) for f in self.target], schema=self.target
         )

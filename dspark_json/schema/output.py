@@ -6,10 +6,10 @@ row contract (:mod:`dspark_json.rows`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from dspark_json.response.envelope import (
     ENVELOPE_COLUMNS,
@@ -17,7 +17,7 @@ from dspark_json.response.envelope import (
     envelope_fields,
     is_documented_extra,
 )
-from dspark_json.rows import ATTEMPT_TYPE, PARSER_COLUMNS, SYSTEM_FIELDS
+from dspark_json.rows import OPTIONAL_COLUMNS, PARSER_COLUMNS, SYSTEM_FIELDS
 from dspark_json.schema.json_schema import json_schema_to_spark
 from dspark_json.schema.tools import tool_calls_type, tool_parameters
 
@@ -43,13 +43,17 @@ def output_schema(
     response_format: Mapping[str, Any] | None = None,
     parsed: DataType | None = None,
     tools: Mapping[str, DataType] | None = None,
-    violations: bool = False,
-    attempts: bool = False,
+    added: Collection[str] = (),
 ) -> StructType:
-    """Pass-through prompt columns, ``custom_id``, the envelope, ``parsed`` (typed by ``parsed``,
-    else from ``response_format``), ``tool_calls`` (``tools``: function name -> the type of its
-    arguments, :func:`tool_arguments`) and the system columns (``_schema_violations`` too when
-    ``violations``, ``_attempts`` when ``attempts``)."""
+    """The output schema, assembled here only: pass-through prompt columns, ``custom_id``, the
+    envelope, ``parsed`` (typed by ``parsed``, else from ``response_format``), ``tool_calls``
+    (``tools``: function name -> the type of its arguments, :func:`tool_arguments`), the system
+    columns every output has, then the optional ones named in ``added`` (their options are on:
+    :func:`dspark_json.load.added_columns`), in the registry's order
+    (:data:`dspark_json.rows.COLUMNS`)."""
+    unknown = set(added).difference(c.name for c in OPTIONAL_COLUMNS)
+    if unknown:
+        raise ValueError(f"not optional system columns: {sorted(unknown)}")
     if parsed is None and response_format is not None:
         parsed = json_schema_to_spark(response_format)
     fields = [*passthrough, StructField("custom_id", StringType())]
@@ -59,10 +63,7 @@ def output_schema(
     if tools:
         fields.append(StructField(TOOL_CALLS, tool_calls_type(tools)))
     fields += SYSTEM_FIELDS
-    if violations:
-        fields.append(StructField("_schema_violations", ArrayType(StringType())))
-    if attempts:
-        fields.append(StructField("_attempts", ATTEMPT_TYPE))
+    fields += [c.field for c in OPTIONAL_COLUMNS if c.name in added]
     return StructType(fields)
 
 
