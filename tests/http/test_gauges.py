@@ -330,3 +330,78 @@ def test_readings_of_endpoints_unused_for_a_while_are_forgotten(monkeypatch):
 
     asyncio.run(scenario())
     assert set(cache._entries) == {"http://10.0.0.2:8000", "http://10.0.0.3:8000"}
+
+
+def test_a_saturated_https_replica_reached_by_address_is_held_checking_its_name(
+    tmp_path, monkeypatch
+):
+    """A real TLS server whose certificate names pool.test only, reached at 127.0.0.1 as an
+    address pool.test resolved to: /metrics is read with the name as TLS server name (a fetch
+    that checked the certificate against the address failed, and the gate was silently off),
+    and the requests wait while it shows the replica saturated."""
+    import shutil
+    import ssl
+    import subprocess
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=pool.test", "-addext", "subjectAltName=DNS:pool.test"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client's SSL context trusts it
+    clear_at = time.monotonic() + 2.0
+    sent: list[float] = []
+    reads: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self, text: str, kind: str = "application/json") -> None:
+            data = text.encode()
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                reads.append(time.monotonic())
+                full = time.monotonic() < clear_at
+                self.answer(metrics(5, 16, 1.0) if full else metrics(0, 0, 0.0), "text/plain")
+            else:
+                self.answer("{}")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            sent.append(time.monotonic())
+            self.answer(json.dumps(completion(json.dumps({"a": 1}))))
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = Endpoint(f"https://127.0.0.1:{port}", host=f"pool.test:{port}")
+        config = HttpOptions(endpoints=(address,), max_server_queue=0, prefix_order=False)
+        fetched = complete_all([{"messages": [], "i": i} for i in range(4)], config)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert fetched.stats.failed == 0 and len(sent) == 4
+    assert reads  # /metrics was read, its certificate checked for pool.test
+    assert min(sent) >= clear_at  # and held the requests while it showed the replica full
