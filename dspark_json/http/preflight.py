@@ -125,6 +125,10 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     return model, context
 
 
+#: Values a message shows of a list (the rest counted).
+_SHOWN = 5
+
+
 def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
     """The models the sampled prompt lines name (``named``: each with its count of lines,
     :func:`dspark_json.inputs.prompts.line_models`) against those the endpoints serve: where
@@ -175,10 +179,6 @@ def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
         shown(missing),
         offered,
     )
-
-
-#: Values a message shows of a list (the rest counted).
-_SHOWN = 5
 
 
 def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:

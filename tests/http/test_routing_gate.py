@@ -1,6 +1,7 @@
 """Routing by model (:mod:`dspark_json.http.replicas`) and the shared-pool gate (option
 maxServerQueue: :mod:`dspark_json.http.gauges`) together, against real servers on 127.0.0.1: a
-request is held only at an endpoint that serves its model, a hold spends its deadline (nothing
+request is held only at an endpoint that serves its model (whatever name of it the request
+uses: the endpoint's gauges, not one model's, are read), a hold spends its deadline (nothing
 sent), a replica removed while it holds requests lets them go to the one that took its place,
 and a model nobody serves ends ``model_unavailable`` without a request and without a hold."""
 
