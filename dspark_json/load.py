@@ -22,10 +22,15 @@ from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import BackendUnavailable, OptionError
 from dspark_json.fs import check_writable
-from dspark_json.http.preflight import check_model, check_priority, fetch_served_schema
+from dspark_json.http.preflight import (
+    check_line_models,
+    check_model,
+    check_priority,
+    fetch_served_schema,
+)
 from dspark_json.http.secrets import redact
 from dspark_json.inputs.listing import PromptListing
-from dspark_json.inputs.prompts import read_segment
+from dspark_json.inputs.prompts import line_models, read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.options import OPTION_SPECS, Options, Query
 from dspark_json.pipeline import fetch
@@ -81,6 +86,8 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
     if options.input.responses is None and contact_server:
         model, context = check_model(options.http, model)
         check_priority(options.http, model, options.request.priority)
+        if options.input.prompts is not None:  # a line's model: one the endpoints serve?
+            check_line_models(options.http, line_models(options.input.prompts))
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:

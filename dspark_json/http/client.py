@@ -180,7 +180,7 @@ class _Run:
         self.stopped = False
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue
-        self.gate = Gate(limit, None) if limit is not None else None
+        self.gate = Gate(limit) if limit is not None else None
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
@@ -199,7 +199,7 @@ class _Run:
         # where an endpoint speaks https.
         secure = any(e.url.startswith("https://") for e in self.config.endpoints)
         self.ssl_context = httpx.create_ssl_context() if secure else None
-        probes = self._transport()
+        self.probes = probes = self._transport()
         self.started = 0
         self.pool = EndpointPool(
             self.config.endpoints,
@@ -270,6 +270,7 @@ class _Run:
         *,
         content: bytes | None = None,
         timeouts: dict[str, float | None] | None = None,
+        limit: int | None = None,
     ) -> tuple[int, bytes, httpx.Headers]:
         extensions: dict[str, Any] = {"timeout": timeouts or {}}
         if "host" in headers:  # an address a name resolved to: TLS checks the name
@@ -279,7 +280,7 @@ class _Run:
         )
         response = await transport.handle_async_request(request)
         try:
-            body = await read_body(response, request, self.config.max_response_bytes)
+            body = await read_body(response, request, limit or self.config.max_response_bytes)
         finally:
             await response.aclose()
         return response.status_code, body, response.headers
@@ -300,6 +301,22 @@ class _Run:
         headers = {k: v for k, v in self.headers[endpoint].items() if k != "content-type"}
         status, body, _ = await self._request(
             transport, "GET", httpx.URL(endpoint.url + path), headers, timeouts=timeouts
+        )
+        return status, body
+
+    async def _metrics(self, endpoint: Endpoint, limit: int) -> tuple[int, bytes]:
+        """A GET of ``endpoint``'s /metrics for the gate (option maxServerQueue), through the
+        transport and with the TLS server name and headers of its requests, the body held to
+        ``limit`` bytes."""
+        timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 2.0)
+        headers = {k: v for k, v in self.headers[endpoint].items() if k != "content-type"}
+        status, body, _ = await self._request(
+            self.probes,
+            "GET",
+            httpx.URL(endpoint.url + "/metrics"),
+            headers,
+            timeouts=timeouts,
+            limit=limit,
         )
         return status, body
 
@@ -415,7 +432,9 @@ class _Run:
         request to its deadline."""
         assert self.gate is not None
         loop = asyncio.get_running_loop()
-        wait = self.gate.wait(endpoint.url, self.headers[endpoint], deadline - loop.time())
+        wait = self.gate.wait(
+            endpoint.url, lambda limit: self._metrics(endpoint, limit), deadline - loop.time()
+        )
         if not self.replicas.active:
             await wait
             return True

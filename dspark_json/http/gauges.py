@@ -5,13 +5,22 @@ vLLM exposes its scheduler's gauges in Prometheus' text format: ``vllm:num_reque
 before vLLM 0.9.2), one sample per engine, labelled ``model_name``. A stream that shares the
 pool with interactive traffic reads them to send only into the capacity the pool leaves free.
 
-- :func:`parse_gauges` reads the three gauges out of the text (summed over engines; only the
-  model's samples where they are labelled with it).
+The gauges are an endpoint's, whatever the model of the request waiting at the gate: one vLLM
+process serves one model (under several aliases, only the first labels its gauges), and where
+one ``/metrics`` holds several models' series (a router in front of several engines), their
+sum is what the endpoint has to do. So a request routed by its own model (http.replicas) is
+held at a saturated endpoint whatever option ``model`` says.
+
+- :func:`parse_gauges` reads the three gauges out of the text (summed over engines and over
+  the models they are labelled with).
 - :class:`Gauges` is the process-wide cache: each endpoint's ``/metrics`` is fetched at most
   once per :data:`REFRESH_S` per worker process, whatever the number of requests (the workers
-  of one loop share one fetch; each Spark task running at once is a process of its own). A
-  fetch that fails leaves no reading (the latency-driven limit paces the requests): a stale
-  reading kept would hold every request until its deadline. The fetch is bounded
+  of one loop share one fetch; each Spark task running at once is a process of its own). The
+  fetch goes through the client's own transport (its TLS settings, the TLS server name of an
+  address a name resolved to, its header and body bounds); a reading unused for
+  :data:`FORGET_S` is dropped (replicas' addresses come and go). A fetch that fails leaves no
+  reading (the latency-driven limit paces the requests): a stale reading kept would hold
+  every request until its deadline. The fetch is bounded
   (:data:`MAX_METRICS_BYTES`, :data:`FETCH_TIMEOUT_S`) and never fails a row: an endpoint whose
   ``/metrics`` is missing or is not vLLM's (a gateway) is logged once per process and left to
   the latency-driven limit (:class:`~dspark_json.http.concurrency.AdaptiveLimit`).
@@ -37,12 +46,14 @@ import math
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
 
-__all__ = ["Gate", "Gauges", "Reading", "parse_gauges"]
+from dspark_json.http.transport import BodyTooLarge
+
+__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "parse_gauges"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -64,13 +75,19 @@ SMOOTHING = 0.5
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 #: Seconds one /metrics fetch may take.
 FETCH_TIMEOUT_S = 2.0
+#: Seconds after its last use that an endpoint's reading is forgotten (a replica gone).
+FORGET_S = 300.0
+
+#: GET of one endpoint's ``/metrics`` through the client's transport, the body held to the
+#: given number of bytes (:class:`~dspark_json.http.transport.BodyTooLarge` past it):
+#: (HTTP status, body).
+MetricsFetch = Callable[[int], Awaitable[tuple[int, bytes]]]
 
 _SAMPLE = re.compile(
     r"^vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
     r"(?:\{([^}]*)\})?\s+(\S+)",
     re.MULTILINE,
 )
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass(frozen=True)
@@ -83,18 +100,15 @@ class Reading:
     at: float
 
 
-def parse_gauges(text: str, model: str | None = None) -> tuple[float, float, float] | None:
-    """(waiting, running, KV use) from vLLM's Prometheus text, summed over engines (KV use:
-    their mean), ``model``'s samples only where samples name a model; ``None`` when the text
-    holds none of vLLM's scheduler gauges (not vLLM's /metrics)."""
+def parse_gauges(text: str) -> tuple[float, float, float] | None:
+    """(waiting, running, KV use) from vLLM's Prometheus text, summed over engines and the
+    models they are labelled with (KV use: their mean); ``None`` when the text holds none of
+    vLLM's scheduler gauges (not vLLM's /metrics)."""
     sums = {"waiting": 0.0, "running": 0.0}
     kv: dict[str, list[float]] = {"kv_cache_usage_perc": [], "gpu_cache_usage_perc": []}
     found = False
     for match in _SAMPLE.finditer(text):
-        name, labels, value = match.groups()
-        named = dict(_LABEL.findall(labels or ""))
-        if model is not None and named.get("model_name", model) != model:
-            continue
+        name, _, value = match.groups()
         try:
             number = float(value)
         except ValueError:
@@ -118,6 +132,7 @@ class _Entry:
     fetched: float = -math.inf  # when the last fetch started (monotonic)
     unsupported: bool = False
     warned: bool = False
+    used: float = 0.0  # when a gate last asked for it (monotonic)
     fetching: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # by event loop
 
 
@@ -131,14 +146,21 @@ class Gauges:
         self.fetches = 0
 
     def _entry(self, url: str) -> _Entry:
+        now = time.monotonic()
         with self._lock:
-            return self._entries.setdefault(url, _Entry())
+            entry = self._entries.get(url)
+            if entry is None:  # a new endpoint: forget those no gate asked about for a while
+                for old in [u for u, e in self._entries.items() if now - e.used > FORGET_S]:
+                    if not self._entries[old].fetching:
+                        del self._entries[old]
+                entry = self._entries[url] = _Entry()
+            entry.used = now
+            return entry
 
-    async def read(
-        self, url: str, headers: Mapping[str, str], model: str | None = None
-    ) -> Reading | None:
-        """The latest reading of the endpoint at ``url`` (fetched first when the last fetch is
-        older than the refresh interval); ``None`` where its /metrics is not vLLM's."""
+    async def read(self, url: str, fetch: MetricsFetch) -> Reading | None:
+        """The latest reading of the endpoint at ``url`` (fetched first with ``fetch`` when the
+        last fetch is older than the refresh interval); ``None`` where its /metrics is not
+        vLLM's."""
         entry = self._entry(url)
         if entry.unsupported:
             return None
@@ -147,35 +169,28 @@ class Gauges:
         task = entry.fetching.get(loop)
         if task is None and now - entry.fetched >= self.refresh_s:
             entry.fetched = now
-            task = asyncio.create_task(self._fetch(url, dict(headers), model, entry))
+            task = asyncio.create_task(self._fetch(url, fetch, entry))
             entry.fetching[loop] = task
             task.add_done_callback(lambda _: entry.fetching.pop(loop, None))
         if task is not None and entry.reading is None:
             await asyncio.shield(task)  # the first reading: wait for it
         return None if entry.unsupported else entry.reading
 
-    async def _fetch(self, url: str, headers: dict[str, str], model: str | None, e: _Entry) -> None:
+    async def _fetch(self, url: str, fetch: MetricsFetch, e: _Entry) -> None:
         self.fetches += 1
         started = time.monotonic()
         try:
-            async with (
-                asyncio.timeout(FETCH_TIMEOUT_S),
-                httpx.AsyncClient(timeout=FETCH_TIMEOUT_S) as client,
-                client.stream("GET", f"{url}/metrics", headers=headers) as response,
-            ):
-                if response.status_code in (404, 405):  # no /metrics here: a gateway
-                    self._unsupported(url, e, f"HTTP {response.status_code}")
-                    return
-                if response.status_code != 200:  # a 429, a 5xx, a pod restarting: no reading
-                    e.reading = None
-                    return
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_METRICS_BYTES:
-                        self._unsupported(url, e, f"over {MAX_METRICS_BYTES} bytes")
-                        return
-                    chunks.append(chunk)
+            async with asyncio.timeout(FETCH_TIMEOUT_S):
+                status, body = await fetch(MAX_METRICS_BYTES)
+            if status in (404, 405):  # no /metrics here: a gateway
+                self._unsupported(url, e, f"HTTP {status}")
+                return
+            if status != 200:  # a 429, a 5xx, a pod restarting: no reading
+                e.reading = None
+                return
+        except BodyTooLarge:
+            self._unsupported(url, e, f"over {MAX_METRICS_BYTES} bytes")
+            return
         except (httpx.HTTPError, TimeoutError, OSError):
             # Not reachable now, or too slow: no reading (the latency-driven limit paces the
             # requests; a down endpoint is rested by the endpoint pool once a request fails).
@@ -186,7 +201,7 @@ class Gauges:
             logger.debug("Reading %s/metrics failed", url, exc_info=True)
             e.reading = None
             return
-        gauges = parse_gauges(b"".join(chunks).decode("utf-8", "replace"), model)
+        gauges = parse_gauges(body.decode("utf-8", "replace"))
         if gauges is None:
             self._unsupported(url, e, "no vllm:num_requests_waiting in it")
             return
@@ -254,21 +269,21 @@ def target(previous: float | None, inflight: int, free: float, queued: bool) -> 
 class Gate:
     """One task's hold on new requests, by endpoint (see the module's docstring)."""
 
-    def __init__(self, max_queue: int, model: str | None, gauges: Gauges = GAUGES) -> None:
+    def __init__(self, max_queue: int, gauges: Gauges = GAUGES) -> None:
         self.max_queue = max_queue
-        self.model = model
         self.gauges = gauges
         self._budgets: dict[str, _Budget] = {}
         self.held_s = 0.0
 
-    async def wait(self, url: str, headers: Mapping[str, str], limit_s: float) -> None:
+    async def wait(self, url: str, fetch: MetricsFetch, limit_s: float) -> None:
         """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
-        row); count the time held."""
+        row); count the time held. ``fetch`` reads the endpoint's /metrics where the reading
+        is due (the requests' model does not matter: the module's docstring)."""
         budget = self._budgets.setdefault(url, _Budget())
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            reading = await self.gauges.read(url, headers, self.model)
+            reading = await self.gauges.read(url, fetch)
             if reading is None:
                 break
             now = time.monotonic()

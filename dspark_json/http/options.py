@@ -164,6 +164,20 @@ def _response_format(name: str, text: str) -> Mapping[str, Any]:
     return schema
 
 
+def _refresh_seconds(name: str, text: str) -> float:
+    """Seconds between two looks at the replicas: 1 at least (each look reads endpointsFile,
+    resolves the names and asks every endpoint's /v1/models, in every running task)."""
+    try:
+        value = number(float, low=1.0)(name, text)
+    except OptionError as exc:
+        raise OptionError(
+            f"{exc} Each look reads endpointsFile, resolves the host names and asks every "
+            "endpoint's /v1/models, in every running task: give 1 or more (the default is "
+            "30)."
+        ) from None
+    return float(value)
+
+
 @dataclass(frozen=True, kw_only=True)
 class HttpOptions:
     """Where the servers are, how many requests at once, how long, how often."""
@@ -300,7 +314,8 @@ class HttpOptions:
         "option endpoint, re-read every "
         "endpointRefreshSeconds by the running tasks. A new replica gets requests once its "
         "/v1/models lists their model; a removed one gets no new request (its requests in "
-        "flight finish, or are retried elsewhere).",
+        "flight finish, or are retried elsewhere). Each listed URL receives the API key: "
+        "whoever can write the file can have the key sent to a server of theirs.",
         "s3://pool/replicas.txt",
         convert=directory,
     )
@@ -308,9 +323,9 @@ class HttpOptions:
         "endpointRefreshSeconds",
         "Seconds between two looks at the replicas: endpointsFile read again, host names "
         "resolved again, each endpoint's /v1/models fetched again (also at once when a replica "
-        "answers 404 for a model).",
+        "answers 404 for a model). 1 at least.",
         "10",
-        convert=positive(float),
+        convert=_refresh_seconds,
         default="30",
     )
     resolve_endpoints: bool = option(

@@ -14,7 +14,7 @@ import asyncio
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
@@ -123,6 +123,62 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     if model is None or len(problems) == len(endpoints):
         raise ServerError("No endpoint is usable: " + " | ".join(problems))
     return model, context
+
+
+#: Values a message shows of a list (the rest counted).
+_SHOWN = 5
+
+
+def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
+    """The models the sampled prompt lines name (``named``: each with its count of lines,
+    :func:`dspark_json.inputs.prompts.line_models`) against those the endpoints serve: where
+    no endpoint serves any of them, the lines' ``model`` field most likely means something
+    else (a car's or a phone's model) and every row would wait ``requestDeadline`` to end
+    ``model_unavailable``: :class:`ServerError`, naming a few values, the models served and
+    the fix. Where some are served and some not, one WARN names those not served (a replica
+    may serve them later). An endpoint that cannot be reached is left out (:func:`check_model`
+    has said so)."""
+    if not named:
+        return
+    key = options.key.resolve()
+    served: dict[str, None] = {}
+    reached = 0
+    for endpoint in _all_endpoints(options):
+        try:
+            served.update(dict.fromkeys(_served_models(endpoint, key, options.max_response_bytes)))
+        except ServerError:
+            continue
+        reached += 1
+    if reached == 0:
+        return
+    missing = [m for m in named if m not in served]
+    if not missing:
+        return
+    secrets = [key, *(e.credentials for e in options.endpoints)]
+
+    def shown(values: Sequence[str]) -> str:
+        cut = [redact(v, secrets) for v in values[:_SHOWN]]
+        text = ", ".join(repr(v if len(v) <= 80 else v[:77] + "...") for v in cut)
+        return text + (f" and {len(values) - _SHOWN} more" if len(values) > _SHOWN else "")
+
+    offered = shown(list(served)) or "nothing"
+    if len(missing) == len(named):
+        lines = sum(named.values())
+        raise ServerError(
+            f"The prompt lines' 'model' field names models no endpoint serves: {shown(missing)} "
+            f"(in {lines} of the lines sampled); the endpoints serve {offered}. A line's "
+            "'model' (or 'body.model') names the model to ask: where the field means something "
+            "else in this data (a product's model), rename it in the data (e.g. to "
+            "'product_model': it is then passed through as a column of that name), or serve "
+            "those models."
+        )
+    logger.warning(
+        "Prompt lines name models no endpoint serves now: %s; the endpoints serve %s. Their "
+        "rows wait for a replica that serves them until requestDeadline (then _error.type "
+        "model_unavailable); rename the field in the data if it does not name a model.",
+        shown(missing),
+        offered,
+    )
 
 
 def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:

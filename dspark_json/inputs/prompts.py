@@ -20,6 +20,7 @@ from typing import Any
 
 from pyspark.sql.types import DataType, NullType, StructField
 
+from dspark_json.errors import OptionError
 from dspark_json.inputs.listing import PromptListing, Segment, read_rows
 from dspark_json.records import PromptRecord
 from dspark_json.response.envelope import ENVELOPE_COLUMNS
@@ -152,3 +153,28 @@ def passthrough_column(field: str) -> str:
     """The column a prompt field is passed through as: its name, or ``input_<name>`` where the
     name is taken by an output column (``id``, ``model``, ...)."""
     return f"input_{field}" if field in _RESERVED else field
+
+
+def line_models(prompts: str, *, sample_rows: int = 200) -> dict[str, int]:
+    """The models the first ``sample_rows`` lines under ``prompts`` name (a line's ``model``,
+    or ``body.model`` in an OpenAI batch line), each with how many lines name it; checked at
+    ``.load()`` against the models the endpoints serve
+    (:func:`dspark_json.http.preflight.check_line_models`). Nothing where the directory does
+    not exist yet: the schema's sample of the input says so, naming option ``prompts``."""
+    named: dict[str, int] = {}
+    seen = 0
+    try:
+        listing = PromptListing(prompts, option="prompts")
+        segments = listing.sample(sample_rows)  # only what is sampled is counted and read
+        for segment in segments:
+            wanted = replace(segment, end=min(segment.end, segment.start + sample_rows - seen))
+            for record in read_segment(wanted):
+                seen += 1
+                model = (record.overrides or {}).get("model")
+                if record.problem is None and isinstance(model, str):
+                    named[model] = named.get(model, 0) + 1
+            if seen >= sample_rows:
+                break
+    except OptionError:
+        return named
+    return named

@@ -30,10 +30,9 @@ def metrics(waiting: float, running: float, kv: float) -> str:
     )
 
 
-def test_parse_vllm_text_sums_engines_and_filters_by_model():
-    # Two engines of Qwen (waiting 3 + 4, running 16 + 12, KV 0.5 and 0.7), one of another model.
-    assert parse_gauges(VLLM_TEXT, "Qwen/Qwen3-8B") == (7.0, 28.0, pytest.approx(0.6))
-    assert parse_gauges(VLLM_TEXT, "other") == (1.0, 2.0, 0.25)
+def test_parse_vllm_text_sums_engines_and_models():
+    # Two engines of Qwen (waiting 3 + 4, running 16 + 12, KV 0.5 and 0.7), one of another
+    # model: the endpoint's load, whatever model a request waiting for it asks for.
     assert parse_gauges(VLLM_TEXT) == (8.0, 30.0, pytest.approx((0.5 + 0.7 + 0.25) / 3))
 
 
@@ -180,7 +179,7 @@ class FakeGauges:
     def __init__(self) -> None:
         self.reading: Reading | None = None
 
-    async def read(self, url: str, headers: object, model: str | None = None) -> Reading | None:
+    async def read(self, url: str, fetch: object) -> Reading | None:
         return self.reading
 
 
@@ -194,7 +193,7 @@ def test_the_target_counts_requests_sent_not_those_waiting_for_the_in_flight_lim
 
     async def scenario() -> tuple[float | None, float | None]:
         gauges = FakeGauges()
-        gate = Gate(0, None, gauges)  # type: ignore[arg-type]
+        gate = Gate(0, gauges)  # type: ignore[arg-type]
         now = time.monotonic()
         gauges.reading = Reading(0, 2, 2 / 16, now)  # 2 running of 16: room 10
         for _ in range(10):  # ten let through in a burst (the ramp is the next test's)
@@ -218,7 +217,7 @@ def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it(
 
     async def scenario() -> tuple[list[float], bool]:
         gauges = FakeGauges()
-        gate = Gate(0, None, gauges)  # type: ignore[arg-type]
+        gate = Gate(0, gauges)  # type: ignore[arg-type]
         gauges.reading = Reading(0, 4, 4 / 16, time.monotonic())  # room 8
         started = time.monotonic()
         times = []
@@ -273,3 +272,136 @@ def test_the_client_keeps_the_room_a_steady_reading_shows_in_flight():
     assert max(peaks) <= 10  # the room, and up to two in transit on a loaded machine
     assert max(peaks[-30:]) >= 6  # still using it at the end
     assert elapsed < 8.0  # 120 x 0.3 s at about 8 at once: 4.5 s and the first ramp
+
+
+def test_metrics_go_through_the_client_transport_with_the_tls_name_of_an_address():
+    """An https name expanded to its addresses (resolveEndpoints): /metrics is read like the
+    requests, through the client's transport (its TLS settings), with the name as TLS server
+    name and Host header; a separate HTTP client would check the certificate against the
+    address, fail, and leave the gate off."""
+    import httpx
+
+    seen: list[tuple[str, str, str | None]] = []
+    sent: list[float] = []
+    saturated_until = time.monotonic() + 1.5
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            seen.append(
+                (
+                    request.url.host,
+                    request.headers["host"],
+                    request.extensions.get("sni_hostname"),
+                )
+            )
+            full = time.monotonic() < saturated_until
+            return httpx.Response(200, text=metrics(5, 16, 1.0) if full else metrics(0, 0, 0.0))
+        if request.url.path == "/health":
+            return httpx.Response(200, json={})
+        sent.append(time.monotonic())
+        return httpx.Response(200, json=completion(json.dumps({"a": 1})))
+
+    address = Endpoint("https://10.0.0.1:8443", host="pool.test:8443")
+    config = HttpOptions(endpoints=(address,), max_server_queue=0, prefix_order=False)
+    fetched = complete_all(
+        [{"messages": [], "i": i} for i in range(4)], config, transport=httpx.MockTransport(handler)
+    )
+    assert fetched.stats.failed == 0 and len(sent) == 4
+    assert seen and set(seen) == {("10.0.0.1", "pool.test:8443", "pool.test")}
+    assert min(sent) >= saturated_until  # held by the readings read that way
+
+
+def test_readings_of_endpoints_unused_for_a_while_are_forgotten(monkeypatch):
+    """Pod addresses come and go: a process keeps the readings of those used lately only."""
+    import asyncio
+
+    from dspark_json.http import gauges as module
+
+    cache = module.Gauges()
+
+    async def fetch(limit: int) -> tuple[int, bytes]:
+        return 200, metrics(0, 1, 0.1).encode()
+
+    async def scenario() -> None:
+        await cache.read("http://10.0.0.1:8000", fetch)
+        await cache.read("http://10.0.0.2:8000", fetch)
+        cache._entries["http://10.0.0.1:8000"].used -= module.FORGET_S + 1
+        await cache.read("http://10.0.0.3:8000", fetch)
+
+    asyncio.run(scenario())
+    assert set(cache._entries) == {"http://10.0.0.2:8000", "http://10.0.0.3:8000"}
+
+
+def test_a_saturated_https_replica_reached_by_address_is_held_checking_its_name(
+    tmp_path, monkeypatch
+):
+    """A real TLS server whose certificate names pool.test only, reached at 127.0.0.1 as an
+    address pool.test resolved to: /metrics is read with the name as TLS server name (a fetch
+    that checked the certificate against the address failed, and the gate was silently off),
+    and the requests wait while it shows the replica saturated."""
+    import shutil
+    import ssl
+    import subprocess
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-subj", "/CN=pool.test", "-addext", "subjectAltName=DNS:pool.test"),
+            *("-keyout", str(key), "-out", str(cert)),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client's SSL context trusts it
+    clear_at = time.monotonic() + 2.0
+    sent: list[float] = []
+    reads: list[float] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def answer(self, text: str, kind: str = "application/json") -> None:
+            data = text.encode()
+            self.send_response(200)
+            self.send_header("content-type", kind)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path == "/metrics":
+                reads.append(time.monotonic())
+                full = time.monotonic() < clear_at
+                self.answer(metrics(5, 16, 1.0) if full else metrics(0, 0, 0.0), "text/plain")
+            else:
+                self.answer("{}")
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            sent.append(time.monotonic())
+            self.answer(json.dumps(completion(json.dumps({"a": 1}))))
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    port = server.server_address[1]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = Endpoint(f"https://127.0.0.1:{port}", host=f"pool.test:{port}")
+        config = HttpOptions(endpoints=(address,), max_server_queue=0, prefix_order=False)
+        fetched = complete_all([{"messages": [], "i": i} for i in range(4)], config)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert fetched.stats.failed == 0 and len(sent) == 4
+    assert reads  # /metrics was read, its certificate checked for pool.test
+    assert min(sent) >= clear_at  # and held the requests while it showed the replica full

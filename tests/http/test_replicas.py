@@ -202,6 +202,20 @@ def test_endpoints_file_errors_name_the_option_and_the_fix(tmp_path, text, expec
     assert "http://10.0.0.7:8000" in message or "Give" in message
 
 
+@pytest.mark.parametrize("value", ["0.5", "0", "-3", "nan", "soon"])
+def test_endpoint_refresh_seconds_is_one_second_at_least(value):
+    from dspark_json.options import Options
+
+    raw = {"endpoint": "http://h:1", "prompts": "/p", "endpointRefreshSeconds": value}
+    with pytest.raises(OptionError) as caught:
+        Options.parse(raw)
+    message = str(caught.value)
+    assert "'endpointRefreshSeconds'" in message and repr(value) in message
+    assert "give 1 or more" in message
+    raw["endpointRefreshSeconds"] = "1"
+    assert Options.parse(raw).http.endpoint_refresh_seconds == 1.0
+
+
 def test_the_file_s_credentials_never_show(tmp_path):
     path = tmp_path / "replicas.txt"
     path.write_text("http://user:s3cret@10.0.0.1:8000\nnot a url s3cret\n")

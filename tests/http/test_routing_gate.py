@@ -1,6 +1,7 @@
 """Routing by model (:mod:`dspark_json.http.replicas`) and the shared-pool gate (option
 maxServerQueue: :mod:`dspark_json.http.gauges`) together, against real servers on 127.0.0.1: a
-request is held only at an endpoint that serves its model, a hold spends its deadline (nothing
+request is held only at an endpoint that serves its model (whatever name of it the request
+uses: the endpoint's gauges, not one model's, are read), a hold spends its deadline (nothing
 sent), a replica removed while it holds requests lets them go to the one that took its place,
 and a model nobody serves ends ``model_unavailable`` without a request and without a hold."""
 
@@ -125,3 +126,29 @@ def test_a_model_nobody_serves_ends_unavailable_without_a_request_or_a_hold(othe
     assert unserved.error["attempts"] == 0
     assert after["chat_completions"] - before["chat_completions"] == 1
     assert waited == [other.url]  # the gate saw the served model's request only
+
+
+def test_the_gate_reads_the_endpoint_whatever_model_the_request_names(other):
+    """One vLLM process serves one model, under aliases too, and labels its gauges with the
+    first name only: a request for the alias, routed by its own model, is held at the
+    saturated replica (a gate that read the series of the request's model, or of option
+    model, would find none there and send it)."""
+
+    def aliased(request: Request) -> bytes | None:
+        if request.path == "/v1/models":
+            models = [{"id": "m", "object": "model"}, {"id": "m-alias", "object": "model"}]
+            return response(200, {"object": "list", "data": models})
+        return saturated(request)
+
+    with raw_server(aliased) as pool:
+        options = HttpOptions(
+            endpoints=(Endpoint(pool.url), Endpoint(other.url)),
+            max_server_queue=0,
+            request_deadline=1.5,
+        )
+        fetched = complete_all([body("m-alias", 0), body("other", 1)], options)
+    held, answered = fetched.outcomes
+    assert answered.error is None
+    assert held.error is not None and held.error["type"] == "timeout"
+    assert "held back" in held.error["message"] and held.error["attempts"] == 0
+    assert posts(pool) == 0
