@@ -48,8 +48,8 @@ def test_metrics_show_running_waiting_and_kv_use_with_vllm_names():
         assert f"# HELP vllm:{name} " in busy
     assert 'vllm:num_requests_waiting{engine="0",model_name="dspark-sim"} 4.0' in busy
     assert 'vllm:num_requests_running{engine="0",model_name="dspark-sim"} 2.0' in busy
-    assert parse_gauges(busy, "dspark-sim") == (4.0, 2.0, 1.0)
-    assert parse_gauges(idle, "dspark-sim") == (0.0, 0.0, 0.0)
+    assert parse_gauges(busy) == (4.0, 2.0, 1.0)
+    assert parse_gauges(idle) == (0.0, 0.0, 0.0)
 
 
 def test_priority_policy_admits_waiting_requests_by_priority_then_arrival():
@@ -143,8 +143,8 @@ def test_metrics_give_a_series_per_served_model_sharing_one_kv_gauge():
     assert 'vllm:num_requests_running{engine="0",model_name="b"} 0.0' in busy
     assert 'vllm:num_requests_waiting{engine="0",model_name="b"} 3.0' in busy
     assert busy.count("# TYPE vllm:num_requests_waiting gauge") == 1
-    assert parse_gauges(busy, "a") == (0.0, 2.0, 1.0)
-    assert parse_gauges(busy, "b") == (3.0, 0.0, 1.0)
+    assert 'vllm:kv_cache_usage_perc{engine="0",model_name="a"} 1.0' in busy
+    assert 'vllm:kv_cache_usage_perc{engine="0",model_name="b"} 1.0' in busy
     assert parse_gauges(busy) == (3.0, 2.0, 1.0)
 
 

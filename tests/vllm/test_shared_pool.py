@@ -52,7 +52,7 @@ def test_vllm_metrics_have_the_gauges_the_gate_reads(vllm):
     text = httpx.get(f"{vllm.url}/metrics", timeout=30).text
     for name in ("num_requests_waiting", "num_requests_running", "kv_cache_usage_perc"):
         assert f"vllm:{name}{{" in text
-    gauges = parse_gauges(text, vllm.model)
+    gauges = parse_gauges(text)
     assert gauges is not None
     waiting, running, kv = gauges
     assert waiting >= 0 and running >= 0 and 0 <= kv <= 1
