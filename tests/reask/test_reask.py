@@ -19,11 +19,11 @@ from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (
     feedback,
     parse_error,
-    read_answer,
     token_cost,
 )
 from dspark_json.reask.rounds import Judged, repair
 from dspark_json.records import Outcomes, PromptRecord
+from dspark_json.response.answers import decode_answer, read_answers
 from dspark_json.rows import Status, status_of_error
 from dspark_json.schema.output import output_schema, response_fields
 from dspark_json.schema.validation import schema_violations
@@ -64,12 +64,13 @@ GOOD = body('{"word": "amber", "n": 3}', completion_tokens=7)
 
 
 def judge(outcomes, *, validate=False):
-    parsed = PARSER.parse(outcomes.bodies).column("_status").to_pylist()
-    statuses = [s or Status.OK for s in parsed]
+    table = PARSER.parse(outcomes.bodies)
+    statuses = [s or Status.OK for s in table.column("_status").to_pylist()]
     for row, error in outcomes.errors.items():
         statuses[row] = status_of_error(error)
-    found = schema_violations(SCHEMA, outcomes.bodies.to_pylist()) if validate else None
-    return Judged(statuses=statuses, violations=found)
+    contents = [a.content for a in read_answers(table, outcomes.bodies)]
+    found = schema_violations(SCHEMA, contents) if validate else None
+    return Judged(parsed=table, statuses=statuses, violations=found)
 
 
 def record(i, problem=None):
@@ -318,9 +319,9 @@ def no_usage(content, *, finish="stop"):
 def test_an_answer_without_usage_is_estimated_at_4_bytes_a_token():
     bare = no_usage("prose")
     # The prompt from the request's bytes, the completion from the answer body's, rounded up.
-    assert token_cost(read_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
+    assert token_cost(decode_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
     reported = body("prose", prompt_tokens=7, completion_tokens=3)
-    assert token_cost(read_answer(reported), b"x" * 401, reported) == (7, 3, False)
+    assert token_cost(decode_answer(reported), b"x" * 401, reported) == (7, 3, False)
 
 
 def test_without_usage_the_budget_counts_estimates_from_the_length():
