@@ -18,7 +18,7 @@ Both ways read a field as the parser's column holds it (:func:`~.convert.Convert
 a string field that holds another JSON value reads as its compact JSON text (a content of
 ``5`` is ``"5"``, a refusal of ``false`` is ``"false"``, hence a refusal), a token count that
 is not an integer within a long's range reads as ``None``; a body is decoded as the parser
-decodes it by default (raw control characters inside strings allowed). :func:`first_message`
+decodes an envelope (strict JSON: the server writes it). :func:`first_message`
 is the same decoding for the stages that read sample answers before there is a type to parse
 them with (schema inference, tool typing).
 """
@@ -117,7 +117,7 @@ def _type_at(path: Sequence[str], dtype: DataType = _ENVELOPE) -> DataType:
 def _decoded(body: str | None) -> Any:
     """The body's JSON value, or None where it is not JSON (or nested too deep)."""
     try:
-        return load_json(body or "", strict=False)
+        return load_json(body or "")
     except ValueError:
         return None
 
