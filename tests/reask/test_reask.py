@@ -465,3 +465,21 @@ def test_a_batchs_budget_is_shared_by_rows_and_adds_up(budget, rows, shares):
 
     assert share_budget(budget, rows) == shares
     assert sum(shares) == (budget if rows else 0)
+
+
+def test_re_asks_read_the_answers_from_the_parsers_tables_not_the_bodies(monkeypatch):
+    """The first answers and each round's come from the parse that judged them: no body is
+    decoded again (the usage priced, the content quoted, from the table)."""
+    from dspark_json.response import answers
+
+    monkeypatch.setattr(answers, "decode_answer", lambda body: pytest.fail(f"decoded {body}"))
+    cut = body('{"word": "am', finish="length", completion_tokens=64)
+    prose = body("Sure! amber, 3.")
+    missing = body('{"word": "amber"}')
+    model = Model(lambda sent: GOOD)
+    done = run([cut, prose, missing, GOOD], model, validate=True)
+    assert len(model.asked) == 3 and done.stats.fixed == 3
+    assert model.asked[0]["max_tokens"] == 128  # the finish_reason read: length
+    assert model.asked[1]["messages"][-2]["content"] == "Sure! amber, 3."  # the content read
+    assert done.attempts[0][0]["completion_tokens"] == 64  # the usage read
+    assert (done.stats.prompt_tokens, done.stats.completion_tokens) == (30, 21)
