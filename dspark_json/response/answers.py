@@ -167,48 +167,54 @@ def decode_answer(body: str | None) -> Answer:
 # Reading the parser's table.
 
 
-def _first(array: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Each list's first element (null where the list is null or empty)."""
+def _first(array: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """A list array's values, and where each list's first element is among them (null where
+    the list is null or empty)."""
     some = pc.greater(pc.list_value_length(array), 0)
-    return pc.list_element(pc.if_else(some, array, pa.scalar(None, array.type)), 0)
+    return array.values, pc.if_else(some, array.offsets[:-1], None)
 
 
 def _column_at(
-    array: pa.ChunkedArray, dtype: DataType, path: Sequence[str]
-) -> pa.ChunkedArray | None:
-    """The column at ``path`` below ``array`` (of the envelope's type ``dtype``), or None where
-    the table's type lacks a step or has the leaf with another type than the envelope's."""
+    array: pa.Array, dtype: DataType, path: Sequence[str], rows: pa.Array | None = None
+) -> pa.Array | None:
+    """The column at ``path`` below ``array`` (of the envelope's type ``dtype``), of ``rows``
+    only (default: all), or None where the table's type lacks a step or has the leaf with
+    another type than the envelope's. The steps project every row; only the leaf is taken."""
     for name in path:
         if isinstance(dtype, ArrayType):
             if not pa.types.is_list(array.type):
                 return None
-            array, dtype = _first(array), dtype.elementType
+            array, first = _first(array)
+            rows, dtype = (first if rows is None else first.take(rows)), dtype.elementType
         if not isinstance(dtype, StructType) or name not in dtype.names:
             return None
         if not pa.types.is_struct(array.type) or array.type.get_field_index(name) < 0:
             return None
         array, dtype = pc.struct_field(array, name), dtype[name].dataType
-    if isinstance(dtype, StructType | ArrayType):
-        return array  # a step further down checks its own leaves
-    expected = arrow_schema(StructType([StructField("v", dtype)])).field(0).type
-    return array if array.type == expected else None
+    if not isinstance(dtype, StructType | ArrayType):  # a leaf: the envelope's type, or none
+        expected = arrow_schema(StructType([StructField("v", dtype)])).field(0).type
+        if array.type != expected:
+            return None
+    return array if rows is None else array.take(rows)
 
 
-def _table_column(table: pa.Table, path: Sequence[str]) -> pa.ChunkedArray | None:
-    if path[0] not in table.column_names:
-        return None
-    return _column_at(table.column(path[0]), _ENVELOPE[path[0]].dataType, path[1:])
+def _from_table(table: pa.Table, rows: pa.Array | None) -> list[Answer] | None:
+    """The answers in the parser's ``table`` (of ``rows``), or None where its schema cannot
+    say."""
 
+    def column(path: Sequence[str]) -> pa.Array | None:
+        if path[0] not in table.column_names:
+            return None
+        array = table.column(path[0]).combine_chunks()
+        return _column_at(array, _ENVELOPE[path[0]].dataType, path[1:], rows)
 
-def _from_table(table: pa.Table) -> list[Answer] | None:
-    """The answers in the parser's ``table``, or None where its schema cannot say."""
-    leaves = [_table_column(table, p) for p in _LEAVES]
-    calls = _table_column(table, CALLS_PATH)
+    leaves = [column(p) for p in _LEAVES]
+    calls = column(CALLS_PATH)
     if calls is None or not pa.types.is_list(calls.type) or any(c is None for c in leaves):
         return None
     call_type = _type_at(CALLS_PATH)
     assert isinstance(call_type, ArrayType)
-    each = pc.list_flatten(calls)
+    each = calls.flatten()
     parts = [
         _column_at(each, call_type.elementType, p)
         for p in (CALL_NAME_PATH[:-1], CALL_NAME_PATH, CALL_ARGUMENTS_PATH)
@@ -238,10 +244,9 @@ def read_answers(
     (its rows are theirs, in order), from the table's columns; where its schema lacks one of
     them or retypes it, from the bodies (:func:`decode_answer`). ``rows``: only those rows, in
     that order (default: all)."""
-    if rows is not None:
-        index = pa.array(rows, pa.int64())
-        table, bodies = table.take(index), bodies.take(index)
-    found = _from_table(table)
+    index = None if rows is None else pa.array(rows, pa.int64())
+    found = _from_table(table, index)
     if found is not None:
         return found
-    return [decode_answer(body) for body in bodies.to_pylist()]
+    some = bodies if index is None else bodies.take(index)
+    return [decode_answer(body) for body in some.to_pylist()]

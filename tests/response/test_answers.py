@@ -17,7 +17,6 @@ from dspark_json.parse import make_parser
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.response import answers
 from dspark_json.response.answers import Answer, Call, decode_answer, first_message, read_answers
-from dspark_json.rows import STATUS
 from dspark_json.schema.output import output_schema, response_fields, tool_arguments
 from dspark_json.schema.tools import as_tools
 
@@ -135,9 +134,9 @@ CORPUS: list[str | None] = [
 def _schemas() -> dict[str, StructType]:
     tools = tool_arguments(as_tools([WEATHER]))
     return {
-        "plain": response_fields(output_schema()).add(STATUS.field),
-        "parsed": response_fields(output_schema(response_format=SCHEMA)).add(STATUS.field),
-        "tools": response_fields(output_schema(tools=tools)).add(STATUS.field),
+        "plain": response_fields(output_schema()),
+        "parsed": response_fields(output_schema(response_format=SCHEMA)),
+        "tools": response_fields(output_schema(tools=tools)),
     }
 
 
