@@ -19,22 +19,12 @@ from dspark_json.response import answers
 from dspark_json.response.answers import Answer, Call, decode_answer, first_message, read_answers
 from dspark_json.schema.output import output_schema, response_fields, tool_arguments
 from dspark_json.schema.tools import as_tools
+from tests.schema.test_tools import WEATHER
 
 SCHEMA = {
     "type": "object",
     "properties": {"word": {"type": "string"}, "n": {"type": "integer"}},
     "required": ["word", "n"],
-}
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
 }
 USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
 
