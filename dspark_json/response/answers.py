@@ -202,11 +202,15 @@ def _from_table(table: pa.Table, rows: pa.Array | None) -> list[Answer] | None:
     """The answers in the parser's ``table`` (of ``rows``), or None where its schema cannot
     say."""
 
+    tops: dict[str, pa.Array] = {}  # each top-level column in one piece, once
+
     def column(path: Sequence[str]) -> pa.Array | None:
-        if path[0] not in table.column_names:
+        top = path[0]
+        if top not in table.column_names:
             return None
-        array = table.column(path[0]).combine_chunks()
-        return _column_at(array, _ENVELOPE[path[0]].dataType, path[1:], rows)
+        if top not in tops:
+            tops[top] = table.column(top).combine_chunks()
+        return _column_at(tops[top], _ENVELOPE[top].dataType, path[1:], rows)
 
     leaves = [column(p) for p in _LEAVES]
     calls = column(CALLS_PATH)
