@@ -32,6 +32,7 @@ from dspark_json.parse import make_parser, new_fields, select_backend
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
+from dspark_json.response.answers import read_answers
 from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (
     ATTEMPTS,
@@ -154,13 +155,13 @@ def answer(
     outcomes = fetched.outcomes
     responses = parser.parse(outcomes.bodies)
     statuses = _statuses(rows, outcomes, responses.column(STATUS.name))
-    violations = _violations(query, outcomes.bodies)
+    violations = _violations(query, responses, outcomes.bodies)
     reference_rows = parser.reference_rows  # of this parse (the re-asks' parses have their own)
     reference_reasons = dict(parser.reference_reasons)
     attempts, repaired, repair_seconds = None, None, 0.0
     if query.options.repair.repair_attempts and source != "recorded":
         started = time.perf_counter()
-        judged = Judged(statuses=statuses, violations=violations)
+        judged = Judged(parsed=responses, statuses=statuses, violations=violations)
         done = _reask(
             rows,
             query,
@@ -180,7 +181,7 @@ def answer(
             statuses = _statuses(rows, outcomes, responses.column(STATUS.name))
             if violations is not None:
                 changed = sorted(i for i, tried in done.attempts.items() if len(tried) > 1)
-                found = _violations(query, outcomes.bodies.take(pa.array(changed, pa.int64())))
+                found = _violations(query, responses, outcomes.bodies, changed)
                 for i, listed in zip(changed, found or [], strict=True):
                     violations[i] = listed
     return Answers(
@@ -214,10 +215,12 @@ def _reask(
     judged by the same parser and validator as the first ones."""
 
     def judge(some: Outcomes) -> Judged:
-        found = pc.fill_null(parse(some.bodies).column(STATUS.name), Status.OK.value).to_pylist()
+        parsed = parse(some.bodies)
+        found = pc.fill_null(parsed.column(STATUS.name), Status.OK.value).to_pylist()
         for row, error in some.errors.items():
             found[row] = status_of_error(error)
-        return Judged(statuses=found, violations=_violations(query, some.bodies))
+        violations = _violations(query, parsed, some.bodies)
+        return Judged(parsed=parsed, statuses=found, violations=violations)
 
     return repair(
         rows.record,
@@ -233,17 +236,25 @@ def _reask(
     )
 
 
-def _violations(query: Query, texts: pa.Array) -> list[list[str] | None] | None:
-    """With option validateSchema: how each body breaks the JSON Schema; else ``None``. The
-    bodies become Python strings only then: a partition's worth of them cost about 5 % of the
-    source's Python time inside Spark (py-spy, issue 38), the option off as well."""
+def _violations(
+    query: Query, parsed: pa.Table, bodies: pa.Array, rows: Sequence[int] | None = None
+) -> list[list[str] | None] | None:
+    """With option validateSchema: how each answer (of ``rows``, default all) breaks the JSON
+    Schema, from the parser's table ``parsed`` of ``bodies``
+    (:func:`~dspark_json.response.answers.read_answers`); else ``None``. The answers become
+    Python only then: a partition's worth of them cost about 5 % of the source's Python time
+    inside Spark (py-spy, issue 38), the option off as well."""
     if not query.options.schema.validate_schema:
         return None
-    bodies: list[str | None] = texts.to_pylist()
-    found = schema_violations(query.json_schema, bodies) if query.json_schema is not None else None
+    answers = read_answers(parsed, bodies, rows)
+    found = (
+        schema_violations(query.json_schema, [a.content for a in answers])
+        if query.json_schema is not None
+        else None
+    )
     tools = query.options.request.tools
     if tools is not None:
-        calls = tool_violations(tools, bodies)
+        calls = tool_violations(tools, [a.calls for a in answers])
         found = (
             calls if found is None else [_joined(a, b) for a, b in zip(found, calls, strict=True)]
         )

@@ -250,3 +250,11 @@ def test_shared_pool_benchmark_smoke(tmp_path):
     assert result["scenarios"][1]["stream_per_s"] > 0  # today's stream ran beside the tenant
     assert "| scenario |" in (tmp_path / "shared_pool.md").read_text()
     assert (tmp_path / "shared_pool.png").stat().st_size > 0
+
+
+def test_answer_reads_benchmark_smoke(tmp_path):
+    """benchmarks/answer_reads.py: both reads timed, their results asserted equal in the run."""
+    run_smoke("answer_reads.py", tmp_path)
+    result = json.loads((tmp_path / "answer_reads.json").read_text())
+    assert len(result["figures"]) == 6 and result["wrong_rows"] > 0
+    assert "the parser's table (now)" in (tmp_path / "answer_reads.md").read_text()

@@ -19,6 +19,7 @@ from dspark_json.parse.json import grammar
 from dspark_json.parse.json.conform import validate_row
 from dspark_json.pipeline import answer, fetch
 from dspark_json.records import PromptRows
+from dspark_json.response.answers import decode_answer
 from dspark_json.rows import MAX_NESTING, exceeds_nesting
 from dspark_json.schema.inference import TYPED_NESTING, contents_of, infer_type
 from dspark_json.schema.validation import schema_violations
@@ -83,7 +84,7 @@ def test_a_deep_answer_is_skipped_by_inference_and_not_validated():
     body = json.dumps(completion(deep_array()))
     assert contents_of([body]) == []
     # Not validated, and said so: [] would mean it conforms (issue 45).
-    assert schema_violations({"type": "array"}, [body]) == [
+    assert schema_violations({"type": "array"}, [decode_answer(body).content]) == [
         [f"$: not validated: the JSON is nested more than {MAX_NESTING} levels deep"]
     ]
 
@@ -98,7 +99,7 @@ def test_validate_schema_on_a_value_deeper_than_it_checks_says_so():
     }
     shallow = json.dumps(completion(deep_object(10)))
     deep = json.dumps(completion(deep_object(300)))  # within MAX_NESTING, beyond jsonschema
-    assert schema_violations(schema, [shallow, deep]) == [
+    assert schema_violations(schema, [decode_answer(b).content for b in (shallow, deep)]) == [
         [],
         [f"$: nested more than {TYPED_NESTING} levels deep, not validated"],
     ]

@@ -192,3 +192,30 @@ def test_generate_and_the_source_share_one_runner_that_puts_the_frame_first(tmp_
     assert out.column("_corrupt_record").to_pylist() == [None, ""]
     assert out.column("_error")[1].as_py()["type"] == "invalid_prompt"
     assert out.column("_attempts").to_pylist() == [None, None]
+
+
+def test_validate_schema_reads_the_parsers_table_and_decodes_no_body(tmp_path, monkeypatch):
+    """The violations come from the answers the parser already read; a user schema without a
+    field they need (no usage) reads the bodies instead, with the same violations."""
+    from dspark_json.response import answers
+
+    bodies = [_body(0), _body(1).replace('\\"n\\": 1', '\\"n\\": \\"one\\"')]
+    (tmp_path / "r.jsonl").write_text("".join(b + "\n" for b in bodies))
+    options = {"responses": str(tmp_path), "responseFormat": json.dumps(CONTENT)}
+    source = DSparkJsonDataSource({**options, "parseMode": "cpu", "validateSchema": "true"})
+    decoded = answers.decode_answer
+    monkeypatch.setattr(answers, "decode_answer", lambda body: pytest.fail(f"decoded {body}"))
+    full = source.schema()
+
+    def violations(schema):
+        reader = source.reader(schema)
+        (partition,) = reader.partitions()
+        found = pa.Table.from_batches(list(reader.read(partition))).column("_schema_violations")
+        return found.to_pylist()
+
+    listed = violations(full)
+    assert listed[0] == [] and "n" in listed[1][0]
+    read = []
+    monkeypatch.setattr(answers, "decode_answer", lambda body: read.append(body) or decoded(body))
+    pruned = type(full)([f for f in full.fields if f.name != "usage"])
+    assert violations(pruned) == listed and read == bodies

@@ -10,8 +10,10 @@ A row whose answer is ``truncated``, ``not_json``, ``corrupt_content`` or (with
   asking for the JSON only.
 
 ``http_error``, ``invalid_prompt``, ``invalid_utf8``, ``corrupt_envelope``, ``empty`` and
-refusals are never re-asked. The rounds, the budget and the journal are :mod:`.rounds`'s; the
-options, :mod:`.options`'.
+refusals are never re-asked. What the policy reads of an answer (content, finish_reason,
+refusal, usage) is :class:`~dspark_json.response.answers.Answer`, read from the parser's table,
+never from the body. The rounds, the budget and the journal are :mod:`.rounds`'s; the options,
+:mod:`.options`'.
 """
 
 from __future__ import annotations
@@ -22,21 +24,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark_json.reask.options import RepairOptions
+from dspark_json.response.answers import Answer
 from dspark_json.response.content import extract_json
-from dspark_json.rows import Attempt, Status, load_json
+from dspark_json.rows import Attempt, Status
 from dspark_json.schema.validation import NOT_VALIDATED
 
 __all__ = [
     "BYTES_PER_TOKEN",
     "REASKED",
-    "Answer",
     "RowState",
     "by_length",
     "feedback",
     "is_wrong",
     "parse_error",
     "plan",
-    "read_answer",
     "share_budget",
     "shorten",
     "token_cost",
@@ -52,12 +53,14 @@ _ALL_PROBLEMS = 600
 
 @dataclass
 class RowState:
-    """A row being repaired: its request, its answer now, its attempts."""
+    """A row being repaired: its request, its answer now (the body, and what the parser's table
+    says of it), its attempts."""
 
     request: dict[str, Any]
     messages: list[Any]  # the first request's messages
     max_tokens: int | None
     body: str | None
+    answer: Answer
     status: str
     violations: list[str] | None
     attempts: list[Attempt]
@@ -66,38 +69,6 @@ class RowState:
     #: re-ask's prompt is priced as those plus what it adds (:mod:`.rounds`).
     prompt_tokens: int = 0
     request_bytes: int = 0
-
-
-@dataclass
-class Answer:
-    """What the policy reads of one answer body."""
-
-    content: str | None = None
-    finish_reason: str | None = None
-    refused: bool = False
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-
-
-def read_answer(body: str | None) -> Answer:
-    try:
-        envelope = _object(load_json(body) if body is not None else None)
-    except ValueError:  # not the answer's JSON: the parser has said so
-        return Answer()
-    usage = _object(envelope.get("usage"))
-    out = Answer(
-        prompt_tokens=whole_number(usage.get("prompt_tokens")),
-        completion_tokens=whole_number(usage.get("completion_tokens")),
-    )
-    choices = envelope.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else None
-    if isinstance(choice, dict):
-        message = _object(choice.get("message"))
-        content = message.get("content")
-        out.content = content if isinstance(content, str) else None
-        out.finish_reason = choice.get("finish_reason")
-        out.refused = bool(message.get("refusal")) or out.finish_reason == "content_filter"
-    return out
 
 
 #: Bytes per token where a server reports no usage (English text and JSON average about 4).
@@ -124,10 +95,6 @@ def token_cost(answer: Answer, request: bytes, body: str | None) -> tuple[int, i
 def by_length(size: int) -> int:
     """The tokens of ``size`` bytes of text, estimated (:data:`BYTES_PER_TOKEN`, rounded up)."""
     return -(-size // BYTES_PER_TOKEN)
-
-
-def _object(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def whole_number(value: Any) -> int | None:

@@ -28,12 +28,10 @@ from dspark_json.http.request_body import RequestBuilder
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (
     REASKED,
-    Answer,
     RowState,
     by_length,
     is_wrong,
     plan,
-    read_answer,
     shorten,
     token_cost,
     whole_number,
@@ -46,6 +44,7 @@ from dspark_json.records import (
     PromptRecord,
     RepairStats,
 )
+from dspark_json.response.answers import Answer, read_answers
 from dspark_json.rows import Attempt, Status, status_of_error
 
 __all__ = ["Judged", "Repaired", "RoundStore", "repair"]
@@ -55,9 +54,11 @@ logger = logging.getLogger("dspark_json")
 
 @dataclass(frozen=True, kw_only=True)
 class Judged:
-    """What the parser and the validator said of some answers: each row's status, and its
-    schema violations (``None``: not validated)."""
+    """What the parser and the validator said of some answers: the parser's table (what the
+    re-asks read of each answer, :func:`~dspark_json.response.answers.read_answers`), each
+    row's status, and its schema violations (``None``: not validated)."""
 
+    parsed: pa.Table
     statuses: list[str]
     violations: list[list[str] | None] | None = None
 
@@ -147,15 +148,15 @@ def repair(
                 store.save(round, asked, outcomes)
         reasks += len(asked)
         verdict = judge(outcomes)
+        answers = read_answers(verdict.parsed, outcomes.bodies)
         charged: set[int] = set()
         for k, i in enumerate(asked):
-            _take(rows[i], outcomes[k], verdict, k, sent.raised[k])
+            _take(rows[i], outcomes[k], verdict, k, sent.raised[k], answer=answers[k])
             slot = sent.slots[k]
             if slot in charged or outcomes[k].error is not None:
                 continue  # a row that shares another's re-ask, or a re-ask that failed
             charged.add(slot)
-            body = outcomes[k].body
-            budget.spend(*token_cost(read_answer(body), sent.bodies[slot], body))
+            budget.spend(*token_cost(answers[k], sent.bodies[slot], outcomes[k].body))
     for row in rows.values():
         if is_wrong(row) and not row.done:
             _note(row, f"not re-asked: repairAttempts={options.repair_attempts} used up")
@@ -238,14 +239,17 @@ def _wrong_rows(
     """The rows whose first answer a re-ask could fix, with their first request (their first
     answers priced into ``budget``)."""
     violations = judged.violations
+    wrong = [
+        i
+        for i, status in enumerate(judged.statuses)
+        if status in REASKED or (status == Status.OK and violations and violations[i])
+    ]
     rows: dict[int, RowState] = {}
-    for i, status in enumerate(judged.statuses):
-        if status not in REASKED and not (status == Status.OK and violations and violations[i]):
-            continue
+    for i, answer in zip(wrong, read_answers(judged.parsed, first.bodies, wrong), strict=True):
+        status = judged.statuses[i]
         body = first.bodies[i].as_py()
         built = builder.build(records(i))
         request = json.loads(built)
-        answer = read_answer(body)
         prompt, completion, _ = token_cost(answer, built, body)
         budget.see(completion)
         rows[i] = RowState(
@@ -253,6 +257,7 @@ def _wrong_rows(
             messages=list(request["messages"]),
             max_tokens=whole_number(request.get("max_tokens")),
             body=body,
+            answer=answer,
             status=status,
             violations=violations[i] if violations is not None else None,
             attempts=[_attempt(status, answer)],
@@ -292,8 +297,7 @@ def _round(
     for i, row in rows.items():
         if row.done or not is_wrong(row):
             continue
-        answer = read_answer(row.body)
-        how = plan(row, answer, options, context)
+        how = plan(row, row.answer, options, context)
         if isinstance(how, str):
             _note(row, how)
             continue
@@ -324,8 +328,17 @@ def _round(
     return _Sent(rows=asked, bodies=bodies, slots=slots, raised=raised)
 
 
-def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: int | None) -> None:
-    """Record the answer to a re-ask of ``row`` (``k``: its place in the round)."""
+def _take(
+    row: RowState,
+    outcome: Outcome,
+    verdict: Judged,
+    k: int,
+    max_tokens: int | None,
+    *,
+    answer: Answer,
+) -> None:
+    """Record the answer to a re-ask of ``row`` (``k``: its place in the round; ``answer``:
+    what its parse says of it)."""
     if outcome.error is not None:  # the re-ask failed: the row keeps its last answer
         row.attempts.append(
             Attempt(
@@ -336,8 +349,8 @@ def _take(row: RowState, outcome: Outcome, verdict: Judged, k: int, max_tokens: 
             )
         )
         return
-    answer = read_answer(outcome.body)
     row.body = outcome.body
+    row.answer = answer
     row.max_tokens = max_tokens
     row.status = verdict.statuses[k]
     row.violations = verdict.violations[k] if verdict.violations is not None else None

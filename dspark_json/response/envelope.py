@@ -1,12 +1,11 @@
 """The chat completion envelope, defined once: its Spark type (:func:`envelope_fields`, hence
 its Arrow type through :func:`dspark_json.response.convert.arrow_schema`), vLLM's documented
-extras, the paths to the content (``choices[].message``, its ``parsed``) and the typed tool
-calls' column name (:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's
-answers are all built from these."""
+extras, the paths to the content (``choices[].message``, its ``parsed``), the paths the stages
+read of an answer (``*_PATH``, read by :mod:`.answers`) and the typed tool calls' column name
+(:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's answers are all built
+from these."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from pyspark.sql.types import (
     ArrayType,
@@ -19,18 +18,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from dspark_json.rows import load_json
-
 __all__ = [
+    "CALLS_PATH",
+    "CALL_ARGUMENTS_PATH",
+    "CALL_NAME_PATH",
     "CHOICE_EXTRAS",
+    "COMPLETION_TOKENS_PATH",
+    "CONTENT_PATH",
     "DOCUMENTED_EXTRAS",
     "ENVELOPE_COLUMNS",
+    "FINISH_REASON_PATH",
     "MESSAGE_EXTRAS",
+    "MESSAGE_PATH",
+    "PROMPT_TOKENS_PATH",
+    "REFUSAL_PATH",
     "TOOL_CALLS",
     "TOP_EXTRAS",
     "content_type",
     "envelope_fields",
-    "first_message",
     "is_documented_extra",
     "message_type",
     "tool_types",
@@ -173,15 +178,24 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
 #: Top-level columns of the chat completion envelope (:func:`envelope_fields`' names).
 ENVELOPE_COLUMNS = tuple(f.name for f in envelope_fields(None))
 
-
-def first_message(body: str | None) -> Any:
-    """The first choice's ``message`` in an answer body (any JSON value: the caller checks it is
-    an object), or None where the body is not JSON (or nested too deep) or holds no such path.
-    For the stages that read sample answers before there is a type to parse them with."""
-    try:
-        return load_json(body or "")["choices"][0]["message"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+# Where the stages read an answer (:mod:`.answers`): field names from the envelope's top, a list
+# before the path ends standing for its first element (``choices``: the first choice).
+#: The first choice's message.
+MESSAGE_PATH = ("choices", "message")
+#: Its text.
+CONTENT_PATH = (*MESSAGE_PATH, "content")
+#: Why the model refused (not empty: a refusal).
+REFUSAL_PATH = (*MESSAGE_PATH, "refusal")
+#: Its tool calls (the list: every call).
+CALLS_PATH = (*MESSAGE_PATH, "tool_calls")
+#: In one tool call: the function's name, and its arguments' text.
+CALL_NAME_PATH = ("function", "name")
+CALL_ARGUMENTS_PATH = ("function", "arguments")
+#: Why the first choice ended.
+FINISH_REASON_PATH = ("choices", "finish_reason")
+#: The usage's token counts.
+PROMPT_TOKENS_PATH = ("usage", "prompt_tokens")
+COMPLETION_TOKENS_PATH = ("usage", "completion_tokens")
 
 
 def message_type(schema: StructType) -> StructType | None:

@@ -29,8 +29,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from dspark_json.response.answers import first_message
 from dspark_json.response.content import extract_json
-from dspark_json.response.envelope import first_message
 from dspark_json.rows import load_json
 
 __all__ = [

@@ -27,8 +27,8 @@ from typing import Any, TypeAlias
 from pyspark.sql.types import ArrayType, DataType, StringType, StructField, StructType
 
 from dspark_json.errors import OptionError
+from dspark_json.response.answers import first_message
 from dspark_json.response.content import extract_json
-from dspark_json.response.envelope import first_message
 from dspark_json.rows import load_json
 from dspark_json.schema.inference import infer_type
 

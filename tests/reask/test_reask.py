@@ -19,11 +19,11 @@ from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (
     feedback,
     parse_error,
-    read_answer,
     token_cost,
 )
 from dspark_json.reask.rounds import Judged, repair
 from dspark_json.records import Outcomes, PromptRecord
+from dspark_json.response.answers import decode_answer, read_answers
 from dspark_json.rows import Status, status_of_error
 from dspark_json.schema.output import output_schema, response_fields
 from dspark_json.schema.validation import schema_violations
@@ -64,12 +64,13 @@ GOOD = body('{"word": "amber", "n": 3}', completion_tokens=7)
 
 
 def judge(outcomes, *, validate=False):
-    parsed = PARSER.parse(outcomes.bodies).column("_status").to_pylist()
-    statuses = [s or Status.OK for s in parsed]
+    table = PARSER.parse(outcomes.bodies)
+    statuses = [s or Status.OK for s in table.column("_status").to_pylist()]
     for row, error in outcomes.errors.items():
         statuses[row] = status_of_error(error)
-    found = schema_violations(SCHEMA, outcomes.bodies.to_pylist()) if validate else None
-    return Judged(statuses=statuses, violations=found)
+    contents = [a.content for a in read_answers(table, outcomes.bodies)]
+    found = schema_violations(SCHEMA, contents) if validate else None
+    return Judged(parsed=table, statuses=statuses, violations=found)
 
 
 def record(i, problem=None):
@@ -318,9 +319,9 @@ def no_usage(content, *, finish="stop"):
 def test_an_answer_without_usage_is_estimated_at_4_bytes_a_token():
     bare = no_usage("prose")
     # The prompt from the request's bytes, the completion from the answer body's, rounded up.
-    assert token_cost(read_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
+    assert token_cost(decode_answer(bare), b"x" * 401, bare) == (101, -(-len(bare) // 4), True)
     reported = body("prose", prompt_tokens=7, completion_tokens=3)
-    assert token_cost(read_answer(reported), b"x" * 401, reported) == (7, 3, False)
+    assert token_cost(decode_answer(reported), b"x" * 401, reported) == (7, 3, False)
 
 
 def test_without_usage_the_budget_counts_estimates_from_the_length():
@@ -464,3 +465,21 @@ def test_a_batchs_budget_is_shared_by_rows_and_adds_up(budget, rows, shares):
 
     assert share_budget(budget, rows) == shares
     assert sum(shares) == (budget if rows else 0)
+
+
+def test_re_asks_read_the_answers_from_the_parsers_tables_not_the_bodies(monkeypatch):
+    """The first answers and each round's come from the parse that judged them: no body is
+    decoded again (the usage priced, the content quoted, from the table)."""
+    from dspark_json.response import answers
+
+    monkeypatch.setattr(answers, "decode_answer", lambda body: pytest.fail(f"decoded {body}"))
+    cut = body('{"word": "am', finish="length", completion_tokens=64)
+    prose = body("Sure! amber, 3.")
+    missing = body('{"word": "amber"}')
+    model = Model(lambda sent: GOOD)
+    done = run([cut, prose, missing, GOOD], model, validate=True)
+    assert len(model.asked) == 3 and done.stats.fixed == 3
+    assert model.asked[0]["max_tokens"] == 128  # the finish_reason read: length
+    assert model.asked[1]["messages"][-2]["content"] == "Sure! amber, 3."  # the content read
+    assert done.attempts[0][0]["completion_tokens"] == 64  # the usage read
+    assert (done.stats.prompt_tokens, done.stats.completion_tokens) == (30, 21)

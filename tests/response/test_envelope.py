@@ -17,7 +17,6 @@ from dspark_json.response.envelope import (
     MESSAGE_EXTRAS,
     TOP_EXTRAS,
     envelope_fields,
-    first_message,
     is_documented_extra,
     message_type,
 )
@@ -77,21 +76,3 @@ def test_an_extra_is_documented_in_any_choice_and_a_field_is_not():
     assert is_documented_extra("metrics")
     assert not is_documented_extra("choices[0].message.content")
     assert not is_documented_extra("choices[0].message.audio.id")
-
-
-def test_first_message_is_the_first_choices_message_or_none():
-    answer = _answer()
-    assert first_message(json.dumps(answer)) == answer["choices"][0]["message"]
-    for body in [
-        None,
-        "",
-        "not json",
-        "[]",
-        '{"choices": []}',
-        '{"choices": {"0": 1}}',
-        '{"choices": "abc"}',
-        '{"choices": [{"index": 0}]}',
-        "[" * 600 + "]" * 600,
-    ]:
-        assert first_message(body) is None, body
-    assert first_message('{"choices": [{"message": "text"}]}') == "text"  # the caller checks

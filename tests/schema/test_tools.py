@@ -11,6 +11,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 from dspark_json.errors import OptionError
 from dspark_json.load import prepare
 from dspark_json.options import Options
+from dspark_json.response.answers import decode_answer
 from dspark_json.schema.tools import as_tools, inferred_arguments, tool_choice_body
 from dspark_json.schema.validation import tool_violations
 
@@ -93,6 +94,10 @@ def answer(*calls):
     return json.dumps({"choices": [{"index": 0, "message": message}]})
 
 
+def calls_of(bodies):
+    return [decode_answer(b).calls for b in bodies]
+
+
 def test_validation_lists_each_calls_violations_by_its_column_path():
     bodies = [
         answer(("get_weather", '{"city": "Oslo", "days": 9}'), ("get_weather", '{"days": 1}')),
@@ -100,7 +105,7 @@ def test_validation_lists_each_calls_violations_by_its_column_path():
         answer(("get_weather", "{broken")),  # not validated, and said so: never [] (issue 45)
         json.dumps({"choices": [{"message": {"content": "hi"}}]}),
     ]
-    found = tool_violations(as_tools([WEATHER]), bodies)
+    found = tool_violations(as_tools([WEATHER]), calls_of(bodies))
     assert found[0] == [
         "tool_calls.get_weather[0].arguments/days: 9 is greater than the maximum of 7",
         "tool_calls.get_weather[1].arguments/$: 'city' is a required property",
@@ -122,7 +127,7 @@ def test_arguments_that_cannot_be_read_are_never_said_to_conform():
         answer(("get_weather", "sunny, I think")),
         answer(("get_weather", '{"city": "Oslo"}'), ("get_time", "{}")),
     ]
-    assert tool_violations(as_tools([WEATHER]), bodies) == [
+    assert tool_violations(as_tools([WEATHER]), calls_of(bodies)) == [
         [
             "tool_calls.get_weather[0].arguments: not validated: the JSON is nested more than "
             "512 levels deep"
