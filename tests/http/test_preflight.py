@@ -226,6 +226,6 @@ def test_health_path_is_asked_where_it_points():
 @pytest.mark.parametrize("given", ["health", "http://x/health", "/health?key=1"])
 def test_a_health_path_that_is_not_a_path_is_refused_with_the_fix(given):
     with pytest.raises(OptionError) as caught:
-        Options.parse({"endpoint": "http://x", "prompts": "/p", "healthPath": given}).http
+        Options.parse({"endpoint": "http://x", "prompts": "/p", "healthPath": given})
     text = str(caught.value)
     assert "'healthPath'" in text and "starting with '/'" in text and "empty to skip" in text
