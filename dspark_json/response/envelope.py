@@ -1,8 +1,8 @@
 """The chat completion envelope, defined once: its Spark type (:func:`envelope_fields`, hence
 its Arrow type through :func:`dspark_json.response.convert.arrow_schema`), vLLM's documented
-extras (and a gateway's), the paths to the content (``choices[].message``, its ``parsed``) and the typed tool
-calls' column name (:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's
-answers are all built from these."""
+extras (and a gateway's), the paths to the content (``choices[].message``, its ``parsed``) and
+the typed tool calls' column name (:data:`TOOL_CALLS`). The output schema, the parsers and the
+simulator's answers are all built from these."""
 
 from __future__ import annotations
 
