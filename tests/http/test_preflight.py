@@ -160,7 +160,7 @@ def test_a_5xx_at_health_names_a_gateway_and_option_health_path_as_the_fix(statu
     assert f"{url}/health (option 'healthPath'='/health') answered HTTP {status}" in text
     assert "worker 2 down" in text and "engine may not be running" in text
     assert "LiteLLM's /health sends a completion" in text and "vllm-router's answers 503" in text
-    assert "set option 'healthPath' to ''" in text
+    assert "set option 'healthPath' to ''" in text and "'/health/liveliness'" in text
 
 
 @pytest.mark.parametrize(
