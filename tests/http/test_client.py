@@ -117,15 +117,21 @@ def test_a_body_that_is_not_an_error_shape_is_kept_as_text():
     assert out.error["type"] == "http_400" and out.error["message"] == "<html>bad gateway</html>"
 
 
-def test_retry_after_header_is_honoured(monkeypatch):
-    waits = []
+@pytest.fixture
+def waits(monkeypatch):
+    """The client's sleeps between attempts, recorded (and not slept)."""
+    seen = []
     real_sleep = asyncio.sleep
 
     async def fake_sleep(seconds):
-        waits.append(seconds)
+        seen.append(seconds)
         await real_sleep(0)
 
     monkeypatch.setattr("dspark_json.http.client.asyncio.sleep", fake_sleep)
+    return seen
+
+
+def test_retry_after_header_is_honoured(waits):
     answers = iter(
         [
             httpx.Response(429, headers={"Retry-After": "1.5"}),
@@ -145,15 +151,7 @@ def test_retry_after_as_an_http_date_and_garbage():
     assert retry.retry_after(httpx.Headers({"Retry-After": "99999"})) == 60.0  # capped
 
 
-def test_a_rate_limit_is_retried_past_max_attempts_after_the_gateways_hint(monkeypatch):
-    waits = []
-    real_sleep = asyncio.sleep
-
-    async def fake_sleep(seconds):
-        waits.append(seconds)
-        await real_sleep(0)
-
-    monkeypatch.setattr("dspark_json.http.client.asyncio.sleep", fake_sleep)
+def test_a_rate_limit_is_retried_past_max_attempts_after_the_gateways_hint(waits):
     answers = iter(
         [httpx.Response(429, headers={"llm_provider-retry-after": "2"})] * 7
         + [httpx.Response(503, headers={"x-ratelimit-reset-tokens": "20ms"})] * 2
