@@ -8,6 +8,7 @@ runs in a Python worker that has none, so option ``schemaHints`` is read here.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from pyspark.sql.types import (
     ArrayType,
@@ -190,60 +191,55 @@ def apply_hints(
     """``schema`` with each hinted column (a path into structs and arrays' elements) set to its
     type; a hinted column that is not there is added to its struct."""
     for path, dtype in hints:
-        schema = _pin(schema, path, dtype, path, option)
+        schema = _pin(schema, path, _Hint(path, dtype, option))
     return schema
 
 
-def _pin(
-    struct: StructType,
-    path: tuple[str, ...],
-    dtype: DataType,
-    full: tuple[str, ...],
-    option: str,
-) -> StructType:
+class _Hint(NamedTuple):
+    """One hint being applied: its whole path (for messages), its type, the option's name."""
+
+    full: tuple[str, ...]
+    dtype: DataType
+    option: str
+
+
+def _pin(struct: StructType, path: tuple[str, ...], hint: _Hint) -> StructType:
     name, rest = path[0], path[1:]
     fields = list(struct.fields)
     for i, field in enumerate(fields):
         if field.name != name:
             continue
-        pinned = _into(field.dataType, rest, dtype, full, option=option, name=name)
+        pinned = _into(field.dataType, rest, hint, name)
         fields[i] = StructField(name, pinned, field.nullable, field.metadata)
         return StructType(fields)
     if rest:
         raise OptionError(
-            f"Option {option!r}: {_shown(full)} goes into {name!r}, which is not a column "
-            f"here (columns: {', '.join(struct.names)}). Hint the whole struct, e.g. "
+            f"Option {hint.option!r}: {_shown(hint.full)} goes into {name!r}, which is not a "
+            f"column here (columns: {', '.join(struct.names)}). Hint the whole struct, e.g. "
             f"'{name} STRUCT<{rest[0]}: ...>'."
         )
-    return StructType([*fields, StructField(name, dtype)])
+    return StructType([*fields, StructField(name, hint.dtype)])
 
 
-def _into(
-    current: DataType,
-    rest: tuple[str, ...],
-    dtype: DataType,
-    full: tuple[str, ...],
-    *,
-    option: str,
-    name: str,
-) -> DataType:
+def _into(current: DataType, rest: tuple[str, ...], hint: _Hint, name: str) -> DataType:
     """``current`` (the type at ``name``) with the rest of a hint's path pinned in it."""
     if not rest:
-        return dtype
+        return hint.dtype
     if rest[0] == ELEMENT:
         if not isinstance(current, ArrayType):
             raise OptionError(
-                f"Option {option!r}: {_shown(full)} goes into the elements of {name!r}, which "
-                f"is {current.simpleString()}, not an array. Hint {name!r} itself instead."
+                f"Option {hint.option!r}: {_shown(hint.full)} goes into the elements of "
+                f"{name!r}, which is {current.simpleString()}, not an array. Hint {name!r} "
+                "itself instead."
             )
-        element = _into(current.elementType, rest[1:], dtype, full, option=option, name=f"{name}[]")
+        element = _into(current.elementType, rest[1:], hint, f"{name}[]")
         return ArrayType(element, current.containsNull)
     if not isinstance(current, StructType):
         raise OptionError(
-            f"Option {option!r}: {_shown(full)} goes into {name!r}, which is "
+            f"Option {hint.option!r}: {_shown(hint.full)} goes into {name!r}, which is "
             f"{current.simpleString()}, not a struct. Hint {name!r} itself instead."
         )
-    return _pin(current, rest, dtype, full, option)
+    return _pin(current, rest, hint)
 
 
 def to_ddl(schema: StructType) -> str:
