@@ -56,6 +56,19 @@ def _first_fault_flags(sim: argparse.ArgumentParser) -> None:
     )
 
 
+def _gateway_flags(sim: argparse.ArgumentParser) -> None:
+    gateway = sim.add_argument_group("a gateway in front, and its rate limit")
+    gateway.add_argument(
+        "--gateway",
+        choices=["litellm"],
+        help="answer as LiteLLM's proxy in front: /health sends a completion per model (500 "
+        "without the key), a wrong key is 400 'No connected db', provider_specific_fields in "
+        "each choice and message, 429s hinted by llm_provider-retry-after",
+    )
+    gateway.add_argument("--rpm", type=int, help="completions per --rate-window; the rest 429")
+    gateway.add_argument("--rate-window", type=float, default=60.0, help="seconds (--rpm)")
+
+
 def _tool_fault_flags(sim: argparse.ArgumentParser) -> None:
     tool = sim.add_argument_group("tool-call faults (seeded; rates are per call, exclusive)")
     tool.add_argument(
@@ -109,8 +122,10 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument("--vary", action="store_true", help="answer a repeated request differently")
     faults.add_argument("--drift-after", type=int, help="after N answers, add unexpected fields")
     faults.add_argument("--served-schema", help="JSON Schema text served at /health/json-schema")
+
     _first_fault_flags(sim)
     _tool_fault_flags(sim)
+    _gateway_flags(sim)
     faults.add_argument(
         "--api-key-env", metavar="NAME", help="require the key held by this environment variable"
     )
@@ -250,6 +265,9 @@ async def _simulate(args: argparse.Namespace) -> None:
         vary=args.vary,
         drift_after=args.drift_after,
         served_schema=args.served_schema,
+        gateway=args.gateway,
+        rpm=args.rpm,
+        rate_window=args.rate_window,
         first_truncated_rate=args.first_truncated_rate,
         first_broken_rate=args.first_broken_rate,
         first_prose_rate=args.first_prose_rate,

@@ -82,7 +82,7 @@ def test_a_server_killed_after_load_is_named_in_a_warn_while_prompts_wait(
 
     class Seen(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            if "not answering /health" in record.getMessage():
+            if "not answering /v1/models" in record.getMessage():
                 warned.set()
 
     handler = Seen()

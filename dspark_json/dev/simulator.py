@@ -53,6 +53,7 @@ import heapq
 import itertools
 import json
 import logging
+import math
 import random
 import time
 from collections import Counter
@@ -193,6 +194,12 @@ class Faults:
     tool_broken_rate: float = 0.0  # arguments that are not JSON (a trailing comma)
     tool_drift_rate: float = 0.0  # arguments with a key the parameters lack
     tool_unknown_rate: float = 0.0  # a call of a function the request did not offer
+    # A gateway in front (``litellm``: LiteLLM proxy's shapes; see :class:`Simulator`).
+    gateway: Literal["litellm"] | None = None
+    # At most this many completions per ``rate_window`` seconds (fixed windows, as a gateway's
+    # rpm limit with a shorter minute); the rest get 429 with the seconds left as a retry hint.
+    rpm: int | None = None
+    rate_window: float = 60.0
 
     def to_args(self) -> list[str]:
         """The ``dspark-json simulate`` arguments for these faults (the key goes by env)."""
@@ -219,6 +226,10 @@ class Faults:
             args.append(f"--drift-after={self.drift_after}")
         if self.served_schema is not None:
             args.append(f"--served-schema={self.served_schema}")
+        if self.gateway is not None:
+            args.append(f"--gateway={self.gateway}")
+        if self.rpm is not None:
+            args += [f"--rpm={self.rpm}", f"--rate-window={self.rate_window}"]
         for kind in _FIRST_FAULTS:
             rate = getattr(self, f"first_{kind}_rate")
             if rate:
@@ -300,6 +311,7 @@ class Simulator:
         self.scheduler = Scheduler(self.faults.capacity, self.faults.scheduling_policy)
         #: Seconds from arrival to answer, by the x-dspark-tenant header of the request.
         self.latencies: dict[str, list[float]] = {}
+        self._window = (0.0, 0)  # option rpm: when the current window began, completions in it
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
@@ -335,6 +347,17 @@ class Simulator:
         """Answer one request."""
         self.counts["requests"] += 1
         path = path.split("?", 1)[0]
+        if self.faults.gateway == "litellm" and (path == "/health" or path.startswith("/v1/")):
+            refused = self._litellm_auth(path, headers or {})
+            if refused is not None:
+                return refused
+        if path == "/health" and self.faults.gateway == "litellm":
+            # LiteLLM's /health sends a completion to every deployment of every model.
+            self.counts["health_completions"] += len(self.models)
+            healthy = [{"model": f"hosted_vllm/{m}"} for m in self.models]
+            return Reply(200, {"healthy_endpoints": healthy, "unhealthy_endpoints": []})
+        if path == "/health/liveliness" and self.faults.gateway == "litellm":
+            return Reply(200, "I'm alive!")
         if path == "/health":
             return Reply(200)
         if path == "/stats":
@@ -370,7 +393,46 @@ class Simulator:
             return reply
         return Reply(404, self._error(f"Not Found: {path}", 404))
 
+    def _litellm_auth(self, path: str, headers: Mapping[str, str]) -> Reply | None:
+        """LiteLLM's answers about the key (with a master key set): no key is 401 on /v1/* and
+        500 on /health; a wrong key (no database of virtual keys) is 400 "No connected db"."""
+        key = self.faults.api_key
+        given = headers.get("authorization")
+        if key is None or given == f"Bearer {key}":
+            return None
+        if given is None:
+            message, code = "Authentication Error, No api key passed in.", 401
+            code = 500 if path == "/health" else code
+        else:
+            message, code = "Authentication Error, No connected db.", 400
+        self.counts[f"status_{code}"] += 1
+        return Reply(code, _litellm_error(message, code))
+
+    def _throttled(self) -> Reply | None:
+        """Option rpm: a 429 once this window's completions are spent, with the seconds to the
+        next window as the hint (LiteLLM's ``llm_provider-retry-after`` behind the gateway,
+        else ``Retry-After``)."""
+        limit = self.faults.rpm
+        if limit is None:
+            return None
+        now = time.monotonic()
+        began, used = self._window
+        if now - began >= self.faults.rate_window:
+            began, used = now, 0
+        if used < limit:
+            self._window = (began, used + 1)
+            return None
+        self._window = (began, used)
+        left = str(max(1, math.ceil(began + self.faults.rate_window - now)))
+        self.counts["rate_limited"] += 1
+        name = "llm_provider-retry-after" if self.faults.gateway == "litellm" else "retry-after"
+        message = f"Rate limit reached: {limit} requests per {self.faults.rate_window:g}s."
+        return Reply(429, self._error(message, 429), {name: left})
+
     async def _complete(self, body: bytes) -> Reply:
+        throttled = self._throttled()
+        if throttled is not None:
+            return throttled
         digest = hashlib.sha256(body).hexdigest()
         self._seen[digest] += 1
         if self._seen[digest] > 1:
@@ -551,6 +613,8 @@ class Simulator:
             usage=usage,
             fingerprint=self.fingerprint,
         )
+        if self.faults.gateway == "litellm":
+            answer = litellm_completion(answer)
         return 200, (extra if drifted else {}) | answer
 
     def _first_fault(self, request: Mapping[str, Any], schema: Any) -> str | None:
@@ -712,6 +776,24 @@ def vllm_completion(
         "usage": {**usage, "prompt_tokens_details": None, "completion_tokens_details": None},
         **dict.fromkeys(TOP_EXTRAS),
     }
+
+
+def litellm_completion(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """A vLLM answer as LiteLLM's proxy hands it on: vLLM's fields its OpenAI type lacks go
+    into ``provider_specific_fields`` (the choice's ``stop_reason`` among them), and each
+    message gets one too."""
+    choices = []
+    for choice in answer["choices"]:
+        extra = {k: choice[k] for k in ("stop_reason", *CHOICE_EXTRAS) if k in choice}
+        kept = {k: v for k, v in choice.items() if k not in extra}
+        message = {**kept["message"], "provider_specific_fields": {"refusal": None}}
+        choices.append({**kept, "message": message, "provider_specific_fields": extra})
+    return {**answer, "choices": choices}
+
+
+def _litellm_error(message: str, code: int) -> dict[str, Any]:
+    """LiteLLM proxy's error body (its ``code`` is text)."""
+    return {"error": {"message": message, "type": "auth_error", "param": "None", "code": str(code)}}
 
 
 def vllm_choice(index: int, content: str | None, finish: str) -> dict[str, Any]:

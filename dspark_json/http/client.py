@@ -21,7 +21,7 @@ import httpx
 
 from dspark_json.errors import OptionError
 from dspark_json.http.concurrency import AdaptiveLimit
-from dspark_json.http.endpoints import Endpoint, EndpointPool, NoEndpoint, NoServer
+from dspark_json.http.endpoints import PROBE_PATH, Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
     held_error,
@@ -39,6 +39,7 @@ from dspark_json.http.retry import (
     DOWN_STATUSES,
     RETRY_STATUSES,
     backoff,
+    rate_limited,
     retry_after,
 )
 from dspark_json.http.secrets import Secret
@@ -174,7 +175,7 @@ class _Run:
             }
         )
         self.urls = _ByEndpoint(lambda e: httpx.URL(e.url + CHAT_COMPLETIONS))
-        self.health_urls = _ByEndpoint(lambda e: httpx.URL(e.url + "/health"))
+        self.probe_urls = _ByEndpoint(lambda e: httpx.URL(e.url + PROBE_PATH))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
         self.stopped = False
@@ -327,7 +328,7 @@ class _Run:
                 status, _, _ = await self._request(
                     transport,
                     "GET",
-                    self.health_urls[endpoint],
+                    self.probe_urls[endpoint],
                     self.headers[endpoint],
                     timeouts=timeouts,
                 )
@@ -564,6 +565,7 @@ class _Run:
         loop, attempt = asyncio.get_running_loop(), 0
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
+        throttled = 0  # attempts answered with a rate limit: not counted against maxAttempts
         while True:
             placed = await self._place(deadline, prefer, model, error, attempt + 1)
             if isinstance(placed, Outcome):
@@ -603,7 +605,8 @@ class _Run:
                     return _answered(body, attempt)
                 if status in RETRY_STATUSES:
                     limit.on_overload()
-                if status in DOWN_STATUSES:
+                throttle = rate_limited(status, headers)
+                if status in DOWN_STATUSES and not throttle:  # a throttle is not an outage
                     prefer = self._down(endpoint, prefer)
                 else:
                     pool.succeeded(endpoint)
@@ -611,8 +614,8 @@ class _Run:
                 retry = status in RETRY_STATUSES
                 if await self._misrouted(endpoint, model, status, body, attempt):
                     continue  # at once, to a replica that serves the model
-                wait_hint = retry_after(headers)
-            if not retry or attempt >= config.max_attempts:
+                wait_hint, throttled = retry_after(headers), throttled + throttle
+            if not retry or attempt - throttled >= config.max_attempts:
                 return Outcome(error=error)
             delay = wait_hint if wait_hint is not None else backoff(attempt)
             if loop.time() + delay >= deadline:

@@ -2,9 +2,17 @@
 
 Requests are spread round-robin over the healthy endpoints, or go to the first healthy one of
 the endpoints they prefer (option ``prefixOrder``: :mod:`dspark_json.http.order`). An endpoint
-that fails ``fail_limit`` times in a row (connection errors, timeouts, 502/503/504) rests:
-nothing is sent to it until a probe of its ``/health`` gets an HTTP answer below 500 (a gateway
-without ``/health`` answers 404, which counts as alive). Probes back off from 0.5 s to 10 s.
+that fails ``fail_limit`` times in a row (connection errors, timeouts, 502/503/504 without a
+retry hint) rests: nothing is sent to it until a probe of its ``/v1/models``
+(:data:`PROBE_PATH`) gets an HTTP answer below 500. Then it is on probation: its completions
+decide, as one success clears it and one more failure rests it again, with the next probe
+later (probes back off from 0.5 s to 10 s, across rests on probation too).
+
+Why ``/v1/models`` and not ``/health`` (option ``healthPath``, checked at ``.load()``): every
+OpenAI-compatible server and gateway answers it without sending a completion (LiteLLM's
+``/health`` sends one to every model behind it), and a router answers it for itself, where its
+``/health`` is an aggregate of its workers (vllm-router's is 503 while any one is down, though
+completions go through). Whether the endpoint is back is then said by its own completions.
 """
 
 from __future__ import annotations
@@ -17,10 +25,12 @@ from dataclasses import dataclass
 
 from dspark_json.http.secrets import Secret
 
-__all__ = ["Endpoint", "EndpointPool", "NoEndpoint", "NoServer"]
+__all__ = ["PROBE_PATH", "Endpoint", "EndpointPool", "NoEndpoint", "NoServer"]
 
 logger = logging.getLogger("dspark_json")
 
+#: Where a resting endpoint is probed (the module's docstring says why).
+PROBE_PATH = "/v1/models"
 _PROBE_FIRST_S = 0.5
 _PROBE_CAP_S = 10.0
 #: Seconds between the WARNs that say an endpoint is down and prompts wait.
@@ -72,6 +82,9 @@ class EndpointPool:
         self._warn_every = WAIT_WARN_S if warn_every is None else warn_every
         self._failures = dict.fromkeys(self.endpoints, 0)
         self._resting: dict[Endpoint, asyncio.Task[None]] = {}
+        # Endpoints back from a rest whose completions have not yet succeeded: the first
+        # probe wait of their next rest (it doubles while they fail again).
+        self._probation: dict[Endpoint, float] = {}
         self._down_since: dict[Endpoint, float] = {}
         self._all_down_since: float | None = None
         self._waiting: Counter[float] = Counter()  # when each waiting prompt began to wait
@@ -133,6 +146,7 @@ class EndpointPool:
             self._failures.setdefault(endpoint, 0)
         for endpoint in [e for e in self._failures if e not in self.endpoints]:
             del self._failures[endpoint]
+            self._probation.pop(endpoint, None)
             self._down_since.pop(endpoint, None)
             watch = self._resting.pop(endpoint, None)
             if watch is not None:
@@ -144,22 +158,30 @@ class EndpointPool:
     def succeeded(self, endpoint: Endpoint) -> None:
         if endpoint in self._failures:
             self._failures[endpoint] = 0
+            if self._probation.pop(endpoint, None) is not None:
+                logger.info("Endpoint %s completes requests again.", endpoint.url)
 
     def failed(self, endpoint: Endpoint) -> None:
         if endpoint not in self._failures:  # removed while its request was in flight
             return
         self._failures[endpoint] += 1
-        if self._failures[endpoint] >= self._fail_limit and endpoint not in self._resting:
+        on_probation = endpoint in self._probation
+        if (
+            self._failures[endpoint] >= self._fail_limit or on_probation
+        ) and endpoint not in self._resting:
             self.rests += 1
             logger.warning(
-                "Endpoint %s failed %d times in a row; no requests go to it until its /health "
+                "Endpoint %s failed %d times in a row%s; no requests go to it until its %s "
                 "answers.",
                 endpoint.url,
                 self._failures[endpoint],
+                " after it came back" if on_probation else "",
+                PROBE_PATH,
             )
             loop = asyncio.get_running_loop()
             self._down_since[endpoint] = loop.time()
-            self._resting[endpoint] = asyncio.create_task(self._watch(endpoint))
+            first = self._probation.get(endpoint, _PROBE_FIRST_S)
+            self._resting[endpoint] = asyncio.create_task(self._watch(endpoint, first))
             if len(self._resting) == len(self.endpoints):
                 self._all_down_since = loop.time()
             if self._nag is None or self._nag.done():
@@ -181,10 +203,11 @@ class EndpointPool:
             backlog = self._backlog() if self._backlog is not None else 0
             others = len(self.endpoints) - len(self._resting)
             logger.warning(
-                "Endpoint %s not answering /health; %s. %d prompt(s) of this task wait for an "
+                "Endpoint %s not answering %s; %s. %d prompt(s) of this task wait for an "
                 "endpoint (the longest for %.0fs), %d more not started; a prompt gives up "
                 "after requestDeadline=%gs (its row then gets _error endpoint_unavailable).",
                 down,
+                PROBE_PATH,
                 f"requests go to the {others} other endpoint(s)"
                 if others
                 else "no endpoint is left to send to",
@@ -194,17 +217,21 @@ class EndpointPool:
                 self._deadline,
             )
 
-    async def _watch(self, endpoint: Endpoint) -> None:
-        wait = _PROBE_FIRST_S
+    async def _watch(self, endpoint: Endpoint, wait: float) -> None:
         while True:
             await asyncio.sleep(wait)
+            wait = min(_PROBE_CAP_S, wait * 2)
             if await self._probe(endpoint):
                 break
-            wait = min(_PROBE_CAP_S, wait * 2)
-        logger.info("Endpoint %s answers /health again; sending to it.", endpoint.url)
+        logger.info(
+            "Endpoint %s answers %s again; sending to it (one more failure rests it again).",
+            endpoint.url,
+            PROBE_PATH,
+        )
         if endpoint not in self._failures:  # removed meanwhile
             return
         self._failures[endpoint] = 0
+        self._probation[endpoint] = wait
         del self._resting[endpoint]
         self._down_since.pop(endpoint, None)
         self._all_down_since = None

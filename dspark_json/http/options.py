@@ -95,6 +95,20 @@ def _env_name(name: str, text: str) -> str:
     return text.strip()
 
 
+def _health_path(name: str, text: str) -> str | None:
+    """The liveness path checked at ``.load()``; ``None`` (empty, or ``none``) skips it."""
+    path = text.strip()
+    if path.lower() in ("", "none"):
+        return None
+    if not path.startswith("/") or "://" in path or any(c in path for c in " ?#\r\n"):
+        raise OptionError(
+            f"Option {name!r} must be a path on each endpoint starting with '/' (e.g. "
+            f"'/health', or LiteLLM's '/health/liveliness'), or empty to skip the check; got "
+            f"{redact(text)!r}."
+        )
+    return path
+
+
 def _json_or_file(name: str, source: str, what: str) -> str:
     """``source`` itself when it is JSON text (starts with { or [), else the text of the file
     it names."""
@@ -185,9 +199,9 @@ class HttpOptions:
     endpoints: tuple[Endpoint, ...] = option(
         "endpoint",
         "Base URL of the vLLM / OpenAI-compatible server (a trailing /v1 is accepted). Several, "
-        "comma-separated, share the load; one that keeps failing rests until its /health "
-        "answers again. Credentials in the URL (user:pass@) are sent as Basic auth and never "
-        "shown.",
+        "comma-separated, share the load; one that keeps failing rests until its /v1/models "
+        "answers again (then one more failure rests it again). Credentials in the URL "
+        "(user:pass@) are sent as Basic auth and never shown.",
         "http://vllm-a:8000,http://vllm-b:8000",
         convert=_endpoints,
         aliases=("vllm_endpoint",),
@@ -209,6 +223,17 @@ class HttpOptions:
         "(the executors) and, for the checks at .load(), on the driver.",
         "VLLM_API_KEY",
         convert=_env_name,
+    )
+    health_path: str | None = option(
+        "healthPath",
+        "Path that .load() GETs on each endpoint to see the server is up, before /v1/models. "
+        "Empty (or none) skips it: a gateway's /health may send a completion to every model "
+        "behind it (LiteLLM's does, and answers 500 without a key) or answer 503 while one "
+        "worker of many is down (vllm-router's); /v1/models, which sends no completion, is "
+        "checked either way. Benched endpoints are probed at /v1/models, not here.",
+        "/health/liveliness",
+        convert=_health_path,
+        default="/health",
     )
     max_concurrency: int = option(
         "maxConcurrency",
@@ -259,8 +284,9 @@ class HttpOptions:
     )
     request_deadline: float = option(
         "requestDeadline",
-        "Seconds a prompt may take over all its attempts and waits; then its row gets _error "
-        "(endpoint_unavailable while every endpoint is down). 600: two attempts that each take "
+        "Seconds a prompt may take over all its attempts and waits (rate-limited retries "
+        "included); then its row gets _error (endpoint_unavailable while every endpoint is "
+        "down). 600: two attempts that each take "
         "the whole requestTimeout, or time for a restarting vLLM to load its model again; a "
         "longer outage fails the rows instead of holding the micro-batch (and while prompts "
         "wait, a WARN every 30 s names the endpoint).",
@@ -271,7 +297,10 @@ class HttpOptions:
     max_attempts: int = option(
         "maxAttempts",
         "Attempts per request (first try included) on connection errors, timeouts, bodies cut "
-        "short, 408, 429 and 5xx; Retry-After / retry-after-ms are honoured.",
+        "short, 408 and 5xx. A rate limit (429, or a 503 with a retry hint) is not counted: "
+        "it is retried while requestDeadline allows, after the server's hint (Retry-After, "
+        "retry-after-ms, LiteLLM's llm_provider-retry-after, OpenAI's x-ratelimit-reset-*; "
+        "at most 60 s) or backoff.",
         "8",
         convert=positive(int),
         default="5",

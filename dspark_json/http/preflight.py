@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -50,17 +51,17 @@ CHECK_TIMEOUT_S = 10.0
 
 
 def check_server(options: HttpOptions, model: str | None) -> str:
-    """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
+    """Reach option ``healthPath`` and ``/v1/models`` of every endpoint; return the model to use
     (``model``, else the first one the first reachable endpoint lists). See
     :func:`check_model`."""
     return check_model(options, model)[0]
 
 
 def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | None]:
-    """Reach ``/health`` and ``/v1/models`` of every endpoint; return the model to use
-    (``model``, else the first one the first reachable endpoint lists) and its context length
-    (vLLM's ``max_model_len`` in the list, the smallest the endpoints give; ``None`` where no
-    endpoint says).
+    """Reach option ``healthPath`` (where set) and ``/v1/models`` of every endpoint; return the
+    model to use (``model``, else the first one the first reachable endpoint lists) and its
+    context length (vLLM's ``max_model_len`` in the list, the smallest the endpoints give;
+    ``None`` where no endpoint says).
 
     Raises :class:`ServerError` when no endpoint is usable; an endpoint that is down while
     another works is logged and left to the executors' health probes.
@@ -78,7 +79,9 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
     for endpoint in endpoints:
         try:
-            served = _served_models(endpoint, key, options.max_response_bytes)
+            served = _served_models(
+                endpoint, key, options.max_response_bytes, health=options.health_path
+            )
         except ServerError as exc:
             if len(endpoints) == 1:
                 raise
@@ -191,27 +194,35 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
 
 
 def _served_models(
-    endpoint: Endpoint, key: Secret | None, limit: int | None = None
+    endpoint: Endpoint, key: Secret | None, limit: int | None = None, *, health: str | None = None
 ) -> dict[str, int | None]:
-    """The models ``endpoint`` lists, each with its context length where it gives one."""
+    """The models ``endpoint`` lists, each with its context length where it gives one; its
+    ``health`` path (option ``healthPath``) asked first where given."""
     secrets = [key, endpoint.credentials]
     headers = auth_headers(key, endpoint)
-    health = http_get(f"{endpoint.url}/health", headers, secrets, limit=limit)
-    if health.status_code >= 500:
-        raise ServerError(
-            f"The model server at {endpoint.url}/health answers HTTP {health.status_code}: its "
-            "engine is not running. Restart the server (see its log), or point option "
-            "'endpoint' at a healthy one."
-        )
+    if health is not None:
+        url = f"{endpoint.url}{health}"
+        answer = http_get(url, headers, secrets, limit=limit)
+        refused = _refused(url, answer, key, secrets)
+        if refused is not None:
+            raise refused
+        if answer.status_code >= 500:
+            raise ServerError(
+                f"The model server at {redact(url, secrets)} (option 'healthPath'={health!r}) "
+                f"answered HTTP {answer.status_code}: {_shown(answer, secrets)}. Its engine may "
+                "not be running (restart it; see its log), or this is a gateway whose "
+                f"{health} is not a liveness check: LiteLLM's /health sends a completion to "
+                "every model behind it (and answers 500 without a key), vllm-router's answers "
+                "503 while any one of its workers is down. Behind a gateway, set option "
+                "'healthPath' to '' (/v1/models is checked either way) or to its liveness path "
+                "(LiteLLM: '/health/liveliness'); else point option 'endpoint' at a healthy "
+                "server."
+            )
     url = f"{endpoint.url}/v1/models"
     response = http_get(url, headers, secrets, limit=limit)
-    if response.status_code in (401, 403):
-        given = "the API key given was refused" if key is not None else "it needs an API key"
-        raise ServerError(
-            f"The model server at {url} answered HTTP {response.status_code}: {given}. Set "
-            "option 'apiKeyEnv' (the name of an environment variable holding the key) or "
-            "'apiKey'."
-        )
+    refused = _refused(url, response, key, secrets)
+    if refused is not None:
+        raise refused
     if response.status_code != 200:
         raise ServerError(
             f"The model server at {url} answered HTTP {response.status_code}: "
@@ -227,6 +238,38 @@ def _served_models(
         raise ServerError(
             f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
         ) from exc
+
+
+#: What an answer about a missing or refused key says (LiteLLM answers a wrong key with 400
+#: "No connected db", and its /health without a key with 500).
+_ABOUT_KEY = re.compile(
+    r"auth|api[ _-]?key|\bkey\b|bearer|unauthori[sz]ed|no connected db", re.IGNORECASE
+)
+
+
+def _refused(
+    url: str, response: httpx.Response, key: Secret | None, secrets: list[Secret | None]
+) -> ServerError | None:
+    """The error that asks about the key, where ``response`` says the key is missing or
+    refused: 401/403, or a 400/500 whose body speaks of auth, a key or LiteLLM's "No
+    connected db"."""
+    status = response.status_code
+    if status not in (401, 403) and not (
+        status in (400, 500) and _ABOUT_KEY.search(redact(response.text, secrets)[:2000])
+    ):
+        return None
+    given = "the API key given was refused" if key is not None else "it needs an API key"
+    return ServerError(
+        f"The model server at {redact(url, secrets)} answered HTTP {status}"
+        f"{'' if status in (401, 403) else ': ' + _shown(response, secrets)}: {given}. Set "
+        "option 'apiKeyEnv' (the name of an environment variable holding the key) or "
+        "'apiKey'."
+    )
+
+
+def _shown(response: httpx.Response, secrets: list[Secret | None]) -> str:
+    """The start of an answer's body, credentials masked, for a message."""
+    return repr(redact(response.text, secrets)[:200])
 
 
 def check_priority(options: HttpOptions, model: str, priority: int | None) -> None:

@@ -1,19 +1,24 @@
 """When to try a request again, and how long to wait first.
 
 Connection errors, bodies cut short, timeouts and the statuses in :data:`RETRY_STATUSES` are
-retried with exponential backoff and full jitter, or after the server's ``Retry-After`` /
-``retry-after-ms``. What a failure that is not retried looks like is :mod:`.failures`' business.
+retried with exponential backoff and full jitter, or after the server's retry hint
+(:func:`retry_after`: ``retry-after-ms``, ``Retry-After``, LiteLLM's
+``llm_provider-retry-after``, OpenAI's ``x-ratelimit-reset-*``). A rate limit
+(:func:`rate_limited`) is retried until ``requestDeadline`` rather than ``maxAttempts`` times:
+the server says when to come back, and a rate-limited run should finish, not end half its rows
+as 429s. What a failure that is not retried looks like is :mod:`.failures`' business.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import httpx
 
-__all__ = ["DOWN_STATUSES", "RETRY_STATUSES", "backoff", "retry_after"]
+__all__ = ["DOWN_STATUSES", "RETRY_STATUSES", "backoff", "rate_limited", "retry_after"]
 
 #: Statuses that say the server is overloaded: they are retried (with connection errors, bodies
 #: cut short and timeouts), and the in-flight limit backs off.
@@ -32,18 +37,50 @@ def backoff(attempt: int) -> float:
 
 
 def retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date),
-    capped at 60 s; ``None`` when neither is there or readable."""
+    """Seconds to wait from the server's retry hint, capped at 60 s; ``None`` when there is none
+    readable. In this order: ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date),
+    LiteLLM's ``llm_provider-retry-after`` (the provider's Retry-After, in seconds), then
+    OpenAI's ``x-ratelimit-reset-requests`` / ``x-ratelimit-reset-tokens`` (durations such as
+    ``1s``, ``6m0s``, ``20ms``: the longer of the two, as either limit may be the one hit)."""
     if "retry-after-ms" in headers:
         try:
-            return min(_RETRY_AFTER_CAP_S, max(0.0, float(headers["retry-after-ms"]) / 1000))
+            return _capped(float(headers["retry-after-ms"]) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
-    if value is None:
-        return None
+    if value is not None:
+        seconds = _seconds_or_date(value)
+        if seconds is not None:
+            return seconds
+    value = headers.get("llm_provider-retry-after")
+    if value is not None:
+        seconds = _seconds_or_date(value)
+        if seconds is not None:
+            return seconds
+    resets = [
+        _duration(headers[name])
+        for name in ("x-ratelimit-reset-requests", "x-ratelimit-reset-tokens")
+        if name in headers
+    ]
+    known = [r for r in resets if r is not None]
+    return _capped(max(known)) if known else None
+
+
+def rate_limited(status: int, headers: httpx.Headers) -> bool:
+    """Whether an answer is a rate limit that is retried until ``requestDeadline`` (not counted
+    against ``maxAttempts``): a 429, or a 503 that says when to come back (a gateway's
+    throttling; a 503 without a hint is an endpoint that is down)."""
+    return status == 429 or (status == 503 and retry_after(headers) is not None)
+
+
+def _capped(seconds: float) -> float:
+    return min(_RETRY_AFTER_CAP_S, max(0.0, seconds))
+
+
+def _seconds_or_date(value: str) -> float | None:
+    """A Retry-After value: seconds, or an HTTP date (a past one means now)."""
     try:
-        return min(_RETRY_AFTER_CAP_S, max(0.0, float(value)))
+        return _capped(float(value))
     except ValueError:
         pass
     try:
@@ -52,4 +89,23 @@ def retry_after(headers: httpx.Headers) -> float | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return min(_RETRY_AFTER_CAP_S, max(0.0, (when - datetime.now(UTC)).total_seconds()))
+    return _capped((when - datetime.now(UTC)).total_seconds())
+
+
+#: One part of a Go-style duration (OpenAI's reset headers): a number and its unit.
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def _duration(text: str) -> float | None:
+    """Seconds in a duration such as ``1s``, ``6m0s``, ``20ms``, ``1h2m3.5s`` (a bare number is
+    seconds); ``None`` where it is not one."""
+    text = text.strip()
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)

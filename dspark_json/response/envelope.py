@@ -1,9 +1,9 @@
 """The chat completion envelope, defined once: its Spark type (:func:`envelope_fields`, hence
 its Arrow type through :func:`dspark_json.response.convert.arrow_schema`), vLLM's documented
-extras, the paths to the content (``choices[].message``, its ``parsed``), the paths the stages
-read of an answer (``*_PATH``, read by :mod:`.answers`) and the typed tool calls' column name
-(:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's answers are all built
-from these."""
+extras (and a gateway's), the paths to the content (``choices[].message``, its ``parsed``), the
+paths the stages read of an answer (``*_PATH``, read by :mod:`.answers`) and the typed tool
+calls' column name (:data:`TOOL_CALLS`). The output schema, the parsers and the simulator's
+answers are all built from these."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ __all__ = [
     "DOCUMENTED_EXTRAS",
     "ENVELOPE_COLUMNS",
     "FINISH_REASON_PATH",
+    "GATEWAY_EXTRAS",
     "MESSAGE_EXTRAS",
     "MESSAGE_PATH",
     "PROMPT_TOKENS_PATH",
@@ -60,15 +61,21 @@ TOP_EXTRAS = (
 CHOICE_EXTRAS = ("token_ids", "routed_experts")
 #: vLLM's extras in each message, in its order.
 MESSAGE_EXTRAS = ("annotations", "audio", "function_call")
+#: What a gateway adds to each choice and each message: LiteLLM's ``provider_specific_fields``
+#: (an object of the fields its OpenAI type lacks; vLLM's ``stop_reason`` moves there, so
+#: the ``stop_reason`` column is null behind LiteLLM).
+GATEWAY_EXTRAS = ("provider_specific_fields",)
 #: Fields vLLM (0.32) documents in its answers that are not columns: null unless a request asks
-#: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...). Null, they are
-#: dropped; with a value, they are kept in ``_rescued_data`` but are not schema drift (the
-#: metrics' ``new_fields`` and ``schemaEvolutionMode=failOnNewColumns`` ignore them).
+#: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...), and a gateway's
+#: (:data:`GATEWAY_EXTRAS`, on every answer). Null, they are dropped; with a value, they are
+#: kept in ``_rescued_data`` but are not schema drift (the metrics' ``new_fields`` and
+#: ``schemaEvolutionMode=failOnNewColumns`` ignore them); ``schemaHints`` makes one a column
+#: (``choices[].message.provider_specific_fields STRING``).
 DOCUMENTED_EXTRAS = frozenset(
     {
         *TOP_EXTRAS,
-        *(f"choices[0].{name}" for name in CHOICE_EXTRAS),
-        *(f"choices[0].message.{name}" for name in MESSAGE_EXTRAS),
+        *(f"choices[0].{name}" for name in (*CHOICE_EXTRAS, *GATEWAY_EXTRAS)),
+        *(f"choices[0].message.{name}" for name in (*MESSAGE_EXTRAS, *GATEWAY_EXTRAS)),
     }
 )
 

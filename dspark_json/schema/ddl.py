@@ -8,6 +8,7 @@ runs in a Python worker that has none, so option ``schemaHints`` is read here.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from pyspark.sql.types import (
     ArrayType,
@@ -57,7 +58,10 @@ _SIMPLE: dict[str, DataType] = {
     "date": DateType(),
     "binary": BinaryType(),
 }
-_TOKEN = re.compile(r"\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>(),:.])")
+_TOKEN = re.compile(r"\s*(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*|\d+|\[\d*\]|[<>(),:.])")
+#: A step into an array's elements in a hint's path (``choices[].message``; ``choices[0]``,
+#: as ``_rescued_data`` and the drift messages spell it, means the same: every element).
+ELEMENT = "[]"
 
 
 class _Tokens:
@@ -94,20 +98,36 @@ class _Tokens:
 
 
 def parse_hints(text: str, option: str = "schemaHints") -> list[tuple[tuple[str, ...], DataType]]:
-    """``"a.b DOUBLE, c ARRAY<STRING>"`` -> [(("a", "b"), DoubleType()), (("c",), ...)]."""
+    """``"a.b DOUBLE, c ARRAY<STRING>"`` -> [(("a", "b"), DoubleType()), (("c",), ...)]; a path
+    goes into an array's elements with ``[]`` (or ``[0]``): ``choices[].message.x STRING`` ->
+    (("choices", ELEMENT, "message", "x"), StringType())."""
     tokens = _Tokens(text, option)
     hints = []
     while tokens.peek() is not None:
-        path = [_name(tokens.take())]
-        while tokens.peek() == ".":
-            tokens.take(".")
-            path.append(_name(tokens.take()))
+        path = [_path_name(tokens)]
+        while tokens.peek() == "." or (tokens.peek() or "").startswith("["):
+            if tokens.take() == ".":
+                path.append(_path_name(tokens))
+            else:
+                path.append(ELEMENT)
             if len(path) > TYPED_NESTING:
                 tokens.fail(f"a column path of more than {TYPED_NESTING} names")
         hints.append((tuple(path), _type(tokens, 0)))
         if tokens.peek() is not None:
             tokens.take(",")
     return hints
+
+
+def _path_name(tokens: _Tokens) -> str:
+    token = tokens.take()
+    if not (token.startswith("`") or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", token)):
+        tokens.fail(f"expected a column name, found {token}")
+    return _name(token)
+
+
+def _shown(path: tuple[str, ...]) -> str:
+    """A hint's path as written: ``choices[].message.x``."""
+    return "".join(part if part == ELEMENT or i == 0 else "." + part for i, part in enumerate(path))
 
 
 def _name(token: str) -> str:
@@ -168,42 +188,58 @@ def _type(tokens: _Tokens, depth: int) -> DataType:
 def apply_hints(
     schema: StructType, hints: list[tuple[tuple[str, ...], DataType]], option: str = "schemaHints"
 ) -> StructType:
-    """``schema`` with each hinted column (a path into structs) set to its type; a hinted
-    column that is not there is added to its struct."""
+    """``schema`` with each hinted column (a path into structs and arrays' elements) set to its
+    type; a hinted column that is not there is added to its struct."""
     for path, dtype in hints:
-        schema = _pin(schema, path, dtype, path, option)
+        schema = _pin(schema, path, _Hint(path, dtype, option))
     return schema
 
 
-def _pin(
-    struct: StructType,
-    path: tuple[str, ...],
-    dtype: DataType,
-    full: tuple[str, ...],
-    option: str,
-) -> StructType:
+class _Hint(NamedTuple):
+    """One hint being applied: its whole path (for messages), its type, the option's name."""
+
+    full: tuple[str, ...]
+    dtype: DataType
+    option: str
+
+
+def _pin(struct: StructType, path: tuple[str, ...], hint: _Hint) -> StructType:
     name, rest = path[0], path[1:]
     fields = list(struct.fields)
     for i, field in enumerate(fields):
         if field.name != name:
             continue
-        if not rest:
-            fields[i] = StructField(name, dtype, field.nullable, field.metadata)
-        elif isinstance(field.dataType, StructType):
-            fields[i] = StructField(name, _pin(field.dataType, rest, dtype, full, option))
-        else:
-            raise OptionError(
-                f"Option {option!r}: {'.'.join(full)} goes into {name!r}, which is "
-                f"{field.dataType.simpleString()}, not a struct. Hint {name!r} itself instead."
-            )
+        pinned = _into(field.dataType, rest, hint, name)
+        fields[i] = StructField(name, pinned, field.nullable, field.metadata)
         return StructType(fields)
     if rest:
         raise OptionError(
-            f"Option {option!r}: {'.'.join(full)} goes into {name!r}, which is not a column "
-            f"here (columns: {', '.join(struct.names)}). Hint the whole struct, e.g. "
+            f"Option {hint.option!r}: {_shown(hint.full)} goes into {name!r}, which is not a "
+            f"column here (columns: {', '.join(struct.names)}). Hint the whole struct, e.g. "
             f"'{name} STRUCT<{rest[0]}: ...>'."
         )
-    return StructType([*fields, StructField(name, dtype)])
+    return StructType([*fields, StructField(name, hint.dtype)])
+
+
+def _into(current: DataType, rest: tuple[str, ...], hint: _Hint, name: str) -> DataType:
+    """``current`` (the type at ``name``) with the rest of a hint's path pinned in it."""
+    if not rest:
+        return hint.dtype
+    if rest[0] == ELEMENT:
+        if not isinstance(current, ArrayType):
+            raise OptionError(
+                f"Option {hint.option!r}: {_shown(hint.full)} goes into the elements of "
+                f"{name!r}, which is {current.simpleString()}, not an array. Hint {name!r} "
+                "itself instead."
+            )
+        element = _into(current.elementType, rest[1:], hint, f"{name}[]")
+        return ArrayType(element, current.containsNull)
+    if not isinstance(current, StructType):
+        raise OptionError(
+            f"Option {hint.option!r}: {_shown(hint.full)} goes into {name!r}, which is "
+            f"{current.simpleString()}, not a struct. Hint {name!r} itself instead."
+        )
+    return _pin(current, rest, hint)
 
 
 def to_ddl(schema: StructType) -> str:

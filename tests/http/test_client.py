@@ -7,6 +7,7 @@ through the environment's proxy)."""
 
 import asyncio
 import base64
+import dataclasses
 import gc
 import json
 import logging
@@ -116,15 +117,21 @@ def test_a_body_that_is_not_an_error_shape_is_kept_as_text():
     assert out.error["type"] == "http_400" and out.error["message"] == "<html>bad gateway</html>"
 
 
-def test_retry_after_header_is_honoured(monkeypatch):
-    waits = []
+@pytest.fixture
+def waits(monkeypatch):
+    """The client's sleeps between attempts, recorded (and not slept)."""
+    seen = []
     real_sleep = asyncio.sleep
 
     async def fake_sleep(seconds):
-        waits.append(seconds)
+        seen.append(seconds)
         await real_sleep(0)
 
     monkeypatch.setattr("dspark_json.http.client.asyncio.sleep", fake_sleep)
+    return seen
+
+
+def test_retry_after_header_is_honoured(waits):
     answers = iter(
         [
             httpx.Response(429, headers={"Retry-After": "1.5"}),
@@ -142,6 +149,33 @@ def test_retry_after_as_an_http_date_and_garbage():
     assert 25 < retry.retry_after(httpx.Headers({"Retry-After": soon})) <= 30
     assert retry.retry_after(httpx.Headers({"Retry-After": "soon-ish"})) is None
     assert retry.retry_after(httpx.Headers({"Retry-After": "99999"})) == 60.0  # capped
+
+
+def test_a_rate_limit_is_retried_past_max_attempts_after_the_gateways_hint(waits):
+    answers = iter(
+        [httpx.Response(429, headers={"llm_provider-retry-after": "2"})] * 7
+        + [httpx.Response(503, headers={"x-ratelimit-reset-tokens": "20ms"})] * 2
+        + [httpx.Response(200, text="{}")]
+    )
+    fetched = run(lambda r: next(answers))  # CONFIG: maxAttempts=3
+    (out,) = fetched.outcomes
+    assert out.body == "{}" and fetched.stats.requests == 10
+    assert waits == [2.0] * 7 + [0.02] * 2
+    assert fetched.stats.endpoint_rests == 0  # a 503 with a hint is a throttle, not an outage
+
+
+def test_other_failures_keep_max_attempts_however_many_rate_limits_came_before():
+    answers = iter([httpx.Response(429)] * 4 + [httpx.Response(500)] * 10)
+    (out,) = run(lambda r: next(answers)).outcomes  # CONFIG: maxAttempts=3
+    assert out.error["status"] == 500 and out.error["attempts"] == 4 + 3
+
+
+def test_a_rate_limit_without_end_stops_at_request_deadline():
+    config = HttpOptions(endpoints=ENDPOINT, max_attempts=2, request_deadline=0.5)
+    fetched = run(lambda r: httpx.Response(429, headers={"retry-after-ms": "100"}), config=config)
+    (out,) = fetched.outcomes
+    assert out.error["status"] == 429 and 3 <= out.error["attempts"] <= 6
+    assert "requestDeadline=0.5s" in out.error["message"]
 
 
 def test_backoff_is_full_jitter_and_capped():
@@ -287,7 +321,7 @@ def test_load_is_spread_and_a_failing_endpoint_rests_until_health_answers():
 
     async def handler(request):
         host = request.url.host
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             health[host] += 1
             return httpx.Response(200)
         sent[host] += 1
@@ -307,7 +341,7 @@ def test_no_log_line_carries_the_key_or_url_credentials(caplog):
     caplog.set_level(logging.DEBUG)
 
     def handler(request):
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             return httpx.Response(503)
         raise httpx.ConnectError(f"refused for url {request.url}", request=request)
 
@@ -374,8 +408,11 @@ def test_client_errors_neither_lower_the_limit_nor_rest_the_endpoint():
     )
     stats = send(lambda r: httpx.Response(400), [{"i": i} for i in range(6)], config).stats
     assert (stats.limit_lowest, stats.endpoint_rests, stats.failed) == (8, 0, 6)
-    overloaded = send(lambda r: httpx.Response(429), [{"i": 0}], config).stats
-    assert overloaded.limit_lowest == 4 and overloaded.endpoint_rests == 0
+    # A rate limit is retried until requestDeadline, not maxAttempts times.
+    throttled = dataclasses.replace(config, request_deadline=1.0)
+    overloaded = send(lambda r: httpx.Response(429), [{"i": 0}], throttled).stats
+    assert overloaded.limit_lowest < 8 and overloaded.endpoint_rests == 0
+    assert overloaded.requests > config.max_attempts
     down = send(lambda r: httpx.Response(503), [{"i": 0}], config).stats
     assert down.limit_lowest == 4 and down.endpoint_rests == 1
 
@@ -385,7 +422,7 @@ def test_a_resting_endpoint_comes_back_only_when_health_answers_below_500():
     health = iter(["refused", 500, 404])
 
     def handler(request):
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             probes.append((request.method, request.extensions["timeout"]))
             answer = next(health)
             if answer == "refused":
@@ -402,9 +439,31 @@ def test_a_resting_endpoint_comes_back_only_when_health_answers_below_500():
     assert probes == [("GET", five)] * 3
 
 
+def test_a_router_whose_health_stays_503_gets_its_endpoint_back_by_its_completions():
+    """vllm-router's /health is 503 while any one worker is down, though completions go
+    through: a benched endpoint is probed at /v1/models and comes back on its completions."""
+    paths: list[str] = []
+    failures = iter([True] * 3)
+
+    def handler(request):
+        paths.append(request.url.path)
+        if request.url.path == "/health":
+            return httpx.Response(503)
+        if request.url.path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "m"}]})
+        if next(failures, False):
+            return httpx.Response(502)
+        return httpx.Response(200, text="{}")
+
+    config = HttpOptions(endpoints=ENDPOINT, max_attempts=10, request_deadline=10)
+    fetched = send(handler, [{"i": 0}], config)
+    assert fetched.outcomes[0].body == "{}" and fetched.stats.endpoint_rests == 1
+    assert "/health" not in paths and paths.count("/v1/models") == 1
+
+
 def test_a_prompt_whose_endpoints_all_rest_names_the_last_error_masked():
     def handler(request):
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             return httpx.Response(503)
         raise httpx.ConnectError(f"refused {CANARY}", request=request)
 

@@ -33,7 +33,7 @@ def test_a_warn_names_the_endpoint_the_waiting_prompts_and_the_deadline(caplog):
         for _ in range(3):
             pool.failed(A)
         waiters = [asyncio.create_task(pool.pick(60)) for _ in range(2)]
-        record = await asyncio.wait_for(until_logged(caplog, "not answering /health"), 30)
+        record = await asyncio.wait_for(until_logged(caplog, "not answering /v1/models"), 30)
         for waiter in waiters:
             waiter.cancel()
         await pool.close()
@@ -55,7 +55,7 @@ def test_with_another_endpoint_up_the_warn_says_requests_go_there(caplog):
         pool = EndpointPool([A, B], down, deadline=60, warn_every=0.05)
         for _ in range(3):
             pool.failed(A)
-        record = await asyncio.wait_for(until_logged(caplog, "not answering /health"), 30)
+        record = await asyncio.wait_for(until_logged(caplog, "not answering /v1/models"), 30)
         picked = await pool.pick(1)
         await pool.close()
         return record.getMessage(), picked
@@ -79,3 +79,34 @@ def test_once_every_endpoint_was_down_a_whole_deadline_new_prompts_give_up_at_on
         await pool.close()
 
     asyncio.run(scenario())
+
+
+def test_an_endpoint_back_from_a_rest_is_on_probation_until_a_completion_succeeds(monkeypatch):
+    """Back once its probe answers; its completions then decide: one failure rests it again
+    (not three), one success clears it."""
+    monkeypatch.setattr("dspark_json.http.endpoints._PROBE_FIRST_S", 0.01)
+    probes: list[Endpoint] = []
+
+    async def up(endpoint: Endpoint) -> bool:
+        probes.append(endpoint)
+        return True
+
+    async def scenario() -> list[int]:
+        pool = EndpointPool([A], up, deadline=60)
+        rests = []
+        for _ in range(3):
+            pool.failed(A)
+        rests.append(pool.rests)
+        assert await pool.pick(5) == A  # back after its probe
+        pool.failed(A)  # on probation: one failure rests it again
+        rests.append(pool.rests)
+        assert await pool.pick(5) == A
+        pool.succeeded(A)  # a completion went through: probation over
+        pool.failed(A)
+        pool.failed(A)
+        rests.append(pool.rests)
+        await pool.close()
+        return rests
+
+    assert asyncio.run(scenario()) == [1, 2, 2]
+    assert probes == [A, A]

@@ -296,7 +296,7 @@ def test_metrics_go_through_the_client_transport_with_the_tls_name_of_an_address
             )
             full = time.monotonic() < saturated_until
             return httpx.Response(200, text=metrics(5, 16, 1.0) if full else metrics(0, 0, 0.0))
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             return httpx.Response(200, json={})
         sent.append(time.monotonic())
         return httpx.Response(200, json=completion(json.dumps({"a": 1})))

@@ -120,7 +120,7 @@ def test_a_prefix_fails_over_to_the_next_endpoint_of_its_ranking_when_its_own_is
 
     async def handler(request):
         host = f"http://{request.url.host}"
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             return httpx.Response(503)
         if host == down.url:
             raise httpx.ConnectError("refused", request=request)
@@ -139,7 +139,7 @@ def test_requests_wait_for_a_resting_endpoint_as_without_the_order():
     state = {"up": False, "tries": 0}
 
     async def handler(request):
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             state["up"] = True
             return httpx.Response(200)
         if not state["up"]:

@@ -11,11 +11,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from dspark_json.errors import ServerError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.preflight import check_model, check_server, fetch_served_schema
 from dspark_json.http.secrets import Secret
+from dspark_json.options import Options
 
 KEY = "zq-canary-preflight-42"
 USERINFO = "ann:pa55-canary"
@@ -115,7 +116,7 @@ def test_a_dead_engine_and_a_refused_key_are_named():
     def dead(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
         return 503, ""
 
-    with server(dead) as url, pytest.raises(ServerError, match="engine is not running"):
+    with server(dead) as url, pytest.raises(ServerError, match="engine may not be running"):
         check_server(HttpOptions(endpoints=(Endpoint(url),)), None)
 
     def refusing(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
@@ -134,3 +135,97 @@ def test_a_served_schema_error_masks_the_key():
         with pytest.raises(ServerError, match="schemaEndpoint") as caught:
             fetch_served_schema(options, "/health/json-schema")
     assert KEY[:4] not in str(caught.value)
+
+
+def models_after(health: tuple[int, str], seen: list[str]) -> Route:
+    """/v1/models serves 'm'; ``health`` answers the rest; each path asked is noted."""
+
+    def route(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+        seen.append(handler.path)
+        if handler.path == "/v1/models":
+            return 200, json.dumps({"data": [{"id": "m"}]})
+        return health
+
+    return route
+
+
+@pytest.mark.parametrize("status", [500, 503])
+def test_a_5xx_at_health_names_a_gateway_and_option_health_path_as_the_fix(status):
+    with (
+        server(models_after((status, '{"detail": "worker 2 down"}'), [])) as url,
+        pytest.raises(ServerError) as caught,
+    ):
+        check_server(HttpOptions(endpoints=(Endpoint(url),)), None)
+    text = str(caught.value)
+    assert f"{url}/health (option 'healthPath'='/health') answered HTTP {status}" in text
+    assert "worker 2 down" in text and "engine may not be running" in text
+    assert "LiteLLM's /health sends a completion" in text and "vllm-router's answers 503" in text
+    assert "set option 'healthPath' to ''" in text and "'/health/liveliness'" in text
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (500, '{"error": {"message": "Authentication Error, No api key passed in."}}'),
+        (400, '{"error": {"message": "Authentication Error, No connected db."}}'),
+        (401, "{}"),
+        (403, "{}"),
+    ],
+)
+@pytest.mark.parametrize("keyed", [False, True])
+def test_an_answer_about_the_key_at_health_asks_for_the_key_never_printing_it(status, body, keyed):
+    def route(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+        echoed = handler.headers.get("authorization", "")
+        return status, body.replace("}}", f" ({echoed})" + '"}}') if "}}" in body else body
+
+    key = Secret(KEY) if keyed else None
+    with server(route) as url, pytest.raises(ServerError) as caught:
+        check_server(HttpOptions(endpoints=(Endpoint(url),), api_key=key), None)
+    text = str(caught.value)
+    given = "the API key given was refused" if keyed else "it needs an API key"
+    assert f"{url}/health answered HTTP {status}" in text and given in text
+    assert "Set option 'apiKeyEnv'" in text and "'apiKey'" in text
+    assert KEY not in text and "healthPath" not in text
+
+
+def test_a_wrong_key_refused_at_v1_models_with_no_connected_db_asks_for_the_key():
+    seen: list[str] = []
+    refusal = '{"error": {"message": "Authentication Error, No connected db.", "code": "400"}}'
+
+    def route(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+        seen.append(handler.path)
+        return (200, "{}") if handler.path == "/health" else (400, refusal)
+
+    with server(route) as url, pytest.raises(ServerError) as caught:
+        check_server(HttpOptions(endpoints=(Endpoint(url),), api_key=Secret(KEY)), None)
+    text = str(caught.value)
+    assert f"{url}/v1/models answered HTTP 400" in text and "No connected db" in text
+    assert "the API key given was refused" in text and "option 'model'" not in text
+    assert seen == ["/health", "/v1/models"]
+
+
+@pytest.mark.parametrize("given", ["", "none", " None "])
+def test_health_path_empty_or_none_skips_the_liveness_check(given):
+    seen: list[str] = []
+    options = Options.parse({"endpoint": "http://x", "prompts": "/p", "healthPath": given}).http
+    assert options.health_path is None
+    with server(models_after((500, "{}"), seen)) as url:
+        endpoints = (Endpoint(url),)
+        assert check_server(HttpOptions(endpoints=endpoints, health_path=None), None) == "m"
+    assert seen == ["/v1/models"]
+
+
+def test_health_path_is_asked_where_it_points():
+    seen: list[str] = []
+    with server(models_after((200, "{}"), seen)) as url:
+        options = HttpOptions(endpoints=(Endpoint(url),), health_path="/health/liveliness")
+        assert check_server(options, None) == "m"
+    assert seen == ["/health/liveliness", "/v1/models"]
+
+
+@pytest.mark.parametrize("given", ["health", "http://x/health", "/health?key=1"])
+def test_a_health_path_that_is_not_a_path_is_refused_with_the_fix(given):
+    with pytest.raises(OptionError) as caught:
+        Options.parse({"endpoint": "http://x", "prompts": "/p", "healthPath": given})
+    text = str(caught.value)
+    assert "'healthPath'" in text and "starting with '/'" in text and "empty to skip" in text

@@ -317,7 +317,9 @@ def test_the_in_flight_limit_adapts_per_endpoint_and_model():
             return httpx.Response(200, json={"data": [{"id": lists[request.url.host]}]})
         model = json.loads(request.content)["model"]
         if model == "alpha":
-            return httpx.Response(429, json={"error": {"message": "busy", "type": "x"}})
+            # Not retried: the hint is beyond requestDeadline.
+            busy = {"error": {"message": "busy", "type": "x"}}
+            return httpx.Response(429, json=busy, headers={"Retry-After": "60"})
         in_flight["beta"] += 1
         seen.append(in_flight["beta"])
         await asyncio.sleep(0.05)
@@ -329,6 +331,7 @@ def test_the_in_flight_limit_adapts_per_endpoint_and_model():
         max_concurrency=8,
         initial_concurrency=8,
         max_attempts=1,
+        request_deadline=30,
         prefix_order=False,
     )
     requests = [body("alpha", i) for i in range(30)] + [body("beta", i) for i in range(30)]

@@ -8,7 +8,7 @@ from email.utils import format_datetime
 import httpx
 import pytest
 
-from dspark_json.http.retry import backoff, retry_after
+from dspark_json.http.retry import backoff, rate_limited, retry_after
 
 
 @pytest.fixture(autouse=True)
@@ -61,3 +61,42 @@ def test_an_http_date_is_read_with_or_without_a_zone_and_a_past_date_means_now()
     assert retry_after(httpx.Headers({"Retry-After": past})) == 0.0
     far = format_datetime(datetime.now(UTC) + timedelta(hours=1), usegmt=True)
     assert retry_after(httpx.Headers({"Retry-After": far})) == 60.0
+
+
+@pytest.mark.parametrize(
+    ("given", "wait"),
+    [
+        ({"llm_provider-retry-after": "7"}, 7.0),  # LiteLLM: the provider's Retry-After
+        ({"llm_provider-retry-after": "600"}, 60.0),
+        ({"llm_provider-retry-after": "x", "x-ratelimit-reset-requests": "2s"}, 2.0),
+        ({"Retry-After": "3", "llm_provider-retry-after": "7"}, 3.0),  # the standard wins
+        ({"x-ratelimit-reset-requests": "1s"}, 1.0),
+        ({"x-ratelimit-reset-requests": "20ms"}, 0.02),
+        ({"x-ratelimit-reset-tokens": "6m0s"}, 60.0),  # capped
+        ({"x-ratelimit-reset-tokens": "1m30.5s"}, 60.0),
+        ({"x-ratelimit-reset-tokens": "12.5s"}, 12.5),
+        ({"x-ratelimit-reset-requests": "1s", "x-ratelimit-reset-tokens": "250ms"}, 1.0),
+        ({"x-ratelimit-reset-requests": "0.5", "x-ratelimit-reset-tokens": "4s"}, 4.0),
+        ({"x-ratelimit-reset-requests": "soon"}, None),
+        ({"x-ratelimit-reset-requests": "1s2"}, None),
+    ],
+    ids=repr,
+)
+def test_gateway_and_openai_hints_are_read_and_capped(given, wait):
+    assert retry_after(httpx.Headers(given)) == (pytest.approx(wait) if wait is not None else None)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "throttled"),
+    [
+        (429, {}, True),
+        (429, {"llm_provider-retry-after": "1"}, True),
+        (503, {"Retry-After": "2"}, True),
+        (503, {"x-ratelimit-reset-requests": "2s"}, True),
+        (503, {}, False),  # a 503 without a hint: an endpoint that is down
+        (500, {"Retry-After": "2"}, False),
+        (502, {}, False),
+    ],
+)
+def test_a_rate_limit_is_a_429_or_a_503_with_a_hint(status, headers, throttled):
+    assert rate_limited(status, httpx.Headers(headers)) is throttled

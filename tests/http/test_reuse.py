@@ -38,7 +38,7 @@ class Server:
         self.status = status
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/health":
+        if request.url.path == "/v1/models":
             return httpx.Response(200)
         self.bodies[request.content] += 1
         if self.status != 200:

@@ -1,0 +1,58 @@
+"""The simulator's gateway mode (``--gateway litellm``) and rate limit (``--rpm``), through the
+command line in a process of its own: what LiteLLM's proxy does that a client must survive."""
+
+import time
+
+import httpx
+
+from dspark_json.dev.local import SimulatorProcess
+from dspark_json.dev.simulator import Faults
+
+KEY = "zq-canary-gateway-5"
+AUTH = {"authorization": f"Bearer {KEY}"}
+
+
+def chat(url: str, text: str, **headers: str) -> httpx.Response:
+    body = {"model": "dspark-sim", "messages": [{"role": "user", "content": text}]}
+    return httpx.post(f"{url}/v1/chat/completions", json=body, headers=headers, timeout=10)
+
+
+def test_litellm_mode_answers_the_key_health_and_envelope_as_litellm_does():
+    faults = Faults(gateway="litellm", api_key=KEY)
+    with SimulatorProcess(model="a,b", faults=faults) as server:
+        no_key = httpx.get(f"{server.url}/health", timeout=10)
+        wrong = httpx.get(f"{server.url}/v1/models", headers={"authorization": "Bearer x"})
+        models_no_key = httpx.get(f"{server.url}/v1/models", timeout=10)
+        health = httpx.get(f"{server.url}/health", headers=AUTH, timeout=10)
+        alive = httpx.get(f"{server.url}/health/liveliness", timeout=10)
+        body = {"model": "a", "messages": [{"role": "user", "content": "hi"}], "n": 2}
+        answer = httpx.post(
+            f"{server.url}/v1/chat/completions", json=body, headers=AUTH, timeout=10
+        ).json()
+        stats = server.stats()
+    assert no_key.status_code == 500 and "No api key passed in" in no_key.text
+    assert wrong.status_code == 400 and "No connected db" in wrong.text
+    assert models_no_key.status_code == 401
+    assert health.status_code == 200 and alive.status_code == 200
+    assert stats["health_completions"] == 2  # one per model, per /health
+    assert stats.get("chat_completions") == 1
+    for choice in answer["choices"]:
+        assert "stop_reason" not in choice  # moved into provider_specific_fields
+        assert choice["provider_specific_fields"]["stop_reason"] is None
+        assert choice["message"]["provider_specific_fields"] == {"refusal": None}
+        assert choice["message"]["content"]
+
+
+def test_rpm_answers_429_with_the_seconds_to_the_next_window():
+    for gateway, header in (("litellm", "llm_provider-retry-after"), (None, "retry-after")):
+        faults = Faults(gateway=gateway, rpm=3, rate_window=2.0)  # type: ignore[arg-type]
+        with SimulatorProcess(faults=faults) as server:
+            first = [chat(server.url, f"p{i}").status_code for i in range(5)]
+            limited = chat(server.url, "p5")
+            time.sleep(float(limited.headers[header]) + 0.05)
+            after = chat(server.url, "p6").status_code
+            stats = server.stats()
+        assert first == [200, 200, 200, 429, 429] and after == 200
+        assert limited.status_code == 429 and limited.headers[header] in ("1", "2")
+        assert "Rate limit reached: 3 requests per 2s" in limited.text
+        assert stats["rate_limited"] == 3

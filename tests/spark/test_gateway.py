@@ -1,0 +1,95 @@
+"""Behind a gateway, end to end: Spark, the README's "Behind a gateway" snippet as written, and
+the simulator process answering as LiteLLM's proxy does (its key, its /health that sends
+completions, provider_specific_fields in every choice and message, 429s hinted by
+llm_provider-retry-after under an rpm limit)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dspark_json.dev.local import SimulatorProcess
+from dspark_json.dev.simulator import Faults
+from tests.helpers import CANARY, REVIEW_SCHEMA, write_prompts
+
+pytestmark = pytest.mark.spark
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+ROWS = 60
+#: 60 prompts at 10 completions a second: the last wait 5 windows or more, each a 429, more
+#: than the default maxAttempts (5) would allow.
+RATE = {"rpm": 10, "rate_window": 1.0}
+
+
+def gateway_snippet() -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```python\n", text.index("## Behind a gateway")) + len("```python\n")
+    return text[start : text.index("```\n", start)]
+
+
+def prompts(n: int) -> list[dict[str, str]]:
+    return [{"custom_id": f"g{i:03d}", "prompt": f"Review {i}"} for i in range(n)]
+
+
+def test_through_litellm_under_a_rate_limit_every_row_lands_ok_with_default_options(
+    spark, tmp_path
+):
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(ROWS))
+    faults = Faults(gateway="litellm", api_key=CANARY, **RATE)
+    with SimulatorProcess(seed=5, faults=faults) as server:
+        names = {
+            "spark": spark,
+            "GATEWAY": server.url,
+            "PROMPTS": str(tmp_path / "in"),
+            "SCHEMA": json.dumps(REVIEW_SCHEMA),
+        }
+        exec(gateway_snippet(), names)  # the README's snippet, as written
+        df = names["reader"].load()
+        at_load = server.stats()
+        query = (
+            df.writeStream.format("memory")
+            .queryName("through_litellm")
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        stats = server.stats()
+    rows = spark.sql("select * from through_litellm").collect()
+    assert at_load.get("health_completions", 0) == 0 and at_load.get("chat_completions", 0) == 0
+    assert sorted(r.custom_id for r in rows) == [f"g{i:03d}" for i in range(ROWS)]
+    assert {r._status for r in rows} == {"ok"}, [r._error for r in rows if r._error]
+    assert all(r.parsed.sentiment is not None for r in rows)
+    assert stats["rate_limited"] >= ROWS  # the limit was hit, and waited out
+    for row in rows:  # the gateway's fields are kept, as documented extras, not drift
+        assert set(json.loads(row._rescued_data)) == {
+            "choices[0].provider_specific_fields",
+            "choices[0].message.provider_specific_fields",
+        }
+
+
+def test_load_through_litellm_asks_for_the_key_or_names_health_path(spark, tmp_path):
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(2))
+    with SimulatorProcess(faults=Faults(gateway="litellm", api_key=CANARY)) as server:
+
+        def load(**options: str) -> None:
+            reader = (
+                spark.read.format("dspark-json")
+                .option("endpoint", server.url)
+                .option("prompts", str(tmp_path / "in"))
+            )
+            for key, value in options.items():
+                reader = reader.option(key, value)
+            reader.load()
+
+        with pytest.raises(Exception) as no_key:
+            load()  # LiteLLM's /health answers 500 without a key
+        with pytest.raises(Exception) as wrong_key:
+            load(apiKey="zq-wrong-key-1", healthPath="")  # 400 "No connected db"
+        load(apiKeyEnv="LITELLM_API_KEY")
+        sent = server.stats().get("health_completions", 0)
+    assert f"{server.url}/health answered HTTP 500" in str(no_key.value)
+    assert "it needs an API key. Set option 'apiKeyEnv'" in str(no_key.value)
+    assert f"{server.url}/v1/models answered HTTP 400" in str(wrong_key.value)
+    assert "the API key given was refused" in str(wrong_key.value)
+    assert "zq-wrong-key-1" not in str(wrong_key.value)
+    assert sent == 1  # the default healthPath: LiteLLM's /health sent a completion
