@@ -605,7 +605,7 @@ class _Run:
                     return _answered(body, attempt)
                 if status in RETRY_STATUSES:
                     limit.on_overload()
-                throttle = rate_limited(status, headers)
+                throttle = rate_limited(status, headers, body)
                 if status in DOWN_STATUSES and not throttle:  # a throttle is not an outage
                     prefer = self._down(endpoint, prefer)
                 else:

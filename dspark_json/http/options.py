@@ -297,7 +297,8 @@ class HttpOptions:
     max_attempts: int = option(
         "maxAttempts",
         "Attempts per request (first try included) on connection errors, timeouts, bodies cut "
-        "short, 408 and 5xx. A rate limit (429, or a 503 with a retry hint) is not counted: "
+        "short, 408 and 5xx. A rate limit (429, or a 503 with a retry hint; not a 429 for a "
+        "spent quota, insufficient_quota) is not counted: "
         "it is retried while requestDeadline allows, after the server's hint (Retry-After, "
         "retry-after-ms, LiteLLM's llm_provider-retry-after, OpenAI's x-ratelimit-reset-*; "
         "at most 60 s) or backoff.",

@@ -18,7 +18,14 @@ from email.utils import parsedate_to_datetime
 
 import httpx
 
-__all__ = ["DOWN_STATUSES", "RETRY_STATUSES", "backoff", "rate_limited", "retry_after"]
+__all__ = [
+    "DOWN_STATUSES",
+    "QUOTA_SPENT",
+    "RETRY_STATUSES",
+    "backoff",
+    "rate_limited",
+    "retry_after",
+]
 
 #: Statuses that say the server is overloaded: they are retried (with connection errors, bodies
 #: cut short and timeouts), and the in-flight limit backs off.
@@ -66,10 +73,19 @@ def retry_after(headers: httpx.Headers) -> float | None:
     return _capped(max(known)) if known else None
 
 
-def rate_limited(status: int, headers: httpx.Headers) -> bool:
+#: What a 429 says when the account's quota is spent (OpenAI's error code): no wait ends it,
+#: so it is counted against ``maxAttempts`` like any other failure.
+QUOTA_SPENT = b"insufficient_quota"
+
+
+def rate_limited(status: int, headers: httpx.Headers, body: bytes = b"") -> bool:
     """Whether an answer is a rate limit that is retried until ``requestDeadline`` (not counted
     against ``maxAttempts``): a 429, or a 503 that says when to come back (a gateway's
-    throttling; a 503 without a hint is an endpoint that is down)."""
+    throttling; a 503 without a hint is an endpoint that is down). A 429 whose ``body`` says
+    the quota is spent (:data:`QUOTA_SPENT`) is not one: retrying it until the deadline would
+    hold every row for ``requestDeadline`` and then fail it anyway."""
+    if QUOTA_SPENT in body[:4096]:
+        return False
     return status == 429 or (status == 503 and retry_after(headers) is not None)
 
 

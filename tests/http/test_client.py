@@ -170,6 +170,16 @@ def test_other_failures_keep_max_attempts_however_many_rate_limits_came_before()
     assert out.error["status"] == 500 and out.error["attempts"] == 4 + 3
 
 
+def test_a_spent_quota_ends_after_max_attempts_not_the_deadline(waits):
+    """OpenAI's 429 insufficient_quota: no wait ends it, so it is not retried until the
+    deadline (600 s for every row) but counted as any failure."""
+    quota = b'{"error": {"type": "insufficient_quota", "code": "insufficient_quota"}}'
+    fetched = run(lambda r: httpx.Response(429, content=quota))  # CONFIG: maxAttempts=3
+    (out,) = fetched.outcomes
+    assert out.error["status"] == 429 and out.error["attempts"] == 3
+    assert fetched.stats.requests == 3
+
+
 def test_a_rate_limit_without_end_stops_at_request_deadline():
     config = HttpOptions(endpoints=ENDPOINT, max_attempts=2, request_deadline=0.5)
     fetched = run(lambda r: httpx.Response(429, headers={"retry-after-ms": "100"}), config=config)

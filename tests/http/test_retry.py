@@ -100,3 +100,13 @@ def test_gateway_and_openai_hints_are_read_and_capped(given, wait):
 )
 def test_a_rate_limit_is_a_429_or_a_503_with_a_hint(status, headers, throttled):
     assert rate_limited(status, httpx.Headers(headers)) is throttled
+
+
+def test_a_spent_quota_is_not_a_rate_limit():
+    """OpenAI's 429 for a spent quota: no wait ends it, so maxAttempts counts it."""
+    body = (
+        b'{"error": {"message": "You exceeded your current quota", '
+        b'"type": "insufficient_quota", "code": "insufficient_quota"}}'
+    )
+    assert rate_limited(429, httpx.Headers({}), body) is False
+    assert rate_limited(429, httpx.Headers({}), b'{"error": {"type": "rate_limit_exceeded"}}')
