@@ -29,18 +29,12 @@ from dspark_json.http.claims import CLAIM_SUFFIX, LEASE_FOLDER, LEASE_SUFFIX, Cl
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.reuse import ReuseOptions, send_once
+from tests.http.conftest import request_body
 from tests.raw_servers import RawServer, completion, raw_server, response
 
+pytestmark = pytest.mark.usefixtures("no_proxy")  # tests/http/conftest.py
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch):
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
-
-
-def body(prompt: str) -> bytes:
-    return json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]}).encode()
+body = request_body
 
 
 def prompt_of(raw: bytes) -> str:

@@ -19,20 +19,15 @@ from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.reuse import ReuseOptions, send_once
 from dspark_json.options import Options
+from tests.http.conftest import request_body
 from tests.raw_servers import completion, raw_server, response
 
 HTML = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
 
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch):
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.lower(), raising=False)
+pytestmark = pytest.mark.usefixtures("no_proxy")  # tests/http/conftest.py
 
-
-def body(prompt: str) -> bytes:
-    return json.dumps({"model": "m", "messages": [{"role": "user", "content": prompt}]}).encode()
+body = request_body
 
 
 def run(url: str, cache: str, requests: list[bytes]):

@@ -339,23 +339,12 @@ def test_a_saturated_https_replica_reached_by_address_is_held_checking_its_name(
     address pool.test resolved to: /metrics is read with the name as TLS server name (a fetch
     that checked the certificate against the address failed, and the gate was silently off),
     and the requests wait while it shows the replica saturated."""
-    import shutil
     import ssl
-    import subprocess
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=pool.test", "-addext", "subjectAltName=DNS:pool.test"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    from tests.http.conftest import self_signed
+
+    cert, key = self_signed(tmp_path, "pool.test")
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # the client's SSL context trusts it
     clear_at = time.monotonic() + 2.0
     sent: list[float] = []

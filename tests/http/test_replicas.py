@@ -575,27 +575,15 @@ def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_p
     (the certificate there names a.test only: a new connection for b.test must fail its
     check, not send the request under a.test's certificate)."""
     import asyncio
-    import shutil
     import socket
     import ssl
-    import subprocess
 
     import httpx
 
     from dspark_json.http.transport import StreamTransport
+    from tests.http.conftest import self_signed
 
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
-            *("-subj", "/CN=a.test", "-addext", "subjectAltName=DNS:a.test"),
-            *("-keyout", str(key), "-out", str(cert)),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    cert, key = self_signed(tmp_path, "a.test")
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
     listener = socket.create_server(("127.0.0.1", 0))
