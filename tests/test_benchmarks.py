@@ -258,3 +258,37 @@ def test_answer_reads_benchmark_smoke(tmp_path):
     result = json.loads((tmp_path / "answer_reads.json").read_text())
     assert len(result["figures"]) == 6 and result["wrong_rows"] > 0
     assert "the parser's table (now)" in (tmp_path / "answer_reads.md").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_contract_before_after_benchmark_smoke(tmp_path):
+    """benchmarks/contract_before_after.py: this tree on both sides, in turns, then the pair
+    with freed memory kept and without."""
+    run_smoke("contract_before_after.py", tmp_path)
+    result = json.loads((tmp_path / "contract_before_after.json").read_text())
+    parser = result["benchmarks"]["parser"]
+    assert [r["side"] for r in parser["runs"]] == ["before", "after"]
+    rows = {row["name"]: row for row in parser["summary"]}
+    assert rows["dspark-json CPU (in process)"]["before"]["cpu_s"]["median"] > 0
+    sides = [r["side"] for r in parser["default_memory_runs"]]
+    assert sides == ["after, memory kept", "after, default"]
+    assert "| figure | before CPU s |" in (tmp_path / "contract_before_after.md").read_text()
+
+
+def test_contract_before_after_refuses_a_tree_dspark_json_is_not_imported_from(tmp_path):
+    """A side whose checkout is not what ``import dspark_json`` finds fails, naming both."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "benchmarks/contract_before_after.py", "--smoke"),
+            *("--before", str(tmp_path), "--out", str(tmp_path)),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert f"not from {tmp_path}" in done.stderr
+    assert not (tmp_path / "contract_before_after.json").exists()
