@@ -40,7 +40,7 @@ from dspark_json.http.retry import (
     RETRY_STATUSES,
     backoff,
     rate_limited,
-    retry_after,
+    retry_hint,
 )
 from dspark_json.http.secrets import Secret
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
@@ -614,7 +614,7 @@ class _Run:
                 retry = status in RETRY_STATUSES
                 if await self._misrouted(endpoint, model, status, body, attempt):
                     continue  # at once, to a replica that serves the model
-                wait_hint, throttled = retry_after(headers), throttled + throttle
+                wait_hint, throttled = retry_hint(headers, throttle), throttled + throttle
             if not retry or attempt - throttled >= config.max_attempts:
                 return Outcome(error=error)
             delay = wait_hint if wait_hint is not None else backoff(attempt)
