@@ -606,8 +606,8 @@ class _Run:
                 if status in RETRY_STATUSES:
                     limit.on_overload()
                 throttle = rate_limited(status, headers, body)
-                if status in DOWN_STATUSES and not throttle:  # a throttle is not an outage
-                    prefer = self._down(endpoint, prefer)
+                if status in DOWN_STATUSES:  # a 503 with a hint too (a dead backend's proxy says
+                    prefer = self._down(endpoint, prefer)  # so forever): rested, tried elsewhere
                 else:
                     pool.succeeded(endpoint)
                 error = http_error(status, body, attempt, self.secrets)

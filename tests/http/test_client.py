@@ -190,6 +190,27 @@ def test_a_rate_limit_that_says_retry_now_is_not_resent_at_once(waits):
     assert waits == [retry.RATE_LIMIT_MIN_WAIT_S] * 6
 
 
+def test_an_endpoint_that_answers_503_with_a_hint_forever_rests(waits):
+    """A proxy in front of a dead server may answer 503 with Retry-After forever: the endpoint
+    rests as for any 503, and the rows go to the healthy one (they used to stay on the dead
+    one until requestDeadline, half of them failing)."""
+
+    def handler(request):
+        if request.url.host == "dead.test":
+            return httpx.Response(503, headers={"Retry-After": "1"}, text="<html>503</html>")
+        return httpx.Response(200, text="{}")
+
+    config = HttpOptions(
+        endpoints=(Endpoint("http://dead.test"), Endpoint("http://alive.test")),
+        max_concurrency=4,
+        max_attempts=3,
+        request_deadline=5,
+    )
+    fetched = run(handler, n=20, config=config)
+    assert all(out.error is None for out in fetched.outcomes)
+    assert fetched.stats.endpoint_rests == 1 and fetched.stats.statuses["503"] <= 4
+
+
 def test_a_rate_limit_without_end_stops_at_request_deadline():
     config = HttpOptions(endpoints=ENDPOINT, max_attempts=2, request_deadline=0.5)
     fetched = run(lambda r: httpx.Response(429, headers={"retry-after-ms": "100"}), config=config)
