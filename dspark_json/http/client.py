@@ -40,7 +40,7 @@ from dspark_json.http.retry import (
     RETRY_STATUSES,
     backoff,
     rate_limited,
-    retry_after,
+    retry_hint,
 )
 from dspark_json.http.secrets import Secret
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
@@ -606,15 +606,15 @@ class _Run:
                 if status in RETRY_STATUSES:
                     limit.on_overload()
                 throttle = rate_limited(status, headers, body)
-                if status in DOWN_STATUSES and not throttle:  # a throttle is not an outage
-                    prefer = self._down(endpoint, prefer)
+                if status in DOWN_STATUSES:  # a 503 with a hint too (a dead backend's proxy says
+                    prefer = self._down(endpoint, prefer)  # so forever): rested, tried elsewhere
                 else:
                     pool.succeeded(endpoint)
                 error = http_error(status, body, attempt, self.secrets)
                 retry = status in RETRY_STATUSES
                 if await self._misrouted(endpoint, model, status, body, attempt):
                     continue  # at once, to a replica that serves the model
-                wait_hint, throttled = retry_after(headers), throttled + throttle
+                wait_hint, throttled = retry_hint(headers, throttle), throttled + throttle
             if not retry or attempt - throttled >= config.max_attempts:
                 return Outcome(error=error)
             delay = wait_hint if wait_hint is not None else backoff(attempt)

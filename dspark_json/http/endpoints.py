@@ -2,11 +2,12 @@
 
 Requests are spread round-robin over the healthy endpoints, or go to the first healthy one of
 the endpoints they prefer (option ``prefixOrder``: :mod:`dspark_json.http.order`). An endpoint
-that fails ``fail_limit`` times in a row (connection errors, timeouts, 502/503/504 without a
-retry hint) rests: nothing is sent to it until a probe of its ``/v1/models``
-(:data:`PROBE_PATH`) gets an HTTP answer below 500. Then it is on probation: its completions
-decide, as one success clears it and one more failure rests it again, with the next probe
-later (probes back off from 0.5 s to 10 s, across rests on probation too).
+that fails ``fail_limit`` times in a row (connection errors, timeouts, 502/503/504, a 503
+with a retry hint too: a proxy in front of a dead server may send one forever) rests: nothing
+is sent to it until a probe of its ``/v1/models`` (:data:`PROBE_PATH`) gets an HTTP answer
+below 500. Then it is on probation: its completions decide, as one success clears it and one
+more failure rests it again, with the next probe later (probes back off from 0.5 s to 10 s,
+across rests on probation too).
 
 Why ``/v1/models`` and not ``/health`` (option ``healthPath``, checked at ``.load()``): every
 OpenAI-compatible server and gateway answers it without sending a completion (LiteLLM's

@@ -301,7 +301,7 @@ class HttpOptions:
         "spent quota, insufficient_quota) is not counted: "
         "it is retried while requestDeadline allows, after the server's hint (Retry-After, "
         "retry-after-ms, LiteLLM's llm_provider-retry-after, OpenAI's x-ratelimit-reset-*; "
-        "at most 60 s) or backoff.",
+        "0.1 s to 60 s) or backoff.",
         "8",
         convert=positive(int),
         default="5",

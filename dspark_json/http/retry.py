@@ -21,10 +21,12 @@ import httpx
 __all__ = [
     "DOWN_STATUSES",
     "QUOTA_SPENT",
+    "RATE_LIMIT_MIN_WAIT_S",
     "RETRY_STATUSES",
     "backoff",
     "rate_limited",
     "retry_after",
+    "retry_hint",
 ]
 
 #: Statuses that say the server is overloaded: they are retried (with connection errors, bodies
@@ -36,6 +38,10 @@ DOWN_STATUSES = frozenset({502, 503, 504})
 _BACKOFF_BASE_S = 0.25
 _BACKOFF_CAP_S = 8.0
 _RETRY_AFTER_CAP_S = 60.0
+#: The shortest wait before retrying a rate limit: it is not counted against ``maxAttempts``, so
+#: a hint of 0 (``Retry-After: 0``, a past date, ``x-ratelimit-reset-requests: 0s``) would
+#: otherwise resend at once, thousands of times a second per row, until ``requestDeadline``.
+RATE_LIMIT_MIN_WAIT_S = 0.1
 
 
 def backoff(attempt: int) -> float:
@@ -71,6 +77,13 @@ def retry_after(headers: httpx.Headers) -> float | None:
     ]
     known = [r for r in resets if r is not None]
     return _capped(max(known)) if known else None
+
+
+def retry_hint(headers: httpx.Headers, throttle: bool) -> float | None:
+    """:func:`retry_after`, and for a rate limit (``throttle``: :func:`rate_limited`) at least
+    :data:`RATE_LIMIT_MIN_WAIT_S`."""
+    hint = retry_after(headers)
+    return max(hint, RATE_LIMIT_MIN_WAIT_S) if throttle and hint is not None else hint
 
 
 #: What a 429 says when the account's quota is spent (OpenAI's error code): no wait ends it,

@@ -160,7 +160,7 @@ def test_a_rate_limit_is_retried_past_max_attempts_after_the_gateways_hint(waits
     fetched = run(lambda r: next(answers))  # CONFIG: maxAttempts=3
     (out,) = fetched.outcomes
     assert out.body == "{}" and fetched.stats.requests == 10
-    assert waits == [2.0] * 7 + [0.02] * 2
+    assert waits == [2.0] * 7 + [retry.RATE_LIMIT_MIN_WAIT_S] * 2  # 20 ms: the floor
     assert fetched.stats.endpoint_rests == 0  # a 503 with a hint is a throttle, not an outage
 
 
@@ -178,6 +178,37 @@ def test_a_spent_quota_ends_after_max_attempts_not_the_deadline(waits):
     (out,) = fetched.outcomes
     assert out.error["status"] == 429 and out.error["attempts"] == 3
     assert fetched.stats.requests == 3
+
+
+def test_a_rate_limit_that_says_retry_now_is_not_resent_at_once(waits):
+    """A rate limit is retried past maxAttempts, so a hint of 0 must not turn into a hot loop
+    (thousands of requests a second per row until requestDeadline)."""
+    hints = [{"Retry-After": "0"}, {"x-ratelimit-reset-requests": "0s"}, {"retry-after-ms": "1"}]
+    answers = iter([httpx.Response(429, headers=h) for h in hints * 2] + [httpx.Response(200)])
+    fetched = run(lambda r: next(answers))  # CONFIG: maxAttempts=3
+    assert fetched.outcomes[0].error is None and fetched.stats.requests == 7
+    assert waits == [retry.RATE_LIMIT_MIN_WAIT_S] * 6
+
+
+def test_an_endpoint_that_answers_503_with_a_hint_forever_rests(waits):
+    """A proxy in front of a dead server may answer 503 with Retry-After forever: the endpoint
+    rests as for any 503, and the rows go to the healthy one (they used to stay on the dead
+    one until requestDeadline, half of them failing)."""
+
+    def handler(request):
+        if request.url.host == "dead.test":
+            return httpx.Response(503, headers={"Retry-After": "1"}, text="<html>503</html>")
+        return httpx.Response(200, text="{}")
+
+    config = HttpOptions(
+        endpoints=(Endpoint("http://dead.test"), Endpoint("http://alive.test")),
+        max_concurrency=4,
+        max_attempts=3,
+        request_deadline=5,
+    )
+    fetched = run(handler, n=20, config=config)
+    assert all(out.error is None for out in fetched.outcomes)
+    assert fetched.stats.endpoint_rests == 1 and fetched.stats.statuses["503"] <= 4
 
 
 def test_a_rate_limit_without_end_stops_at_request_deadline():
