@@ -388,6 +388,21 @@ class _Run:
         self.pool.failed(endpoint)
         return [*(e for e in prefer if e != endpoint), *(e for e in prefer if e == endpoint)]
 
+    def _up(
+        self, endpoint: Endpoint, prefer: Sequence[Endpoint], *, throttled: bool
+    ) -> Sequence[Endpoint]:
+        """``endpoint`` answered as a server that is up (counted so by the pool). Where it
+        rate-limited the request, the retry tries the pool's other endpoints first, from the
+        one after it, ``endpoint`` last: a key whose limit is spent at one gateway of several,
+        or one busy replica, would otherwise hold its rows there until requestDeadline while
+        the others have room."""
+        self.pool.succeeded(endpoint)
+        order = list(self.pool.endpoints)
+        if not throttled or endpoint not in order:
+            return prefer
+        at = order.index(endpoint)
+        return [*order[at + 1 :], *order[:at], endpoint]
+
     def _refused(
         self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
     ) -> Outcome:
@@ -608,8 +623,8 @@ class _Run:
                 throttle = rate_limited(status, headers, body)
                 if status in DOWN_STATUSES:  # a 503 with a hint too (a dead backend's proxy says
                     prefer = self._down(endpoint, prefer)  # so forever): rested, tried elsewhere
-                else:
-                    pool.succeeded(endpoint)
+                else:  # up; a throttled request tries the other endpoints first
+                    prefer = self._up(endpoint, prefer, throttled=throttle)
                 error = http_error(status, body, attempt, self.secrets)
                 retry = status in RETRY_STATUSES
                 if await self._misrouted(endpoint, model, status, body, attempt):

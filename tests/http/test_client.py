@@ -211,6 +211,28 @@ def test_an_endpoint_that_answers_503_with_a_hint_forever_rests(waits):
     assert fetched.stats.endpoint_rests == 1 and fetched.stats.statuses["503"] <= 4
 
 
+def test_a_rate_limited_retry_goes_to_another_endpoint_first(waits):
+    """One gateway of two whose key has used its limit (429 forever, not a spent quota): the
+    rows it throttles are retried at the other one, not held on it until requestDeadline
+    (prefixOrder ranks each row's endpoint first; the retry must not follow that ranking)."""
+
+    def handler(request):
+        if request.url.host == "spent.test":
+            return httpx.Response(429, headers={"Retry-After": "1"}, text="{}")
+        return httpx.Response(200, text="{}")
+
+    config = HttpOptions(
+        endpoints=(Endpoint("http://spent.test"), Endpoint("http://free.test")),
+        max_concurrency=4,
+        max_attempts=3,
+        request_deadline=30,
+    )
+    fetched = run(handler, n=40, config=config)
+    assert all(out.error is None for out in fetched.outcomes)
+    assert fetched.stats.statuses["429"] <= 40  # each row throttled there once at most
+    assert len(waits) == fetched.stats.statuses["429"]
+
+
 def test_a_rate_limit_without_end_stops_at_request_deadline():
     config = HttpOptions(endpoints=ENDPOINT, max_attempts=2, request_deadline=0.5)
     fetched = run(lambda r: httpx.Response(429, headers={"retry-after-ms": "100"}), config=config)
