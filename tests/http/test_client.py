@@ -190,23 +190,30 @@ def test_a_rate_limit_that_says_retry_now_is_not_resent_at_once(waits):
     assert waits == [retry.RATE_LIMIT_MIN_WAIT_S] * 6
 
 
+def one_bad_of_two(status: int, text: str, *, n: int, request_deadline: float):
+    """``n`` requests to two endpoints, the first answering ``status`` with ``Retry-After: 1``
+    always, the other 200 (maxAttempts=3)."""
+
+    def handler(request):
+        if request.url.host == "bad.test":
+            return httpx.Response(status, headers={"Retry-After": "1"}, text=text)
+        return httpx.Response(200, text="{}")
+
+    config = HttpOptions(
+        endpoints=(Endpoint("http://bad.test"), Endpoint("http://good.test")),
+        max_concurrency=4,
+        max_attempts=3,
+        request_deadline=request_deadline,
+    )
+    return run(handler, n=n, config=config)
+
+
 def test_an_endpoint_that_answers_503_with_a_hint_forever_rests(waits):
     """A proxy in front of a dead server may answer 503 with Retry-After forever: the endpoint
     rests as for any 503, and the rows go to the healthy one (they used to stay on the dead
     one until requestDeadline, half of them failing)."""
 
-    def handler(request):
-        if request.url.host == "dead.test":
-            return httpx.Response(503, headers={"Retry-After": "1"}, text="<html>503</html>")
-        return httpx.Response(200, text="{}")
-
-    config = HttpOptions(
-        endpoints=(Endpoint("http://dead.test"), Endpoint("http://alive.test")),
-        max_concurrency=4,
-        max_attempts=3,
-        request_deadline=5,
-    )
-    fetched = run(handler, n=20, config=config)
+    fetched = one_bad_of_two(503, "<html>503</html>", n=20, request_deadline=5)
     assert all(out.error is None for out in fetched.outcomes)
     assert fetched.stats.endpoint_rests == 1 and fetched.stats.statuses["503"] <= 4
 
@@ -216,18 +223,7 @@ def test_a_rate_limited_retry_goes_to_another_endpoint_first(waits):
     rows it throttles are retried at the other one, not held on it until requestDeadline
     (prefixOrder ranks each row's endpoint first; the retry must not follow that ranking)."""
 
-    def handler(request):
-        if request.url.host == "spent.test":
-            return httpx.Response(429, headers={"Retry-After": "1"}, text="{}")
-        return httpx.Response(200, text="{}")
-
-    config = HttpOptions(
-        endpoints=(Endpoint("http://spent.test"), Endpoint("http://free.test")),
-        max_concurrency=4,
-        max_attempts=3,
-        request_deadline=30,
-    )
-    fetched = run(handler, n=40, config=config)
+    fetched = one_bad_of_two(429, "{}", n=40, request_deadline=30)
     assert all(out.error is None for out in fetched.outcomes)
     assert fetched.stats.statuses["429"] <= 40  # each row throttled there once at most
     assert len(waits) == fetched.stats.statuses["429"]
