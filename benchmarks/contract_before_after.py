@@ -169,6 +169,10 @@ class TreeCpu:
 
 def child_stream(args: argparse.Namespace) -> dict[str, Any]:
     """The report's stream into Delta (latency 0), wall and CPU of the process tree per query."""
+    sys.path.insert(0, str(HERE))
+    _arrow_schema_shim()  # report imports parser_throughput, which imports response.convert
+    from report import stream_source, write_stream
+
     import dspark_json
     from dspark_json.dev.local import SimulatorProcess, local_spark
     from dspark_json.dev.samples import write_sample_prompts
@@ -190,25 +194,12 @@ def child_stream(args: argparse.Namespace) -> dict[str, Any]:
             write_sample_prompts(work / "prompts", args.prompts)
             write_sample_prompts(work / "warm", 20)
             for i in range(args.stream_runs + 1):
-                run = work / f"run-{i}"
-                df = (
-                    spark.readStream.format("dspark-json")
-                    .option("endpoint", server.url)
-                    .option("prompts", str(work / ("warm" if i == 0 else "prompts")))
-                    .option("responseFormat", schema)
-                    .option("maxConcurrency", str(args.concurrency))
-                    .option("journal", str(run / "journal"))
-                    .load()
+                prompts, run = work / ("warm" if i == 0 else "prompts"), work / f"run-{i}"
+                df = stream_source(
+                    spark, server.url, prompts, schema, concurrency=args.concurrency, run=run
                 )
                 with TreeCpu() as tree:
-                    started = time.perf_counter()
-                    dspark_json.write_delta(
-                        df,
-                        str(run / "table"),
-                        checkpoint=str(run / "checkpoint"),
-                        trigger={"availableNow": True},
-                    ).awaitTermination()
-                    seconds = time.perf_counter() - started
+                    seconds = write_stream(df, run)
                 ours, served = tree.seconds()
                 if i == 0:
                     continue  # warm-up: Python workers, numba's cache, the JIT

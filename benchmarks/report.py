@@ -57,6 +57,35 @@ def parser_figures(sizes: list[int], repeat: int) -> list[dict[str, Any]]:
     return figures
 
 
+def stream_source(
+    spark: Any, endpoint: str, prompts: Path, schema: str, *, concurrency: int, run: Path
+) -> Any:
+    """The streaming DataFrame of ``prompts`` through the source (its journal under ``run``)."""
+    return (
+        spark.readStream.format("dspark-json")
+        .option("endpoint", endpoint)
+        .option("prompts", str(prompts))
+        .option("responseFormat", schema)
+        .option("maxConcurrency", str(concurrency))
+        .option("journal", str(run / "journal"))
+        .load()
+    )
+
+
+def write_stream(df: Any, run: Path) -> float:
+    """``df`` written into a Delta table under ``run`` (availableNow): the write's seconds."""
+    import dspark_json
+
+    started = time.perf_counter()
+    dspark_json.write_delta(
+        df,
+        str(run / "table"),
+        checkpoint=str(run / "checkpoint"),
+        trigger={"availableNow": True},
+    ).awaitTermination()
+    return time.perf_counter() - started
+
+
 def stream_figures(prompts: int, latencies: list[float], limits: list[int]) -> list[dict[str, Any]]:
     import dspark_json
     from dspark_json.dev.local import SimulatorProcess, local_spark
@@ -76,23 +105,10 @@ def stream_figures(prompts: int, latencies: list[float], limits: list[int]) -> l
                 with SimulatorProcess(latency=latency) as server:
                     source = work / ("warm" if i == 0 else "prompts")
                     run = work / f"run-{i}"
-                    df = (
-                        spark.readStream.format("dspark-json")
-                        .option("endpoint", server.url)
-                        .option("prompts", str(source))
-                        .option("responseFormat", schema)
-                        .option("maxConcurrency", str(limit))
-                        .option("journal", str(run / "journal"))
-                        .load()
+                    df = stream_source(
+                        spark, server.url, source, schema, concurrency=limit, run=run
                     )
-                    started = time.perf_counter()
-                    dspark_json.write_delta(
-                        df,
-                        str(run / "table"),
-                        checkpoint=str(run / "checkpoint"),
-                        trigger={"availableNow": True},
-                    ).awaitTermination()
-                    seconds = time.perf_counter() - started
+                    seconds = write_stream(df, run)
                 if i == 0:
                     continue  # warm-up: Python workers, numba's compile cache, JIT
                 figures.append(
