@@ -24,6 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dspark_json"
 LAYERS: list[set[str]] = [
     {"errors"},
     {"compat"},  # what differs between Spark versions
+    {"storage"},  # the object stores' settings: one per query
     {"fs", "memory"},  # where bytes live: files, and the process heap
     {"rows"},
     {"records"},
