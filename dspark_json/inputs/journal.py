@@ -39,7 +39,7 @@ from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcomes
 from dspark_json.response.convert import arrow_schema
 from dspark_json.rows import ERROR
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["Journal"]
 
@@ -55,7 +55,7 @@ class Journal:
     """Entries in one directory (a path or a URI pyarrow's filesystems resolve), reached with
     the query's storage settings."""
 
-    def __init__(self, directory: str, storage: StorageSettings) -> None:
+    def __init__(self, directory: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) -> None:
         self.directory = directory.rstrip("/")
         self.storage = storage
 

@@ -9,14 +9,14 @@ settings reach the prompts, the journal, the metrics, the cache and the Delta ta
 
 from __future__ import annotations
 
+from dspark_json.storage.base import StorageSettings, Store
 from dspark_json.storage.settings import (
     ENVIRONMENT_ONLY,
-    StorageSettings,
-    Store,
     delta_options,
     filesystem,
     in_effect,
     missing_credentials,
+    parse_settings,
     parsing,
     store_of,
 )
@@ -29,6 +29,7 @@ __all__ = [
     "filesystem",
     "in_effect",
     "missing_credentials",
+    "parse_settings",
     "parsing",
     "store_of",
 ]

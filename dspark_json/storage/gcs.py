@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pyarrow.fs as pafs
 
-from dspark_json.storage.settings import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store
 
 __all__ = ["STORE"]
 
