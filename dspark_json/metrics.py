@@ -259,7 +259,7 @@ def report(
             write_atomic(
                 directory, name, (json.dumps(record) + "\n").encode("utf-8"), storage=storage
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a store may lack what a write needs
             logger.warning(
                 "%s: the metrics record could not be written to %s (%s); the rows are not "
                 "affected. Check option 'metrics'.",

@@ -124,7 +124,7 @@ class Journal:
                 sink.getvalue().to_pybytes(),
                 storage=self.storage,
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a store may lack what a write needs
             logger.error(
                 "journal %s: the answers of entry %s could not be written (%s). The rows go on "
                 "to Spark; a replay of this micro-batch would ask the model again. Check the "

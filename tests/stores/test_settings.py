@@ -193,3 +193,30 @@ def test_s3_without_the_settings_is_not_reached(s3):
     )
     with pytest.raises(OSError):
         fs.check_writable(f"s3://{s3.bucket}/journal", storage=wrong)
+
+
+def test_a_write_the_store_cannot_do_is_logged_and_the_rows_go_on(tmp_path, monkeypatch, caplog):
+    """A store without what a write needs (pyarrow's ArrowNotImplementedError, e.g. a rename
+    where there is none) costs the journal entry or the cache entry (the metrics record
+    alike), never the answers: each is logged, and nothing is raised."""
+    import pyarrow as pa
+
+    from dspark_json.http import cache as cache_module
+    from dspark_json.inputs import journal as journal_module
+    from dspark_json.inputs.journal import Journal
+    from dspark_json.inputs.listing import Position, Segment
+    from dspark_json.records import Outcome, Outcomes
+
+    def not_implemented(*args, **kwargs):
+        raise pa.ArrowNotImplementedError("Move() not implemented")
+
+    for module in (journal_module, cache_module):
+        monkeypatch.setattr(module, "write_atomic", not_implemented)
+    journal = Journal(str(tmp_path))
+    key = journal.key([Segment("/in/a.jsonl", 0, 1)])
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        assert not journal.save(key, Position("a.jsonl", 1), Outcomes.of([Outcome(body="{}")]))
+        body = '{"object": "chat.completion", "choices": []}'
+        assert not cache_module.ResponseCache(str(tmp_path), "m").put(b"{}", body)
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "journal" in messages and "cache" in messages and "Move()" in messages
