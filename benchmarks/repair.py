@@ -33,6 +33,7 @@ from dspark_json.dev.local import SimulatorProcess, local_spark
 from dspark_json.dev.samples import write_sample_prompts
 from dspark_json.dev.simulator import Faults
 from dspark_json.fs import write_atomic
+from dspark_json.storage import ENVIRONMENT_ONLY
 
 RESULTS = Path(__file__).parent / "results"
 BROKEN = Faults(
@@ -53,7 +54,7 @@ def write_prompts(directory: Path, rows: int) -> None:
         for line in lines:
             line["prompt"] += f" (review {line['custom_id']})"
         text = "".join(json.dumps(line) + "\n" for line in lines)
-        write_atomic(str(directory), path.name, text.encode())
+        write_atomic(str(directory), path.name, text.encode(), storage=ENVIRONMENT_ONLY)
 
 
 def run(spark: Any, work: Path, attempts: int, *, seed: int) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from dspark_json.inputs.prompts import read_segment
 from dspark_json.options import Options, Query
 from dspark_json.pipeline import fetch
 from dspark_json.records import PromptRecord
+from dspark_json.storage import ENVIRONMENT_ONLY
 
 RESULTS = Path(__file__).parent / "results"
 PARTITION = 256
@@ -122,8 +123,15 @@ def main() -> None:
         "runs": [{"name": name, **figures} for name, figures in runs],
         "cache": disk,
     }
-    write_atomic(str(args.out), "response_cache.json", json.dumps(result, indent=2).encode())
-    write_atomic(str(args.out), "response_cache.md", report(result).encode())
+    write_atomic(
+        str(args.out),
+        "response_cache.json",
+        json.dumps(result, indent=2).encode(),
+        storage=ENVIRONMENT_ONLY,
+    )
+    write_atomic(
+        str(args.out), "response_cache.md", report(result).encode(), storage=ENVIRONMENT_ONLY
+    )
     print(report(result))
 
 

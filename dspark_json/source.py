@@ -39,7 +39,7 @@ from dspark_json.options import FORMAT, Options, Query
 from dspark_json.pipeline import read_partition
 from dspark_json.reask.plan import share_budget
 from dspark_json.response.convert import check_supported
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit
@@ -343,7 +343,9 @@ class _BatchListing(PromptListing):
     turn (files are immutable once visible), so one listing serves all three.
     """
 
-    def __init__(self, directory: str, *, storage: StorageSettings, option: str) -> None:
+    def __init__(
+        self, directory: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, option: str
+    ) -> None:
         super().__init__(directory, storage=storage, option=option)
         self._snapshot: list[FileEntry] | None = None
 

@@ -82,9 +82,9 @@ def listings(monkeypatch):
     calls = []
     real = listing._scan  # every listing of a directory, local (os.scandir) or not (pyarrow)
 
-    def counted(directory, after):
+    def counted(directory, after, storage):
         calls.append(directory)
-        return real(directory, after)
+        return real(directory, after, storage)
 
     monkeypatch.setattr(listing, "_scan", counted)
     return calls

@@ -12,6 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "dspark_json"
 #: Callables whose ``storage`` has a default (the environment only).
 DEFAULTED = {
     "PromptListing",
+    "_BatchListing",
     "Segment",
     "Journal",
     "ResponseCache",
