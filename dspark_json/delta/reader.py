@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import OptionError
-from dspark_json.fs import resolve
+from dspark_json.fs import query_problem, resolve
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options, parse_settings
 
 if TYPE_CHECKING:
@@ -80,6 +80,9 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         raise OptionError(
             f"spark.read.format({format_name!r}) needs the table's location: .load(path)."
         )
+    problem = query_problem("path", path)
+    if problem:
+        raise OptionError(f"spark.read.format({format_name!r}): {problem}.")
     version, timestamp = given.get("versionasof"), given.get("timestampasof")
     if version is not None and timestamp is not None:
         raise OptionError("Give option 'versionAsOf' or option 'timestampAsOf', not both.")

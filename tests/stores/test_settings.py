@@ -220,3 +220,20 @@ def test_a_write_the_store_cannot_do_is_logged_and_the_rows_go_on(tmp_path, monk
         assert not cache_module.ResponseCache(str(tmp_path), "m").put(b"{}", body)
     messages = " ".join(r.getMessage() for r in caplog.records)
     assert "journal" in messages and "cache" in messages and "Move()" in messages
+
+
+def test_a_table_uri_with_a_query_string_is_refused_by_the_sink_and_the_reader():
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from dspark_json.delta.reader import snapshot
+    from dspark_json.delta.sink import _target
+
+    table = f"s3://b/t?sig={SECRET}"
+    schema = StructType([StructField("x", LongType())])
+    for call in (
+        lambda: _target({"path": table}, schema, streaming=False),
+        lambda: snapshot({"path": table}, format_name="dspark-delta"),
+    ):
+        with pytest.raises(OptionError, match="'path' is a URI with a query string") as caught:
+            call()
+        assert SECRET not in str(caught.value) and "storageOptions" in str(caught.value)
