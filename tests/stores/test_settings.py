@@ -237,3 +237,16 @@ def test_a_table_uri_with_a_query_string_is_refused_by_the_sink_and_the_reader()
         with pytest.raises(OptionError, match="'path' is a URI with a query string") as caught:
             call()
         assert SECRET not in str(caught.value) and "storageOptions" in str(caught.value)
+
+
+def test_an_s3_uri_s_own_credentials_reach_pyarrow_and_not_its_path():
+    """``s3://key:secret@bucket/...`` (as pyarrow's from_uri reads it, the secret URL-encoded):
+    the key and secret become the filesystem's, the path is the bucket's."""
+    endpoint = parse_settings('{"aws_endpoint_url": "http://127.0.0.1:9"}', {})
+    filesystem, path = fs.resolve("s3://AKIA:se%2Fcret@bucket/k", endpoint)
+    arguments = filesystem.__reduce__()[1][0]  # what the filesystem was built with
+    assert (arguments["access_key"], arguments["secret_key"], path) == (
+        "AKIA",
+        "se/cret",
+        "bucket/k",
+    )
