@@ -185,8 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _metrics(directory: str) -> int:
     """The lines the driver logs per micro-batch, and one for the whole run."""
     from dspark_json.metrics import by_batch, read_records, summary
+    from dspark_json.storage import StorageSettings
 
-    records = read_records(directory)
+    records = read_records(directory, storage=StorageSettings.parse(None))
     if not records:
         sys.stderr.write(
             f"dspark-json metrics: no metrics records in {directory} (the directory a query's "
@@ -232,7 +233,11 @@ def _schema(args: argparse.Namespace) -> int:
         )
         query = prepare(options, contact_server=needs_server)
         passthrough = (
-            infer_passthrough(PromptListing(args.prompts, option="prompts")) if args.prompts else []
+            infer_passthrough(
+                PromptListing(args.prompts, storage=options.storage.settings, option="prompts")
+            )
+            if args.prompts
+            else []
         )
         _say(describe(resolve_schema(query, passthrough)))
     except DSparkJsonError as exc:
@@ -347,8 +352,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _report_metrics(directory: Path) -> None:
     """A summary of the per-partition metrics records (the full ones are JSON lines there)."""
     from dspark_json.metrics import read_records, summary
+    from dspark_json.storage import ENVIRONMENT_ONLY
 
-    records = read_records(str(directory))
+    records = read_records(str(directory), storage=ENVIRONMENT_ONLY)
     if records:
         _say(summary(records, f"metrics (records in {directory}; dspark-json metrics DIR)"))
 

@@ -3,6 +3,12 @@
 No bare ``open()`` anywhere else: on a cluster the prompt input, the journal and the table live on
 shared storage, and pyarrow knows how to reach it.
 
+An object store's URI (``s3://``, ``gs://``, ``abfss://``, ``az://``...) is reached with the
+query's :class:`~dspark_json.storage.StorageSettings` (option ``storageOptions`` over the
+environment variables), which every function here takes: the one set of settings, carried with
+the options to the executors. A URI never carries a query string here: paths are appended to
+a directory URI, so ``?...`` would land before them (:func:`refuse_query` is the one rule).
+
 A URI may carry credentials (``s3://user:secret@bucket``, a SAS token's ``sig=``): :func:`mask_uris`
 is the one place that hides them in a text (every message, log line and ``repr`` that shows a
 URI option passes through it, :func:`dspark_json.http.secrets.redact` too), and a directory
@@ -19,6 +25,8 @@ from typing import Literal
 
 import pyarrow.fs as pafs
 
+from dspark_json.storage import StorageSettings, filesystem
+
 __all__ = [
     "MASK",
     "FileEntry",
@@ -28,6 +36,7 @@ __all__ = [
     "kind_of",
     "list_files",
     "mask_uris",
+    "query_problem",
     "read_bytes",
     "read_text",
     "resolve",
@@ -78,14 +87,34 @@ def is_remote_uri(path: str) -> bool:
     return "://" in path and not path.startswith("file://")
 
 
-def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The filesystem that holds ``uri`` and the path inside it."""
+def query_problem(option: str, uri: str) -> str | None:
+    """Why ``uri`` (the value of ``option``) cannot be a directory, or ``None``: a remote URI
+    with a query string (``?sig=...``), after which every file name would be appended."""
+    if not is_remote_uri(uri) or "?" not in uri:
+        return None
+    return (
+        f"Option {option!r} is a URI with a query string ({mask_uris(uri)}): file names are "
+        "appended to it, so they would land after the query. Give the URI without it, and the "
+        "store's endpoint and credentials in option 'storageOptions' (e.g. "
+        '\'{"aws_endpoint_url": "http://127.0.0.1:9000"}\', '
+        '\'{"azure_storage_sas_token": "..."}\'; README "Object stores")'
+    )
+
+
+def resolve(uri: str, storage: StorageSettings) -> tuple[pafs.FileSystem, str]:
+    """The filesystem that holds ``uri`` and the path inside it; an object store's built from
+    ``storage``."""
     if "://" in uri:
+        if is_remote_uri(uri) and "?" in uri:
+            raise ValueError(query_problem("path", uri))
         try:
-            fs, path = pafs.FileSystem.from_uri(uri)
+            found = filesystem(uri, storage)
+            if found is None:
+                fs, path = pafs.FileSystem.from_uri(uri)
+                return fs, str(path)
+            return found
         except (OSError, ValueError) as exc:  # pyarrow's, quoting the URI whole
             raise type(exc)(mask_uris(str(exc))) from None
-        return fs, str(path)
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
@@ -105,13 +134,15 @@ class FileEntry:
         return f"FileEntry({self.name!r}, size={self.size})"
 
 
-def list_files(directory: str, *, suffixes: tuple[str, ...]) -> list[FileEntry]:
+def list_files(
+    directory: str, *, storage: StorageSettings, suffixes: tuple[str, ...]
+) -> list[FileEntry]:
     """Files directly in ``directory`` ending in one of ``suffixes``, sorted by name.
 
     Names starting with ``.`` or ``_`` are skipped, as in Spark's file sources: a writer puts a
     file in place atomically by writing ``.name.tmp`` (or ``_name``) and renaming it.
     """
-    fs, root = resolve(directory)
+    fs, root = resolve(directory, storage)
     infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=False))
     entries = []
     for info in infos:
@@ -126,10 +157,10 @@ def list_files(directory: str, *, suffixes: tuple[str, ...]) -> list[FileEntry]:
     return entries
 
 
-def kind_of(uri: str) -> Literal["directory", "file", "missing"]:
+def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file", "missing"]:
     """What is at ``uri``. On an object store a prefix no object has yet is a ``directory``:
     files may land under it later, and there is no directory to create first."""
-    fs, root = resolve(uri)
+    fs, root = resolve(uri, storage)
     found = fs.get_file_info(root).type
     if found == pafs.FileType.File:
         return "file"
@@ -138,35 +169,41 @@ def kind_of(uri: str) -> Literal["directory", "file", "missing"]:
     return "missing"
 
 
-def read_bytes(uri: str, *, decompress: bool = True) -> bytes:
+def read_bytes(uri: str, *, storage: StorageSettings, decompress: bool = True) -> bytes:
     """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
     ``.zst``..., unless ``decompress`` is false: then the bytes as stored)."""
-    fs, path = resolve(uri)
+    fs, path = resolve(uri, storage)
     with fs.open_input_stream(path, compression="detect" if decompress else None) as stream:
         data: bytes = stream.read()
     return data
 
 
-def read_range(uri: str, start: int, end: int | None) -> bytes:
+def read_range(uri: str, start: int, end: int | None, *, storage: StorageSettings) -> bytes:
     """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
     on object stores."""
-    fs, path = resolve(uri)
+    fs, path = resolve(uri, storage)
     with fs.open_input_file(path) as source:
         stop = source.size() if end is None else min(end, source.size())
         data: bytes = source.read_at(max(stop - start, 0), start)
     return data
 
 
-def read_text(uri: str) -> str:
+def read_text(uri: str, *, storage: StorageSettings) -> str:
     """The whole content of one UTF-8 text file."""
-    return read_bytes(uri).decode("utf-8")
+    return read_bytes(uri, storage=storage).decode("utf-8")
 
 
-def write_atomic(directory: str, name: str, data: bytes) -> None:
-    """Put ``data`` at ``directory/name`` at once: written under a hidden name, then renamed
-    (readers that skip names starting with ``.`` never see a partial file). Replaces a file of
-    the same name."""
-    fs, root = resolve(directory)
+def write_atomic(directory: str, name: str, data: bytes, *, storage: StorageSettings) -> None:
+    """Put ``data`` at ``directory/name`` at once, replacing a file of that name. On a local or
+    HDFS filesystem: written under a hidden name, then renamed (readers that skip names starting
+    with ``.`` never see a partial file). On an object store one PUT is atomic already, and
+    there is no rename (a flat Azure account has no ``Move()``): the object is written at its
+    name directly."""
+    fs, root = resolve(directory, storage)
+    if not _renames(fs):
+        with fs.open_output_stream(f"{root}/{name}") as sink:
+            sink.write(data)
+        return
     fs.create_dir(root, recursive=True)
     temporary = f"{root}/.{name}.{uuid.uuid4().hex}.tmp"
     try:
@@ -179,12 +216,30 @@ def write_atomic(directory: str, name: str, data: bytes) -> None:
         raise
 
 
-def check_writable(directory: str) -> None:
-    """Create ``directory`` where needed, then write and delete a hidden probe file in it:
-    ``OSError`` (pyarrow's, with the path) when either fails."""
-    fs, root = resolve(directory)
-    fs.create_dir(root, recursive=True)
+def _renames(fs: pafs.FileSystem) -> bool:
+    """Whether writes on ``fs`` go through a rename (filesystems with real directories)."""
+    return fs.type_name in _REAL_DIRECTORIES
+
+
+def check_writable(directory: str, *, storage: StorageSettings) -> None:
+    """Do in ``directory`` what the writes will do, on a hidden probe file: create the
+    directory where needed, write the probe under a temporary name and rename it (local, HDFS)
+    or write it at its name (object stores), then delete it. ``OSError`` (pyarrow's, with the
+    path) when any step fails."""
+    fs, root = resolve(directory, storage)
     probe = f"{root}/.dspark-json-probe-{uuid.uuid4().hex}"
-    with fs.open_output_stream(probe) as sink:
+    if not _renames(fs):
+        with fs.open_output_stream(probe) as sink:
+            sink.write(b"")
+        fs.delete_file(probe)
+        return
+    fs.create_dir(root, recursive=True)
+    with fs.open_output_stream(f"{probe}.tmp") as sink:
         sink.write(b"")
+    try:
+        fs.move(f"{probe}.tmp", probe)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            fs.delete_file(f"{probe}.tmp")
+        raise
     fs.delete_file(probe)

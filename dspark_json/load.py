@@ -21,7 +21,7 @@ from typing import Any
 from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import BackendUnavailable, OptionError
-from dspark_json.fs import check_writable
+from dspark_json.fs import check_writable, mask_uris
 from dspark_json.http.preflight import (
     check_line_models,
     check_model,
@@ -41,6 +41,7 @@ from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
 from dspark_json.schema.output import output_schema, tool_arguments
 from dspark_json.schema.tools import inferred_arguments, tool_choice_body, tool_parameters
+from dspark_json.storage import missing_credentials
 
 __all__ = [
     "Resolved",
@@ -81,13 +82,16 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
         replaying recorded answers, which need no server).
     """
     check_backend(options)
+    check_storage(options)
     check_output_directories(options)
     model, context = options.request.model, None
     if options.input.responses is None and contact_server:
         model, context = check_model(options.http, model)
         check_priority(options.http, model, options.request.priority)
         if options.input.prompts is not None:  # a line's model: one the endpoints serve?
-            check_line_models(options.http, line_models(options.input.prompts))
+            check_line_models(
+                options.http, line_models(options.input.prompts, storage=options.storage.settings)
+            )
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:
@@ -128,6 +132,26 @@ def check_backend(options: Options) -> None:
     )
 
 
+def check_storage(options: Options) -> None:
+    """Fail at once where a path option's object store lacks a setting it needs (a key without
+    its secret, no credentials where the store would otherwise wait on a metadata server),
+    naming the option, the store and what to set."""
+    settings = options.storage.settings
+    for name, where in (
+        ("prompts", options.input.prompts),
+        ("responses", options.input.responses),
+        ("journal", options.input.journal),
+        ("metrics", options.rows.metrics),
+        ("cache", options.reuse.cache),
+        ("endpointsFile", options.http.endpoints_file),
+    ):
+        if where is None:
+            continue
+        missing = missing_credentials(where, settings)
+        if missing:
+            raise OptionError(f"Option {name!r} names {mask_uris(where)}: {missing}.")
+
+
 def check_output_directories(options: Options) -> None:
     """Fail before any request where the journal, the metrics or the cache directory cannot be
     written (each is created where missing): found only after the answers are in, such a
@@ -140,7 +164,7 @@ def check_output_directories(options: Options) -> None:
         if directory is None:
             continue
         try:
-            check_writable(directory)
+            check_writable(directory, storage=options.storage.settings)
         except (OSError, ValueError) as exc:  # ValueError: pyarrow's ArrowInvalid (the URI)
             raise OptionError(
                 redact(f"Option {name!r} names {directory}, which cannot be written ({exc}).")
@@ -253,7 +277,7 @@ def _sample_bodies(query: Query) -> list[str | None]:
     options = query.options
     n = options.schema.infer_schema_samples
     option = "responses" if options.input.responses is not None else "prompts"
-    listing = PromptListing(options.input.location, option=option)
+    listing = PromptListing(options.input.location, storage=options.storage.settings, option=option)
     # Lazily: only the files and rows sampled are counted and read, not the whole input.
     if options.input.responses is not None:
         bodies: list[str | None] = []

@@ -37,6 +37,7 @@ from dspark_json.fs import list_files, read_text, write_atomic
 from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
 from dspark_json.rows import ERROR, RESCUED_DATA
+from dspark_json.storage import StorageSettings
 
 __all__ = [
     "METRICS_SCHEMA",
@@ -212,7 +213,9 @@ def _repair(stats: RepairStats) -> dict[str, Any]:
     }
 
 
-def report(record: dict[str, Any], what: str, directory: str | None) -> None:
+def report(
+    record: dict[str, Any], what: str, directory: str | None, storage: StorageSettings
+) -> None:
     """Log the record as one INFO line; write it under ``directory`` when given."""
     latency = record["latency_ms"]
     limit = record["inflight_limit"]
@@ -249,7 +252,9 @@ def report(record: dict[str, Any], what: str, directory: str | None) -> None:
     if directory is not None:
         name = f"{file_prefix(record)}part-{record['partition']:05d}.json"
         try:
-            write_atomic(directory, name, (json.dumps(record) + "\n").encode("utf-8"))
+            write_atomic(
+                directory, name, (json.dumps(record) + "\n").encode("utf-8"), storage=storage
+            )
         except OSError as exc:
             logger.warning(
                 "%s: the metrics record could not be written to %s (%s); the rows are not "
@@ -303,7 +308,9 @@ def file_prefix(record: Mapping[str, Any]) -> str:
     return f"batch-{hashlib.sha256(named.encode()).hexdigest()[:16]}-"
 
 
-def read_records(directory: str, *, batch: str | None = None) -> list[dict[str, Any]]:
+def read_records(
+    directory: str, *, storage: StorageSettings, batch: str | None = None
+) -> list[dict[str, Any]]:
     """The metrics records under ``directory`` (a path or URI), in file name order; only those
     of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`)."""
     prefix = ""
@@ -311,11 +318,11 @@ def read_records(directory: str, *, batch: str | None = None) -> list[dict[str, 
         batch_id, offset, label = _batch_fields(batch)
         prefix = file_prefix({"batch": batch_id, "offset": offset, "label": label})
     records = []
-    for entry in list_files(directory, suffixes=(".json",)):
+    for entry in list_files(directory, suffixes=(".json",), storage=storage):
         if not entry.name.startswith(prefix):
             continue
         try:
-            records.append(json.loads(read_text(entry.path)))
+            records.append(json.loads(read_text(entry.path, storage=storage)))
         except (OSError, ValueError) as exc:  # a foreign file: said, not fatal
             logger.warning("metrics: %s is not a metrics record (%s); skipped", entry.path, exc)
     return records

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import Location, is_remote_uri
+from dspark_json.fs import Location, is_remote_uri, query_problem
 from dspark_json.rows import load_json
 
 __all__ = [
@@ -173,10 +173,14 @@ def choice(allowed: Mapping[str, str], *, upper: bool = False) -> Converter:
 
 def directory(name: str, text: str) -> str:
     """A directory: a URI as given, a local path made absolute; a :class:`Location` (its
-    credentials masked in its ``repr``)."""
+    credentials masked in its ``repr``). A URI with a query string is refused (file names are
+    appended to it: :func:`~dspark_json.fs.query_problem`)."""
     path = text.strip()
     if not path:
         raise OptionError(f"Option {name!r} must name a directory, got ''.")
+    problem = query_problem(name, path)
+    if problem:
+        raise OptionError(problem + ".")
     return Location(path if is_remote_uri(path) else os.path.abspath(os.path.expanduser(path)))
 
 

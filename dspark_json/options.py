@@ -25,8 +25,18 @@ from dspark_json.option_spec import OptionSpec, boolean, choice, directory, opti
 from dspark_json.reask.options import RepairOptions
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, parsing
 
-__all__ = ["FORMAT", "OPTION_SPECS", "STAGES", "Options", "Query", "RowOptions", "options_table"]
+__all__ = [
+    "FORMAT",
+    "OPTION_SPECS",
+    "STAGES",
+    "Options",
+    "Query",
+    "RowOptions",
+    "StorageOptions",
+    "options_table",
+]
 
 #: The name of the format these are the options of: ``spark.read.format(FORMAT)``.
 FORMAT = "dspark-json"
@@ -169,6 +179,30 @@ class RowOptions:
     )
 
 
+def _storage_settings(name: str, text: str) -> StorageSettings:
+    return StorageSettings.parse(text, name=name)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StorageOptions:
+    """How every path option (prompts, responses, journal, metrics, cache, endpointsFile) is
+    reached on an object store: one set of settings, read on the driver."""
+
+    settings: StorageSettings = option(
+        "storageOptions",
+        "Object stores (s3://, s3a://, gs://, gcs://, abfss://, abfs://, az://, azure://): a JSON "
+        "object of settings, keys as delta-rs spells them (aws_access_key_id, "
+        "aws_secret_access_key, aws_region, aws_endpoint_url, google_service_account, "
+        "azure_storage_account_name, azure_storage_account_key, azure_storage_sas_token...), laid "
+        "over the stores' environment variables (AWS_*, GOOGLE_*, AZURE_STORAGE_*) as the driver "
+        "has them, and used for every path of the query, on the executors too. Values never "
+        "appear in logs, errors or plans. README: Object stores.",
+        '{"aws_endpoint_url": "http://127.0.0.1:9000", "aws_region": "us-east-1"}',
+        convert=_storage_settings,
+        empty=ENVIRONMENT_ONLY,
+    )
+
+
 #: The stages, in the order of the options table, and the options each reads.
 STAGES: Mapping[str, type] = {
     "http": HttpOptions,
@@ -178,6 +212,7 @@ STAGES: Mapping[str, type] = {
     "rows": RowOptions,
     "repair": RepairOptions,
     "reuse": ReuseOptions,
+    "storage": StorageOptions,
 }
 #: Every reader option.
 OPTION_SPECS: tuple[OptionSpec, ...] = tuple(
@@ -202,6 +237,7 @@ class Options:
     rows: RowOptions = field(default_factory=RowOptions)
     repair: RepairOptions = field(default_factory=RepairOptions)
     reuse: ReuseOptions = field(default_factory=ReuseOptions)
+    storage: StorageOptions = field(default_factory=StorageOptions)
 
     @classmethod
     def parse(cls, raw: Mapping[str, str], *, unused: tuple[str, ...] = ()) -> Options:
@@ -245,18 +281,38 @@ class Options:
                 "only one (apiKeyEnv keeps the key out of the query's options)."
             )
         values: dict[str, dict[str, Any]] = {stage: {} for stage in STAGES}
-        for spec in OPTION_SPECS:
-            if spec.name in given:
-                used, text = given[spec.name]
-                values[spec.stage][spec.attr] = spec.convert(used, text)
-            elif spec.required and spec.name not in unused and "responses" not in given:
-                raise OptionError(
-                    f"Option {spec.name!r} is required: {spec.doc} "
-                    f"Example: .option({spec.name!r}, {spec.example!r})."
-                )
+        # First the storage settings: an option naming a file (tools, responseFormat) is read
+        # with them; where not given, the stores' environment variables as the driver has them.
+        storage_spec = next(spec for spec in OPTION_SPECS if spec.stage == "storage")
+        used, text = given.get(storage_spec.name, (storage_spec.name, ""))
+        settings = StorageSettings.parse(text, name=used)
+        values["storage"]["settings"] = settings
+        with parsing(settings):
+            for spec in OPTION_SPECS:
+                if spec.stage != "storage":
+                    cls._convert(spec, given, unused, values)
+        values["http"]["storage"] = settings
         options = cls(**{stage: STAGES[stage](**values[stage]) for stage in STAGES})
         _check_needs(options, given)
         return options
+
+    @staticmethod
+    def _convert(
+        spec: OptionSpec,
+        given: Mapping[str, tuple[str, str]],
+        unused: tuple[str, ...],
+        values: dict[str, dict[str, Any]],
+    ) -> None:
+        """Option ``spec``'s value into ``values`` where given; an error where it is required
+        and missing."""
+        if spec.name in given:
+            used, text = given[spec.name]
+            values[spec.stage][spec.attr] = spec.convert(used, text)
+        elif spec.required and spec.name not in unused and "responses" not in given:
+            raise OptionError(
+                f"Option {spec.name!r} is required: {spec.doc} "
+                f"Example: .option({spec.name!r}, {spec.example!r})."
+            )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -101,6 +101,7 @@ def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
         options.reuse,
         model=query.model,
         stop_on_failure=options.rows.mode == "FAILFAST",
+        storage=options.storage.settings,
     )
 
 
@@ -408,7 +409,7 @@ def settle(
         dropped=table.num_rows - kept.num_rows,
         models=_row_models(rows, answers, query),
     )
-    report(record, what, options.rows.metrics)
+    report(record, what, options.rows.metrics, options.storage.settings)
     return kept
 
 
@@ -441,7 +442,7 @@ def _rows_and_answers(
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:
         return PromptRows.of(records), fetch(records, query), "server", None
-    journal = Journal(inputs.journal)
+    journal = Journal(inputs.journal, query.options.storage.settings)
     key = journal.key(partition.segments)
     last = partition.segments[-1]
     end = Position(last.path.rsplit("/", 1)[-1], last.end)

@@ -39,6 +39,7 @@ from dspark_json.options import FORMAT, Options, Query
 from dspark_json.pipeline import read_partition
 from dspark_json.reask.plan import share_budget
 from dspark_json.response.convert import check_supported
+from dspark_json.storage import StorageSettings
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit
@@ -145,7 +146,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self.query = query
         self.inputs = query.options.input
         self.schema = schema
-        self._listing = _BatchListing(self.inputs.location, option=_option(query.options))
+        self._listing = _BatchListing(
+            self.inputs.location,
+            storage=query.options.storage.settings,
+            option=_option(query.options),
+        )
         self._cap: Position | None = None
         #: Where the next micro-batch starts: the end of the last one planned, as a position and
         #: as its offset (with its batch count). Spark 4.0 and 4.1 pass no start to
@@ -158,7 +163,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: How many times each unreported batch's records were looked for and none found.
         self._looked: dict[int, int] = {}
         journal = self.inputs.journal
-        self._journal = Journal(journal) if journal is not None else None
+        self._journal = (
+            Journal(journal, query.options.storage.settings) if journal is not None else None
+        )
         self._started = False
 
     def initialOffset(self) -> dict[str, object]:
@@ -264,7 +271,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         metrics = self.query.options.rows.metrics
         for batch_id in batch_ids:
             label = self._unreported[batch_id][1]
-            mine = read_records(metrics, batch=label) if metrics is not None else []
+            mine = (
+                read_records(metrics, storage=self.query.options.storage.settings, batch=label)
+                if metrics is not None
+                else []
+            )
             looked = self._looked.get(batch_id, 0) + 1
             if metrics is not None and not mine and not final and looked < _LOOKS:
                 self._looked[batch_id] = looked
@@ -318,7 +329,9 @@ def _option(options: Options) -> str:
 
 
 def _listing(options: Options) -> PromptListing:
-    return PromptListing(options.input.location, option=_option(options))
+    return PromptListing(
+        options.input.location, storage=options.storage.settings, option=_option(options)
+    )
 
 
 class _BatchListing(PromptListing):
@@ -328,8 +341,8 @@ class _BatchListing(PromptListing):
     turn (files are immutable once visible), so one listing serves all three.
     """
 
-    def __init__(self, directory: str, *, option: str) -> None:
-        super().__init__(directory, option=option)
+    def __init__(self, directory: str, *, storage: StorageSettings, option: str) -> None:
+        super().__init__(directory, storage=storage, option=option)
         self._snapshot: list[FileEntry] | None = None
 
     def refresh(self) -> None:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 
 from dspark_json.delta.stats import FileStats
 from dspark_json.fs import resolve
+from dspark_json.storage import StorageSettings
 
 __all__ = [
     "DataFile",
@@ -57,12 +58,13 @@ def write_files(
     batches: Iterable[pa.RecordBatch],
     table_uri: str,
     *,
+    storage: StorageSettings,
     partition_by: Sequence[str] = (),
     task: int = 0,
 ) -> list[DataFile]:
     """Write ``batches`` into ``table_uri`` as Parquet files, one per partition value met, and
     return them. On an error the files begun are deleted before the error goes on."""
-    fs, root = resolve(table_uri)
+    fs, root = resolve(table_uri, storage)
     root = root.rstrip("/")
     open_files: dict[tuple[str | None, ...], _OpenFile] = {}
     try:
@@ -85,9 +87,9 @@ def write_files(
         raise
 
 
-def delete_files(table_uri: str, files: Iterable[DataFile]) -> int:
+def delete_files(table_uri: str, files: Iterable[DataFile], storage: StorageSettings) -> int:
     """Delete files that no commit names (a replayed or aborted batch's); return how many."""
-    fs, root = resolve(table_uri)
+    fs, root = resolve(table_uri, storage)
     deleted = 0
     for f in files:
         try:

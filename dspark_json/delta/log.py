@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from dspark_json.delta.files import DataFile
 from dspark_json.errors import SchemaError
+from dspark_json.storage import StorageSettings, delta_options
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -27,26 +28,26 @@ __all__ = ["commit_files", "committed_version", "open_table", "table_partitionin
 logger = logging.getLogger("dspark_json")
 
 
-def open_table(table_uri: str) -> DeltaTable | None:
+def open_table(table_uri: str, storage: StorageSettings) -> DeltaTable | None:
     """The Delta table at ``table_uri``, or None where there is none yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(table_uri)
+        return DeltaTable(table_uri, storage_options=delta_options(table_uri, storage) or None)
     except TableNotFoundError:
         return None
 
 
-def committed_version(table_uri: str, app_id: str) -> int | None:
+def committed_version(table_uri: str, app_id: str, storage: StorageSettings) -> int | None:
     """The last batch id committed under ``app_id``, or None."""
-    table = open_table(table_uri)
+    table = open_table(table_uri, storage)
     return None if table is None else table.transaction_version(app_id)
 
 
-def table_partitioning(table_uri: str) -> list[str] | None:
+def table_partitioning(table_uri: str, storage: StorageSettings) -> list[str] | None:
     """The partition columns of the table at ``table_uri``, or None where there is no table."""
-    table = open_table(table_uri)
+    table = open_table(table_uri, storage)
     return None if table is None else list(table.metadata().partition_columns)
 
 
@@ -56,6 +57,7 @@ def commit_files(
     *,
     schema: pa.Schema,
     partition_by: Sequence[str],
+    storage: StorageSettings,
     mode: Literal["append", "overwrite"] = "append",
     transaction: tuple[str, int] | None = None,
 ) -> None:
@@ -72,7 +74,8 @@ def commit_files(
     if transaction is not None:
         app_id, batch_id = transaction
         properties = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-    table = open_table(table_uri)
+    table = open_table(table_uri, storage)
+    store = delta_options(table_uri, storage) or None
     if table is None:
         create_table_with_add_actions(
             table_uri,
@@ -80,6 +83,7 @@ def commit_files(
             adds,
             mode="error",
             partition_by=list(partition_by),
+            storage_options=store,
             commit_properties=properties,
         )
         return
@@ -97,6 +101,7 @@ def commit_files(
             mode="append",
             schema_mode="merge",
             partition_by=existing or None,
+            storage_options=store,
         )
         table.update_incremental()
         logger.info("Delta %s: schema widened to %s", table_uri, table.schema().to_json())

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import difflib
+import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import OptionError
 from dspark_json.fs import resolve
+from dspark_json.storage import StorageSettings, delta_options
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -52,7 +54,7 @@ __all__ = [
 ]
 
 #: The read options (``path`` is what ``.load(path)`` passes).
-READ_OPTIONS = ("path", "versionAsOf", "timestampAsOf")
+READ_OPTIONS = ("path", "versionAsOf", "timestampAsOf", "storageOptions")
 
 #: Reader features whose rows differ from what the data files hold.
 _UNSUPPORTED_FEATURES = ("deletionVectors", "columnMapping")
@@ -67,7 +69,8 @@ class DeltaFilePartition(InputPartition):
 
 
 def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
-    """The table at ``path``, at ``versionAsOf`` / ``timestampAsOf`` when given."""
+    """The table at ``path``, at ``versionAsOf`` / ``timestampAsOf`` when given, reached with
+    option ``storageOptions`` (:func:`read_storage`)."""
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError, TableNotFoundError
 
@@ -80,8 +83,9 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
     version, timestamp = given.get("versionasof"), given.get("timestampasof")
     if version is not None and timestamp is not None:
         raise OptionError("Give option 'versionAsOf' or option 'timestampAsOf', not both.")
+    store = delta_options(path, read_storage(options)) or None
     try:
-        table = DeltaTable(path)
+        table = DeltaTable(path, storage_options=store)
     except TableNotFoundError as exc:
         raise OptionError(
             f"There is no Delta table at {path!r} (no _delta_log there). Check the path given "
@@ -97,10 +101,17 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         value = version if version is not None else timestamp
         raise OptionError(
             f"Option {which}={value!r}: the Delta table {path} has no such version ({exc}). "
-            f"Its versions run from its oldest kept one to {DeltaTable(path).version()}."
+            "Its versions run from its oldest kept one to "
+            f"{DeltaTable(path, storage_options=store).version()}."
         ) from exc
     _check_readable(table, path)
     return table
+
+
+def read_storage(options: Mapping[str, str]) -> StorageSettings:
+    """A read's option ``storageOptions`` over the stores' environment variables."""
+    given = {k.lower(): v for k, v in options.items()}
+    return StorageSettings.parse(given.get("storageoptions"), name="storageOptions")
 
 
 def known_options(
@@ -168,8 +179,9 @@ def table_schema(table: DeltaTable) -> StructType:
 class DeltaTableReader(DataSourceReader):
     """The snapshot's data files, one partition each; ``schema`` is the columns to return."""
 
-    def __init__(self, table: DeltaTable, schema: StructType) -> None:
+    def __init__(self, table: DeltaTable, schema: StructType, storage: StorageSettings) -> None:
         self.schema = schema
+        self.storage = storage
         self.partition_columns = tuple(table.metadata().partition_columns)
         self.files = _files(table)
         self.kept: list[Filter] = []
@@ -198,14 +210,16 @@ class DeltaTableReader(DataSourceReader):
         if not partition.uri:
             yield pa.RecordBatch.from_pylist([], schema=target)
             return
-        yield from read_file(partition, target).to_batches(max_chunksize=10_000)
+        yield from read_file(partition, target, self.storage).to_batches(max_chunksize=10_000)
 
 
-def read_file(partition: DeltaFilePartition, target: pa.Schema) -> pa.Table:
+def read_file(
+    partition: DeltaFilePartition, target: pa.Schema, storage: StorageSettings
+) -> pa.Table:
     """One data file in ``target``: its partition values as columns, a column or struct field
     the file lacks (written before the schema widened) as nulls."""
     values = dict(partition.partition_values)
-    filesystem, path = resolve(partition.uri)
+    filesystem, path = resolve(partition.uri, storage)
     present = set(pq.read_schema(path, filesystem=filesystem).names)
     wanted = [f.name for f in target if f.name not in values and f.name in present]
     data = pq.read_table(path, columns=wanted, filesystem=filesystem)
@@ -222,13 +236,21 @@ def read_file(partition: DeltaFilePartition, target: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def read_table(path: str, *, version: int | None = None) -> pa.Table:
+def read_table(
+    path: str, *, version: int | None = None, storage_options: Mapping[str, str] | None = None
+) -> pa.Table:
     """The whole table at ``path`` (its current version, or ``version``) in this process, read
-    like the Spark reader reads it: for scripts and the CLI, instead of ``to_pyarrow_table()``."""
-    options = {"path": path} if version is None else {"path": path, "versionAsOf": str(version)}
+    like the Spark reader reads it: for scripts and the CLI, instead of ``to_pyarrow_table()``.
+    ``storage_options``: as option ``storageOptions`` (an object store's settings)."""
+    options = {"path": path}
+    if version is not None:
+        options["versionAsOf"] = str(version)
+    if storage_options:
+        options["storageOptions"] = json.dumps(dict(storage_options))
     table = snapshot(options, format_name="dspark-delta")
     target = pa.schema(table.schema().to_arrow())
-    parts = [read_file(part, target) for part in _files(table)]
+    storage = read_storage(options)
+    parts = [read_file(part, target, storage) for part in _files(table)]
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 

@@ -37,9 +37,16 @@ from dspark_json.delta.files import (
 )
 from dspark_json.delta.from_rows import batches_from_rows
 from dspark_json.delta.log import commit_files, committed_version, table_partitioning
-from dspark_json.delta.reader import DeltaTableReader, known_options, snapshot, table_schema
+from dspark_json.delta.reader import (
+    DeltaTableReader,
+    known_options,
+    read_storage,
+    snapshot,
+    table_schema,
+)
 from dspark_json.errors import OptionError, short_errors
-from dspark_json.fs import read_text
+from dspark_json.fs import mask_uris, query_problem, read_text
+from dspark_json.storage import StorageSettings, missing_credentials
 
 try:  # Spark 4.1+
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
@@ -59,7 +66,7 @@ logger = logging.getLogger("dspark_json")
 SINK_FORMAT = "dspark-delta"
 
 #: The sink's options (Spark passes ``path`` and ``checkpointLocation`` through as options).
-_OPTIONS = ("path", "checkpointLocation", "partitionBy")
+_OPTIONS = ("path", "checkpointLocation", "partitionBy", "storageOptions")
 
 
 @dataclass
@@ -78,6 +85,7 @@ class _Target:
     schema: pa.Schema  # the rows', timestamps in UTC
     checkpoint: str | None
     spark_schema: StructType  # what Spark 4.0's Rows hold
+    storage: StorageSettings  # option storageOptions over the environment variables
 
 
 class DeltaSink(DataSource):
@@ -110,7 +118,7 @@ class DeltaSink(DataSource):
                 f"{', '.join(missing)} that the Delta table {self.options.get('path')} does "
                 f"not have (its columns: {', '.join(columns)})."
             )
-        return DeltaTableReader(table, schema)
+        return DeltaTableReader(table, schema, read_storage(self.options))
 
     @short_errors
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
@@ -142,12 +150,13 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             files,
             schema=self.target.schema,
             partition_by=self.target.partition_by,
+            storage=self.target.storage,
             mode="overwrite" if self.overwrite else "append",
         )
         logger.info("Delta %s: %d file(s) committed", self.target.table, len(files))
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        _discard(self.target.table, messages, "the write failed")
+        _discard(self.target, messages, "the write failed")
 
 
 class DeltaStreamWriter(_StreamWriterBase):
@@ -164,9 +173,9 @@ class DeltaStreamWriter(_StreamWriterBase):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = _files(messages)
         app_id = _app_id(self.target)
-        done = committed_version(self.target.table, app_id)
+        done = committed_version(self.target.table, app_id, self.target.storage)
         if done is not None and done >= batchId:
-            deleted = delete_files(self.target.table, files)
+            deleted = delete_files(self.target.table, files, self.target.storage)
             logger.info(
                 "Delta %s: batch %d already committed by %s; skipped (%d file(s) of the replay "
                 "deleted)",
@@ -181,6 +190,7 @@ class DeltaStreamWriter(_StreamWriterBase):
             files,
             schema=self.target.schema,
             partition_by=self.target.partition_by,
+            storage=self.target.storage,
             transaction=(app_id, batchId),
         )
         logger.info(
@@ -192,7 +202,7 @@ class DeltaStreamWriter(_StreamWriterBase):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        _discard(self.target.table, messages, f"batch {batchId} failed")
+        _discard(self.target, messages, f"batch {batchId} failed")
 
 
 def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) -> _Target:
@@ -204,6 +214,13 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
             f"format {SINK_FORMAT!r} needs the table's location: .start(path) (streaming), "
             ".save(path) (batch), or .option('path', ...)."
         )
+    problem = query_problem("path", table)
+    if problem:
+        raise OptionError(f"format {SINK_FORMAT!r}: {problem}.")
+    storage = StorageSettings.parse(given.get("storageoptions"), name="storageOptions")
+    missing = missing_credentials(table, storage)
+    if missing:
+        raise OptionError(f"format {SINK_FORMAT!r}, table {mask_uris(table)}: {missing}.")
     checkpoint = given.get("checkpointlocation") or None
     if streaming and checkpoint is None:
         raise OptionError(
@@ -212,7 +229,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
         )
     arrow = utc_timestamps(to_arrow_schema(schema))
     requested = tuple(c.strip() for c in given.get("partitionby", "").split(",") if c.strip())
-    existing = table_partitioning(table)
+    existing = table_partitioning(table, storage)
     if existing is not None and requested and list(requested) != existing:
         raise OptionError(
             f"option partitionBy={','.join(requested)!r}, but the Delta table {table} is "
@@ -223,7 +240,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
     problem = partition_error(arrow, partition_by)
     if problem:
         raise OptionError(f"format {SINK_FORMAT!r}: {problem}.")
-    return _Target(table, partition_by, arrow, checkpoint, schema)
+    return _Target(table, partition_by, arrow, checkpoint, schema, storage)
 
 
 def _write(target: _Target, iterator: Iterator[pa.RecordBatch]) -> list[DataFile]:
@@ -231,22 +248,33 @@ def _write(target: _Target, iterator: Iterator[pa.RecordBatch]) -> list[DataFile
 
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
-    return write_files(iterator, target.table, partition_by=target.partition_by, task=task)
+    return write_files(
+        iterator,
+        target.table,
+        storage=target.storage,
+        partition_by=target.partition_by,
+        task=task,
+    )
 
 
 def _files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
     return [f for m in messages if isinstance(m, DeltaFiles) for f in m.files]
 
 
-def _discard(table: str, messages: list[WriterCommitMessage | None], why: str) -> None:
-    deleted = delete_files(table, _files(messages))
+def _discard(target: _Target, messages: list[WriterCommitMessage | None], why: str) -> None:
+    deleted = delete_files(target.table, _files(messages), target.storage)
     logger.warning(
-        "Delta %s: %s; %d data file(s) of it deleted, nothing committed", table, why, deleted
+        "Delta %s: %s; %d data file(s) of it deleted, nothing committed",
+        mask_uris(target.table),
+        why,
+        deleted,
     )
 
 
 def _app_id(target: _Target) -> str:
     """``dspark-json:<query id>``: the id Spark keeps in the checkpoint across restarts."""
     assert target.checkpoint is not None  # checked by _target for streaming writes
-    metadata = json.loads(read_text(target.checkpoint.rstrip("/") + "/metadata"))
+    metadata = json.loads(
+        read_text(target.checkpoint.rstrip("/") + "/metadata", storage=target.storage)
+    )
     return f"dspark-json:{metadata['id']}"

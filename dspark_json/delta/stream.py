@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,7 @@ def write_delta(
     trigger: Mapping[str, Any] | None = None,
     query_name: str | None = None,
     partition_by: Sequence[str] | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> StreamingQuery:
     """Start streaming ``df`` into the Delta table at ``path``; return the running query.
 
@@ -58,7 +60,9 @@ def write_delta(
     location (keep it to resume exactly where the query stopped). ``trigger`` holds
     ``DataStreamWriter.trigger`` keywords, e.g. ``{"availableNow": True}`` or
     ``{"processingTime": "10 seconds"}``. ``partition_by`` names the table's partition columns
-    (used when the table is created).
+    (used when the table is created). ``storage_options``: the table's object store settings
+    (the sink's option ``storageOptions``: keys as delta-rs spells them, over the environment
+    variables; README "Object stores").
     """
     missing = sorted(set(partition_by or ()) - set(df.columns))
     if missing:
@@ -73,6 +77,8 @@ def write_delta(
     writer = df.writeStream.format(SINK_FORMAT).option("checkpointLocation", checkpoint)
     if partition_by:
         writer = writer.option("partitionBy", ",".join(partition_by))
+    if storage_options:
+        writer = writer.option("storageOptions", json.dumps(dict(storage_options)))
     if query_name:
         writer = writer.queryName(query_name)
     return start(writer, trigger, path=path)

@@ -37,6 +37,7 @@ from dspark_json.fs import mask_uris, resolve, write_atomic
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import redact
 from dspark_json.rows import load_json
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["ENTRY_SUFFIX", "ResponseCache", "is_completion"]
 
@@ -55,12 +56,18 @@ _THREADS = 16
 
 class ResponseCache:
     """The entries of one directory (a path or a URI pyarrow's filesystems resolve) for one
-    model."""
+    model, reached with the query's storage settings."""
 
     def __init__(
-        self, directory: str, model: str | None, *, max_bytes: int = DEFAULT_MAX_BYTES
+        self,
+        directory: str,
+        model: str | None,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        storage: StorageSettings = ENVIRONMENT_ONLY,
     ) -> None:
         self.directory = directory.rstrip("/")
+        self.storage = storage
         self.model = model or ""
         #: The largest body an entry may hold (option ``maxResponseBytes``).
         self.max_bytes = max_bytes
@@ -88,7 +95,7 @@ class ResponseCache:
     def get_key(self, key: str) -> str | None:
         """:meth:`get` of the entry named ``key``."""
         folder, name = self.where(key)
-        fs, root = resolve(folder)
+        fs, root = resolve(folder, self.storage)
         path = f"{root}/{name}"
         try:
             # The type first: a FIFO or a device where an entry should be is never opened
@@ -151,7 +158,12 @@ class ResponseCache:
         }
         folder, name = self.where(self.key(request))
         try:
-            write_atomic(folder, name, _MAGIC + json.dumps(header).encode() + b"\n" + raw)
+            write_atomic(
+                folder,
+                name,
+                _MAGIC + json.dumps(header).encode() + b"\n" + raw,
+                storage=self.storage,
+            )
         except OSError as exc:
             logger.warning(
                 "cache %s: an answer could not be written (%s); the rows go on, a later run "

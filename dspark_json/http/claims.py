@@ -93,7 +93,7 @@ class Claims:
 
     def __init__(self, cache: ResponseCache) -> None:
         self.cache = cache
-        fs, root = resolve(cache.directory)
+        fs, root = resolve(cache.directory, cache.storage)
         self.available = fs.type_name == "local"
         self._root = root.rstrip("/")
         self.owner = f"{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"

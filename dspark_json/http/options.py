@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +34,7 @@ from dspark_json.option_spec import (
 )
 from dspark_json.rows import load_json
 from dspark_json.schema.tools import as_tools
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, in_effect
 
 __all__ = ["CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
 
@@ -116,9 +117,10 @@ def _json_or_file(name: str, source: str, what: str) -> str:
         return source
     path = directory(name, source)
     try:
-        if kind_of(path) != "file":  # a device or a FIFO would be read forever
+        storage = in_effect()  # the query's storageOptions, while its options are parsed
+        if kind_of(path, storage=storage) != "file":  # a device or a FIFO is read forever
             raise FileNotFoundError(f"{path} is not a regular file")
-        return read_text(path)
+        return read_text(path, storage=storage)
     except OSError as exc:
         raise OptionError(
             f"Option {name!r} is neither JSON text nor a readable file: {source!r} ({exc}). "
@@ -379,6 +381,10 @@ class HttpOptions:
     def endpoint(self) -> str:
         """The first endpoint's URL (without credentials), for messages."""
         return self.endpoints[0].url
+
+    #: How option ``endpointsFile``'s store is reached: the query's storage settings (option
+    #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`.
+    storage: StorageSettings = field(default=ENVIRONMENT_ONLY, compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,6 +43,7 @@ from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
 from dspark_json.http.transport import proxy_for
 from dspark_json.rows import load_json
+from dspark_json.storage import StorageSettings
 
 __all__ = [
     "Replicas",
@@ -67,16 +68,18 @@ _MODEL = re.compile(rb'"model": *("(?:[^"\\]|\\.)*")')
 Getter = Callable[[Endpoint, str], Awaitable[tuple[int, bytes]]]
 
 
-def read_endpoints_file(source: str, option: str = "endpointsFile") -> tuple[Endpoint, ...]:
+def read_endpoints_file(
+    source: str, storage: StorageSettings, option: str = "endpointsFile"
+) -> tuple[Endpoint, ...]:
     """The base URLs of an endpoints file: one per line, comments (``#`` at the start of a line
     or after a space: a ``#`` inside a URL's password stays part of it) and blank lines
     ignored. Raises :class:`OptionError` naming the option, the file (its credentials masked)
     and the fix."""
     shown = redact(source)
     try:
-        if kind_of(source) != "file":
+        if kind_of(source, storage=storage) != "file":
             raise FileNotFoundError("not a file")
-        text = read_text(source)
+        text = read_text(source, storage=storage)
     except Exception as exc:  # OSError, or an object store's own errors
         raise OptionError(
             f"Option {option!r} names {shown}, which cannot be read ({redact(str(exc))}). "
@@ -342,7 +345,9 @@ class Replicas:
                 out.append(endpoint)
         if config.endpoints_file is not None:
             try:
-                out += await asyncio.to_thread(read_endpoints_file, config.endpoints_file)
+                out += await asyncio.to_thread(
+                    read_endpoints_file, config.endpoints_file, config.storage
+                )
             except OptionError as exc:  # half written, or gone for a moment: keep the last
                 logger.warning("%s Keeping the endpoints read before.", exc)
                 out += [e for e in self.endpoints if e not in out and e not in config.endpoints]

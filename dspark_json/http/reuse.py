@@ -18,8 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dspark_json.errors import OptionError
-from dspark_json.fs import is_remote_uri, mask_uris
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.claims import Claims
 from dspark_json.http.client import complete_all
@@ -27,6 +25,7 @@ from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
 from dspark_json.http.options import HttpOptions
 from dspark_json.option_spec import choice, directory, option
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "cache_directory", "send_once"]
 
@@ -38,20 +37,9 @@ CACHE_MODES: dict[str, CacheMode] = {"deterministic": "deterministic", "all": "a
 
 
 def cache_directory(name: str, text: str) -> str:
-    """Option ``cache``: a directory (:func:`~dspark_json.option_spec.directory`); an object
-    store URI with query parameters is refused (each entry's name would land after them)."""
-    where = directory(name, text)
-    if is_remote_uri(where) and "?" in where:
-        raise OptionError(
-            f"Option {name!r} is a URI with query parameters ({mask_uris(where)}); the cache "
-            "names its entries by path, so they are not supported here. Give the URI without "
-            "them, and the store's endpoint and credentials by the standard environment "
-            "variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
-            "AWS_DEFAULT_REGION; for Azure AZURE_STORAGE_ACCOUNT_NAME and its key or SAS; for "
-            "GCS GOOGLE_APPLICATION_CREDENTIALS), set on the driver and every executor before "
-            "the SparkSession starts."
-        )
-    return where
+    """Option ``cache``: a directory (:func:`~dspark_json.option_spec.directory`: an object
+    store URI with a query string is refused, as for every directory option)."""
+    return directory(name, text)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,6 +89,7 @@ def send_once(
     model: str | None,
     stop_on_failure: bool = False,
     send: Callable[[list[bytes | None]], Fetched] | None = None,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
 ) -> Fetched:
     """Answer each request (``None``: not sent), in order, asking the server only for the
     distinct requests the cache does not hold.
@@ -120,13 +109,15 @@ def send_once(
         The model the driver settled: part of each cache key.
     stop_on_failure:
         FAILFAST: no new request after the first that fails for good.
+    storage:
+        How the cache's store is reached (option ``storageOptions``).
     send:
         Sends request bodies (default :func:`~dspark_json.http.client.complete_all`).
     """
     sender = send or (lambda bodies: complete_all(bodies, http, stop_on_failure=stop_on_failure))
     groups = group(requests, deterministic, reuse.dedupe)
     cache = (
-        ResponseCache(reuse.cache, model, max_bytes=http.max_response_bytes)
+        ResponseCache(reuse.cache, model, max_bytes=http.max_response_bytes, storage=storage)
         if reuse.cache is not None
         else None
     )

@@ -34,11 +34,12 @@ __all__ = [
 ]
 
 #: Added to ``spark.sql.redaction.options.regex`` by :func:`dspark_json.register`: option names
-#: that hold a key, and any value with credentials in a URL. Spark's default, ``(?i)url``,
+#: that hold a key or a store's settings (``storageOptions``), and any value with credentials in
+#: a URL. Spark's default, ``(?i)url``,
 #: matches neither, and a streaming DataFrame's ``explain()`` prints every option of the source.
 REDACTION_PATTERN = (
-    r"(?i:apikey|api_key)|://[^\s]*@|(?i:[?&;](?:sig|signature|x-amz-signature|"
-    r"x-amz-credential|x-amz-security-token|x-goog-signature|token|access_token|sas_token|key|"
+    r"(?i:apikey|api_key|storageoptions|storage_options)|://[^\s]*@|"
+    r"(?i:[?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|token|access_token|sas_token|key|"
     r"api_key|apikey|access_key|secret_key|secret|password|passwd|pwd)=)"
 )
 #: Passwords shorter than this are not masked on their own (they would mask common words).

@@ -38,6 +38,7 @@ from dspark_json.inputs.lines import pack_rows, rows_of
 from dspark_json.inputs.parquet import PARQUET_SUFFIX, parquet_rows
 from dspark_json.inputs.row_index import ROW_STRIDE, RowIndex, index_rows, text_from
 from dspark_json.inputs.streams import PIECE
+from dspark_json.storage import StorageSettings
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -62,25 +63,33 @@ INPUT_SUFFIXES = (
 
 
 def file_rows(
-    path: str, start: int, end: int, window: tuple[int, int | None, int] | None = None
+    path: str,
+    start: int,
+    end: int,
+    window: tuple[int, int | None, int] | None,
+    storage: StorageSettings,
 ) -> list[bytes]:
     """Rows ``[start, end)`` of the file at ``path`` (fewer where it holds fewer); only the
     bytes of ``window`` (:meth:`RowIndex.window`) where it is given."""
     if path.endswith(PARQUET_SUFFIX):
-        return parquet_rows(path, start, end)
-    text, skip = text_from(path, start, end, window)
+        return parquet_rows(path, start, end, storage)
+    text, skip = text_from(path, start, end, window, storage)
     return rows_of(text)[skip : skip + end - start]
 
 
 def packed_rows(
-    path: str, start: int, end: int, window: tuple[int, int | None, int] | None = None
+    path: str,
+    start: int,
+    end: int,
+    window: tuple[int, int | None, int] | None,
+    storage: StorageSettings,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`file_rows` packed end to end, without a Python object per row: their bytes and
     ``offsets`` (row ``i`` is ``data[offsets[i]:offsets[i + 1]]``), as Arrow lays out text."""
     if path.endswith(PARQUET_SUFFIX):
-        rows = parquet_rows(path, start, end)
+        rows = parquet_rows(path, start, end, storage)
         offsets = np.zeros(len(rows) + 1, np.int64)
         np.cumsum([len(row) for row in rows], out=offsets[1:])
         return np.frombuffer(b"".join(rows), np.uint8), offsets
-    text, skip = text_from(path, start, end, window)
+    text, skip = text_from(path, start, end, window, storage)
     return pack_rows(text, skip, end - start)

@@ -39,6 +39,7 @@ from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcomes
 from dspark_json.response.convert import arrow_schema
 from dspark_json.rows import ERROR
+from dspark_json.storage import StorageSettings
 
 __all__ = ["Journal"]
 
@@ -51,10 +52,12 @@ _SCHEMA = pa.schema([("body", pa.string()), ("error", _ERROR)])
 
 
 class Journal:
-    """Entries in one directory (a path or a URI pyarrow's filesystems resolve)."""
+    """Entries in one directory (a path or a URI pyarrow's filesystems resolve), reached with
+    the query's storage settings."""
 
-    def __init__(self, directory: str) -> None:
+    def __init__(self, directory: str, storage: StorageSettings) -> None:
         self.directory = directory.rstrip("/")
+        self.storage = storage
 
     @staticmethod
     def key(segments: Sequence[Segment]) -> str:
@@ -68,7 +71,7 @@ class Journal:
         return None if table is None else _outcomes(table)
 
     def save(self, key: str, end: Position, outcomes: Outcomes) -> bool:
-        """Write an entry atomically: a hidden file, then a rename into place. Where that fails,
+        """Write an entry atomically (:func:`~dspark_json.fs.write_atomic`). Where that fails,
         log it and return false: the answers are in hand, and failing the task would lose
         them."""
         return self._write(key, end, _table(outcomes))
@@ -90,7 +93,7 @@ class Journal:
         return self._write(f"{key}.repair-{round}", end, table)
 
     def _read(self, name: str) -> pa.Table | None:
-        fs, root = resolve(self.directory)
+        fs, root = resolve(self.directory, self.storage)
         path = f"{root}/{name}{_SUFFIX}"
         try:
             with fs.open_input_file(path) as source:
@@ -115,7 +118,12 @@ class Journal:
         with pa.ipc.new_file(sink, table.schema) as out:
             out.write_table(table)
         try:
-            write_atomic(self.directory, f"{name}{_SUFFIX}", sink.getvalue().to_pybytes())
+            write_atomic(
+                self.directory,
+                f"{name}{_SUFFIX}",
+                sink.getvalue().to_pybytes(),
+                storage=self.storage,
+            )
         except OSError as exc:
             logger.error(
                 "journal %s: the answers of entry %s could not be written (%s). The rows go on "
@@ -130,7 +138,7 @@ class Journal:
 
     def prune(self, committed: Position) -> int:
         """Delete the entries whose rows all lie at or before ``committed``; how many went."""
-        fs, root = resolve(self.directory)
+        fs, root = resolve(self.directory, self.storage)
         try:
             infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True))
         except OSError as exc:

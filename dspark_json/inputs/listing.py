@@ -37,6 +37,7 @@ from dspark_json.inputs.files import (
     packed_rows,
     rows_of,
 )
+from dspark_json.storage import StorageSettings
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -84,6 +85,8 @@ class Segment:
     window: tuple[int, int | None, int] | None = field(default=None, compare=False)
     #: Its file is read as a stream from its start (compressed or re-encoded), the listing says.
     streamed: bool = field(default=False, compare=False)
+    #: How its file's store is reached (the query's settings, carried to the executor).
+    storage: StorageSettings = field(kw_only=True, compare=False)
 
     def where(self, row: int) -> str:
         """How to point a user at the file's row ``row`` (0-based): ``<file> row <n>``."""
@@ -137,7 +140,7 @@ def segment_packed(segment: Segment) -> tuple[np.ndarray, np.ndarray]:
 
 def _read(segment: Segment, read: Callable[..., _Rows]) -> _Rows:
     try:
-        return read(segment.path, segment.start, segment.end, segment.window)
+        return read(segment.path, segment.start, segment.end, segment.window, segment.storage)
     except FileNotFoundError as exc:
         raise DSparkJsonError(
             f"Input file {segment.path} is gone: its rows {segment.start + 1}-{segment.end} "
@@ -163,17 +166,17 @@ _INDEXES: OrderedDict[tuple[str, int, int], RowIndex] = OrderedDict()
 _INDEXES_KEPT = 256
 
 
-def _indexed(entry: FileEntry) -> RowIndex:
+def _indexed(entry: FileEntry, storage: StorageSettings) -> RowIndex:
     """:func:`~dspark_json.inputs.files.index_rows` of ``entry``, remembered while the file
     keeps its size and modification time (input files do not change once visible)."""
     if entry.modified is None:
-        return index_rows(entry.path)
+        return index_rows(entry.path, storage)
     key = (entry.path, entry.size, entry.modified)
     with _INDEXES_LOCK:
         if key in _INDEXES:
             _INDEXES.move_to_end(key)
             return _INDEXES[key]
-    index = index_rows(entry.path)
+    index = index_rows(entry.path, storage)
     with _INDEXES_LOCK:
         _INDEXES[key] = index
         while len(_INDEXES) > _INDEXES_KEPT:
@@ -181,7 +184,9 @@ def _indexed(entry: FileEntry) -> RowIndex:
     return index
 
 
-def _scan(directory: str, after: str) -> tuple[list[FileEntry], list[str], list[str]]:
+def _scan(
+    directory: str, after: str, storage: StorageSettings
+) -> tuple[list[FileEntry], list[str], list[str]]:
     """The input files of ``directory`` named ``after`` or later, sorted; the names of those
     before it; and the symbolic links skipped.
 
@@ -189,9 +194,9 @@ def _scan(directory: str, after: str) -> tuple[list[FileEntry], list[str], list[
     the files at or after ``after`` (those the stream has not read yet) are looked at; a link
     is not followed (see :class:`PromptListing`). Elsewhere pyarrow lists the prefix.
     """
-    fs, root = resolve(directory)
+    fs, root = resolve(directory, storage)
     if fs.type_name != "local":
-        listed = list_files(directory, suffixes=INPUT_SUFFIXES)
+        listed = list_files(directory, suffixes=INPUT_SUFFIXES, storage=storage)
         return (
             [e for e in listed if e.name >= after],
             [e.name for e in listed if e.name < after],
@@ -233,8 +238,11 @@ class PromptListing:
     the file itself, or a hard link, in the directory.
     """
 
-    def __init__(self, directory: str, *, option: str | None = None) -> None:
+    def __init__(
+        self, directory: str, *, storage: StorageSettings, option: str | None = None
+    ) -> None:
         self.directory = directory
+        self.storage = storage
         self.option = f"option {option!r}" if option else "option 'prompts' / 'responses'"
         # Files counted and not yet read past -> their row count, index and size.
         self._rows: dict[str, int] = {}
@@ -263,14 +271,16 @@ class PromptListing:
         (a schema sample does not read the input whole on the driver)."""
         for entry, count in self.counted():
             for start in range(0, count, rows):
-                yield self.locate(Segment(entry.path, start, min(start + rows, count)))
+                yield self.locate(
+                    Segment(entry.path, start, min(start + rows, count), storage=self.storage)
+                )
 
     def rows(self, entry: FileEntry) -> int:
         """The row count of a listed file (counted the first time)."""
         rows = self._rows.get(entry.name)
         if rows is None:
             try:
-                index = _indexed(entry)
+                index = _indexed(entry, self.storage)
             except FileNotFoundError as exc:
                 raise DSparkJsonError(
                     f"Input file {entry.path} disappeared while it was being listed. Leave "
@@ -307,7 +317,7 @@ class PromptListing:
     def _list(self) -> list[FileEntry]:
         """The directory's input files from ``_after`` on; an error naming the directory where
         it is missing."""
-        kind = kind_of(self.directory)
+        kind = kind_of(self.directory, storage=self.storage)
         if kind == "file":
             raise OptionError(
                 f"{self.option.capitalize()} names {mask_uris(self.directory)}, which is a file; "
@@ -328,7 +338,7 @@ class PromptListing:
                 "fix the path."
             )
         self._listed = True
-        entries, self._before, links = _scan(self.directory, self._after)
+        entries, self._before, links = _scan(self.directory, self._after, self.storage)
         for name in sorted(set(links) - self._links):
             logger.warning(
                 "Input file %s/%s is a symbolic link: it is not read (links are not followed). "
@@ -428,7 +438,7 @@ class PromptListing:
             first = start.row if entry.name == start.file else 0
             last = end.row if entry.name == end.file else self.rows(entry)
             if last > first:
-                out.append(Segment(entry.path, first, last))
+                out.append(Segment(entry.path, first, last, storage=self.storage))
         return out
 
     def locate(self, segment: Segment) -> Segment:
@@ -455,6 +465,11 @@ class PromptListing:
             self._seen |= names
         else:
             self._seen = names
+
+
+def _part(segment: Segment, start: int, end: int) -> Segment:
+    """Rows ``[start, end)`` of ``segment``'s file, not yet located."""
+    return Segment(segment.path, start, end, storage=segment.storage)
 
 
 def plan_partitions(
@@ -488,7 +503,7 @@ def plan_partitions(
                 index = len(partitions)
                 parts = tuple(
                     PromptPartition(
-                        index, (locate(Segment(seg.path, s, min(s + partition_size, seg.end))),)
+                        index, (locate(_part(seg, s, min(s + partition_size, seg.end))),)
                     )
                     for s in range(start, seg.end, partition_size)
                 )
@@ -498,7 +513,7 @@ def plan_partitions(
                 continue
         while start < seg.end:
             take = min(room, seg.end - start)
-            current.append(locate(Segment(seg.path, start, start + take)))
+            current.append(locate(_part(seg, start, start + take)))
             start += take
             room -= take
             if room == 0:

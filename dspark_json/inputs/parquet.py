@@ -15,6 +15,7 @@ import pyarrow as pa
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import resolve
 from dspark_json.inputs.streams import REPLACE_FIX
+from dspark_json.storage import StorageSettings
 
 __all__ = ["PARQUET_SUFFIX", "open_parquet", "parquet_rows"]
 
@@ -22,11 +23,11 @@ PARQUET_SUFFIX = ".parquet"
 
 
 @contextmanager
-def open_parquet(path: str) -> Iterator[Any]:
+def open_parquet(path: str, storage: StorageSettings) -> Iterator[Any]:
     """The Parquet file at ``path``, open for reading; an error naming it where it is not one."""
     import pyarrow.parquet as pq
 
-    fs, inner = resolve(path)
+    fs, inner = resolve(path, storage)
     with fs.open_input_file(inner) as source:
         try:
             parquet = pq.ParquetFile(source)
@@ -38,10 +39,10 @@ def open_parquet(path: str) -> Iterator[Any]:
         yield parquet
 
 
-def parquet_rows(path: str, start: int, end: int) -> list[bytes]:
+def parquet_rows(path: str, start: int, end: int, storage: StorageSettings) -> list[bytes]:
     """Rows ``[start, end)`` of a Parquet file as JSON objects, reading only the row groups
     that hold them."""
-    with open_parquet(path) as parquet:
+    with open_parquet(path, storage) as parquet:
         groups, first, offset = [], None, 0
         for index in range(parquet.metadata.num_row_groups):
             size = parquet.metadata.row_group(index).num_rows

@@ -26,6 +26,7 @@ from dspark_json.records import PromptRecord
 from dspark_json.response.envelope import ENVELOPE_COLUMNS
 from dspark_json.rows import SYSTEM_COLUMNS, load_json
 from dspark_json.schema.inference import merge_types, scalar_type
+from dspark_json.storage import StorageSettings
 
 __all__ = ["infer_passthrough", "passthrough_column", "prompt_record", "read_segment"]
 
@@ -155,7 +156,9 @@ def passthrough_column(field: str) -> str:
     return f"input_{field}" if field in _RESERVED else field
 
 
-def line_models(prompts: str, *, sample_rows: int = 200) -> dict[str, int]:
+def line_models(
+    prompts: str, *, storage: StorageSettings, sample_rows: int = 200
+) -> dict[str, int]:
     """The models the first ``sample_rows`` lines under ``prompts`` name (a line's ``model``,
     or ``body.model`` in an OpenAI batch line), each with how many lines name it; checked at
     ``.load()`` against the models the endpoints serve
@@ -164,7 +167,7 @@ def line_models(prompts: str, *, sample_rows: int = 200) -> dict[str, int]:
     named: dict[str, int] = {}
     seen = 0
     try:
-        listing = PromptListing(prompts, option="prompts")
+        listing = PromptListing(prompts, storage=storage, option="prompts")
         segments = listing.sample(sample_rows)  # only what is sampled is counted and read
         for segment in segments:
             wanted = replace(segment, end=min(segment.end, segment.start + sample_rows - seen))

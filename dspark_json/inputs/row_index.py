@@ -17,6 +17,7 @@ from dspark_json.fs import read_range
 from dspark_json.inputs.lines import count_rows, row_starts, rows_of
 from dspark_json.inputs.parquet import PARQUET_SUFFIX, open_parquet
 from dspark_json.inputs.streams import file_version, pieces
+from dspark_json.storage import StorageSettings
 
 __all__ = ["ROW_STRIDE", "RowIndex", "index_rows", "text_from"]
 
@@ -45,15 +46,15 @@ class RowIndex:
         return self.starts[first], stop, start - first * ROW_STRIDE
 
 
-def index_rows(path: str) -> RowIndex:
+def index_rows(path: str, storage: StorageSettings) -> RowIndex:
     """The row count of the file at ``path`` and, where it is plain text, its row index
     (driver side, when the file is first listed): read as a stream, a piece at a time."""
     if path.endswith(PARQUET_SUFFIX):
-        with open_parquet(path) as parquet:
+        with open_parquet(path, storage) as parquet:
             return RowIndex(int(parquet.metadata.num_rows))
     rows, position, plain = 0, 0, True
     starts: list[np.ndarray] = []
-    for piece, stored in pieces(path):
+    for piece, stored in pieces(path, storage):
         if plain and (not stored or piece.count(b"\r") != piece.count(b"\r\n")):
             plain = False  # decoded, or lone CR line ends: read from the start, no index
             starts = []
@@ -70,17 +71,21 @@ def index_rows(path: str) -> RowIndex:
 
 
 def text_from(
-    path: str, start: int, end: int, window: tuple[int, int | None, int] | None
+    path: str,
+    start: int,
+    end: int,
+    window: tuple[int, int | None, int] | None,
+    storage: StorageSettings,
 ) -> tuple[bytes, int]:
     """Text that holds the file's rows ``[start, end)``, and how many rows of it come before
     row ``start``: the bytes of ``window`` where it is given, else the pieces of the file's
     stream that hold them (read from where this process last stopped in it, when that is
     before ``start``)."""
     if window is None:
-        return _Cursor.take(path, start, end)
+        return _Cursor.take(path, start, end, storage)
     first, stop, skip = window
     lead = 1 if first > 0 else 0  # the line end before the first row, read to check it
-    chunk = read_range(path, first - lead, stop)
+    chunk = read_range(path, first - lead, stop, storage=storage)
     if chunk[:lead] not in (b"", b"\n") or (stop is not None and chunk[-1:] != b"\n"):
         raise DSparkJsonError(
             f"Input file {path} changed after it was listed: its rows no longer start "
@@ -99,17 +104,19 @@ class _Cursor:
     _last: _Cursor | None = None
     _lock = threading.Lock()  # a driver may sample from several threads
 
-    def __init__(self, path: str, version: tuple[int | None, int | None]) -> None:
+    def __init__(
+        self, path: str, version: tuple[int | None, int | None], storage: StorageSettings
+    ) -> None:
         self.path = path
         self.version = version  # size and modification time when it was opened
-        self.pieces = (_Piece(piece) for piece, _ in pieces(path))
+        self.pieces = (_Piece(piece) for piece, _ in pieces(path, storage))
         self.row = 0
         self.held: list[_Piece] = []  # the piece read last, from row ``row`` on
 
     @classmethod
-    def take(cls, path: str, start: int, end: int) -> tuple[bytes, int]:
+    def take(cls, path: str, start: int, end: int, storage: StorageSettings) -> tuple[bytes, int]:
         """:func:`text_from` without a window."""
-        version = file_version(path)
+        version = file_version(path, storage)
         with cls._lock:
             cursor = cls._last
             if (
@@ -119,7 +126,7 @@ class _Cursor:
             ):
                 if cursor is not None:
                     cursor.pieces.close()
-                cursor = cls._last = cls(path, version)
+                cursor = cls._last = cls(path, version, storage)
             try:
                 return cursor._take(start, end)
             except BaseException:

@@ -15,6 +15,7 @@ import pyarrow.fs as pafs
 
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import resolve
+from dspark_json.storage import StorageSettings
 
 __all__ = ["PIECE", "REPLACE_FIX", "file_version", "pieces"]
 
@@ -37,23 +38,23 @@ REPLACE_FIX = (
 )
 
 
-def file_version(path: str) -> tuple[int | None, int | None]:
+def file_version(path: str, storage: StorageSettings) -> tuple[int | None, int | None]:
     """The size and modification time of the file at ``path`` (``FileNotFoundError`` where
     there is none)."""
-    fs, inner = resolve(path)
+    fs, inner = resolve(path, storage)
     info = fs.get_file_info(inner)
     if info.type == pafs.FileType.NotFound:
         raise FileNotFoundError(path)
     return info.size, info.mtime_ns
 
 
-def pieces(path: str) -> Iterator[tuple[bytes, bool]]:
+def pieces(path: str, storage: StorageSettings) -> Iterator[tuple[bytes, bool]]:
     """The file's JSON lines as UTF-8 text, about :data:`PIECE` bytes at a time, each piece
     ending at a line end (but the last); with whether it is the file's bytes as stored (not
     decompressed, not re-encoded)."""
     carry = b""
     stored = True
-    for chunk, stored in _decoded(path):
+    for chunk, stored in _decoded(path, storage):
         data = carry + chunk if carry else chunk
         # After the last LF; or, with none, after the last CR that is not the data's last byte
         # (a CR at the end may be a CRLF's first half).
@@ -67,10 +68,10 @@ def pieces(path: str) -> Iterator[tuple[bytes, bool]]:
         yield carry, stored
 
 
-def _decoded(path: str) -> Iterator[tuple[bytes, bool]]:
+def _decoded(path: str, storage: StorageSettings) -> Iterator[tuple[bytes, bool]]:
     """The file's content as UTF-8, :data:`PIECE` bytes (of the stream read) at a time:
     decompressed, wide encodings re-encoded; with whether that is the bytes as stored."""
-    fs, inner = resolve(path)
+    fs, inner = resolve(path, storage)
     with fs.open_input_file(inner) as source:
         codec = _codec_of(source.read(16))
         source.seek(0)

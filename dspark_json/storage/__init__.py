@@ -15,7 +15,9 @@ from dspark_json.storage.settings import (
     Store,
     delta_options,
     filesystem,
+    in_effect,
     missing_credentials,
+    parsing,
     store_of,
 )
 
@@ -25,6 +27,8 @@ __all__ = [
     "Store",
     "delta_options",
     "filesystem",
+    "in_effect",
     "missing_credentials",
+    "parsing",
     "store_of",
 ]

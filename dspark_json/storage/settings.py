@@ -9,9 +9,11 @@ Its ``repr`` masks every value but the harmless ones (a region, a flag).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,7 +28,9 @@ __all__ = [
     "Store",
     "delta_options",
     "filesystem",
+    "in_effect",
     "missing_credentials",
+    "parsing",
     "store_of",
 ]
 
@@ -182,6 +186,28 @@ def _parse_object(name: str, text: str) -> dict[str, str]:
 #: The settings of a caller that has no query: none, so pyarrow and delta-rs each read the
 #: environment variables of the process they run in.
 ENVIRONMENT_ONLY = StorageSettings()
+
+
+#: The settings of the options being parsed (:func:`parsing`), for an option whose converter
+#: reads a file (a tools file, a JSON Schema file): scoped to that call, on its thread.
+_PARSING: ContextVar[StorageSettings | None] = ContextVar("dspark_json_storage", default=None)
+
+
+@contextlib.contextmanager
+def parsing(settings: StorageSettings) -> Iterator[None]:
+    """While the options of one query are parsed: :func:`in_effect` is ``settings``."""
+    token = _PARSING.set(settings)
+    try:
+        yield
+    finally:
+        _PARSING.reset(token)
+
+
+def in_effect() -> StorageSettings:
+    """The settings of the options being parsed (:func:`parsing`), else
+    :data:`ENVIRONMENT_ONLY`. Only option converters read it: everything else is handed the
+    query's settings."""
+    return _PARSING.get() or ENVIRONMENT_ONLY
 
 
 def filesystem(uri: str, settings: StorageSettings) -> tuple[pafs.FileSystem, str] | None:
