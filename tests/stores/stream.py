@@ -75,6 +75,7 @@ def run_stream(
         .option("journal", f"{base}/_journal")
         .option("metrics", f"{base}/metrics")
         .option("cache", f"{base}/cache")
+        .option("temperature", "0")  # deterministic requests: the ones the cache keeps
         .option("storageOptions", storage)
         .load()
     )

@@ -178,7 +178,7 @@ def test_the_stream_on_azurite_with_one_storage_options_value(spark, simulator, 
     assert [r[1] for r in first.rows] == ["ok"] * ROWS, first.rows
     assert first.completions == ROWS
     assert any(n.startswith("metrics/") for n in first.names)
-    assert any(n.startswith("cache/") for n in first.names)
+    assert any(n.startswith("cache/") for n in first.names), first.names
     assert not [n for n in first.names if ".tmp" in n]  # nothing left half-renamed
     again = run_stream(spark, simulator, base, options, table="t2", checkpoint=tmp_path / "c2")
     assert [r[1] for r in again.rows] == ["ok"] * ROWS
