@@ -223,4 +223,5 @@ STORE = Store(
     delta_options=_delta_options,
     aliases=_ALIASES,
     missing=_missing,
+    delta_scheme="gs",
 )

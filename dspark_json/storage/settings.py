@@ -27,6 +27,7 @@ __all__ = [
     "StorageSettings",
     "Store",
     "delta_options",
+    "delta_uri",
     "filesystem",
     "in_effect",
     "missing_credentials",
@@ -59,6 +60,10 @@ class Store:
     aliases: Mapping[str, str] = field(default_factory=dict)
     #: ``settings -> None``, or what is missing and what to set (a quick error at ``.load()``)
     missing: Callable[[StorageSettings], str | None] = field(default=lambda settings: None)
+    #: The scheme delta-rs reads this store's URLs by, where one of ``schemes`` means another
+    #: backend to it (``gcs://`` is OpenDAL's there, ``gs://`` object_store's): see
+    #: :func:`delta_uri`.
+    delta_scheme: str | None = None
 
 
 def _stores() -> tuple[Store, ...]:
@@ -221,6 +226,15 @@ def delta_options(uri: str, settings: StorageSettings) -> dict[str, str]:
     """The ``storage_options`` delta-rs takes for the table at ``uri`` (empty off the stores)."""
     store = store_of(uri)
     return {} if store is None else store.delta_options(settings)
+
+
+def delta_uri(uri: str) -> str:
+    """``uri`` as delta-rs should be given it: the store's :attr:`Store.delta_scheme` in place
+    of its scheme (the same place), else ``uri`` as it is."""
+    store = store_of(uri)
+    if store is None or store.delta_scheme is None:
+        return uri
+    return f"{store.delta_scheme}://{uri.split('://', 1)[1]}"
 
 
 def missing_credentials(uri: str, settings: StorageSettings) -> str | None:

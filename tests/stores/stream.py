@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from dspark_json.dev.local import SimulatorProcess
-from dspark_json.storage import StorageSettings, delta_options, filesystem
+from dspark_json.storage import StorageSettings, delta_options, delta_uri, filesystem
 from tests.helpers import REVIEW_SCHEMA
 
 ROWS = 12
@@ -90,7 +90,7 @@ def run_stream(
     completions = server.stats().get("chat_completions", 0) - before
     settings = StorageSettings.parse(storage, environ={})
     uri = f"{base}/{table}"
-    data = DeltaTable(uri, storage_options=delta_options(uri, settings)).to_pyarrow_table()
+    data = DeltaTable(delta_uri(uri), storage_options=delta_options(uri, settings)).to_pyarrow_table()
     rows = sorted(
         zip(
             data.column("custom_id").to_pylist(),
