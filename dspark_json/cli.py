@@ -185,9 +185,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _metrics(directory: str) -> int:
     """The lines the driver logs per micro-batch, and one for the whole run."""
     from dspark_json.metrics import by_batch, read_records, summary
-    from dspark_json.storage import StorageSettings
+    from dspark_json.storage import parse_settings
 
-    records = read_records(directory, storage=StorageSettings.parse(None))
+    records = read_records(directory, storage=parse_settings(None))
     if not records:
         sys.stderr.write(
             f"dspark-json metrics: no metrics records in {directory} (the directory a query's "

@@ -37,7 +37,7 @@ from dspark_json.fs import list_files, read_text, write_atomic
 from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
 from dspark_json.rows import ERROR, RESCUED_DATA
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "METRICS_SCHEMA",
@@ -214,7 +214,11 @@ def _repair(stats: RepairStats) -> dict[str, Any]:
 
 
 def report(
-    record: dict[str, Any], what: str, directory: str | None, storage: StorageSettings
+    record: dict[str, Any],
+    what: str,
+    directory: str | None,
+    *,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
 ) -> None:
     """Log the record as one INFO line; write it under ``directory`` when given."""
     latency = record["latency_ms"]
@@ -255,7 +259,7 @@ def report(
             write_atomic(
                 directory, name, (json.dumps(record) + "\n").encode("utf-8"), storage=storage
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a store may lack what a write needs
             logger.warning(
                 "%s: the metrics record could not be written to %s (%s); the rows are not "
                 "affected. Check option 'metrics'.",
@@ -309,7 +313,7 @@ def file_prefix(record: Mapping[str, Any]) -> str:
 
 
 def read_records(
-    directory: str, *, storage: StorageSettings, batch: str | None = None
+    directory: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, batch: str | None = None
 ) -> list[dict[str, Any]]:
     """The metrics records under ``directory`` (a path or URI), in file name order; only those
     of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`)."""

@@ -25,7 +25,7 @@ from dspark_json.option_spec import OptionSpec, boolean, choice, directory, opti
 from dspark_json.reask.options import RepairOptions
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
-from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, parsing
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, parse_settings, parsing
 
 __all__ = [
     "FORMAT",
@@ -180,7 +180,7 @@ class RowOptions:
 
 
 def _storage_settings(name: str, text: str) -> StorageSettings:
-    return StorageSettings.parse(text, name=name)
+    return parse_settings(text, name=name)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,7 +285,7 @@ class Options:
         # with them; where not given, the stores' environment variables as the driver has them.
         storage_spec = next(spec for spec in OPTION_SPECS if spec.stage == "storage")
         used, text = given.get(storage_spec.name, (storage_spec.name, ""))
-        settings = StorageSettings.parse(text, name=used)
+        settings = parse_settings(text, name=used)
         values["storage"]["settings"] = settings
         with parsing(settings):
             for spec in OPTION_SPECS:

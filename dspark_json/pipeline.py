@@ -409,7 +409,7 @@ def settle(
         dropped=table.num_rows - kept.num_rows,
         models=_row_models(rows, answers, query),
     )
-    report(record, what, options.rows.metrics, options.storage.settings)
+    report(record, what, options.rows.metrics, storage=options.storage.settings)
     return kept
 
 
@@ -442,7 +442,7 @@ def _rows_and_answers(
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:
         return PromptRows.of(records), fetch(records, query), "server", None
-    journal = Journal(inputs.journal, query.options.storage.settings)
+    journal = Journal(inputs.journal, storage=query.options.storage.settings)
     key = journal.key(partition.segments)
     last = partition.segments[-1]
     end = Position(last.path.rsplit("/", 1)[-1], last.end)

@@ -164,7 +164,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self._looked: dict[int, int] = {}
         journal = self.inputs.journal
         self._journal = (
-            Journal(journal, query.options.storage.settings) if journal is not None else None
+            Journal(journal, storage=query.options.storage.settings)
+            if journal is not None
+            else None
         )
         self._started = False
 

@@ -265,6 +265,7 @@ def test_every_option_has_one_stage_one_field_and_a_snake_case_keyword():
         "rows",
         "repair",
         "reuse",
+        "storage",
     }
     keywords = {spec.name: spec.keyword for spec in OPTION_SPECS}
     assert keywords["responseFormat"] == "response_format"

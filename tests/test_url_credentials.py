@@ -46,10 +46,11 @@ def test_the_one_mask_hides_every_form(url):
 @pytest.mark.parametrize("url", URLS)
 @pytest.mark.parametrize("option", ["journal", "metrics", "cache"])
 def test_an_output_directory_that_cannot_be_reached_is_named_masked(url, option, caplog):
-    if option == "cache" and "?" in url:  # refused at parse: the entry names go after a query
-        with pytest.raises(OptionError, match="Option 'cache' is a URI with query") as refused:
+    if "?" in url:  # refused at parse: file names would go after the query
+        with pytest.raises(OptionError, match=f"Option '{option}' is a URI with a query") as no:
             Options.parse({**BASE, "prompts": "/p", option: url})
-        assert CANARY not in str(refused.value) and "store.invalid/answers" in str(refused.value)
+        assert CANARY not in str(no.value) and "store.invalid/answers" in str(no.value)
+        assert "storageOptions" in str(no.value)  # the fix
         return
     with caplog.at_level(logging.DEBUG, logger="dspark_json"):
         options = Options.parse({**BASE, "prompts": "/p", option: url})
@@ -63,6 +64,11 @@ def test_an_output_directory_that_cannot_be_reached_is_named_masked(url, option,
 @pytest.mark.parametrize("url", URLS)
 @pytest.mark.parametrize("option", ["prompts", "responses"])
 def test_an_input_directory_that_cannot_be_reached_is_named_masked(url, option):
+    if "?" in url:  # refused at parse: file names would go after the query
+        with pytest.raises(OptionError, match=f"Option '{option}' is a URI with a query") as no:
+            Options.parse({**BASE, option: url})
+        assert CANARY not in str(no.value) and "storageOptions" in str(no.value)
+        return
     options = Options.parse({**BASE, option: url})
     assert CANARY not in repr(options)
     listing = PromptListing(getattr(options.input, option), option=option)
@@ -91,3 +97,41 @@ def test_spark_redacts_each_in_plans(url):
     import re
 
     assert re.search(REDACTION_PATTERN, url)
+
+
+#: storageOptions holding the canary in every secret key a store reads.
+STORE_SECRETS = {
+    "aws_access_key_id": f"AKIA{CANARY}",
+    "aws_secret_access_key": f"wJal/{CANARY}",
+    "aws_session_token": CANARY,
+    "azure_storage_account_key": CANARY,
+    "azure_storage_sas_token": f"sv=2024&sig={CANARY}",
+    "google_service_account_key": f'{{"private_key": "{CANARY}"}}',
+}
+
+
+def test_storage_options_never_show(caplog):
+    """The values of option storageOptions: not in the options' repr, not in a pickled
+    options' repr, not in the error of a path that cannot be written, not in the log."""
+    import json
+    import re
+
+    text = json.dumps(STORE_SECRETS)
+    with caplog.at_level(logging.DEBUG, logger="dspark_json"):
+        options = Options.parse(
+            {**BASE, "prompts": "/p", "storageOptions": text, "journal": "foo://store/j"}
+        )
+        assert CANARY not in repr(options) and CANARY not in str(options.storage.settings)
+        assert CANARY not in repr(pickle.loads(pickle.dumps(options)))
+        with pytest.raises(OptionError, match="Option 'journal' names foo://") as caught:
+            check_output_directories(options)
+    assert CANARY not in str(caught.value)
+    assert not [r for r in caplog.records if CANARY in r.getMessage()]
+    assert re.search(REDACTION_PATTERN, "storageOptions")  # Spark's plans hide its value
+
+
+def test_a_bad_storage_options_value_never_shows():
+    for text in ('{"aws_secret_access_key": "' + CANARY, '{"no_such_key": "' + CANARY + '"}'):
+        with pytest.raises(OptionError, match="storageOptions") as caught:
+            Options.parse({**BASE, "prompts": "/p", "storageOptions": text})
+        assert CANARY not in str(caught.value)

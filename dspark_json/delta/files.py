@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from dspark_json.delta.stats import FileStats
 from dspark_json.fs import resolve
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "DataFile",
@@ -58,7 +58,7 @@ def write_files(
     batches: Iterable[pa.RecordBatch],
     table_uri: str,
     *,
-    storage: StorageSettings,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
     partition_by: Sequence[str] = (),
     task: int = 0,
 ) -> list[DataFile]:
@@ -87,7 +87,9 @@ def write_files(
         raise
 
 
-def delete_files(table_uri: str, files: Iterable[DataFile], storage: StorageSettings) -> int:
+def delete_files(
+    table_uri: str, files: Iterable[DataFile], *, storage: StorageSettings = ENVIRONMENT_ONLY
+) -> int:
     """Delete files that no commit names (a replayed or aborted batch's); return how many."""
     fs, root = resolve(table_uri, storage)
     deleted = 0

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dspark_json.delta.files import DataFile
 from dspark_json.errors import SchemaError
-from dspark_json.storage import StorageSettings, delta_options, delta_uri
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options, delta_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -28,7 +28,7 @@ __all__ = ["commit_files", "committed_version", "open_table", "table_partitionin
 logger = logging.getLogger("dspark_json")
 
 
-def open_table(table_uri: str, storage: StorageSettings) -> DeltaTable | None:
+def open_table(table_uri: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) -> DeltaTable | None:
     """The Delta table at ``table_uri``, or None where there is none yet."""
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
@@ -41,15 +41,19 @@ def open_table(table_uri: str, storage: StorageSettings) -> DeltaTable | None:
         return None
 
 
-def committed_version(table_uri: str, app_id: str, storage: StorageSettings) -> int | None:
+def committed_version(
+    table_uri: str, app_id: str, *, storage: StorageSettings = ENVIRONMENT_ONLY
+) -> int | None:
     """The last batch id committed under ``app_id``, or None."""
-    table = open_table(table_uri, storage)
+    table = open_table(table_uri, storage=storage)
     return None if table is None else table.transaction_version(app_id)
 
 
-def table_partitioning(table_uri: str, storage: StorageSettings) -> list[str] | None:
+def table_partitioning(
+    table_uri: str, *, storage: StorageSettings = ENVIRONMENT_ONLY
+) -> list[str] | None:
     """The partition columns of the table at ``table_uri``, or None where there is no table."""
-    table = open_table(table_uri, storage)
+    table = open_table(table_uri, storage=storage)
     return None if table is None else list(table.metadata().partition_columns)
 
 
@@ -59,7 +63,7 @@ def commit_files(
     *,
     schema: pa.Schema,
     partition_by: Sequence[str],
-    storage: StorageSettings,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
     mode: Literal["append", "overwrite"] = "append",
     transaction: tuple[str, int] | None = None,
 ) -> None:
@@ -76,7 +80,7 @@ def commit_files(
     if transaction is not None:
         app_id, batch_id = transaction
         properties = CommitProperties(app_transactions=[Transaction(app_id, batch_id)])
-    table = open_table(table_uri, storage)
+    table = open_table(table_uri, storage=storage)
     store = delta_options(table_uri, storage) or None
     if table is None:
         create_table_with_add_actions(

@@ -37,7 +37,13 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import OptionError
 from dspark_json.fs import resolve
-from dspark_json.storage import StorageSettings, delta_options, delta_uri
+from dspark_json.storage import (
+    ENVIRONMENT_ONLY,
+    StorageSettings,
+    delta_options,
+    delta_uri,
+    parse_settings,
+)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -111,7 +117,7 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
 def read_storage(options: Mapping[str, str]) -> StorageSettings:
     """A read's option ``storageOptions`` over the stores' environment variables."""
     given = {k.lower(): v for k, v in options.items()}
-    return StorageSettings.parse(given.get("storageoptions"), name="storageOptions")
+    return parse_settings(given.get("storageoptions"), name="storageOptions")
 
 
 def known_options(
@@ -179,7 +185,13 @@ def table_schema(table: DeltaTable) -> StructType:
 class DeltaTableReader(DataSourceReader):
     """The snapshot's data files, one partition each; ``schema`` is the columns to return."""
 
-    def __init__(self, table: DeltaTable, schema: StructType, storage: StorageSettings) -> None:
+    def __init__(
+        self,
+        table: DeltaTable,
+        schema: StructType,
+        *,
+        storage: StorageSettings = ENVIRONMENT_ONLY,
+    ) -> None:
         self.schema = schema
         self.storage = storage
         self.partition_columns = tuple(table.metadata().partition_columns)
@@ -210,11 +222,16 @@ class DeltaTableReader(DataSourceReader):
         if not partition.uri:
             yield pa.RecordBatch.from_pylist([], schema=target)
             return
-        yield from read_file(partition, target, self.storage).to_batches(max_chunksize=10_000)
+        yield from read_file(partition, target, storage=self.storage).to_batches(
+            max_chunksize=10_000
+        )
 
 
 def read_file(
-    partition: DeltaFilePartition, target: pa.Schema, storage: StorageSettings
+    partition: DeltaFilePartition,
+    target: pa.Schema,
+    *,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
 ) -> pa.Table:
     """One data file in ``target``: its partition values as columns, a column or struct field
     the file lacks (written before the schema widened) as nulls."""
@@ -250,7 +267,7 @@ def read_table(
     table = snapshot(options, format_name="dspark-delta")
     target = pa.schema(table.schema().to_arrow())
     storage = read_storage(options)
-    parts = [read_file(part, target, storage) for part in _files(table)]
+    parts = [read_file(part, target, storage=storage) for part in _files(table)]
     return pa.concat_tables(parts) if parts else target.empty_table()
 
 

@@ -46,7 +46,7 @@ from dspark_json.delta.reader import (
 )
 from dspark_json.errors import OptionError, short_errors
 from dspark_json.fs import mask_uris, query_problem, read_text
-from dspark_json.storage import StorageSettings, missing_credentials
+from dspark_json.storage import StorageSettings, missing_credentials, parse_settings
 
 try:  # Spark 4.1+
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
@@ -118,7 +118,7 @@ class DeltaSink(DataSource):
                 f"{', '.join(missing)} that the Delta table {self.options.get('path')} does "
                 f"not have (its columns: {', '.join(columns)})."
             )
-        return DeltaTableReader(table, schema, read_storage(self.options))
+        return DeltaTableReader(table, schema, storage=read_storage(self.options))
 
     @short_errors
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
@@ -173,9 +173,9 @@ class DeltaStreamWriter(_StreamWriterBase):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         files = _files(messages)
         app_id = _app_id(self.target)
-        done = committed_version(self.target.table, app_id, self.target.storage)
+        done = committed_version(self.target.table, app_id, storage=self.target.storage)
         if done is not None and done >= batchId:
-            deleted = delete_files(self.target.table, files, self.target.storage)
+            deleted = delete_files(self.target.table, files, storage=self.target.storage)
             logger.info(
                 "Delta %s: batch %d already committed by %s; skipped (%d file(s) of the replay "
                 "deleted)",
@@ -217,7 +217,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
     problem = query_problem("path", table)
     if problem:
         raise OptionError(f"format {SINK_FORMAT!r}: {problem}.")
-    storage = StorageSettings.parse(given.get("storageoptions"), name="storageOptions")
+    storage = parse_settings(given.get("storageoptions"), name="storageOptions")
     missing = missing_credentials(table, storage)
     if missing:
         raise OptionError(f"format {SINK_FORMAT!r}, table {mask_uris(table)}: {missing}.")
@@ -229,7 +229,7 @@ def _target(options: Mapping[str, str], schema: StructType, *, streaming: bool) 
         )
     arrow = utc_timestamps(to_arrow_schema(schema))
     requested = tuple(c.strip() for c in given.get("partitionby", "").split(",") if c.strip())
-    existing = table_partitioning(table, storage)
+    existing = table_partitioning(table, storage=storage)
     if existing is not None and requested and list(requested) != existing:
         raise OptionError(
             f"option partitionBy={','.join(requested)!r}, but the Delta table {table} is "
@@ -262,7 +262,7 @@ def _files(messages: list[WriterCommitMessage | None]) -> list[DataFile]:
 
 
 def _discard(target: _Target, messages: list[WriterCommitMessage | None], why: str) -> None:
-    deleted = delete_files(target.table, _files(messages), target.storage)
+    deleted = delete_files(target.table, _files(messages), storage=target.storage)
     logger.warning(
         "Delta %s: %s; %d data file(s) of it deleted, nothing committed",
         mask_uris(target.table),

@@ -31,6 +31,7 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dspark_json.fs import mask_uris, resolve, write_atomic
@@ -164,7 +165,7 @@ class ResponseCache:
                 _MAGIC + json.dumps(header).encode() + b"\n" + raw,
                 storage=self.storage,
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a store may lack what a write needs
             logger.warning(
                 "cache %s: an answer could not be written (%s); the rows go on, a later run "
                 "asks again. Check option 'cache'.",

@@ -189,7 +189,7 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
     the file fails ``.load()``, naming the option)."""
     if options.endpoints_file is None:
         return options.endpoints
-    listed = read_endpoints_file(options.endpoints_file, options.storage)
+    listed = read_endpoints_file(options.endpoints_file, storage=options.storage)
     return tuple(dict.fromkeys((*options.endpoints, *listed)))
 
 

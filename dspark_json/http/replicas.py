@@ -43,7 +43,7 @@ from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
 from dspark_json.http.transport import proxy_for
 from dspark_json.rows import load_json
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "Replicas",
@@ -69,7 +69,10 @@ Getter = Callable[[Endpoint, str], Awaitable[tuple[int, bytes]]]
 
 
 def read_endpoints_file(
-    source: str, storage: StorageSettings, option: str = "endpointsFile"
+    source: str,
+    option: str = "endpointsFile",
+    *,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
 ) -> tuple[Endpoint, ...]:
     """The base URLs of an endpoints file: one per line, comments (``#`` at the start of a line
     or after a space: a ``#`` inside a URL's password stays part of it) and blank lines
@@ -343,10 +346,11 @@ class Replicas:
                 out += resolved or before or [endpoint]  # never resolved: the name, as given
             else:
                 out.append(endpoint)
-        if config.endpoints_file is not None:
+        source = config.endpoints_file
+        if source is not None:
             try:
                 out += await asyncio.to_thread(
-                    read_endpoints_file, config.endpoints_file, config.storage
+                    lambda: read_endpoints_file(source, storage=config.storage)
                 )
             except OptionError as exc:  # half written, or gone for a moment: keep the last
                 logger.warning("%s Keeping the endpoints read before.", exc)

@@ -64,8 +64,8 @@ class ReuseOptions:
         "share answers), and a request found there is not sent; on a local or mounted "
         "filesystem a request another task is sending at the same time waits for its answer "
         "(a claim next to the entry). An entry that is corrupt, over "
-        "the limits or not a regular file is asked again (WARN). A URI with query parameters "
-        "is refused: give a store's endpoint and credentials by its environment variables. "
+        "the limits or not a regular file is asked again (WARN). An object store's endpoint and "
+        "credentials go in option storageOptions. "
         "Nothing expires by itself: delete entries by age (README). Default: no cache.",
         "/data/_cache/answers",
         convert=cache_directory,

@@ -39,7 +39,7 @@ from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcomes
 from dspark_json.response.convert import arrow_schema
 from dspark_json.rows import ERROR
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["Journal"]
 
@@ -55,7 +55,7 @@ class Journal:
     """Entries in one directory (a path or a URI pyarrow's filesystems resolve), reached with
     the query's storage settings."""
 
-    def __init__(self, directory: str, storage: StorageSettings) -> None:
+    def __init__(self, directory: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) -> None:
         self.directory = directory.rstrip("/")
         self.storage = storage
 
@@ -124,7 +124,7 @@ class Journal:
                 sink.getvalue().to_pybytes(),
                 storage=self.storage,
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:  # a store may lack what a write needs
             logger.error(
                 "journal %s: the answers of entry %s could not be written (%s). The rows go on "
                 "to Spark; a replay of this micro-batch would ask the model again. Check the "

@@ -37,7 +37,7 @@ from dspark_json.inputs.files import (
     packed_rows,
     rows_of,
 )
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "INPUT_SUFFIXES",
@@ -86,7 +86,7 @@ class Segment:
     #: Its file is read as a stream from its start (compressed or re-encoded), the listing says.
     streamed: bool = field(default=False, compare=False)
     #: How its file's store is reached (the query's settings, carried to the executor).
-    storage: StorageSettings = field(kw_only=True, compare=False)
+    storage: StorageSettings = field(default=ENVIRONMENT_ONLY, kw_only=True, compare=False)
 
     def where(self, row: int) -> str:
         """How to point a user at the file's row ``row`` (0-based): ``<file> row <n>``."""
@@ -170,13 +170,13 @@ def _indexed(entry: FileEntry, storage: StorageSettings) -> RowIndex:
     """:func:`~dspark_json.inputs.files.index_rows` of ``entry``, remembered while the file
     keeps its size and modification time (input files do not change once visible)."""
     if entry.modified is None:
-        return index_rows(entry.path, storage)
+        return index_rows(entry.path, storage=storage)
     key = (entry.path, entry.size, entry.modified)
     with _INDEXES_LOCK:
         if key in _INDEXES:
             _INDEXES.move_to_end(key)
             return _INDEXES[key]
-    index = index_rows(entry.path, storage)
+    index = index_rows(entry.path, storage=storage)
     with _INDEXES_LOCK:
         _INDEXES[key] = index
         while len(_INDEXES) > _INDEXES_KEPT:
@@ -239,7 +239,11 @@ class PromptListing:
     """
 
     def __init__(
-        self, directory: str, *, storage: StorageSettings, option: str | None = None
+        self,
+        directory: str,
+        *,
+        storage: StorageSettings = ENVIRONMENT_ONLY,
+        option: str | None = None,
     ) -> None:
         self.directory = directory
         self.storage = storage

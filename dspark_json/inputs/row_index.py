@@ -17,7 +17,7 @@ from dspark_json.fs import read_range
 from dspark_json.inputs.lines import count_rows, row_starts, rows_of
 from dspark_json.inputs.parquet import PARQUET_SUFFIX, open_parquet
 from dspark_json.inputs.streams import file_version, pieces
-from dspark_json.storage import StorageSettings
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["ROW_STRIDE", "RowIndex", "index_rows", "text_from"]
 
@@ -46,7 +46,7 @@ class RowIndex:
         return self.starts[first], stop, start - first * ROW_STRIDE
 
 
-def index_rows(path: str, storage: StorageSettings) -> RowIndex:
+def index_rows(path: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) -> RowIndex:
     """The row count of the file at ``path`` and, where it is plain text, its row index
     (driver side, when the file is first listed): read as a stream, a piece at a time."""
     if path.endswith(PARQUET_SUFFIX):

@@ -9,15 +9,15 @@ settings reach the prompts, the journal, the metrics, the cache and the Delta ta
 
 from __future__ import annotations
 
+from dspark_json.storage.base import StorageSettings, Store
 from dspark_json.storage.settings import (
     ENVIRONMENT_ONLY,
-    StorageSettings,
-    Store,
     delta_options,
     delta_uri,
     filesystem,
     in_effect,
     missing_credentials,
+    parse_settings,
     parsing,
     store_of,
 )
@@ -31,6 +31,7 @@ __all__ = [
     "filesystem",
     "in_effect",
     "missing_credentials",
+    "parse_settings",
     "parsing",
     "store_of",
 ]

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
-from dspark_json.storage.settings import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store
 
 __all__ = ["STORE", "emulator_account"]
 

@@ -3,11 +3,12 @@ as Hadoop spells it)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+import contextlib
+from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from dspark_json.storage.settings import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store
 
 __all__ = ["STORE"]
 
@@ -58,10 +59,16 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
             kwargs[argument] = parts.netloc + parts.path.rstrip("/")
         else:
             kwargs[argument] = value
-    if "endpoint_override" in kwargs and "region" not in kwargs:
-        kwargs["region"] = "us-east-1"  # an emulator's; else pyarrow asks the bucket's region
-    parts = urlsplit(uri)
-    path = (parts.netloc + parts.path).rstrip("/") or parts.netloc
+    rest = uri.split("://", 1)[1]
+    if "@" in rest:  # s3://key:secret@bucket/...: the URI's own credentials, as pyarrow reads them
+        userinfo, rest = rest.rsplit("@", 1)
+        key, _, secret = userinfo.partition(":")
+        kwargs["access_key"], kwargs["secret_key"] = unquote(key), unquote(secret)
+    path = rest.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    if "region" not in kwargs and "endpoint_override" not in kwargs:
+        # AWS itself, no region given: the bucket's, as pyarrow's from_uri finds it
+        with contextlib.suppress(OSError):
+            kwargs["region"] = pafs.resolve_s3_region(path.split("/", 1)[0])
     return pafs.S3FileSystem(**kwargs), path
 
 

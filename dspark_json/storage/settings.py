@@ -12,64 +12,35 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
+from dspark_json.storage import azure, gcs, s3
+from dspark_json.storage.base import StorageSettings, Store
 
 __all__ = [
     "ENVIRONMENT_ONLY",
-    "StorageSettings",
-    "Store",
+    "STORES",
     "delta_options",
     "delta_uri",
     "filesystem",
     "in_effect",
     "missing_credentials",
+    "parse_settings",
     "parsing",
     "store_of",
 ]
 
-MASK = "***"
 #: The option that carries the settings.
 OPTION = "storageOptions"
 
 
-@dataclass(frozen=True)
-class Store:
-    """One object store: its name, the URL schemes it accepts, the ``storageOptions`` keys it
-    reads (``secret`` ones are never shown; ``plain`` ones are shown as they are), the
-    environment variable behind each key, and how its settings become a pyarrow filesystem, the
-    options delta-rs takes, and (when credentials are missing) what to set."""
-
-    name: str
-    schemes: tuple[str, ...]
-    keys: frozenset[str]
-    plain: frozenset[str]
-    environment: Mapping[str, str]
-    #: ``(settings, uri) -> (filesystem, path inside it)``
-    filesystem: Callable[[StorageSettings, str], tuple[pafs.FileSystem, str]]
-    #: ``settings -> storage_options`` for delta-rs (keys it understands; strings)
-    delta_options: Callable[[StorageSettings], dict[str, str]]
-    #: Other spellings of keys (``aws_default_region`` -> ``aws_region``), folded on parse.
-    aliases: Mapping[str, str] = field(default_factory=dict)
-    #: ``settings -> None``, or what is missing and what to set (a quick error at ``.load()``)
-    missing: Callable[[StorageSettings], str | None] = field(default=lambda settings: None)
-    #: The scheme delta-rs reads this store's URLs by, where one of ``schemes`` means another
-    #: backend to it (``gcs://`` is OpenDAL's there, ``gs://`` object_store's): see
-    #: :func:`delta_uri`.
-    delta_scheme: str | None = None
-
-
-def _stores() -> tuple[Store, ...]:
-    from dspark_json.storage import azure, gcs, s3
-
-    return (s3.STORE, gcs.STORE, azure.STORE)
+#: The stores, by the URL schemes each reads.
+STORES: tuple[Store, ...] = (s3.STORE, gcs.STORE, azure.STORE)
 
 
 def store_of(uri: str) -> Store | None:
@@ -78,7 +49,7 @@ def store_of(uri: str) -> Store | None:
     if "://" not in uri:
         return None
     scheme = uri.split("://", 1)[0].lower()
-    for store in _stores():
+    for store in STORES:
         if scheme in store.schemes:
             return store
     return None
@@ -86,78 +57,40 @@ def store_of(uri: str) -> Store | None:
 
 def _known_keys() -> dict[str, str]:
     """Every spelling a store reads -> the key it folds to."""
-    known = {key: key for store in _stores() for key in store.keys}
-    for store in _stores():
+    known = {key: key for store in STORES for key in store.keys}
+    for store in STORES:
         known.update(store.aliases)
     return known
 
 
-def _shown(key: str, value: str, plain: frozenset[str]) -> str:
-    if key not in plain:
-        return MASK
-    if "://" in value:  # an endpoint: its user info hidden
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}"
-    return value
-
-
-@dataclass(frozen=True, repr=False)
-class StorageSettings:
-    """The settings every path of one query is reached with: ``values`` (key -> text, keys
-    lower-cased, as the stores spell them), from option ``storageOptions`` (the keys in ``given``)
-    over the stores' environment variables, read on the driver when the option was parsed."""
-
-    values: tuple[tuple[str, str], ...] = ()
-    given: frozenset[str] = frozenset()
-
-    def get(self, key: str) -> str | None:
-        """The value of ``key``, or ``None``."""
-        for name, value in self.values:
-            if name == key:
-                return value
-        return None
-
-    def flag(self, key: str) -> bool:
-        """``key`` set to a true value (``true``, ``1``, ``yes``)."""
-        return (self.get(key) or "").strip().lower() in ("true", "1", "yes")
-
-    def __repr__(self) -> str:
-        plain = frozenset(k for store in _stores() for k in store.plain)
-        shown = ", ".join(f"{k}={_shown(k, v, plain)!r}" for k, v in self.values)
-        return f"StorageSettings({shown})"
-
-    __str__ = __repr__
-
-    @classmethod
-    def parse(
-        cls, text: str | None, environ: Mapping[str, str] | None = None, *, name: str = OPTION
-    ) -> StorageSettings:
-        """The settings from option ``name``'s JSON object ``text`` (``None``: not given) laid
-        over the stores' environment variables in ``environ`` (``os.environ`` by default).
-        Raises :class:`OptionError` on text that is not a JSON object of strings, numbers or
-        booleans, or on a key no store reads (values never shown)."""
-        environ = os.environ if environ is None else environ
-        known = _known_keys()
-        merged: dict[str, str] = {}
-        for store in _stores():
-            for variable, key in store.environment.items():
-                value = environ.get(variable)
-                if value and key not in merged:  # the first variable of a key wins
-                    merged[key] = value
-        given: set[str] = set()
-        if text is not None and text.strip():
-            for key, value in _parse_object(name, text).items():
-                folded = known.get(key.strip().lower(), "")
-                if not folded:
-                    raise OptionError(
-                        f"Option {name!r} has key {key!r}, which no store reads. Known keys: "
-                        f"{', '.join(sorted(known))} (values are never shown)."
-                    )
-                merged[folded] = value
-                given.add(folded)
-        return cls(tuple(sorted(merged.items())), frozenset(given))
+def parse_settings(
+    text: str | None, environ: Mapping[str, str] | None = None, *, name: str = OPTION
+) -> StorageSettings:
+    """The settings from option ``name``'s JSON object ``text`` (``None``: not given) laid
+    over the stores' environment variables in ``environ`` (``os.environ`` by default).
+    Raises :class:`OptionError` on text that is not a JSON object of strings, numbers or
+    booleans, or on a key no store reads (values never shown)."""
+    environ = os.environ if environ is None else environ
+    known = _known_keys()
+    merged: dict[str, str] = {}
+    for store in STORES:
+        for variable, key in store.environment.items():
+            value = environ.get(variable)
+            if value and key not in merged:  # the first variable of a key wins
+                merged[key] = value
+    given: set[str] = set()
+    if text is not None and text.strip():
+        for key, value in _parse_object(name, text).items():
+            folded = known.get(key.strip().lower(), "")
+            if not folded:
+                raise OptionError(
+                    f"Option {name!r} has key {key!r}, which no store reads. Known keys: "
+                    f"{', '.join(sorted(known))} (values are never shown)."
+                )
+            merged[folded] = value
+            given.add(folded)
+    plain = frozenset(key for store in STORES for key in store.plain)
+    return StorageSettings(tuple(sorted(merged.items())), frozenset(given), plain)
 
 
 def _parse_object(name: str, text: str) -> dict[str, str]:
@@ -229,8 +162,8 @@ def delta_options(uri: str, settings: StorageSettings) -> dict[str, str]:
 
 
 def delta_uri(uri: str) -> str:
-    """``uri`` as delta-rs should be given it: the store's :attr:`Store.delta_scheme` in place
-    of its scheme (the same place), else ``uri`` as it is."""
+    """``uri`` as delta-rs should be given it: the store's ``delta_scheme`` in place of its
+    scheme (the same place), else ``uri`` as it is."""
     store = store_of(uri)
     if store is None or store.delta_scheme is None:
         return uri

@@ -110,14 +110,14 @@ def test_a_commit_message_carries_the_files_a_task_wrote():
             True,
             "format 'dspark-delta' has no option 'mergeschema' (as Spark passes it, lowercased). "
             "Its options: path, "
-            "checkpointLocation, partitionBy.",
+            "checkpointLocation, partitionBy, storageOptions.",
         ),
         (
             {"path": "/t", "checkpointlocaton": "/c"},
             True,
             "format 'dspark-delta' has no option 'checkpointlocaton' (as Spark passes it, "
             "lowercased). Did you mean 'checkpointLocation'? Its options: path, "
-            "checkpointLocation, partitionBy.",
+            "checkpointLocation, partitionBy, storageOptions.",
         ),
         (
             {"checkpointLocation": "/c"},

@@ -194,8 +194,8 @@ def test_an_object_store_cache_url_with_query_parameters_is_refused_at_load():
             }
         )
     text = str(caught.value)
-    assert "Option 'cache'" in text and "query parameters" in text
-    assert "AWS_ENDPOINT_URL" in text and "before the SparkSession starts" in text
+    assert "Option 'cache' is a URI with a query string" in text
+    assert "storageOptions" in text and "aws_endpoint_url" in text
     assert "canary-secret" not in text and "s3://bucket/cache?" in text
 
 

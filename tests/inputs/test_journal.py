@@ -115,8 +115,8 @@ def test_an_entry_that_cannot_be_deleted_does_not_stop_the_others(tmp_path, monk
     real = journal_module.resolve
     stuck = []
 
-    def resolve(directory):
-        fs, root = real(directory)
+    def resolve(directory, storage):
+        fs, root = real(directory, storage)
         stuck.append(_Stuck(fs))
         return stuck[-1], root
 

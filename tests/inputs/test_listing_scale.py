@@ -25,9 +25,9 @@ def counted(monkeypatch):
     names: list[str] = []
     real = listing_module.index_rows
 
-    def index_rows(path: str):
+    def index_rows(path: str, **kwargs):
         names.append(path.rsplit("/", 1)[-1])
-        return real(path)
+        return real(path, **kwargs)
 
     monkeypatch.setattr(listing_module, "index_rows", index_rows)
     monkeypatch.setattr(listing_module, "_INDEXES", type(listing_module._INDEXES)())

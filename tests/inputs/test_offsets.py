@@ -148,7 +148,7 @@ def test_a_missing_or_wrong_directory_is_named_with_its_option(inbox):
 def test_a_file_that_vanishes_while_being_counted(inbox, monkeypatch):
     write_prompts(inbox, "a.jsonl", rows(1))
 
-    def vanished(path):
+    def vanished(path, **kwargs):
         raise FileNotFoundError(path)
 
     monkeypatch.setattr(listing_module, "index_rows", vanished)

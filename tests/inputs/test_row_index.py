@@ -39,9 +39,9 @@ def test_rows_through_windows_equal_the_whole_file(tmp_path, ending, monkeypatch
     ranges = []
     real = fs.read_range
 
-    def recorded(uri, start, end):
+    def recorded(uri, start, end, **kwargs):
         ranges.append((start, end))
-        return real(uri, start, end)
+        return real(uri, start, end, **kwargs)
 
     monkeypatch.setattr(row_index_module, "read_range", recorded)
     for size in (1, 7, ROW_STRIDE, 100, 999):
@@ -118,7 +118,9 @@ def test_a_file_is_indexed_once_while_it_keeps_its_size_and_time(tmp_path, monke
     path.write_text('{"prompt": "a"}\n{"prompt": "b"}\n')
     reads = []
     real = listing_module.index_rows
-    monkeypatch.setattr(listing_module, "index_rows", lambda p: reads.append(p) or real(p))
+    monkeypatch.setattr(
+        listing_module, "index_rows", lambda p, **kw: reads.append(p) or real(p, **kw)
+    )
     assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 2)
     assert PromptListing(str(tmp_path)).end() == Position("a.jsonl", 2)
     assert len(reads) == 1

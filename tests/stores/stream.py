@@ -12,7 +12,12 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from dspark_json.dev.local import SimulatorProcess
-from dspark_json.storage import StorageSettings, delta_options, delta_uri, filesystem
+from dspark_json.storage import (
+    delta_options,
+    delta_uri,
+    filesystem,
+    parse_settings,
+)
 from tests.helpers import REVIEW_SCHEMA
 
 ROWS = 12
@@ -30,7 +35,7 @@ class Run:
 
 def put_prompts(base: str, options: dict[str, str]) -> None:
     """``ROWS`` prompts as one JSONL file under ``base/prompts``."""
-    settings = StorageSettings.parse(json.dumps(options), environ={})
+    settings = parse_settings(json.dumps(options), environ={})
     fs, root = filesystem(f"{base}/prompts", settings) or (None, "")
     assert fs is not None
     lines = "".join(
@@ -42,7 +47,7 @@ def put_prompts(base: str, options: dict[str, str]) -> None:
 
 def names_under(base: str, options: dict[str, str]) -> list[str]:
     """Every object under ``base``, relative to it."""
-    settings = StorageSettings.parse(json.dumps(options), environ={})
+    settings = parse_settings(json.dumps(options), environ={})
     found = filesystem(base, settings)
     assert found is not None
     fs, root = found
@@ -88,9 +93,11 @@ def run_stream(
     )
     query.awaitTermination()
     completions = server.stats().get("chat_completions", 0) - before
-    settings = StorageSettings.parse(storage, environ={})
+    settings = parse_settings(storage, environ={})
     uri = f"{base}/{table}"
-    data = DeltaTable(delta_uri(uri), storage_options=delta_options(uri, settings)).to_pyarrow_table()
+    data = DeltaTable(
+        delta_uri(uri), storage_options=delta_options(uri, settings)
+    ).to_pyarrow_table()
     rows = sorted(
         zip(
             data.column("custom_id").to_pylist(),

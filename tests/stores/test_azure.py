@@ -19,7 +19,7 @@ from dspark_json import fs
 from dspark_json.errors import OptionError
 from dspark_json.load import check_output_directories
 from dspark_json.options import Options
-from dspark_json.storage import StorageSettings, delta_options, filesystem
+from dspark_json.storage import StorageSettings, delta_options, filesystem, parse_settings
 from dspark_json.storage.azure import locate
 from tests.stores.emulators import AZURITE_KEY, AzureStore, account_sas, azurite, install_azurite
 from tests.stores.stream import ROWS, put_prompts, run_stream
@@ -37,7 +37,7 @@ SPELLINGS = [
 
 
 def settings(**values: str) -> StorageSettings:
-    return StorageSettings.parse(json.dumps(values), environ={})
+    return parse_settings(json.dumps(values), environ={})
 
 
 @pytest.mark.parametrize("uri", SPELLINGS)
@@ -93,7 +93,7 @@ def test_pyarrow_and_delta_rs_reach_one_place_by_any_spelling(store, uri):
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     table = uri.replace("/t/x", f"/spell/{SPELLINGS.index(uri)}")
-    given = StorageSettings.parse(json.dumps(store.options()), environ={})
+    given = parse_settings(json.dumps(store.options()), environ={})
     found = filesystem(table, given)
     assert found is not None
     pa_fs, root = found
@@ -117,7 +117,7 @@ def test_pyarrow_and_delta_rs_reach_one_place_by_any_spelling(store, uri):
 def test_writes_need_no_rename_on_a_flat_account(store):
     """Azurite has no hierarchical namespace: pyarrow's move() is not implemented there, so
     the journal's and metrics' writes and .load()'s probe must not rename."""
-    given = StorageSettings.parse(json.dumps(store.options()), environ={})
+    given = parse_settings(json.dumps(store.options()), environ={})
     base = "az://dspark/flat"
     found = filesystem(base, given)
     assert found is not None
@@ -141,12 +141,10 @@ def test_a_sas_token_reaches_the_store_and_never_shows(store, caplog):
     read_only = account_sas(store.account, AZURITE_KEY, permissions="rl")
     options = {k: v for k, v in store.options().items() if k != "azure_storage_account_key"}
     base = "az://dspark/sas"
-    writer = StorageSettings.parse(json.dumps({**options, "azure_storage_sas_token": full}), {})
+    writer = parse_settings(json.dumps({**options, "azure_storage_sas_token": full}), {})
     fs.write_atomic(base, "a.json", b"{}", storage=writer)
     assert fs.read_text(f"{base}/a.json", storage=writer) == "{}"
-    reader = StorageSettings.parse(
-        json.dumps({**options, "azure_storage_sas_token": read_only}), {}
-    )
+    reader = parse_settings(json.dumps({**options, "azure_storage_sas_token": read_only}), {})
     assert fs.read_text(f"{base}/a.json", storage=reader) == "{}"
     signature = read_only.split("sig=")[1]
     options = Options.parse(

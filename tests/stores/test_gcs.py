@@ -21,6 +21,7 @@ from dspark_json.storage import (
     delta_uri,
     filesystem,
     missing_credentials,
+    parse_settings,
 )
 from dspark_json.storage import gcs as gcs_store
 from tests.helpers import write_prompts
@@ -40,7 +41,7 @@ GOOGLE_VARIABLES = (
 
 
 def settings(**values: str) -> StorageSettings:
-    return StorageSettings.parse(json.dumps(values), environ={})
+    return parse_settings(json.dumps(values), environ={})
 
 
 def test_an_emulator_url_becomes_a_service_account_for_delta_rs():
@@ -52,7 +53,7 @@ def test_an_emulator_url_becomes_a_service_account_for_delta_rs():
 
 def test_the_emulator_variables_are_read_as_google_base_url():
     for variable in ("CLOUD_STORAGE_EMULATOR_ENDPOINT", "STORAGE_EMULATOR_HOST"):
-        found = StorageSettings.parse(None, environ={variable: "http://127.0.0.1:1"})
+        found = parse_settings(None, environ={variable: "http://127.0.0.1:1"})
         assert found.get("google_base_url") == "http://127.0.0.1:1"
 
 
@@ -85,7 +86,7 @@ def test_a_credentials_file_is_lent_to_pyarrow_only_while_it_makes_the_filesyste
 def test_without_credentials_the_store_says_what_to_set(monkeypatch):
     monkeypatch.setattr(gcs_store, "_metadata_server", lambda: False)
     monkeypatch.setattr(Path, "home", lambda: Path("/nonexistent-home"))
-    problem = missing_credentials("gs://b/t", StorageSettings.parse(None, environ={}))
+    problem = missing_credentials("gs://b/t", parse_settings(None, environ={}))
     assert problem is not None
     assert "google_service_account" in problem and "GOOGLE_APPLICATION_CREDENTIALS" in problem
     assert missing_credentials("gs://b/t", settings(google_base_url="http://127.0.0.1:1")) is None
@@ -110,7 +111,7 @@ def test_pyarrow_and_delta_rs_reach_one_place(store, scheme):
     from deltalake.transaction import AddAction, create_table_with_add_actions
 
     table = f"{scheme}://{store.bucket}/spell/{scheme}"
-    given = StorageSettings.parse(json.dumps(store.options()), environ={})
+    given = parse_settings(json.dumps(store.options()), environ={})
     found = filesystem(table, given)
     assert found is not None
     pa_fs, root = found
