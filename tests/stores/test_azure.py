@@ -10,6 +10,7 @@ import logging
 import os
 import traceback
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +22,7 @@ from dspark_json.load import check_output_directories
 from dspark_json.options import Options
 from dspark_json.storage import StorageSettings, delta_options, filesystem, parse_settings
 from dspark_json.storage.azure import locate
+from tests.helpers import write_prompts
 from tests.stores.emulators import AZURITE_KEY, AzureStore, account_sas, azurite, install_azurite
 from tests.stores.stream import ROWS, put_prompts, run_stream
 
@@ -181,3 +183,29 @@ def test_the_stream_on_azurite_with_one_storage_options_value(spark, simulator, 
     again = run_stream(spark, simulator, base, options, table="t2", checkpoint=tmp_path / "c2")
     assert [r[1] for r in again.rows] == ["ok"] * ROWS
     assert again.completions == 0  # served from the cache on Azurite
+
+
+@pytest.mark.spark
+def test_load_with_a_read_only_sas_names_the_option_and_never_the_token(spark, store, tmp_path):
+    """Through Spark: the journal cannot be written with a read-only SAS token; ``.load()``
+    says so naming option 'journal', and its error (Python's traceback in Spark's) shows no
+    part of the token's signature."""
+    read_only = account_sas(store.account, AZURITE_KEY, permissions="rl")
+    signature = read_only.split("sig=")[1]
+    options = {k: v for k, v in store.options().items() if k != "azure_storage_account_key"}
+    write_prompts(tmp_path / "in", "a.jsonl", [{"prompt": "x"}])
+
+    def reader(token: str, journal: str) -> Any:
+        return (
+            spark.readStream.format("dspark-json")
+            .option("endpoint", "http://127.0.0.1:9")
+            .option("healthPath", "")
+            .option("prompts", str(tmp_path / "in"))
+            .option("journal", journal)
+            .option("storageOptions", json.dumps({**options, "azure_storage_sas_token": token}))
+        )
+
+    with pytest.raises(Exception) as refused:
+        reader(read_only, "az://dspark/ro/_journal").load()
+    assert "Option 'journal'" in str(refused.value)
+    assert signature not in str(refused.value) and signature[:12] not in str(refused.value)
