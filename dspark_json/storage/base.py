@@ -45,10 +45,12 @@ def _shown(key: str, value: str, plain: frozenset[str]) -> str:
     if key not in plain:
         return MASK
     if "://" in value:  # an endpoint: its user info hidden
-        parts = urlsplit(value)
-        host = parts.hostname or ""
-        port = f":{parts.port}" if parts.port else ""
-        return f"{parts.scheme}://{host}{port}{parts.path}"
+        try:
+            parts = urlsplit(value)
+            port = f":{parts.port}" if parts.port else ""
+        except ValueError:  # not a URL after all (a bad port): shown as nothing
+            return MASK
+        return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
     return value
 
 
