@@ -337,3 +337,12 @@ def account_sas(account: str, key: str, *, permissions: str, hours: float = 1.0)
         f"sv={version}&ss=b&srt=sco&sp={permissions}&se={quote(expiry, safe='')}"
         f"&spr=https,http&sig={signature}"
     )
+
+
+if __name__ == "__main__":  # `make test` / `make unit`: Azurite installed before the tests
+    import sys
+
+    why = install_azurite()
+    sys.stderr.write(
+        f"Azurite in {AZURITE_DIR}\n" if why is None else f"Azurite tests will skip: {why}\n"
+    )
