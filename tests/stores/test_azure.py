@@ -209,3 +209,27 @@ def test_load_with_a_read_only_sas_names_the_option_and_never_the_token(spark, s
         reader(read_only, "az://dspark/ro/_journal").load()
     assert "Option 'journal'" in str(refused.value)
     assert signature not in str(refused.value) and signature[:12] not in str(refused.value)
+
+
+def test_an_endpoint_becomes_pyarrows_authority_host_or_path_style():
+    from dspark_json.storage.azure import _authority
+
+    assert _authority("https://acct.blob.core.windows.net", "acct") == (
+        ".blob.core.windows.net",
+        "https",
+    )
+    assert _authority("http://127.0.0.1:10000/acct", "acct") == ("127.0.0.1:10000", "http")
+
+
+def test_use_emulator_reaches_azurite_where_its_variable_says(store, monkeypatch):
+    """``azure_storage_use_emulator`` alone: Azurite's account and key, at
+    ``AZURITE_BLOB_STORAGE_URL`` (object_store's variable) for pyarrow and delta-rs alike."""
+    from deltalake import DeltaTable, write_deltalake
+
+    monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", store.endpoint)
+    given = parse_settings(json.dumps({"azure_storage_use_emulator": True}), environ={})
+    fs.write_atomic("az://dspark/emulated", "a.json", b"{}", storage=given)
+    assert fs.read_text("az://dspark/emulated/a.json", storage=given) == "{}"
+    table = "az://dspark/emulated/table"
+    write_deltalake(table, pa.table({"a": [1]}), storage_options=delta_options(table, given))
+    assert DeltaTable(table, storage_options=delta_options(table, given)).version() == 0
