@@ -27,6 +27,7 @@ demo: $(STAMP)  ## stream sample prompts through the local simulator into a loca
 	$(BIN)/dspark-json demo
 
 test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest and test-vllm
+	$(BIN)/python -m tests.stores.emulators  # Azurite from npm, once, into ~/.cache/dspark-json
 	$(BIN)/python -m pytest
 	$(MAKE) test-oldest
 	$(MAKE) test-vllm
@@ -51,6 +52,7 @@ test-vllm: $(STAMP)  ## the tests against real vLLM
 	$(BIN)/python -m pytest -m vllm tests/vllm --timeout=600
 
 unit: $(STAMP)  ## the fast tests only (no Spark)
+	$(BIN)/python -m tests.stores.emulators
 	$(BIN)/python -m pytest -m "not spark"
 
 # Not part of `make test` (about an hour on 2 cores). MUTATE_JOBS=n tests n mutants at once.

@@ -18,10 +18,12 @@ option's value is a :class:`Location`, whose ``repr`` is masked.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import uuid
-from typing import Literal
+from collections.abc import Callable
+from typing import Literal, ParamSpec, TypeVar
 
 import pyarrow.fs as pafs
 
@@ -118,6 +120,28 @@ def resolve(uri: str, storage: StorageSettings) -> tuple[pafs.FileSystem, str]:
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _masking(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` with the errors pyarrow raises re-raised masked: they quote the request URL
+    whole (Azure's quote a SAS token's ``sig=`` in its query), and a caller's message or a
+    traceback's chained cause would show it."""
+
+    @functools.wraps(function)
+    def masked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return function(*args, **kwargs)
+        except OSError as exc:
+            text = mask_uris(str(exc))
+            if text == str(exc):
+                raise
+            raise type(exc)(text) from None
+
+    return masked
+
+
 class FileEntry:
     """A file in a listed directory: its name (relative to the directory), path, size and
     modification time (nanoseconds; ``None`` where the store does not say)."""
@@ -134,6 +158,7 @@ class FileEntry:
         return f"FileEntry({self.name!r}, size={self.size})"
 
 
+@_masking
 def list_files(
     directory: str, *, storage: StorageSettings, suffixes: tuple[str, ...]
 ) -> list[FileEntry]:
@@ -157,6 +182,7 @@ def list_files(
     return entries
 
 
+@_masking
 def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file", "missing"]:
     """What is at ``uri``. On an object store a prefix no object has yet is a ``directory``:
     files may land under it later, and there is no directory to create first."""
@@ -169,6 +195,7 @@ def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file
     return "missing"
 
 
+@_masking
 def read_bytes(uri: str, *, storage: StorageSettings, decompress: bool = True) -> bytes:
     """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
     ``.zst``..., unless ``decompress`` is false: then the bytes as stored)."""
@@ -178,6 +205,7 @@ def read_bytes(uri: str, *, storage: StorageSettings, decompress: bool = True) -
     return data
 
 
+@_masking
 def read_range(uri: str, start: int, end: int | None, *, storage: StorageSettings) -> bytes:
     """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
     on object stores."""
@@ -193,6 +221,7 @@ def read_text(uri: str, *, storage: StorageSettings) -> str:
     return read_bytes(uri, storage=storage).decode("utf-8")
 
 
+@_masking
 def write_atomic(directory: str, name: str, data: bytes, *, storage: StorageSettings) -> None:
     """Put ``data`` at ``directory/name`` at once, replacing a file of that name. On a local or
     HDFS filesystem: written under a hidden name, then renamed (readers that skip names starting
@@ -221,6 +250,7 @@ def _renames(fs: pafs.FileSystem) -> bool:
     return fs.type_name in _REAL_DIRECTORIES
 
 
+@_masking
 def check_writable(directory: str, *, storage: StorageSettings) -> None:
     """Do in ``directory`` what the writes will do, on a hidden probe file: create the
     directory where needed, write the probe under a temporary name and rename it (local, HDFS)

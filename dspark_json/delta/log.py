@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dspark_json.delta.files import DataFile
 from dspark_json.errors import SchemaError
-from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options, delta_uri
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -34,7 +34,9 @@ def open_table(table_uri: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) -
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return DeltaTable(table_uri, storage_options=delta_options(table_uri, storage) or None)
+        return DeltaTable(
+            delta_uri(table_uri), storage_options=delta_options(table_uri, storage) or None
+        )
     except TableNotFoundError:
         return None
 
@@ -82,7 +84,7 @@ def commit_files(
     store = delta_options(table_uri, storage) or None
     if table is None:
         create_table_with_add_actions(
-            table_uri,
+            delta_uri(table_uri),
             Schema.from_arrow(schema),
             adds,
             mode="error",
@@ -100,7 +102,7 @@ def commit_files(
         )
     if _widens(table_uri, table.schema().to_json(), Schema.from_arrow(schema).to_json()):
         write_deltalake(
-            table_uri,
+            delta_uri(table_uri),
             schema.empty_table(),
             mode="append",
             schema_mode="merge",

@@ -37,7 +37,13 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import to_arrow_schema
 from dspark_json.errors import OptionError
 from dspark_json.fs import query_problem, resolve
-from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options, parse_settings
+from dspark_json.storage import (
+    ENVIRONMENT_ONLY,
+    StorageSettings,
+    delta_options,
+    delta_uri,
+    parse_settings,
+)
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -88,7 +94,7 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         raise OptionError("Give option 'versionAsOf' or option 'timestampAsOf', not both.")
     store = delta_options(path, read_storage(options)) or None
     try:
-        table = DeltaTable(path, storage_options=store)
+        table = DeltaTable(delta_uri(path), storage_options=store)
     except TableNotFoundError as exc:
         raise OptionError(
             f"There is no Delta table at {path!r} (no _delta_log there). Check the path given "
@@ -105,7 +111,7 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         raise OptionError(
             f"Option {which}={value!r}: the Delta table {path} has no such version ({exc}). "
             "Its versions run from its oldest kept one to "
-            f"{DeltaTable(path, storage_options=store).version()}."
+            f"{DeltaTable(delta_uri(path), storage_options=store).version()}."
         ) from exc
     _check_readable(table, path)
     return table

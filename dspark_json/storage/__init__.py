@@ -13,6 +13,7 @@ from dspark_json.storage.base import StorageSettings, Store
 from dspark_json.storage.settings import (
     ENVIRONMENT_ONLY,
     delta_options,
+    delta_uri,
     filesystem,
     in_effect,
     missing_credentials,
@@ -26,6 +27,7 @@ __all__ = [
     "StorageSettings",
     "Store",
     "delta_options",
+    "delta_uri",
     "filesystem",
     "in_effect",
     "missing_credentials",

@@ -35,6 +35,10 @@ class Store:
     aliases: Mapping[str, str] = field(default_factory=dict)
     #: ``settings -> None``, or what is missing and what to set (a quick error at ``.load()``)
     missing: Callable[[StorageSettings], str | None] = field(default=lambda settings: None)
+    #: The scheme delta-rs reads this store's URLs by, where one of ``schemes`` means another
+    #: backend to it (``gcs://`` is OpenDAL's there, ``gs://`` object_store's):
+    #: :func:`dspark_json.storage.delta_uri`.
+    delta_scheme: str | None = None
 
 
 def _shown(key: str, value: str, plain: frozenset[str]) -> str:

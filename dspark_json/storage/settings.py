@@ -26,6 +26,7 @@ __all__ = [
     "ENVIRONMENT_ONLY",
     "STORES",
     "delta_options",
+    "delta_uri",
     "filesystem",
     "in_effect",
     "missing_credentials",
@@ -158,6 +159,15 @@ def delta_options(uri: str, settings: StorageSettings) -> dict[str, str]:
     """The ``storage_options`` delta-rs takes for the table at ``uri`` (empty off the stores)."""
     store = store_of(uri)
     return {} if store is None else store.delta_options(settings)
+
+
+def delta_uri(uri: str) -> str:
+    """``uri`` as delta-rs should be given it: the store's ``delta_scheme`` in place of its
+    scheme (the same place), else ``uri`` as it is."""
+    store = store_of(uri)
+    if store is None or store.delta_scheme is None:
+        return uri
+    return f"{store.delta_scheme}://{uri.split('://', 1)[1]}"
 
 
 def missing_credentials(uri: str, settings: StorageSettings) -> str | None:
