@@ -14,6 +14,16 @@ from tests.gateways.servers import installed
 MODEL = "dspark-sim"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the gateways, the tier's tests are skipped, saying why, before Spark starts."""
+    why = installed()
+    if why is None:
+        return
+    for item in items:
+        if item.get_closest_marker("gateway") is not None:
+            item.add_marker(pytest.mark.skip(reason=why))
+
+
 @pytest.fixture(scope="session")
 def gateways_installed() -> None:
     why = installed()
