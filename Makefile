@@ -44,8 +44,8 @@ test-oldest: $(STAMP_OLDEST)  ## the Spark end-to-end tests on the oldest suppor
 
 # Real gateways in front of simulator processes: LiteLLM's proxy and vllm-router, from PyPI,
 # installed into a virtualenv cached under ~/.cache/dspark-json (a minute the first time, nothing
-# after). Where the install fails (no network), the tests are skipped and say why. About 6
-# minutes on 2 cores, most of it LiteLLM's rpm windows (a minute each) waited out. Part of
+# after). Where the install fails (no network), the tests are skipped and say why. About 5
+# minutes on 2 cores, half of it LiteLLM's rpm windows (a minute each) waited out. Part of
 # `make test`.
 test-gateways: $(STAMP)  ## the tests through real LiteLLM proxy and vllm-router
 	tests/gateways/install.sh || echo "tests/gateways/install.sh failed: the gateway tests will be skipped" >&2
