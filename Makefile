@@ -15,7 +15,7 @@ OLDEST_TESTS   := tests/test_compat.py tests/spark/test_compat.py tests/spark/te
                   tests/spark/test_delta.py \
                   tests/spark/test_exactly_once.py::test_kill_9_at_every_point_then_restart_lands_each_prompt_once
 
-.PHONY: demo test test-oldest test-vllm lint unit mutate clean
+.PHONY: demo test test-oldest test-gateways test-vllm lint unit mutate clean
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,10 +26,11 @@ $(STAMP): pyproject.toml setup.cfg
 demo: $(STAMP)  ## stream sample prompts through the local simulator into a local Delta table
 	$(BIN)/dspark-json demo
 
-test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest and test-vllm
+test: lint $(STAMP)  ## lint, type-check and run the whole test suite, then test-oldest, test-gateways and test-vllm
 	$(BIN)/python -m tests.stores.emulators  # Azurite from npm, once, into ~/.cache/dspark-json
 	$(BIN)/python -m pytest
 	$(MAKE) test-oldest
+	$(MAKE) test-gateways
 	$(MAKE) test-vllm
 
 $(STAMP_OLDEST): pyproject.toml setup.cfg
@@ -41,6 +42,15 @@ $(STAMP_OLDEST): pyproject.toml setup.cfg
 
 test-oldest: $(STAMP_OLDEST)  ## the Spark end-to-end tests on the oldest supported pyspark
 	$(VENV_OLDEST)/bin/python -m pytest $(OLDEST_TESTS)
+
+# Real gateways in front of simulator processes: LiteLLM's proxy and vllm-router, from PyPI,
+# installed into a virtualenv cached under ~/.cache/dspark-json (a minute the first time, nothing
+# after). Where the install fails (no network), the tests are skipped and say why. About 5
+# minutes on 2 cores, half of it LiteLLM's rpm windows (a minute each) waited out. Part of
+# `make test`.
+test-gateways: $(STAMP)  ## the tests through real LiteLLM proxy and vllm-router
+	tests/gateways/install.sh || echo "tests/gateways/install.sh failed: the gateway tests will be skipped" >&2
+	$(BIN)/python -m pytest -m gateway tests/gateways
 
 # Real vLLM (CPU build, a tiny random-weight model built here): installed into a virtualenv
 # cached under ~/.cache/dspark-json (3.4 GB; minutes the first time, seconds after), one server

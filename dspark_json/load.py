@@ -78,7 +78,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
     options:
         The parsed options.
     contact_server:
-        Check each endpoint's ``healthPath`` and ``/v1/models`` and settle the model (skipped when
+        Check each endpoint's ``/v1/models`` and ``healthPath`` and settle the model (skipped when
         replaying recorded answers, which need no server).
     """
     check_backend(options)

@@ -17,11 +17,13 @@ SPARK_TIMEOUT_S = 900
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # By marker, not by keyword: an item's keywords hold the names of the directories above it
     # too, so a checkout in a directory named vllm would lose every test.
-    if "vllm" not in config.getoption("markexpr"):  # the real-vLLM tier: make test-vllm
-        deselected = [item for item in items if item.get_closest_marker("vllm")]
-        if deselected:
-            config.hook.pytest_deselected(items=deselected)
-            items[:] = [item for item in items if not item.get_closest_marker("vllm")]
+    # The tiers of real third-party servers: make test-vllm, make test-gateways.
+    for tier in ("vllm", "gateway"):
+        if tier not in config.getoption("markexpr"):
+            deselected = [item for item in items if item.get_closest_marker(tier)]
+            if deselected:
+                config.hook.pytest_deselected(items=deselected)
+                items[:] = [item for item in items if not item.get_closest_marker(tier)]
     for item in items:
         if item.get_closest_marker("spark") and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SPARK_TIMEOUT_S))

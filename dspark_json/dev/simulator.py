@@ -519,6 +519,19 @@ class Simulator:
         return _error(message, kind, code, param)
 
     def _models(self) -> dict[str, Any]:
+        if self.faults.gateway == "litellm":  # LiteLLM's own list (1.108): no vLLM fields
+            cards = [
+                {
+                    "id": name,
+                    "object": "model",
+                    "created": 1677610602,
+                    "owned_by": "openai",
+                    "max_input_tokens": _MAX_MODEL_LEN,
+                    "max_output_tokens": _MAX_MODEL_LEN,
+                }
+                for name in self.models
+            ]
+            return {"data": cards, "object": "list"}
         cards = [
             {
                 "id": name,
@@ -779,14 +792,17 @@ def vllm_completion(
 
 
 def litellm_completion(answer: Mapping[str, Any]) -> dict[str, Any]:
-    """A vLLM answer as LiteLLM's proxy hands it on: vLLM's fields its OpenAI type lacks go
-    into ``provider_specific_fields`` (the choice's ``stop_reason`` among them), and each
-    message gets one too."""
+    """A vLLM answer as LiteLLM's proxy (1.108) hands it on: vLLM's fields its OpenAI type
+    lacks go into ``provider_specific_fields`` (the choice's ``stop_reason`` among them; the
+    message's ``reasoning``), and vLLM's other message extras are dropped."""
     choices = []
     for choice in answer["choices"]:
         extra = {k: choice[k] for k in ("stop_reason", *CHOICE_EXTRAS) if k in choice}
         kept = {k: v for k, v in choice.items() if k not in extra}
-        message = {**kept["message"], "provider_specific_fields": {"refusal": None}}
+        message = {
+            k: v for k, v in kept["message"].items() if k not in ("reasoning", *MESSAGE_EXTRAS)
+        }
+        message["provider_specific_fields"] = {"reasoning": kept["message"].get("reasoning")}
         choices.append({**kept, "message": message, "provider_specific_fields": extra})
     return {**answer, "choices": choices}
 

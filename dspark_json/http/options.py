@@ -36,7 +36,7 @@ from dspark_json.rows import load_json
 from dspark_json.schema.tools import as_tools
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, in_effect
 
-__all__ = ["CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
+__all__ = ["AUTO_HEALTH", "CHAT_COMPLETIONS", "HttpOptions", "RequestOptions"]
 
 #: Where chat completions are sent, on every endpoint.
 CHAT_COMPLETIONS = "/v1/chat/completions"
@@ -96,16 +96,24 @@ def _env_name(name: str, text: str) -> str:
     return text.strip()
 
 
+#: Option ``healthPath``'s default: ``/health`` is asked only where ``/v1/models`` says the
+#: server is vLLM (:func:`dspark_json.http.preflight.check_model`).
+AUTO_HEALTH = "auto"
+
+
 def _health_path(name: str, text: str) -> str | None:
-    """The liveness path checked at ``.load()``; ``None`` (empty, or ``none``) skips it."""
+    """The liveness path checked at ``.load()``; ``None`` (empty, or ``none``) skips it;
+    :data:`AUTO_HEALTH` (``auto``) checks vLLM's ``/health`` where the server is vLLM."""
     path = text.strip()
     if path.lower() in ("", "none"):
         return None
+    if path.lower() == AUTO_HEALTH:
+        return AUTO_HEALTH
     if not path.startswith("/") or "://" in path or any(c in path for c in " ?#\r\n"):
         raise OptionError(
             f"Option {name!r} must be a path on each endpoint starting with '/' (e.g. "
-            f"'/health', or LiteLLM's '/health/liveliness'), or empty to skip the check; got "
-            f"{redact(text)!r}."
+            f"'/health', or LiteLLM's '/health/liveliness'), 'auto' (the default), or empty to "
+            f"skip the check; got {redact(text)!r}."
         )
     return path
 
@@ -228,14 +236,16 @@ class HttpOptions:
     )
     health_path: str | None = option(
         "healthPath",
-        "Path that .load() GETs on each endpoint to see the server is up, before /v1/models. "
-        "Empty (or none) skips it: a gateway's /health may send a completion to every model "
-        "behind it (LiteLLM's does, and answers 500 without a key) or answer 503 while one "
-        "worker of many is down (vllm-router's); /v1/models, which sends no completion, is "
-        "checked either way. Benched endpoints are probed at /v1/models, not here.",
+        "Path that .load() GETs on each endpoint to see the server is up, before /v1/models "
+        "(which sends no completion, and is checked either way). auto: vLLM's /health, only "
+        "where /v1/models says the server is vLLM (a 5xx there: its engine is down), not "
+        "through a gateway (LiteLLM's /health sends a completion to every model behind it; "
+        "behind vllm-router, which passes vLLM's /v1/models on, a 503 that names unhealthy "
+        "workers is a WARN: completions go to the others). Empty (or none) skips it. Benched "
+        "endpoints are probed at /v1/models, not here.",
         "/health/liveliness",
         convert=_health_path,
-        default="/health",
+        default=AUTO_HEALTH,
     )
     max_concurrency: int = option(
         "maxConcurrency",

@@ -23,7 +23,7 @@ import httpx
 from dspark_json.errors import ServerError
 from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
-from dspark_json.http.options import HttpOptions
+from dspark_json.http.options import AUTO_HEALTH, HttpOptions
 from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
 from dspark_json.http.transport import (
@@ -58,7 +58,8 @@ def check_server(options: HttpOptions, model: str | None) -> str:
 
 
 def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | None]:
-    """Reach option ``healthPath`` (where set) and ``/v1/models`` of every endpoint; return the
+    """Reach option ``healthPath`` (where set; ``auto``: vLLM's ``/health`` after
+    ``/v1/models``, only where that says vLLM) and ``/v1/models`` of every endpoint; return the
     model to use (``model``, else the first one the first reachable endpoint lists) and its
     context length (vLLM's ``max_model_len`` in the list, the smallest the endpoints give;
     ``None`` where no endpoint says).
@@ -197,27 +198,12 @@ def _served_models(
     endpoint: Endpoint, key: Secret | None, limit: int | None = None, *, health: str | None = None
 ) -> dict[str, int | None]:
     """The models ``endpoint`` lists, each with its context length where it gives one; its
-    ``health`` path (option ``healthPath``) asked first where given."""
+    ``health`` path (option ``healthPath``) asked first where given (``auto``: ``/health``
+    after the list, where the list says vLLM: :func:`_check_health`)."""
     secrets = [key, endpoint.credentials]
     headers = auth_headers(key, endpoint)
-    if health is not None:
-        url = f"{endpoint.url}{health}"
-        answer = http_get(url, headers, secrets, limit=limit)
-        refused = _refused(url, answer, key, secrets)
-        if refused is not None:
-            raise refused
-        if answer.status_code >= 500:
-            raise ServerError(
-                f"The model server at {redact(url, secrets)} (option 'healthPath'={health!r}) "
-                f"answered HTTP {answer.status_code}: {_shown(answer, secrets)}. Its engine may "
-                "not be running (restart it; see its log), or this is a gateway whose "
-                f"{health} is not a liveness check: LiteLLM's /health sends a completion to "
-                "every model behind it (and answers 500 without a key), vllm-router's answers "
-                "503 while any one of its workers is down. Behind a gateway, set option "
-                "'healthPath' to '' (/v1/models is checked either way) or to its liveness path "
-                "(LiteLLM: '/health/liveliness'); else point option 'endpoint' at a healthy "
-                "server."
-            )
+    if health is not None and health != AUTO_HEALTH:
+        _check_health(endpoint, health, headers, key=key, secrets=secrets, limit=limit)
     url = f"{endpoint.url}/v1/models"
     response = http_get(url, headers, secrets, limit=limit)
     refused = _refused(url, response, key, secrets)
@@ -230,14 +216,77 @@ def _served_models(
             "'model'."
         )
     try:
-        return {
-            str(item["id"]): _length(item.get("max_model_len"))
-            for item in load_json(response.content)["data"]
-        }
+        cards = load_json(response.content)["data"]
+        served = {str(item["id"]): _length(item.get("max_model_len")) for item in cards}
     except (ValueError, KeyError, TypeError) as exc:
         raise ServerError(
             f"The answer of {url} is not an OpenAI model list; check option 'endpoint'."
         ) from exc
+    if health == AUTO_HEALTH and cards and all(_owned_by_vllm(card) for card in cards):
+        _check_health(
+            endpoint, "/health", headers, key=key, secrets=secrets, limit=limit, auto=True
+        )
+    return served
+
+
+def _owned_by_vllm(card: Any) -> bool:
+    """Whether a ``/v1/models`` entry is vLLM's (``owned_by: vllm``; LiteLLM's say
+    ``openai``). vllm-router passes its workers' list on, so it looks like vLLM too."""
+    return isinstance(card, dict) and card.get("owned_by") == "vllm"
+
+
+#: What vllm-router's ``/health`` answers while some of its workers are down (503): an
+#: aggregate of the workers behind it, not the state of the endpoint itself.
+_ROUTER_AGGREGATE = "Unhealthy servers"
+
+
+def _check_health(
+    endpoint: Endpoint,
+    health: str,
+    headers: dict[str, str],
+    *,
+    key: Secret | None,
+    secrets: list[Secret | None],
+    limit: int | None,
+    auto: bool = False,
+) -> None:
+    """GET ``health`` (option ``healthPath``; ``auto``: vLLM's ``/health`` on a server whose
+    ``/v1/models`` says vLLM): a 5xx fails ``.load()``, except, with ``auto``, a router's
+    aggregate (vllm-router's 503 that names unhealthy workers: completions go to the
+    others), which is a WARN."""
+    url = f"{endpoint.url}{health}"
+    answer = http_get(url, headers, secrets, limit=limit)
+    refused = _refused(url, answer, key, secrets)
+    if refused is not None:
+        raise refused
+    if answer.status_code < 500:
+        return
+    shown = redact(url, secrets)
+    if auto and _ROUTER_AGGREGATE in answer.text[:2000]:
+        logger.warning(
+            "%s answered HTTP %d: %s. A router's aggregate (vllm-router's): some workers "
+            "behind it are down; going on, as its completions go to the others. Set option "
+            "'healthPath' to '/health' to fail .load() instead.",
+            shown,
+            answer.status_code,
+            _shown(answer, secrets),
+        )
+        return
+    option = (
+        "option 'healthPath' auto: the server says it is vLLM"
+        if auto
+        else (f"option 'healthPath'={health!r}")
+    )
+    raise ServerError(
+        f"The model server at {shown} ({option}) answered HTTP {answer.status_code}: "
+        f"{_shown(answer, secrets)}. Its engine may not be running (restart it; see its "
+        f"log), or this is a gateway whose {health} is not a liveness check: LiteLLM's "
+        "/health sends a completion to every model behind it (and answers 500 without a "
+        "key), vllm-router's answers 503 while any one of its workers is down. Behind a "
+        "gateway, set option 'healthPath' to '' (/v1/models is checked either way) or to its "
+        "liveness path (LiteLLM: '/health/liveliness'); else point option 'endpoint' at a "
+        "healthy server."
+    )
 
 
 #: What an answer about a missing or refused key says (LiteLLM answers a wrong key with 400

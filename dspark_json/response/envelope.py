@@ -37,6 +37,7 @@ __all__ = [
     "TOP_EXTRAS",
     "content_type",
     "envelope_fields",
+    "gateway_fields",
     "is_documented_extra",
     "message_type",
     "tool_types",
@@ -62,8 +63,11 @@ CHOICE_EXTRAS = ("token_ids", "routed_experts")
 #: vLLM's extras in each message, in its order.
 MESSAGE_EXTRAS = ("annotations", "audio", "function_call")
 #: What a gateway adds to each choice and each message: LiteLLM's ``provider_specific_fields``
-#: (an object of the fields its OpenAI type lacks; vLLM's ``stop_reason`` moves there, so
-#: the ``stop_reason`` column is null behind LiteLLM).
+#: (an object of the fields its OpenAI type lacks). Typed (:func:`gateway_fields`) with the
+#: fields of vLLM's that move there: a choice's ``stop_reason`` (so the choice's own
+#: ``stop_reason`` is null behind LiteLLM, and ``provider_specific_fields.stop_reason`` holds
+#: it), a message's ``reasoning`` (and ``refusal``); its other keys are null (vLLM's
+#: :data:`CHOICE_EXTRAS`, dropped) or, with a value, documented extras (never drift).
 GATEWAY_EXTRAS = ("provider_specific_fields",)
 #: Fields vLLM (0.32) documents in its answers that are not columns: null unless a request asks
 #: for them (``extraBody``: ``return_token_ids``, ``prompt_logprobs``, ...), and a gateway's
@@ -81,11 +85,29 @@ DOCUMENTED_EXTRAS = frozenset(
 
 
 def is_documented_extra(path: str) -> bool:
-    """Whether a ``_rescued_data`` key is a documented field rather than drift (any choice)."""
+    """Whether a ``_rescued_data`` key is a documented field rather than drift (any choice;
+    anything inside a gateway's :data:`GATEWAY_EXTRAS` too)."""
     if path in DOCUMENTED_EXTRAS:
         return True
     head, _, rest = path.partition("].")
-    return head.startswith("choices[") and f"choices[0].{rest}" in DOCUMENTED_EXTRAS
+    if not head.startswith("choices["):
+        return False
+    inner = f"choices[0].{rest}"
+    return inner in DOCUMENTED_EXTRAS or any(
+        inner.startswith(f"{extra}.") or inner.startswith(f"{extra}[")
+        for extra in DOCUMENTED_EXTRAS
+        if extra.endswith(GATEWAY_EXTRAS)
+    )
+
+
+def gateway_fields(*names: str) -> StructField:
+    """A gateway's ``provider_specific_fields`` (:data:`GATEWAY_EXTRAS`) in a choice or a
+    message, typed with the fields of vLLM's that LiteLLM moves there (``names``, strings
+    as the fields they stand for): null ones then rescue nothing, so an answer through
+    LiteLLM has ``_rescued_data`` null as one from vLLM has."""
+    return StructField(
+        GATEWAY_EXTRAS[0], StructType([StructField(name, StringType()) for name in names])
+    )
 
 
 def _logprob_entry(top: bool) -> StructType:
@@ -122,6 +144,7 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
         StructField("reasoning", StringType()),  # vLLM >= 0.10
         StructField("reasoning_content", StringType()),  # older vLLM, DeepSeek
         StructField("tool_calls", ArrayType(tool_call)),
+        gateway_fields("reasoning", "refusal"),
     ]
     if parsed is not None:
         message.append(StructField("parsed", parsed))
@@ -138,6 +161,7 @@ def envelope_fields(parsed: DataType | None) -> list[StructField]:
             StructField("logprobs", logprobs),
             StructField("finish_reason", StringType()),
             StructField("stop_reason", StringType()),
+            gateway_fields("stop_reason"),
         ]
     )
     usage = StructType(

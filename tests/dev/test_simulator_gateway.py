@@ -39,7 +39,8 @@ def test_litellm_mode_answers_the_key_health_and_envelope_as_litellm_does():
     for choice in answer["choices"]:
         assert "stop_reason" not in choice  # moved into provider_specific_fields
         assert choice["provider_specific_fields"]["stop_reason"] is None
-        assert choice["message"]["provider_specific_fields"] == {"refusal": None}
+        assert choice["message"]["provider_specific_fields"] == {"reasoning": None}
+        assert "reasoning" not in choice["message"]  # moved there too (LiteLLM 1.108)
         assert choice["message"]["content"]
 
 

@@ -113,11 +113,17 @@ def test_the_context_is_the_smallest_the_endpoints_give():
 
 
 def test_a_dead_engine_and_a_refused_key_are_named():
-    def dead(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+    def dead(handler: BaseHTTPRequestHandler) -> tuple[int, str]:  # vLLM's API server, alone
+        if handler.path == "/v1/models":
+            return 200, json.dumps({"data": [{"id": "m", "owned_by": "vllm"}]})
         return 503, ""
 
-    with server(dead) as url, pytest.raises(ServerError, match="engine may not be running"):
+    with server(dead) as url, pytest.raises(ServerError) as caught:
         check_server(HttpOptions(endpoints=(Endpoint(url),)), None)
+    assert f"{url}/health (option 'healthPath' auto: the server says it is vLLM)" in str(
+        caught.value
+    )
+    assert "engine may not be running" in str(caught.value)
 
     def refusing(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
         return (200, "") if handler.path == "/health" else (401, "{}")
@@ -155,7 +161,7 @@ def test_a_5xx_at_health_names_a_gateway_and_option_health_path_as_the_fix(statu
         server(models_after((status, '{"detail": "worker 2 down"}'), [])) as url,
         pytest.raises(ServerError) as caught,
     ):
-        check_server(HttpOptions(endpoints=(Endpoint(url),)), None)
+        check_server(HttpOptions(endpoints=(Endpoint(url),), health_path="/health"), None)
     text = str(caught.value)
     assert f"{url}/health (option 'healthPath'='/health') answered HTTP {status}" in text
     assert "worker 2 down" in text and "engine may not be running" in text
@@ -180,7 +186,8 @@ def test_an_answer_about_the_key_at_health_asks_for_the_key_never_printing_it(st
 
     key = Secret(KEY) if keyed else None
     with server(route) as url, pytest.raises(ServerError) as caught:
-        check_server(HttpOptions(endpoints=(Endpoint(url),), api_key=key), None)
+        options = HttpOptions(endpoints=(Endpoint(url),), api_key=key, health_path="/health")
+        check_server(options, None)
     text = str(caught.value)
     given = "the API key given was refused" if keyed else "it needs an API key"
     assert f"{url}/health answered HTTP {status}" in text and given in text
@@ -201,7 +208,7 @@ def test_a_wrong_key_refused_at_v1_models_with_no_connected_db_asks_for_the_key(
     text = str(caught.value)
     assert f"{url}/v1/models answered HTTP 400" in text and "No connected db" in text
     assert "the API key given was refused" in text and "option 'model'" not in text
-    assert seen == ["/health", "/v1/models"]
+    assert seen == ["/v1/models"]  # healthPath auto: /health only after vLLM's list
 
 
 @pytest.mark.parametrize("given", ["", "none", " None "])
@@ -229,3 +236,45 @@ def test_a_health_path_that_is_not_a_path_is_refused_with_the_fix(given):
         Options.parse({"endpoint": "http://x", "prompts": "/p", "healthPath": given})
     text = str(caught.value)
     assert "'healthPath'" in text and "starting with '/'" in text and "empty to skip" in text
+
+
+def vllm_or_gateway(owned_by: str, health: tuple[int, str], seen: list[str]) -> Route:
+    """/v1/models serves 'm', each entry ``owned_by`` (vLLM's say vllm, LiteLLM's openai);
+    ``health`` answers /health; each path asked is noted."""
+
+    def route(handler: BaseHTTPRequestHandler) -> tuple[int, str]:
+        seen.append(handler.path)
+        if handler.path == "/v1/models":
+            return 200, json.dumps({"data": [{"id": "m", "owned_by": owned_by}]})
+        return health
+
+    return route
+
+
+def test_health_path_auto_asks_health_only_where_the_server_says_vllm():
+    """The default: LiteLLM's /health would send a completion to every deployment; vLLM's is
+    how its engine says it died."""
+    options = Options.parse({"endpoint": "http://x", "prompts": "/p"}).http
+    assert options.health_path == "auto"
+    seen: list[str] = []
+    with server(vllm_or_gateway("openai", (500, "{}"), seen)) as url:
+        assert check_server(HttpOptions(endpoints=(Endpoint(url),)), None) == "m"
+    assert seen == ["/v1/models"]
+    seen.clear()
+    with server(vllm_or_gateway("vllm", (200, ""), seen)) as url:
+        assert check_server(HttpOptions(endpoints=(Endpoint(url),)), None) == "m"
+    assert seen == ["/v1/models", "/health"]
+
+
+def test_health_path_auto_goes_on_where_a_router_names_unhealthy_workers(caplog):
+    """vllm-router passes vLLM's /v1/models on, and its /health is 503 while any worker is
+    down, though completions go to the others: a WARN, not a failed .load()."""
+    answer = (503, 'Unhealthy servers: ["http://10.0.0.2:8000"]')
+    seen: list[str] = []
+    with server(vllm_or_gateway("vllm", answer, seen)) as url:
+        with caplog.at_level("WARNING", logger="dspark_json"):
+            assert check_server(HttpOptions(endpoints=(Endpoint(url),)), None) == "m"
+        with pytest.raises(ServerError, match="engine may not be running"):
+            check_server(HttpOptions(endpoints=(Endpoint(url),), health_path="/health"), None)
+    assert seen == ["/v1/models", "/health", "/health"]  # the strict check: /health first
+    assert "some workers behind it are down; going on" in caplog.text

@@ -23,8 +23,8 @@ from tests.raw_servers import Request, alive, raw_server, response, socket_serve
 LIMIT = 1 << 20
 
 
-def options(url: str) -> HttpOptions:
-    return HttpOptions(endpoints=(Endpoint(url),), max_response_bytes=LIMIT)
+def options(url: str, health: str = "auto") -> HttpOptions:
+    return HttpOptions(endpoints=(Endpoint(url),), max_response_bytes=LIMIT, health_path=health)
 
 
 def models_answer(answer: bytes):
@@ -58,7 +58,7 @@ def test_a_header_flood_on_health_is_refused():
         raw_server(lambda request: flood) as server,
         pytest.raises(ServerError, match="more than 256 header lines") as caught,
     ):
-        check_model(options(server.url), None)
+        check_model(options(server.url, "/health"), None)
     assert time.monotonic() - started < 10
     assert f"{server.url}/health" in str(caught.value)
 
@@ -100,7 +100,7 @@ def test_a_health_that_trickles_is_cut_at_the_check_bound(monkeypatch):
     with trickling(seconds=12, every=0.25) as url:
         started = time.monotonic()
         with pytest.raises(ServerError) as caught:
-            check_model(options(url), "m")
+            check_model(options(url, "/health"), "m")
         took = time.monotonic() - started
     assert took < 4, took
     text = str(caught.value)

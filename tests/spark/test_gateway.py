@@ -60,11 +60,8 @@ def test_through_litellm_under_a_rate_limit_every_row_lands_ok_with_default_opti
     assert {r._status for r in rows} == {"ok"}, [r._error for r in rows if r._error]
     assert all(r.parsed.sentiment is not None for r in rows)
     assert stats["rate_limited"] >= ROWS  # the limit was hit, and waited out
-    for row in rows:  # the gateway's fields are kept, as documented extras, not drift
-        assert set(json.loads(row._rescued_data)) == {
-            "choices[0].provider_specific_fields",
-            "choices[0].message.provider_specific_fields",
-        }
+    # The gateway's fields are typed (their null values rescue nothing): nothing is drift.
+    assert {r._rescued_data for r in rows} == {None}
 
 
 def test_load_through_litellm_asks_for_the_key_or_names_health_path(spark, tmp_path):
@@ -82,14 +79,22 @@ def test_load_through_litellm_asks_for_the_key_or_names_health_path(spark, tmp_p
             reader.load()
 
         with pytest.raises(Exception) as no_key:
-            load()  # LiteLLM's /health answers 500 without a key
+            load()  # LiteLLM's /v1/models answers 401 without a key
+        with pytest.raises(Exception) as no_key_at_health:
+            load(healthPath="/health")  # its /health answers 500 without a key
         with pytest.raises(Exception) as wrong_key:
-            load(apiKey="zq-wrong-key-1", healthPath="")  # 400 "No connected db"
+            load(apiKey="zq-wrong-key-1")  # 400 "No connected db"
         load(apiKeyEnv="LITELLM_API_KEY")
-        sent = server.stats().get("health_completions", 0)
-    assert f"{server.url}/health answered HTTP 500" in str(no_key.value)
+        by_default = server.stats().get("health_completions", 0)
+        load(apiKeyEnv="LITELLM_API_KEY", healthPath="/health")
+        asked = server.stats().get("health_completions", 0)
+    assert f"{server.url}/v1/models answered HTTP 401" in str(no_key.value)
     assert "it needs an API key. Set option 'apiKeyEnv'" in str(no_key.value)
+    assert f"{server.url}/health answered HTTP 500" in str(no_key_at_health.value)
+    assert "it needs an API key" in str(no_key_at_health.value)
     assert f"{server.url}/v1/models answered HTTP 400" in str(wrong_key.value)
     assert "the API key given was refused" in str(wrong_key.value)
     assert "zq-wrong-key-1" not in str(wrong_key.value)
-    assert sent == 1  # the default healthPath: LiteLLM's /health sent a completion
+    # The default healthPath (auto) asks no /health of a server whose models are not vLLM's;
+    # asked for, LiteLLM's /health sends a completion to every deployment.
+    assert (by_default, asked) == (0, 1)

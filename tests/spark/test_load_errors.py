@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
         (
             "dspark-json",
             {"endpoint": "http://127.0.0.1:1", "prompts": "/tmp"},
-            "Cannot reach the model server at http://127.0.0.1:1/health",
+            "Cannot reach the model server at http://127.0.0.1:1/v1/models",
         ),
         ("dspark-delta", {"path": "/nonexistent/t"}, "There is no Delta table at"),
     ],
