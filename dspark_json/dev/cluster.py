@@ -11,14 +11,13 @@ import ctypes
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from dspark_json.dev.service import Service
+from dspark_json.dev.service import Service, free_port, wait_for_port
 
 __all__ = ["ConnectServer", "StandaloneCluster", "spark_home"]
 
@@ -202,7 +201,7 @@ class ConnectServer(Service):
         self._server: _JavaProcess | None = None
 
     def start(self, timeout: float = 180) -> ConnectServer:
-        port = _free_port()
+        port = free_port()
         args = [
             str(spark_home() / "bin" / "spark-submit"),
             "--class",
@@ -220,7 +219,7 @@ class ConnectServer(Service):
             args += ["--conf", f"{key}={value}"]
         self._server = _JavaProcess(args, _environment((), {}), self.work_dir / "connect.log")
         self._server.wait_for(r"Spark Connect server started", timeout)
-        _wait_for_port(port, timeout)
+        wait_for_port(port, timeout, self._server.process, "The Spark Connect server")
         self.url = f"sc://127.0.0.1:{port}"
         return self
 
@@ -228,22 +227,3 @@ class ConnectServer(Service):
         if self._server is not None:
             self._server.stop()
             self._server = None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-def _wait_for_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)

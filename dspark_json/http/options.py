@@ -236,13 +236,15 @@ class HttpOptions:
     )
     health_path: str | None = option(
         "healthPath",
-        "Path that .load() GETs on each endpoint to see the server is up, before /v1/models "
-        "(which sends no completion, and is checked either way). auto: vLLM's /health, only "
-        "where /v1/models says the server is vLLM (a 5xx there: its engine is down), not "
-        "through a gateway (LiteLLM's /health sends a completion to every model behind it; "
-        "behind vllm-router, which passes vLLM's /v1/models on, a 503 that names unhealthy "
-        "workers is a WARN: completions go to the others). Empty (or none) skips it. Benched "
-        "endpoints are probed at /v1/models, not here.",
+        "Path that .load() GETs on each endpoint to see the server is up (a 5xx fails it). "
+        "auto: /v1/models first (no completion; asked whatever this is), then vLLM's /health "
+        "only where every model listed says owned_by vllm (a 5xx: its engine is down). So "
+        "other servers' /health (SGLang, TGI, llama.cpp) is not asked, nor a gateway's: "
+        "LiteLLM's sends a completion to every model behind it, and LiteLLM in front of a dead "
+        "vLLM passes .load() (its rows end with http errors); behind vllm-router, which passes "
+        "vLLM's list on, a 503 that names unhealthy workers is a WARN (completions go to the "
+        "others). A path: GET first, before /v1/models, on any server. Empty (or none) skips "
+        "it. Benched endpoints are probed at /v1/models, not here.",
         "/health/liveliness",
         convert=_health_path,
         default=AUTO_HEALTH,

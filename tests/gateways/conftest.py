@@ -24,15 +24,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=why))
 
 
-@pytest.fixture(scope="session")
-def gateways_installed() -> None:
-    why = installed()
-    if why is not None:
-        pytest.skip(why)
-
-
 @pytest.fixture
-def backends(gateways_installed: None) -> Iterator[list[SimulatorProcess]]:
+def backends() -> Iterator[list[SimulatorProcess]]:
     """Two simulator processes (no latency, different seeds) serving :data:`MODEL`."""
     with (
         SimulatorProcess(seed=1, model=MODEL) as first,

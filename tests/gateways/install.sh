@@ -4,8 +4,8 @@
 # A minute the first time; instant after. Prints the virtualenv's path on its last line.
 # Usage: tests/gateways/install.sh [VENV_DIR]
 set -euo pipefail
-LITELLM=1.108.0
-ROUTER=0.1.17
+# LITELLM and ROUTER, the versions (servers.py reads the same file).
+source "$(dirname "$0")/versions.env"
 VENV=${1:-${DSPARK_GATEWAYS_VENV:-$HOME/.cache/dspark-json/gateways-litellm-$LITELLM-router-$ROUTER}}
 # One install at a time: several checkouts (or CI jobs) on one machine share the cache.
 mkdir -p "$(dirname "$VENV")"

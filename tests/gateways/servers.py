@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import httpx
+from tests.processes import ServerProcess
 
-from dspark_json.dev.service import Service
 
-#: The versions tests/gateways/install.sh pins (its virtualenv's name carries them).
-LITELLM_VERSION = "1.108.0"
-ROUTER_VERSION = "0.1.17"
+def _versions() -> dict[str, str]:
+    """tests/gateways/versions.env, the versions install.sh installs: ``NAME=VERSION`` lines."""
+    text = (Path(__file__).parent / "versions.env").read_text(encoding="utf-8")
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {name.strip(): value.strip() for name, value in pairs if not name.startswith("#")}
+
+
+_VERSIONS = _versions()
+#: The versions tests/gateways/install.sh installs (its virtualenv's name carries them).
+LITELLM_VERSION = _VERSIONS["LITELLM"]
+ROUTER_VERSION = _VERSIONS["ROUTER"]
 VENV = Path(
     os.environ.get(
         "DSPARK_GATEWAYS_VENV",
@@ -46,12 +47,6 @@ def installed() -> str | None:
             "`make test-gateways`"
         )
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def litellm_config(backends: Sequence[str], model: str, rpm: int | None = None) -> str:
@@ -78,85 +73,28 @@ def litellm_config(backends: Sequence[str], model: str, rpm: int | None = None) 
     return json.dumps(config, indent=1)
 
 
-class _Gateway(Service):
-    """A gateway process of its own session (so that its children stop with it), its output
-    in a log file shown when it fails to start."""
+class _Gateway(ServerProcess):
+    """A gateway from the tier's virtualenv, offline."""
 
-    #: A path that answers 200 once the gateway serves.
-    ready_path = "/"
+    start_timeout = START_TIMEOUT_S
 
-    def __init__(self) -> None:
-        self.url = ""
-        self._work: str | None = None
-        self._process: subprocess.Popen[bytes] | None = None
+    def unavailable(self) -> str | None:
+        return installed()
 
-    def command(self, port: int, work: str) -> list[str]:
-        raise NotImplementedError
-
-    def start(self) -> _Gateway:
-        why = installed()
-        if why is not None:
-            raise RuntimeError(why)
-        port = free_port()
-        self._work = tempfile.mkdtemp(prefix="dspark-gateway-")
-        env = {
+    def environment(self, work: str) -> dict[str, str]:
+        return {
             **os.environ,
             "LITELLM_LOG": "ERROR",
             # No fetch of the model cost map from GitHub at start (the tier runs offline).
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             "NO_PROXY": "127.0.0.1,localhost",
         }
-        with open(self.log, "wb") as log:
-            self._process = subprocess.Popen(
-                self.command(port, self._work),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                cwd=self._work,
-                start_new_session=True,
-            )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"{type(self).__name__} exited at start: {self.tail()}")
-            try:
-                if httpx.get(self.url + self.ready_path, timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        tail = self.tail()
-        self.stop()
-        raise RuntimeError(f"{type(self).__name__} did not start in {START_TIMEOUT_S}s: {tail}")
-
-    @property
-    def log(self) -> str:
-        return f"{self._work}/gateway.log"
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(Path(self.log).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(timeout=10)
-        self._process = None
-        if self._work is not None:
-            shutil.rmtree(self._work, ignore_errors=True)
-            self._work = None
 
 
 class LiteLLMProxy(_Gateway):
     """``litellm --config`` (:func:`litellm_config`) in front of ``backends``."""
 
+    name = "LiteLLM's proxy"
     ready_path = "/health/liveliness"  # LiteLLM's liveness: no completion, no key
 
     def __init__(self, backends: Sequence[str], model: str, rpm: int | None = None) -> None:
@@ -167,7 +105,7 @@ class LiteLLMProxy(_Gateway):
         path = Path(work) / "config.yaml"
         path.write_text(self.config, encoding="utf-8")
         return [
-            str(VENV / "bin" / "litellm"),
+            str(VENV.absolute() / "bin" / "litellm"),
             "--config",
             str(path),
             "--host",
@@ -184,6 +122,7 @@ class VllmRouter(_Gateway):
     (the default is a minute), so that a test sees its ``/health`` turn 503 soon after a
     worker stops."""
 
+    name = "vllm-router"
     ready_path = "/v1/models"
 
     def __init__(self, backends: Sequence[str]) -> None:
@@ -192,7 +131,7 @@ class VllmRouter(_Gateway):
 
     def command(self, port: int, work: str) -> list[str]:
         return [
-            str(VENV / "bin" / "vllm-router"),
+            str(VENV.absolute() / "bin" / "vllm-router"),
             "--host",
             "127.0.0.1",
             "--port",

@@ -8,6 +8,7 @@ import time
 
 import httpx
 import pytest
+from pyspark.errors import AnalysisException
 
 from tests.gateways.conftest import MODEL
 from tests.gateways.servers import VllmRouter
@@ -34,7 +35,7 @@ def test_through_vllm_router_every_row_lands_ok_with_one_backend_stopped_too(
             time.sleep(0.5)
         options = {"endpoint": router.url, "model": MODEL, "prompts": str(tmp_path / "later")}
         # Asked for, its /health is the aggregate that fails .load() (the check can fail).
-        with pytest.raises(Exception, match="answered HTTP 503"):
+        with pytest.raises(AnalysisException, match="answered HTTP 503"):
             reader(spark, **options, healthPath="/health").load()
         degraded = run(reader(spark, **options).load(), "through_router_degraded")
     assert sorted(r.custom_id for r in rows) == ids

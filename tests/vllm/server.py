@@ -8,17 +8,9 @@
 from __future__ import annotations
 
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import tempfile
-import time
 from pathlib import Path
 
-import httpx
-
-from dspark_json.dev.service import Service
+from tests.processes import ServerProcess
 
 CACHE = Path(os.environ.get("DSPARK_VLLM_CACHE", Path.home() / ".cache" / "dspark-json"))
 VENV = Path(os.environ.get("DSPARK_VLLM_VENV", CACHE / "vllm-0.32.0"))
@@ -38,46 +30,41 @@ def installed() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class VllmServer(ServerProcess):
+    """``with VllmServer() as server: httpx.get(server.url + "/health")``; ``extra`` are more
+    arguments of vLLM's server."""
 
-
-class VllmServer(Service):
-    """``with VllmServer() as server: httpx.get(server.url + "/health")``."""
+    name = "vLLM"
+    ready_path = "/health"
+    stop_timeout = 30.0
 
     def __init__(self, *extra: str, start_timeout: float = 240.0) -> None:
+        super().__init__()
         self.extra = extra
         self.start_timeout = start_timeout
-        self.url = ""
-        self.log = ""
-        self._process: subprocess.Popen[bytes] | None = None
-        self._work: str | None = None
 
-    def start(self) -> VllmServer:
-        why = installed()
-        if why is not None:
-            raise RuntimeError(why)
-        port = _free_port()
-        self._work = tempfile.mkdtemp(prefix="dspark-vllm-")
-        env = {
+    def unavailable(self) -> str | None:
+        return installed()
+
+    def environment(self, work: str) -> dict[str, str]:
+        return {
             **os.environ,
             "HF_HUB_OFFLINE": "1",
             "TRANSFORMERS_OFFLINE": "1",
             "VLLM_CPU_KVCACHE_SPACE": "1",  # GiB
             "VLLM_CPU_OMP_THREADS_BIND": "auto",
-            "VLLM_CACHE_ROOT": f"{self._work}/cache",
-            "TMPDIR": self._work,  # vLLM leaves ipc sockets there
+            "VLLM_CACHE_ROOT": f"{work}/cache",
+            "TMPDIR": work,  # vLLM leaves ipc sockets there
             "VLLM_LOGGING_LEVEL": "WARNING",
         }
-        self.log = f"{self._work}/server.log"
-        command = [
-            str(VENV / "bin" / "python"),
+
+    def command(self, port: int, work: str) -> list[str]:
+        return [
+            str(VENV.absolute() / "bin" / "python"),
             "-m",
             "vllm.entrypoints.openai.api_server",
             "--model",
-            str(MODEL_DIR),
+            str(MODEL_DIR.absolute()),
             "--served-model-name",
             MODEL,
             "--host",
@@ -102,39 +89,3 @@ class VllmServer(Service):
             "hermes",
             *self.extra,
         ]
-        with open(self.log, "wb") as log:
-            self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-            )
-        self.url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"vLLM exited at start: {self.tail()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(1)
-        self.stop()
-        raise RuntimeError(f"vLLM did not answer /health within {self.start_timeout}s")
-
-    def tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(Path(self.log).read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def stop(self) -> None:
-        if self._process is not None and self._process.poll() is None:
-            os.killpg(self._process.pid, signal.SIGTERM)
-            try:
-                self._process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._process.pid, signal.SIGKILL)
-                self._process.wait(timeout=10)
-        self._process = None
-        if self._work is not None:
-            shutil.rmtree(self._work, ignore_errors=True)
-            self._work = None
