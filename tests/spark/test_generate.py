@@ -140,7 +140,7 @@ def test_load_checks_name_the_url_the_cause_and_the_option(spark, tmp_path):
     with pytest.raises(
         Exception,
         match=r"Cannot reach the model server at http://127\.0\.0\.1:9/"
-        r"health \(ConnectError.*option 'endpoint'",
+        r"v1/models \(ConnectError.*option 'endpoint'",
     ):
         reader(spark, "http://127.0.0.1:9", tmp_path)
     with SimulatorProcess(faults=Faults(api_key=CANARY)) as server:

@@ -45,8 +45,8 @@ CANARY = "zqCanary7pw"
         ),
         (
             {"cache": f"foo://ann:{CANARY}@store.invalid/c?sig={CANARY}"},
-            "Option 'cache' is a URI with query parameters "
-            "\\(foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*\\).*AWS_ENDPOINT_URL",
+            "Option 'cache' is a URI with a query string "
+            "\\(foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*\\).*option 'storageOptions'",
         ),
     ],
     ids=["tools-case", "tool-choice-alone", "cache-credentials", "cache-query-parameters"],
