@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import kind_of, read_text
+from dspark_json.fs import kind_of, mask_uris, read_text
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.secrets import (
     ApiKey,
@@ -129,11 +129,12 @@ def _json_or_file(name: str, source: str, what: str) -> str:
         if kind_of(path, storage=storage) != "file":  # a device or a FIFO is read forever
             raise FileNotFoundError(f"{path} is not a regular file")
         return read_text(path, storage=storage)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise OptionError(
-            f"Option {name!r} is neither JSON text nor a readable file: {source!r} ({exc}). "
+            f"Option {name!r} is neither JSON text nor a readable file: "
+            f"{mask_uris(source)!r} ({mask_uris(str(exc))}). "
             f"Give the path of a file that holds {what}, or {what} itself."
-        ) from exc
+        ) from None
 
 
 def _tools(name: str, text: str) -> tuple[dict[str, Any], ...]:

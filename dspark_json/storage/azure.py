@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store, mask_uris, refuse_userinfo
 
 __all__ = ["EMULATOR_ACCOUNT", "STORE", "locate"]
 
@@ -80,6 +80,9 @@ def locate(uri: str, settings: StorageSettings) -> tuple[str, str, str]:
     :class:`OptionError` where a URL names no container or no account is known, or where the
     URL's account and ``azure_storage_account_name`` differ.
     """
+    refuse_userinfo(
+        uri, "Azure", "azure_storage_account_key, azure_storage_sas_token or azure_client_secret"
+    )
     parts = urlsplit(uri)
     netloc, key = parts.netloc, parts.path.strip("/")
     url_account = None
@@ -113,8 +116,8 @@ def locate(uri: str, settings: StorageSettings) -> tuple[str, str, str]:
 
 
 def _shown(uri: str) -> str:
-    """A URL in a message: its query (a SAS token's place) left out."""
-    return repr(uri.split("?", 1)[0])
+    """A URL in a message: its query (a SAS token's place) left out, its credentials masked."""
+    return repr(mask_uris(uri.split("?", 1)[0]))
 
 
 def _endpoint(settings: StorageSettings) -> str | None:

@@ -4,15 +4,80 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["MASK", "StorageSettings", "Store"]
+__all__ = ["MASK", "StorageSettings", "Store", "mask_uris", "refuse_userinfo", "split_userinfo"]
 
+#: What stands for a secret in every message, log line and ``repr``.
 MASK = "***"
+#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
+#: an AWS secret key often has a ``/``).
+_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
+#: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
+#: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
+#: and the usual names of keys, tokens and passwords.
+_QUERY_SECRETS = re.compile(
+    r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
+    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
+)
+
+
+def mask_uris(text: str) -> str:
+    """``text`` with the credentials of every URI in it masked: ``scheme://user:pass@`` and the
+    values of query parameters that hold one (``sig=``, ``X-Amz-Signature=``, ``token=``,
+    ``key=``, ``password=``, ``secret=``...)."""
+    return _QUERY_SECRETS.sub(rf"\1{MASK}", _URI_CREDENTIALS.sub(_masked_userinfo, text))
+
+
+#: Schemes whose ``name@host`` is no secret (Azure's ``container@account``): only a user info
+#: with a ``:`` (a password) is masked there.
+_NAMED_USERINFO = frozenset({"abfs", "abfss", "wasb", "wasbs"})
+
+
+def _masked_userinfo(found: re.Match[str]) -> str:
+    scheme = found.group(1)
+    userinfo = found.group(0)[len(scheme) : -1]
+    if scheme[:-3].lower() in _NAMED_USERINFO and ":" not in userinfo:
+        return found.group(0)
+    return f"{scheme}{MASK}@"
+
+
+def split_userinfo(uri: str) -> tuple[str | None, str]:
+    """``scheme://[userinfo@]rest``'s (user info or ``None``, what follows it). The user info
+    is in the authority (before the first ``/``: ``s3://bkt/users/a@b.com`` has none), or, where
+    the authority holds a ``:`` (``key:secret``), up to the first ``@`` after it: an AWS secret
+    key holds a ``/``, often unescaped."""
+    rest = uri.split("://", 1)[1] if "://" in uri else uri
+    first = rest.split("/", 1)[0]
+    if "@" in first:
+        userinfo, host = first.rsplit("@", 1)
+        return userinfo, host + rest[len(first) :]
+    if ":" in first and "@" in rest:
+        userinfo, after = rest.split("@", 1)
+        return userinfo, after
+    return None, rest
+
+
+def refuse_userinfo(uri: str, store: str, keys: str) -> None:
+    """Refuse ``uri`` where it carries a password (``user:secret@``): pyarrow would quote the
+    path with it in its errors, and the store reads its credentials from ``keys`` in option
+    ``storageOptions`` instead."""
+    # imported here: the errors module is light, and this one stays free of the package's
+    from dspark_json.errors import OptionError
+
+    userinfo, _ = split_userinfo(uri)
+    if userinfo is not None and ":" in userinfo:
+        raise OptionError(
+            f"{store} URL {mask_uris(uri)} carries credentials (user:password@), which {store} "
+            f"does not read from a URL: give the URL without them, and the credentials in "
+            f"option 'storageOptions' ({keys})."
+        )
 
 
 @dataclass(frozen=True)
@@ -42,15 +107,19 @@ class Store:
 
 
 def _shown(key: str, value: str, plain: frozenset[str]) -> str:
-    if key not in plain:
+    """``value`` as a ``repr`` shows it: a plain key's, unless it may hold a secret (a JSON
+    text such as a service account's, an ``@``, a URL that is not ``scheme://host...``)."""
+    if key not in plain or value.lstrip().startswith("{") or "@" in value:
         return MASK
-    if "://" in value:  # an endpoint: its user info hidden
+    if "://" in value:  # an endpoint
         try:
             parts = urlsplit(value)
             port = f":{parts.port}" if parts.port else ""
-        except ValueError:  # not a URL after all (a bad port): shown as nothing
+        except ValueError:  # not a URL after all (a bad port)
             return MASK
-        return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+        if not parts.scheme or not parts.hostname:
+            return MASK
+        return f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
     return value
 
 

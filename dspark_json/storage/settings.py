@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
@@ -20,7 +21,7 @@ import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
 from dspark_json.storage import azure, gcs, s3
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store, split_userinfo
 
 __all__ = [
     "ENVIRONMENT_ONLY",
@@ -38,6 +39,9 @@ __all__ = [
 #: The option that carries the settings.
 OPTION = "storageOptions"
 
+
+#: The keys that name an endpoint: a URL, never with user info in it.
+_ENDPOINT_KEYS = frozenset({"aws_endpoint_url", "google_base_url", "azure_storage_endpoint"})
 
 #: The stores, by the URL schemes each reads.
 STORES: tuple[Store, ...] = (s3.STORE, gcs.STORE, azure.STORE)
@@ -73,11 +77,13 @@ def parse_settings(
     environ = os.environ if environ is None else environ
     known = _known_keys()
     merged: dict[str, str] = {}
-    for store in STORES:
-        for variable, key in store.environment.items():
-            value = environ.get(variable)
-            if value and key not in merged:  # the first variable of a key wins
-                merged[key] = value
+    # under the lock GCS lends GOOGLE_APPLICATION_CREDENTIALS with: not a lent value read
+    with gcs.ENVIRONMENT_LOCK:
+        for store in STORES:
+            for variable, key in store.environment.items():
+                value = environ.get(variable)
+                if value and key not in merged:  # the first variable of a key wins
+                    merged[key] = value
     given: set[str] = set()
     if text is not None and text.strip():
         for key, value in _parse_object(name, text).items():
@@ -86,6 +92,17 @@ def parse_settings(
                 raise OptionError(
                     f"Option {name!r} has key {key!r}, which no store reads. Known keys: "
                     f"{', '.join(sorted(known))} (values are never shown)."
+                )
+            if folded in given:
+                raise OptionError(
+                    f"Option {name!r} gives {folded!r} twice (as {key!r} and another spelling): "
+                    "keep one."
+                )
+            if folded in _ENDPOINT_KEYS and split_userinfo(value)[0] is not None:
+                raise OptionError(
+                    f"Option {name!r}: {key!r} carries user info (user:password@; not shown): "
+                    "give the endpoint as scheme://host:port, and the credentials in their own "
+                    "keys."
                 )
             merged[folded] = value
             given.add(folded)
@@ -105,20 +122,32 @@ def _parse_object(name: str, text: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise OptionError(
             f"Option {name!r} must be a JSON object of store settings, e.g. "
-            f'\'{{"aws_region": "eu-west-1"}}\'; got a JSON {type(value).__name__}.'
+            f'\'{{"aws_region": "eu-west-1"}}\'; got a JSON {_json_type(value)}.'
         )
     out: dict[str, str] = {}
     for key, item in value.items():
         if isinstance(item, bool):
             out[key] = "true" if item else "false"
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise OptionError(
+                f"Option {name!r}: key {key!r} must be a string, number or boolean, got {item}."
+            )
         elif isinstance(item, (str, int, float)):
             out[key] = str(item)
         else:
             raise OptionError(
                 f"Option {name!r}: key {key!r} must be a string, number or boolean, got a JSON "
-                f"{type(item).__name__}."
+                f"{_json_type(item)}."
             )
     return out
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, not ``NoneType``)."""
+    if value is None:
+        return "null"
+    names = {list: "array", dict: "object", str: "string", bool: "boolean"}
+    return names.get(type(value), "number")
 
 
 #: The settings of a caller that has no query: none, so pyarrow and delta-rs each read the

@@ -1,0 +1,159 @@
+"""Credentials never shown, through the stores' own code (s3://, gs://, az://, abfss://): a
+canary in a URI or in option ``storageOptions`` is looked for in the errors, their chains and
+the settings' ``repr``. The generic forms (any scheme) are in tests/test_url_credentials.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dspark_json import fs
+from dspark_json.errors import OptionError
+from dspark_json.load import check_output_directories
+from dspark_json.options import Options
+from dspark_json.storage import parse_settings
+from dspark_json.storage.base import mask_uris, split_userinfo
+
+CANARY = "zqStoreCanary5"
+BASE = {"endpoint": "http://127.0.0.1:9", "prompts": "/p"}
+
+
+def _chain(exc: BaseException) -> str:
+    """Every text a traceback could show: the exception and its causes and contexts."""
+    texts = []
+    seen: BaseException | None = exc
+    while seen is not None:
+        texts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return " <- ".join(texts)
+
+
+@pytest.mark.parametrize(
+    ("uri", "keys"),
+    [
+        (f"gs://ann:{CANARY}@bucket/dir", "google_service_account"),
+        (f"gcs://ann:x/{CANARY}@bucket/dir", "google_service_account"),
+        (f"az://ann:{CANARY}@container/dir", "azure_storage_account_key"),
+        (f"abfss://ann:{CANARY}@container.dfs.core.windows.net/d", "azure_storage_sas_token"),
+    ],
+)
+def test_a_password_in_a_gcs_or_azure_uri_is_refused_naming_the_keys(uri, keys):
+    with pytest.raises(OptionError, match="carries credentials") as caught:
+        fs.kind_of(uri, storage=parse_settings("{}", {}))
+    assert CANARY not in _chain(caught.value) and keys in str(caught.value)
+    assert "storageOptions" in str(caught.value)
+
+
+def test_a_container_at_an_account_is_no_secret():
+    uri = "abfss://cont@acct.dfs.core.windows.net/x"
+    assert mask_uris(f"cannot reach {uri}") == f"cannot reach {uri}"
+    assert CANARY not in mask_uris(f"abfss://cont:{CANARY}@acct.dfs.core.windows.net/x")
+
+
+def test_azure_errors_pyarrow_raises_without_a_python_type_are_masked_oserrors():
+    """A key that is not base64: pyarrow raises ArrowException, which no caller caught."""
+    settings = parse_settings(
+        json.dumps(
+            {
+                "azure_storage_account_key": "NOTBASE64!!",
+                "azure_storage_endpoint": "http://127.0.0.1:9/acct",
+            }
+        ),
+        {},
+    )
+    with pytest.raises(OSError) as caught:
+        fs.kind_of("az://cont/dir", storage=settings)
+    assert "127.0.0.1:9/acct/cont" in str(caught.value)
+
+
+def test_a_sas_token_in_an_azure_error_is_masked_and_not_chained():
+    settings = parse_settings(
+        json.dumps(
+            {
+                "azure_storage_sas_token": f"sv=2021&sig={CANARY}",
+                "azure_storage_endpoint": "http://127.0.0.1:9/acct",
+            }
+        ),
+        {},
+    )
+    with pytest.raises(OSError) as caught:
+        fs.kind_of("az://cont/dir", storage=settings)
+    assert "sig=***" in str(caught.value)
+    assert CANARY not in _chain(caught.value)
+
+
+def test_an_output_directory_on_azure_is_named_masked_at_load():
+    storage = json.dumps(
+        {
+            "azure_storage_sas_token": f"sig={CANARY}",
+            "azure_storage_endpoint": "http://127.0.0.1:9/acct",
+        }
+    )
+    options = Options.parse({**BASE, "journal": "az://cont/j", "storageOptions": storage})
+    with pytest.raises(OptionError, match="Option 'journal' names az://cont/j") as caught:
+        check_output_directories(options)
+    assert CANARY not in _chain(caught.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        json.dumps({"client_email": CANARY, "private_key": "k"}),  # a key's JSON, wrongly placed
+        f"/path/{CANARY}@x",
+        f"http://{CANARY}@",  # no host
+        f"{CANARY}://",
+    ],
+)
+def test_a_plain_key_s_value_that_may_hold_a_secret_is_masked(value):
+    settings = parse_settings(json.dumps({"google_service_account": value}), {})
+    assert CANARY not in repr(settings)
+
+
+def test_plain_values_are_still_shown():
+    settings = parse_settings(
+        json.dumps(
+            {"aws_endpoint_url": "http://127.0.0.1:9000/p", "google_service_account": "/k.json"}
+        ),
+        {},
+    )
+    assert "http://127.0.0.1:9000/p" in repr(settings) and "/k.json" in repr(settings)
+
+
+@pytest.mark.parametrize(
+    "key", ["aws_endpoint_url", "aws_endpoint", "google_base_url", "azure_storage_endpoint"]
+)
+def test_user_info_in_an_endpoint_is_refused_at_parse(key):
+    with pytest.raises(OptionError, match=f"'{key}' carries user info") as caught:
+        parse_settings(json.dumps({key: f"http://u:{CANARY}@127.0.0.1:9000"}), {})
+    assert CANARY not in str(caught.value)
+
+
+def test_a_file_option_naming_a_uri_with_a_password_is_named_masked():
+    storage = json.dumps({"google_base_url": "http://127.0.0.1:9"})
+    with pytest.raises(OptionError, match="Option 'tools'") as caught:
+        Options.parse(
+            {**BASE, "tools": f"gs://ann:{CANARY}@bucket/tools.json", "storageOptions": storage}
+        )
+    assert CANARY not in _chain(caught.value)
+
+
+def test_an_at_sign_in_an_s3_key_is_not_user_info():
+    assert split_userinfo("s3://bkt/users/a@b.com") == (None, "bkt/users/a@b.com")
+    assert split_userinfo("s3://k:se/cr@bkt/x") == ("k:se/cr", "bkt/x")
+    assert split_userinfo("s3://k:s@bkt/x") == ("k:s", "bkt/x")
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ('{"aws_region": null}', "got a JSON null"),
+        ('{"aws_region": NaN}', "got nan"),
+        ('{"aws_region": Infinity}', "got inf"),
+        ('{"aws_default_region": "a", "aws_region": "b"}', "gives 'aws_region' twice"),
+    ],
+)
+def test_bad_values_are_named_in_json_s_words(text, problem):
+    with pytest.raises(OptionError, match="storageOptions") as caught:
+        parse_settings(text, {})
+    assert problem in str(caught.value)
