@@ -63,10 +63,34 @@ def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        shown: BaseException | None = None
         try:
             return method(*args, **kwargs)
         except DSparkJsonError as exc:
-            bare = type(exc)(*exc.args)
-            raise bare from None
+            shown = type(exc)(*(_masked(arg) for arg in exc.args))
+        except Exception as exc:  # delta-rs's, pyarrow's: they quote a table URI whole
+            shown = _masked_other(exc)
+            if shown is exc:
+                raise
+        shown.__suppress_context__ = True
+        raise shown  # outside the except block: the unmasked one is not its __context__
 
     return entry
+
+
+def _masked(arg: object) -> object:
+    """A message argument with the credentials of the URIs in it masked."""
+    from dspark_json.storage.base import mask_uris  # imported late: the errors stay light
+
+    return mask_uris(arg) if isinstance(arg, str) else arg
+
+
+def _masked_other(exc: Exception) -> Exception:
+    """``exc`` itself where its text holds no credential, else an ``OSError`` that says the
+    same masked (delta-rs's exception types take no plain message in every version)."""
+    from dspark_json.storage.base import mask_uris
+
+    text = mask_uris(str(exc))
+    if text == str(exc):
+        return exc
+    return OSError(f"{type(exc).__name__}: {text}")

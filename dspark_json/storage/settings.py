@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 
@@ -187,16 +188,29 @@ def filesystem(uri: str, settings: StorageSettings) -> tuple[pafs.FileSystem, st
 def delta_options(uri: str, settings: StorageSettings) -> dict[str, str]:
     """The ``storage_options`` delta-rs takes for the table at ``uri`` (empty off the stores)."""
     store = store_of(uri)
-    return {} if store is None else store.delta_options(settings)
+    if store is None:
+        return {}
+    out = store.delta_options(settings)
+    userinfo, _ = split_userinfo(uri)
+    if store is s3.STORE and userinfo is not None:  # s3://key:secret@bucket: as pyarrow reads it
+        key, _, secret = userinfo.partition(":")
+        out.update(aws_access_key_id=unquote(key), aws_secret_access_key=unquote(secret))
+        out.pop("aws_session_token", None)  # the environment's belongs to another key
+    return out
 
 
 def delta_uri(uri: str) -> str:
     """``uri`` as delta-rs should be given it: the store's ``delta_scheme`` in place of its
-    scheme (the same place), else ``uri`` as it is."""
+    scheme (the same place), an S3 URI's ``key:secret@`` left out (:func:`delta_options` hands
+    it to delta-rs as keys, so pyarrow and delta-rs use the same credentials)."""
     store = store_of(uri)
-    if store is None or store.delta_scheme is None:
+    if store is None:
         return uri
-    return f"{store.delta_scheme}://{uri.split('://', 1)[1]}"
+    scheme = store.delta_scheme or uri.split("://", 1)[0]
+    userinfo, rest = split_userinfo(uri)
+    if userinfo is not None and store is s3.STORE:  # in delta_options' keys instead
+        return f"{scheme}://{rest}"
+    return f"{scheme}://{uri.split('://', 1)[1]}"
 
 
 def missing_credentials(uri: str, settings: StorageSettings) -> str | None:

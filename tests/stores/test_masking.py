@@ -9,10 +9,10 @@ import json
 import pytest
 
 from dspark_json import fs
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, short_errors
 from dspark_json.load import check_output_directories
 from dspark_json.options import Options
-from dspark_json.storage import parse_settings
+from dspark_json.storage import delta_options, delta_uri, parse_settings
 from dspark_json.storage.base import mask_uris, split_userinfo
 
 CANARY = "zqStoreCanary5"
@@ -157,3 +157,34 @@ def test_bad_values_are_named_in_json_s_words(text, problem):
     with pytest.raises(OptionError, match="storageOptions") as caught:
         parse_settings(text, {})
     assert problem in str(caught.value)
+
+
+def test_a_data_source_entry_point_masks_every_error_it_lets_out():
+    """delta-rs and our own messages quote a table URI whole (reader, sink): the entry points'
+    decorator masks them, and chains nothing unmasked."""
+
+    class DeltaLikeError(Exception):
+        pass
+
+    @short_errors
+    def ours() -> None:
+        raise OptionError(f"There is no Delta table at 's3://k:{CANARY}@bkt/t'")
+
+    @short_errors
+    def theirs() -> None:
+        raise DeltaLikeError(f"Generic S3 error at s3://k:{CANARY}@bkt/t/_delta_log")
+
+    with pytest.raises(OptionError) as caught:
+        ours()
+    assert CANARY not in _chain(caught.value) and "bkt/t" in str(caught.value)
+    with pytest.raises(OSError, match="DeltaLikeError") as other:
+        theirs()
+    assert CANARY not in _chain(other.value) and "bkt/t" in str(other.value)
+
+
+def test_an_s3_table_uri_s_credentials_go_to_delta_rs_as_keys():
+    uri = "s3://AKIA:se%2Fcret@bkt/table"
+    assert delta_uri(uri) == "s3://bkt/table"
+    found = delta_options(uri, parse_settings('{"aws_region": "eu-west-1"}', {}))
+    assert found["aws_access_key_id"] == "AKIA" and found["aws_secret_access_key"] == "se/cret"
+    assert found["aws_region"] == "eu-west-1"
