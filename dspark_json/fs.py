@@ -27,8 +27,8 @@ from typing import Literal, ParamSpec, TypeVar
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from dspark_json.errors import MASK, mask_uris
 from dspark_json.storage import StorageSettings, filesystem
-from dspark_json.storage.base import MASK, mask_uris
 
 __all__ = [
     "MASK",

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from dspark_json.errors import OptionError
-from dspark_json.storage.base import StorageSettings, Store, mask_uris, refuse_userinfo
+from dspark_json.errors import OptionError, mask_uris
+from dspark_json.storage.base import StorageSettings, Store, refuse_userinfo
 
 __all__ = ["EMULATOR_ACCOUNT", "STORE", "locate"]
 

@@ -4,48 +4,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["MASK", "StorageSettings", "Store", "mask_uris", "refuse_userinfo", "split_userinfo"]
+from dspark_json.errors import MASK, OptionError, mask_uris
 
-#: What stands for a secret in every message, log line and ``repr``.
-MASK = "***"
-#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
-#: an AWS secret key often has a ``/``).
-_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
-#: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
-#: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
-#: and the usual names of keys, tokens and passwords.
-_QUERY_SECRETS = re.compile(
-    r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
-    r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
-    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
-)
-
-
-def mask_uris(text: str) -> str:
-    """``text`` with the credentials of every URI in it masked: ``scheme://user:pass@`` and the
-    values of query parameters that hold one (``sig=``, ``X-Amz-Signature=``, ``token=``,
-    ``key=``, ``password=``, ``secret=``...)."""
-    return _QUERY_SECRETS.sub(rf"\1{MASK}", _URI_CREDENTIALS.sub(_masked_userinfo, text))
-
-
-#: Schemes whose ``name@host`` is no secret (Azure's ``container@account``): only a user info
-#: with a ``:`` (a password) is masked there.
-_NAMED_USERINFO = frozenset({"abfs", "abfss", "wasb", "wasbs"})
-
-
-def _masked_userinfo(found: re.Match[str]) -> str:
-    scheme = found.group(1)
-    userinfo = found.group(0)[len(scheme) : -1]
-    if scheme[:-3].lower() in _NAMED_USERINFO and ":" not in userinfo:
-        return found.group(0)
-    return f"{scheme}{MASK}@"
+__all__ = ["StorageSettings", "Store", "refuse_userinfo", "split_userinfo"]
 
 
 def split_userinfo(uri: str) -> tuple[str | None, str]:
@@ -68,9 +35,6 @@ def refuse_userinfo(uri: str, store: str, keys: str) -> None:
     """Refuse ``uri`` where it carries a password (``user:secret@``): pyarrow would quote the
     path with it in its errors, and the store reads its credentials from ``keys`` in option
     ``storageOptions`` instead."""
-    # imported here: the errors module is light, and this one stays free of the package's
-    from dspark_json.errors import OptionError
-
     userinfo, _ = split_userinfo(uri)
     if userinfo is not None and ":" in userinfo:
         raise OptionError(

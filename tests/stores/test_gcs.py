@@ -102,7 +102,7 @@ def test_a_file_option_on_gcs_without_credentials_fails_at_once(monkeypatch):
     for variable in gcs_store.STORE.environment:
         monkeypatch.delenv(variable, raising=False)
     started = time.monotonic()
-    with pytest.raises(OptionError, match="Option 'tools'.*GCS: no credentials"):
+    with pytest.raises(OptionError, match=r"Option 'tools'.*GCS: no credentials"):
         Options.parse(
             {"endpoint": "http://127.0.0.1:9", "prompts": "/p", "tools": "gs://b/tools.json"}
         )

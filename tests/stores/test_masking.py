@@ -9,11 +9,11 @@ import json
 import pytest
 
 from dspark_json import fs
-from dspark_json.errors import OptionError, short_errors
+from dspark_json.errors import OptionError, mask_uris, short_errors
 from dspark_json.load import check_output_directories
 from dspark_json.options import Options
 from dspark_json.storage import delta_options, delta_uri, parse_settings
-from dspark_json.storage.base import mask_uris, split_userinfo
+from dspark_json.storage.base import split_userinfo
 
 CANARY = "zqStoreCanary5"
 BASE = {"endpoint": "http://127.0.0.1:9", "prompts": "/p"}
