@@ -96,7 +96,8 @@ def commit_files(
     existing = list(table.metadata().partition_columns)
     if existing != list(partition_by):
         raise SchemaError(
-            f"Delta table {mask_uris(table_uri)} is partitioned by {existing or 'nothing'}, the sink by "
+            f"Delta table {mask_uris(table_uri)} is partitioned by {existing or 'nothing'}, "
+            f"the sink by "
             f"{list(partition_by) or 'nothing'}: set the sink's partitionBy to "
             f"{','.join(existing)!r} (or write to a new table)."
         )

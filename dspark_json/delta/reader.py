@@ -97,8 +97,8 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         table = DeltaTable(delta_uri(path), storage_options=store)
     except TableNotFoundError as exc:
         raise OptionError(
-            f"There is no Delta table at {mask_uris(path)!r} (no _delta_log there). Check the path given "
-            "to .load(); a stream's table appears with its first committed micro-batch."
+            f"There is no Delta table at {mask_uris(path)!r} (no _delta_log there). Check the "
+            "path given to .load(); a stream's table appears with its first committed micro-batch."
         ) from exc
     try:
         if version is not None:
@@ -173,9 +173,9 @@ def _check_readable(table: DeltaTable, path: str) -> None:
         found.append("columnMapping")
     if found:
         raise OptionError(
-            f"The Delta table {mask_uris(path)} uses {', '.join(found)}, which format 'dspark-delta' does "
-            "not read (its rows are not what the data files hold). Read it with delta-spark "
-            "(format 'delta') or deltalake."
+            f"The Delta table {mask_uris(path)} uses {', '.join(found)}, which format "
+            "'dspark-delta' does not read (its rows are not what the data files hold). Read it "
+            "with delta-spark (format 'delta') or deltalake."
         )
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pyspark.sql.datasource import InputPartition
 
-from dspark_json.errors import DSparkJsonError, OptionError, mask_uris
+from dspark_json.errors import DSparkJsonError, OptionError
 from dspark_json.fs import FileEntry, kind_of, list_files, mask_uris, resolve
 from dspark_json.inputs.files import (
     INPUT_SUFFIXES,
@@ -143,7 +143,8 @@ def _read(segment: Segment, read: Callable[..., _Rows]) -> _Rows:
         return read(segment.path, segment.start, segment.end, segment.window, segment.storage)
     except FileNotFoundError as exc:
         raise DSparkJsonError(
-            f"Input file {mask_uris(segment.path)} is gone: its rows {segment.start + 1}-{segment.end} "
+            f"Input file {mask_uris(segment.path)} is gone: its rows "
+            f"{segment.start + 1}-{segment.end} "
             "were listed for this micro-batch but cannot be read. Leave input files in place "
             "until the query has read them; put it back, or start the query again with a new "
             "checkpoint."
@@ -287,8 +288,8 @@ class PromptListing:
                 index = _indexed(entry, self.storage)
             except FileNotFoundError as exc:
                 raise DSparkJsonError(
-                    f"Input file {mask_uris(entry.path)} disappeared while it was being listed. Leave "
-                    "input files in place until the query has read them."
+                    f"Input file {mask_uris(entry.path)} disappeared while it was being "
+                    "listed. Leave input files in place until the query has read them."
                 ) from exc
             self._index[entry.name], self._rows[entry.name] = index, index.rows
             self._sizes[entry.name] = entry.size
