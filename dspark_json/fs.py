@@ -73,11 +73,11 @@ def is_remote_uri(path: str) -> bool:
 def query_problem(option: str, uri: str) -> str | None:
     """Why ``uri`` (the value of ``option``) cannot be a directory, or ``None``: a remote URI
     with a query string (``?sig=...``), after which every file name would be appended."""
-    if not is_remote_uri(uri) or "?" not in uri:
+    if not is_remote_uri(uri) or not ("?" in uri or "#" in uri):
         return None
     return (
-        f"Option {option!r} is a URI with a query string ({mask_uris(uri)}): file names are "
-        "appended to it, so they would land after the query. Give the URI without it, and the "
+        f"Option {option!r} is a URI with a query string or fragment ({mask_uris(uri)}): file "
+        "names are appended to it, so they would land after it. Give the URI without it, and the "
         "store's endpoint and credentials in option 'storageOptions' (e.g. "
         '\'{"aws_endpoint_url": "http://127.0.0.1:9000"}\', '
         '\'{"azure_storage_sas_token": "..."}\'; README "Object stores")'
@@ -88,8 +88,6 @@ def resolve(uri: str, storage: StorageSettings) -> tuple[pafs.FileSystem, str]:
     """The filesystem that holds ``uri`` and the path inside it; an object store's built from
     ``storage``."""
     if "://" in uri:
-        if is_remote_uri(uri) and "?" in uri:
-            raise ValueError(query_problem("path", uri))
         masked: BaseException | None = None
         try:
             found = filesystem(uri, storage)

@@ -83,8 +83,10 @@ def locate(uri: str, settings: StorageSettings) -> tuple[str, str, str]:
     refuse_userinfo(
         uri, "Azure", "azure_storage_account_key, azure_storage_sas_token or azure_client_secret"
     )
-    parts = urlsplit(uri)
-    netloc, key = parts.netloc, parts.path.strip("/")
+    # the path as written after the authority: an object's name may hold '?' or '#'
+    rest = uri.split("://", 1)[1]
+    netloc, _, key = rest.partition("/")
+    key = key.strip("/")
     url_account = None
     if "@" in netloc:
         container, host = netloc.split("@", 1)

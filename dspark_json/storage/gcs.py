@@ -124,8 +124,8 @@ def _base_url(settings: StorageSettings, account: dict[str, Any] | None) -> str 
 
 def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, str]:
     refuse_userinfo(uri, "GCS", "google_service_account or google_service_account_key")
-    parts = urlsplit(uri)
-    path = (parts.netloc + parts.path).rstrip("/") or parts.netloc
+    # the path as written: an object's name may hold '?' or '#'
+    path = uri.split("://", 1)[1].rstrip("/")
     return _made(settings), path
 
 

@@ -63,7 +63,7 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
     if userinfo is not None:  # s3://key:secret@bucket/...: the URI's own, as pyarrow reads them
         key, _, secret = userinfo.partition(":")
         kwargs["access_key"], kwargs["secret_key"] = unquote(key), unquote(secret)
-    path = rest.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    path = rest.rstrip("/")  # as written: an object's name may hold '?' or '#'
     if "region" not in kwargs and "endpoint_override" not in kwargs:
         # AWS itself, no region given: the bucket's, as pyarrow's from_uri finds it
         with contextlib.suppress(OSError):

@@ -152,7 +152,9 @@ def _json_type(value: Any) -> str:
 
 
 #: The settings of a caller that has no query: none, so pyarrow and delta-rs each read the
-#: environment variables of the process they run in.
+#: environment variables of the process they run in (S3, GCS). Azure's account name, key and
+#: SAS token reach pyarrow only through settings: here the URL must name the account, and
+#: pyarrow falls back to Azure's default credential chain.
 ENVIRONMENT_ONLY = StorageSettings()
 
 

@@ -188,3 +188,33 @@ def test_an_s3_table_uri_s_credentials_go_to_delta_rs_as_keys():
     found = delta_options(uri, parse_settings('{"aws_region": "eu-west-1"}', {}))
     assert found["aws_access_key_id"] == "AKIA" and found["aws_secret_access_key"] == "se/cret"
     assert found["aws_region"] == "eu-west-1"
+
+
+@pytest.mark.parametrize(
+    ("uri", "path"),
+    [
+        ("s3://bkt/dir/a?b#c.jsonl", "bkt/dir/a?b#c.jsonl"),
+        ("gs://bkt/dir/a?b#c.jsonl", "bkt/dir/a?b#c.jsonl"),
+        ("az://cont/dir/a?b#c.jsonl", "cont/dir/a?b#c.jsonl"),
+        ("abfss://cont@acct.dfs.core.windows.net/a#b?c", "cont/a#b?c"),
+    ],
+)
+def test_a_listed_object_s_name_is_taken_as_written(uri, path):
+    """An object named ``a?b#c`` (listed in a directory) is that object, not ``a``."""
+    settings = parse_settings(
+        json.dumps(
+            {
+                "aws_region": "eu-west-1",
+                "google_base_url": "http://127.0.0.1:9",
+                "azure_storage_account_name": "acct",
+            }
+        ),
+        {},
+    )
+    assert fs.resolve(uri, settings)[1] == path
+
+
+def test_a_fragment_in_a_directory_option_is_refused_like_a_query():
+    with pytest.raises(OptionError, match="query string or fragment") as caught:
+        Options.parse({**BASE, "journal": f"s3://bkt/j#{CANARY}"})
+    assert "storageOptions" in str(caught.value)
