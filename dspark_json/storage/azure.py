@@ -26,11 +26,11 @@ import pyarrow.fs as pafs
 from dspark_json.errors import OptionError, mask_uris
 from dspark_json.storage.base import StorageSettings, Store, refuse_userinfo
 
-__all__ = ["EMULATOR_ACCOUNT", "STORE", "locate"]
+__all__ = ["EMULATOR_ACCOUNT", "EMULATOR_KEY", "STORE", "locate"]
 
 #: Azurite's well-known development account and key (public: Microsoft's documentation).
 EMULATOR_ACCOUNT = "devstoreaccount1"
-_EMULATOR_KEY = (
+EMULATOR_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 _EMULATOR_URL = "http://127.0.0.1:10000"
@@ -170,7 +170,7 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
         )
     emulated = settings.flag("azure_storage_use_emulator")
     if emulated and account == EMULATOR_ACCOUNT and not {"account_key", "sas_token"} & set(kwargs):
-        kwargs["account_key"] = _EMULATOR_KEY
+        kwargs["account_key"] = EMULATOR_KEY
     if "account_key" in kwargs and "sas_token" in kwargs:
         kwargs.pop("sas_token")  # pyarrow takes one; object_store prefers the key too
     return _made(tuple(sorted(kwargs.items()))), f"{container}/{key}".rstrip("/")
