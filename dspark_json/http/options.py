@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import kind_of, mask_uris, read_text
+from dspark_json.fs import is_remote_uri, kind_of, mask_uris, read_text
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.secrets import (
     ApiKey,
@@ -123,6 +123,12 @@ def _json_or_file(name: str, source: str, what: str) -> str:
     it names."""
     if source.startswith(("{", "[")):
         return source
+    if is_remote_uri(source) and ("?" in source or "#" in source):
+        raise OptionError(
+            f"Option {name!r} names a file by a URI with a query string or fragment "
+            f"({mask_uris(source)}): give the file's URI without it, and the store's endpoint "
+            "and credentials in option 'storageOptions' (README \"Object stores\")."
+        )
     path = directory(name, source)
     try:
         storage = in_effect()  # the query's storageOptions, while its options are parsed

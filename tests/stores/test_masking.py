@@ -218,3 +218,9 @@ def test_a_fragment_in_a_directory_option_is_refused_like_a_query():
     with pytest.raises(OptionError, match="query string or fragment") as caught:
         Options.parse({**BASE, "journal": f"s3://bkt/j#{CANARY}"})
     assert "storageOptions" in str(caught.value)
+
+
+def test_a_file_option_s_uri_with_a_query_has_its_own_message():
+    with pytest.raises(OptionError, match="names a file by a URI with a query") as caught:
+        Options.parse({**BASE, "tools": f"s3://bkt/tools.json?sig={CANARY}"})
+    assert CANARY not in str(caught.value) and "appended" not in str(caught.value)
