@@ -400,7 +400,9 @@ class HttpOptions:
         return self.endpoints[0].url
 
     #: How option ``endpointsFile``'s store is reached: the query's storage settings (option
-    #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`.
+    #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`. A second copy of
+    #: ``Options.storage.settings``, kept because the preflight and the endpoint reader are
+    #: handed ``HttpOptions`` alone (the http layer sits below ``options``).
     storage: StorageSettings = field(default=ENVIRONMENT_ONLY, compare=False)
 
 
