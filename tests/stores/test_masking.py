@@ -224,3 +224,19 @@ def test_a_file_option_s_uri_with_a_query_has_its_own_message():
     with pytest.raises(OptionError, match="names a file by a URI with a query") as caught:
         Options.parse({**BASE, "tools": f"s3://bkt/tools.json?sig={CANARY}"})
     assert CANARY not in str(caught.value) and "appended" not in str(caught.value)
+
+
+def test_the_environment_is_not_read_while_gcs_lends_its_variable():
+    """parse_settings waits for the lock GCS holds while GOOGLE_APPLICATION_CREDENTIALS is lent
+    (one query's file must not become another query's setting)."""
+    import threading
+
+    from dspark_json.storage import gcs
+
+    done = threading.Event()
+    with gcs.ENVIRONMENT_LOCK:
+        reader = threading.Thread(target=lambda: (parse_settings(None, {}), done.set()))
+        reader.start()
+        assert not done.wait(0.3)  # blocked while the variable may be lent
+    assert done.wait(5)
+    reader.join()
