@@ -15,16 +15,19 @@ fix. Third-party errors are translated at one boundary each, always ``raise Ours
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 __all__ = [
+    "MASK",
     "BackendUnavailable",
     "DSparkJsonError",
     "OptionError",
     "RecordError",
     "SchemaError",
     "ServerError",
+    "mask_uris",
     "short_errors",
 ]
 
@@ -63,10 +66,65 @@ def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        shown: BaseException | None = None
         try:
             return method(*args, **kwargs)
         except DSparkJsonError as exc:
-            bare = type(exc)(*exc.args)
-            raise bare from None
+            shown = type(exc)(*(_masked(arg) for arg in exc.args))
+        except Exception as exc:  # delta-rs's, pyarrow's: they quote a table URI whole
+            shown = _masked_other(exc)
+            if shown is exc:
+                raise
+        shown.__suppress_context__ = True
+        raise shown  # outside the except block: the unmasked one is not its __context__
 
     return entry
+
+
+def _masked(arg: object) -> object:
+    """A message argument with the credentials of the URIs in it masked."""
+    return mask_uris(arg) if isinstance(arg, str) else arg
+
+
+def _masked_other(exc: Exception) -> Exception:
+    """``exc`` itself where its text holds no credential, else an ``OSError`` that says the
+    same masked (delta-rs's exception types take no plain message in every version)."""
+    text = mask_uris(str(exc))
+    if text == str(exc):
+        return exc
+    return OSError(f"{type(exc).__name__}: {text}")
+
+
+#: What stands for a secret in every message, log line and ``repr``.
+MASK = "***"
+#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
+#: an AWS secret key often has a ``/``).
+_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
+#: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
+#: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
+#: and the usual names of keys, tokens and passwords.
+_QUERY_SECRETS = re.compile(
+    r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
+    r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
+    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
+)
+
+
+def mask_uris(text: str) -> str:
+    """``text`` with the credentials of every URI in it masked: ``scheme://user:pass@`` and the
+    values of query parameters that hold one (``sig=``, ``X-Amz-Signature=``, ``token=``,
+    ``key=``, ``password=``, ``secret=``...)."""
+    return _QUERY_SECRETS.sub(rf"\1{MASK}", _URI_CREDENTIALS.sub(_masked_userinfo, text))
+
+
+#: Schemes whose ``name@host`` is no secret (Azure's ``container@account``): only a user info
+#: with a ``:`` (a password) is masked there.
+_NAMED_USERINFO = frozenset({"abfs", "abfss", "wasb", "wasbs"})
+
+
+def _masked_userinfo(found: re.Match[str]) -> str:
+    scheme = found.group(1)
+    userinfo = found.group(0)[len(scheme) : -1]
+    if scheme[:-3].lower() in _NAMED_USERINFO and ":" not in userinfo:
+        return found.group(0)
+    return f"{scheme}{MASK}@"

@@ -7,7 +7,7 @@ An object store's URI (``s3://``, ``gs://``, ``abfss://``, ``az://``...) is reac
 query's :class:`~dspark_json.storage.StorageSettings` (option ``storageOptions`` over the
 environment variables), which every function here takes: the one set of settings, carried with
 the options to the executors. A URI never carries a query string here: paths are appended to
-a directory URI, so ``?...`` would land before them (:func:`refuse_query` is the one rule).
+a directory URI, so ``?...`` would land before them (:func:`query_problem` is the one rule).
 
 A URI may carry credentials (``s3://user:secret@bucket``, a SAS token's ``sig=``): :func:`mask_uris`
 is the one place that hides them in a text (every message, log line and ``repr`` that shows a
@@ -20,13 +20,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import uuid
 from collections.abc import Callable
 from typing import Literal, ParamSpec, TypeVar
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
+from dspark_json.errors import MASK, mask_uris
 from dspark_json.storage import StorageSettings, filesystem
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "kind_of",
     "list_files",
     "mask_uris",
+    "masked_copy",
     "query_problem",
     "read_bytes",
     "read_text",
@@ -48,27 +50,6 @@ __all__ = [
 #: Filesystems with real directories; on object stores (s3, gcs, abfs) a "directory" is only a
 #: name prefix, which exists once an object has it.
 _REAL_DIRECTORIES = frozenset({"local", "hdfs"})
-
-
-MASK = "***"
-#: ``scheme://user:pass@``: up to the last ``@`` of the URI (a password may hold ``/`` or ``@``:
-#: an AWS secret key often has a ``/``).
-_URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
-#: Query parameters that hold a credential: SAS tokens (``sig``), pre-signed URLs
-#: (``X-Amz-Signature``, ``X-Amz-Credential``, ``X-Amz-Security-Token``, ``X-Goog-Signature``),
-#: and the usual names of keys, tokens and passwords.
-_QUERY_SECRETS = re.compile(
-    r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
-    r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
-    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
-)
-
-
-def mask_uris(text: str) -> str:
-    """``text`` with the credentials of every URI in it masked: ``scheme://user:pass@`` and the
-    values of query parameters that hold one (``sig=``, ``X-Amz-Signature=``, ``token=``,
-    ``key=``, ``password=``, ``secret=``...)."""
-    return _QUERY_SECRETS.sub(rf"\1{MASK}", _URI_CREDENTIALS.sub(rf"\1{MASK}@", text))
 
 
 class Location(str):
@@ -92,11 +73,11 @@ def is_remote_uri(path: str) -> bool:
 def query_problem(option: str, uri: str) -> str | None:
     """Why ``uri`` (the value of ``option``) cannot be a directory, or ``None``: a remote URI
     with a query string (``?sig=...``), after which every file name would be appended."""
-    if not is_remote_uri(uri) or "?" not in uri:
+    if not is_remote_uri(uri) or not ("?" in uri or "#" in uri):
         return None
     return (
-        f"Option {option!r} is a URI with a query string ({mask_uris(uri)}): file names are "
-        "appended to it, so they would land after the query. Give the URI without it, and the "
+        f"Option {option!r} is a URI with a query string or fragment ({mask_uris(uri)}): file "
+        "names are appended to it, so they would land after it. Give the URI without it, and the "
         "store's endpoint and credentials in option 'storageOptions' (e.g. "
         '\'{"aws_endpoint_url": "http://127.0.0.1:9000"}\', '
         '\'{"azure_storage_sas_token": "..."}\'; README "Object stores")'
@@ -107,17 +88,38 @@ def resolve(uri: str, storage: StorageSettings) -> tuple[pafs.FileSystem, str]:
     """The filesystem that holds ``uri`` and the path inside it; an object store's built from
     ``storage``."""
     if "://" in uri:
-        if is_remote_uri(uri) and "?" in uri:
-            raise ValueError(query_problem("path", uri))
+        masked: BaseException | None = None
         try:
             found = filesystem(uri, storage)
             if found is None:
                 fs, path = pafs.FileSystem.from_uri(uri)
                 return fs, str(path)
             return found
-        except (OSError, ValueError) as exc:  # pyarrow's, quoting the URI whole
-            raise type(exc)(mask_uris(str(exc))) from None
+        except (OSError, ValueError, pa.ArrowException) as exc:  # pyarrow's, quoting the URI
+            masked = masked_copy(exc)
+        raise masked  # outside the except block: the unmasked one is not its __context__
     return pafs.LocalFileSystem(), os.path.abspath(uri)
+
+
+def masked_copy(exc: BaseException) -> BaseException:
+    """``exc`` with the credentials in its text masked: ``exc`` itself where there are none,
+    else a new one of its type, without ``exc`` as its cause. pyarrow's errors that are neither
+    an :class:`OSError` nor a :class:`ValueError` (Azure without credentials, an account key
+    that is not base64: ``ArrowException``, ``ArrowNotImplementedError``...) become an
+    :class:`OSError`, which every caller handles. Raise the copy outside the ``except`` block
+    that caught ``exc``, so that ``exc`` is not its ``__context__`` either."""
+    text = mask_uris(str(exc))
+    if isinstance(exc, (OSError, ValueError)):
+        if text == str(exc):
+            return exc
+        try:
+            copy: BaseException = type(exc)(text)
+        except TypeError:  # a constructor that wants more arguments
+            copy = OSError(text)
+    else:
+        copy = OSError(text)
+    copy.__suppress_context__ = True
+    return copy
 
 
 _P = ParamSpec("_P")
@@ -131,13 +133,14 @@ def _masking(function: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(function)
     def masked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        caught: BaseException | None = None
         try:
             return function(*args, **kwargs)
-        except OSError as exc:
-            text = mask_uris(str(exc))
-            if text == str(exc):
+        except (OSError, pa.ArrowException) as exc:
+            caught = masked_copy(exc)
+            if caught is exc:
                 raise
-            raise type(exc)(text) from None
+        raise caught  # outside the except block: the unmasked one is not its __context__
 
     return masked
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.types import DataType, StructField, StructType
 
 from dspark_json.errors import BackendUnavailable, OptionError
@@ -163,15 +164,16 @@ def check_output_directories(options: Options) -> None:
     ):
         if directory is None:
             continue
+        problem = None
         try:
             check_writable(directory, storage=options.storage.settings)
-        except (OSError, ValueError) as exc:  # ValueError: pyarrow's ArrowInvalid (the URI)
+        except (OSError, ValueError, pa.ArrowException) as exc:  # ArrowInvalid: the URI
+            problem = redact(f"Option {name!r} names {directory}, which cannot be written ({exc}).")
+        if problem is not None:  # raised here: the unmasked error is not its __context__
             raise OptionError(
-                redact(f"Option {name!r} names {directory}, which cannot be written ({exc}).")
-                + " Point it "
-                "at a directory this query may create and write (on a cluster: from the driver "
-                "and from every executor)."
-            ) from exc
+                problem + " Point it at a directory this query may create and write (on a "
+                "cluster: from the driver and from every executor)."
+            )
 
 
 def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:

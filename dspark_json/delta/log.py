@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa
 
 from dspark_json.delta.files import DataFile
-from dspark_json.errors import SchemaError
+from dspark_json.errors import SchemaError, mask_uris
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, delta_options, delta_uri
 
 if TYPE_CHECKING:
@@ -96,7 +96,8 @@ def commit_files(
     existing = list(table.metadata().partition_columns)
     if existing != list(partition_by):
         raise SchemaError(
-            f"Delta table {table_uri} is partitioned by {existing or 'nothing'}, the sink by "
+            f"Delta table {mask_uris(table_uri)} is partitioned by {existing or 'nothing'}, "
+            f"the sink by "
             f"{list(partition_by) or 'nothing'}: set the sink's partitionBy to "
             f"{','.join(existing)!r} (or write to a new table)."
         )
@@ -127,7 +128,7 @@ def _widens(table_uri: str, table_json: str, batch_json: str) -> bool:
     new = _compare(json.loads(table_json), json.loads(batch_json), "", conflicts)
     if conflicts:
         raise SchemaError(
-            f"Delta table {table_uri}: the micro-batch does not fit the table schema: "
+            f"Delta table {mask_uris(table_uri)}: the micro-batch does not fit the table schema: "
             f"{'; '.join(conflicts)}. Cast the column(s) to the table's type before the sink, "
             "or write to a new table."
         )

@@ -35,7 +35,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from dspark_json.compat import to_arrow_schema
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, mask_uris
 from dspark_json.fs import query_problem, resolve
 from dspark_json.storage import (
     ENVIRONMENT_ONLY,
@@ -97,8 +97,8 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         table = DeltaTable(delta_uri(path), storage_options=store)
     except TableNotFoundError as exc:
         raise OptionError(
-            f"There is no Delta table at {path!r} (no _delta_log there). Check the path given "
-            "to .load(); a stream's table appears with its first committed micro-batch."
+            f"There is no Delta table at {mask_uris(path)!r} (no _delta_log there). Check the "
+            "path given to .load(); a stream's table appears with its first committed micro-batch."
         ) from exc
     try:
         if version is not None:
@@ -109,7 +109,8 @@ def snapshot(options: Mapping[str, str], *, format_name: str) -> DeltaTable:
         which = "versionAsOf" if version is not None else "timestampAsOf"
         value = version if version is not None else timestamp
         raise OptionError(
-            f"Option {which}={value!r}: the Delta table {path} has no such version ({exc}). "
+            f"Option {which}={value!r}: the Delta table {mask_uris(path)} has no such version "
+            f"({mask_uris(str(exc))}). "
             "Its versions run from its oldest kept one to "
             f"{DeltaTable(delta_uri(path), storage_options=store).version()}."
         ) from exc
@@ -172,9 +173,9 @@ def _check_readable(table: DeltaTable, path: str) -> None:
         found.append("columnMapping")
     if found:
         raise OptionError(
-            f"The Delta table {path} uses {', '.join(found)}, which format 'dspark-delta' does "
-            "not read (its rows are not what the data files hold). Read it with delta-spark "
-            "(format 'delta') or deltalake."
+            f"The Delta table {mask_uris(path)} uses {', '.join(found)}, which format "
+            "'dspark-delta' does not read (its rows are not what the data files hold). Read it "
+            "with delta-spark (format 'delta') or deltalake."
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import kind_of, read_text
+from dspark_json.fs import is_remote_uri, kind_of, mask_uris, read_text
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.secrets import (
     ApiKey,
@@ -123,17 +123,24 @@ def _json_or_file(name: str, source: str, what: str) -> str:
     it names."""
     if source.startswith(("{", "[")):
         return source
+    if is_remote_uri(source) and ("?" in source or "#" in source):
+        raise OptionError(
+            f"Option {name!r} names a file by a URI with a query string or fragment "
+            f"({mask_uris(source)}): give the file's URI without it, and the store's endpoint "
+            "and credentials in option 'storageOptions' (README \"Object stores\")."
+        )
     path = directory(name, source)
     try:
         storage = in_effect()  # the query's storageOptions, while its options are parsed
         if kind_of(path, storage=storage) != "file":  # a device or a FIFO is read forever
             raise FileNotFoundError(f"{path} is not a regular file")
         return read_text(path, storage=storage)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         raise OptionError(
-            f"Option {name!r} is neither JSON text nor a readable file: {source!r} ({exc}). "
+            f"Option {name!r} is neither JSON text nor a readable file: "
+            f"{mask_uris(source)!r} ({mask_uris(str(exc))}). "
             f"Give the path of a file that holds {what}, or {what} itself."
-        ) from exc
+        ) from None
 
 
 def _tools(name: str, text: str) -> tuple[dict[str, Any], ...]:
@@ -395,7 +402,9 @@ class HttpOptions:
         return self.endpoints[0].url
 
     #: How option ``endpointsFile``'s store is reached: the query's storage settings (option
-    #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`.
+    #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`. A second copy of
+    #: ``Options.storage.settings``, kept because the preflight and the endpoint reader are
+    #: handed ``HttpOptions`` alone (the http layer sits below ``options``).
     storage: StorageSettings = field(default=ENVIRONMENT_ONLY, compare=False)
 
 

@@ -27,19 +27,13 @@ from dspark_json.option_spec import choice, directory, option
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
-__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "cache_directory", "send_once"]
+__all__ = ["CACHE_MODES", "CacheMode", "ReuseOptions", "send_once"]
 
 logger = logging.getLogger("dspark_json")
 
 CacheMode = Literal["deterministic", "all"]
 #: Option ``cacheMode``'s values.
 CACHE_MODES: dict[str, CacheMode] = {"deterministic": "deterministic", "all": "all"}
-
-
-def cache_directory(name: str, text: str) -> str:
-    """Option ``cache``: a directory (:func:`~dspark_json.option_spec.directory`: an object
-    store URI with a query string is refused, as for every directory option)."""
-    return directory(name, text)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,7 +62,7 @@ class ReuseOptions:
         "credentials go in option storageOptions. "
         "Nothing expires by itself: delete entries by age (README). Default: no cache.",
         "/data/_cache/answers",
-        convert=cache_directory,
+        convert=directory,  # a query string refused, as for every directory
     )
     cache_mode: CacheMode = option(
         "cacheMode",

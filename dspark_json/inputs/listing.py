@@ -143,7 +143,8 @@ def _read(segment: Segment, read: Callable[..., _Rows]) -> _Rows:
         return read(segment.path, segment.start, segment.end, segment.window, segment.storage)
     except FileNotFoundError as exc:
         raise DSparkJsonError(
-            f"Input file {segment.path} is gone: its rows {segment.start + 1}-{segment.end} "
+            f"Input file {mask_uris(segment.path)} is gone: its rows "
+            f"{segment.start + 1}-{segment.end} "
             "were listed for this micro-batch but cannot be read. Leave input files in place "
             "until the query has read them; put it back, or start the query again with a new "
             "checkpoint."
@@ -153,7 +154,7 @@ def _read(segment: Segment, read: Callable[..., _Rows]) -> _Rows:
 def _check_count(segment: Segment, rows: int) -> None:
     if rows < segment.end - segment.start:
         raise DSparkJsonError(
-            f"Input file {segment.path} holds {segment.start + rows} rows now, but "
+            f"Input file {mask_uris(segment.path)} holds {segment.start + rows} rows now, but "
             f"{segment.end} or more were counted when it was listed: input files must not "
             "change once visible (write a new file under a hidden name, then rename it into "
             "place). Put the original back."
@@ -287,8 +288,8 @@ class PromptListing:
                 index = _indexed(entry, self.storage)
             except FileNotFoundError as exc:
                 raise DSparkJsonError(
-                    f"Input file {entry.path} disappeared while it was being listed. Leave "
-                    "input files in place until the query has read them."
+                    f"Input file {mask_uris(entry.path)} disappeared while it was being "
+                    "listed. Leave input files in place until the query has read them."
                 ) from exc
             self._index[entry.name], self._rows[entry.name] = index, index.rows
             self._sizes[entry.name] = entry.size

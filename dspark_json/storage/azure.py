@@ -23,14 +23,14 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-from dspark_json.errors import OptionError
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.errors import OptionError, mask_uris
+from dspark_json.storage.base import StorageSettings, Store, refuse_userinfo
 
-__all__ = ["EMULATOR_ACCOUNT", "STORE", "locate"]
+__all__ = ["EMULATOR_ACCOUNT", "EMULATOR_KEY", "STORE", "locate"]
 
 #: Azurite's well-known development account and key (public: Microsoft's documentation).
 EMULATOR_ACCOUNT = "devstoreaccount1"
-_EMULATOR_KEY = (
+EMULATOR_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
 _EMULATOR_URL = "http://127.0.0.1:10000"
@@ -80,8 +80,13 @@ def locate(uri: str, settings: StorageSettings) -> tuple[str, str, str]:
     :class:`OptionError` where a URL names no container or no account is known, or where the
     URL's account and ``azure_storage_account_name`` differ.
     """
-    parts = urlsplit(uri)
-    netloc, key = parts.netloc, parts.path.strip("/")
+    refuse_userinfo(
+        uri, "Azure", "azure_storage_account_key, azure_storage_sas_token or azure_client_secret"
+    )
+    # the path as written after the authority: an object's name may hold '?' or '#'
+    rest = uri.split("://", 1)[1]
+    netloc, _, key = rest.partition("/")
+    key = key.strip("/")
     url_account = None
     if "@" in netloc:
         container, host = netloc.split("@", 1)
@@ -113,8 +118,8 @@ def locate(uri: str, settings: StorageSettings) -> tuple[str, str, str]:
 
 
 def _shown(uri: str) -> str:
-    """A URL in a message: its query (a SAS token's place) left out."""
-    return repr(uri.split("?", 1)[0])
+    """A URL in a message: its query (a SAS token's place) left out, its credentials masked."""
+    return repr(mask_uris(uri.split("?", 1)[0]))
 
 
 def _endpoint(settings: StorageSettings) -> str | None:
@@ -165,7 +170,7 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
         )
     emulated = settings.flag("azure_storage_use_emulator")
     if emulated and account == EMULATOR_ACCOUNT and not {"account_key", "sas_token"} & set(kwargs):
-        kwargs["account_key"] = _EMULATOR_KEY
+        kwargs["account_key"] = EMULATOR_KEY
     if "account_key" in kwargs and "sas_token" in kwargs:
         kwargs.pop("sas_token")  # pyarrow takes one; object_store prefers the key too
     return _made(tuple(sorted(kwargs.items()))), f"{container}/{key}".rstrip("/")

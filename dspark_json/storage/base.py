@@ -10,9 +10,38 @@ from urllib.parse import urlsplit
 
 import pyarrow.fs as pafs
 
-__all__ = ["MASK", "StorageSettings", "Store"]
+from dspark_json.errors import MASK, OptionError, mask_uris
 
-MASK = "***"
+__all__ = ["StorageSettings", "Store", "refuse_userinfo", "split_userinfo"]
+
+
+def split_userinfo(uri: str) -> tuple[str | None, str]:
+    """``scheme://[userinfo@]rest``'s (user info or ``None``, what follows it). The user info
+    is in the authority (before the first ``/``: ``s3://bkt/users/a@b.com`` has none), or, where
+    the authority holds a ``:`` (``key:secret``), up to the first ``@`` after it: an AWS secret
+    key holds a ``/``, often unescaped."""
+    rest = uri.split("://", 1)[1] if "://" in uri else uri
+    first = rest.split("/", 1)[0]
+    if "@" in first:
+        userinfo, host = first.rsplit("@", 1)
+        return userinfo, host + rest[len(first) :]
+    if ":" in first and "@" in rest:
+        userinfo, after = rest.split("@", 1)
+        return userinfo, after
+    return None, rest
+
+
+def refuse_userinfo(uri: str, store: str, keys: str) -> None:
+    """Refuse ``uri`` where it carries a password (``user:secret@``): pyarrow would quote the
+    path with it in its errors, and the store reads its credentials from ``keys`` in option
+    ``storageOptions`` instead."""
+    userinfo, _ = split_userinfo(uri)
+    if userinfo is not None and ":" in userinfo:
+        raise OptionError(
+            f"{store} URL {mask_uris(uri)} carries credentials (user:password@), which {store} "
+            f"does not read from a URL: give the URL without them, and the credentials in "
+            f"option 'storageOptions' ({keys})."
+        )
 
 
 @dataclass(frozen=True)
@@ -42,15 +71,19 @@ class Store:
 
 
 def _shown(key: str, value: str, plain: frozenset[str]) -> str:
-    if key not in plain:
+    """``value`` as a ``repr`` shows it: a plain key's, unless it may hold a secret (a JSON
+    text such as a service account's, an ``@``, a URL that is not ``scheme://host...``)."""
+    if key not in plain or value.lstrip().startswith("{") or "@" in value:
         return MASK
-    if "://" in value:  # an endpoint: its user info hidden
+    if "://" in value:  # an endpoint
         try:
             parts = urlsplit(value)
             port = f":{parts.port}" if parts.port else ""
-        except ValueError:  # not a URL after all (a bad port): shown as nothing
+        except ValueError:  # not a URL after all (a bad port)
             return MASK
-        return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
+        if not parts.scheme or not parts.hostname:
+            return MASK
+        return f"{parts.scheme}://{parts.hostname}{port}{parts.path}"
     return value
 
 

@@ -38,9 +38,9 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store, refuse_userinfo
 
-__all__ = ["STORE", "emulator_account"]
+__all__ = ["ENVIRONMENT_LOCK", "STORE", "emulator_account"]
 
 _KEYS = frozenset(
     {
@@ -66,8 +66,9 @@ _ENVIRONMENT = {
     "STORAGE_EMULATOR_HOST": "google_base_url",
 }
 _CREDENTIALS_VARIABLE = "GOOGLE_APPLICATION_CREDENTIALS"
-#: One filesystem made at a time while the variable is borrowed.
-_ENVIRONMENT_LOCK = threading.Lock()
+#: Held while the variable is lent, while any filesystem is made (it reads the variable), and
+#: while :func:`~dspark_json.storage.parse_settings` reads the environment.
+ENVIRONMENT_LOCK = threading.Lock()
 _METADATA_HOST = "metadata.google.internal"
 _METADATA_WAIT_S = 2.0
 
@@ -122,8 +123,9 @@ def _base_url(settings: StorageSettings, account: dict[str, Any] | None) -> str 
 
 
 def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, str]:
-    parts = urlsplit(uri)
-    path = (parts.netloc + parts.path).rstrip("/") or parts.netloc
+    refuse_userinfo(uri, "GCS", "google_service_account or google_service_account_key")
+    # the path as written: an object's name may hold '?' or '#'
+    path = uri.split("://", 1)[1].rstrip("/")
     return _made(settings), path
 
 
@@ -135,13 +137,19 @@ def _made(settings: StorageSettings) -> pafs.GcsFileSystem:
     if base_url is not None:
         endpoint = urlsplit(base_url)
         anonymous = account is None or bool(account.get("disable_oauth"))
-        return pafs.GcsFileSystem(
-            anonymous=anonymous, scheme=endpoint.scheme, endpoint_override=endpoint.netloc
-        )
-    with _credentials_file(settings, account) as credentials:
+        with ENVIRONMENT_LOCK:  # another thread may be lending the variable this moment
+            return pafs.GcsFileSystem(
+                anonymous=anonymous, scheme=endpoint.scheme, endpoint_override=endpoint.netloc
+            )
+    # Checked here, where every path (a tools file read while the options are parsed too)
+    # makes its filesystem: without credentials pyarrow waits 15 minutes on a metadata server.
+    missing = _missing(settings)
+    if missing:
+        raise OptionError(missing + ".")
+    with _credentials_file(settings, account) as credentials, ENVIRONMENT_LOCK:
         if credentials is None:
             return pafs.GcsFileSystem()
-        with _ENVIRONMENT_LOCK, _variable(_CREDENTIALS_VARIABLE, credentials):
+        with _variable(_CREDENTIALS_VARIABLE, credentials):
             return pafs.GcsFileSystem()
 
 

@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store, split_userinfo
 
 __all__ = ["STORE"]
 
@@ -59,12 +59,11 @@ def _filesystem(settings: StorageSettings, uri: str) -> tuple[pafs.FileSystem, s
             kwargs[argument] = parts.netloc + parts.path.rstrip("/")
         else:
             kwargs[argument] = value
-    rest = uri.split("://", 1)[1]
-    if "@" in rest:  # s3://key:secret@bucket/...: the URI's own credentials, as pyarrow reads them
-        userinfo, rest = rest.rsplit("@", 1)
+    userinfo, rest = split_userinfo(uri)
+    if userinfo is not None:  # s3://key:secret@bucket/...: the URI's own, as pyarrow reads them
         key, _, secret = userinfo.partition(":")
         kwargs["access_key"], kwargs["secret_key"] = unquote(key), unquote(secret)
-    path = rest.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    path = rest.rstrip("/")  # as written: an object's name may hold '?' or '#'
     if "region" not in kwargs and "endpoint_override" not in kwargs:
         # AWS itself, no region given: the bucket's, as pyarrow's from_uri finds it
         with contextlib.suppress(OSError):

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
 from dspark_json.storage import azure, gcs, s3
-from dspark_json.storage.base import StorageSettings, Store
+from dspark_json.storage.base import StorageSettings, Store, split_userinfo
 
 __all__ = [
     "ENVIRONMENT_ONLY",
@@ -38,6 +40,9 @@ __all__ = [
 #: The option that carries the settings.
 OPTION = "storageOptions"
 
+
+#: The keys that name an endpoint: a URL, never with user info in it.
+_ENDPOINT_KEYS = frozenset({"aws_endpoint_url", "google_base_url", "azure_storage_endpoint"})
 
 #: The stores, by the URL schemes each reads.
 STORES: tuple[Store, ...] = (s3.STORE, gcs.STORE, azure.STORE)
@@ -73,11 +78,13 @@ def parse_settings(
     environ = os.environ if environ is None else environ
     known = _known_keys()
     merged: dict[str, str] = {}
-    for store in STORES:
-        for variable, key in store.environment.items():
-            value = environ.get(variable)
-            if value and key not in merged:  # the first variable of a key wins
-                merged[key] = value
+    # under the lock GCS lends GOOGLE_APPLICATION_CREDENTIALS with: not a lent value read
+    with gcs.ENVIRONMENT_LOCK:
+        for store in STORES:
+            for variable, key in store.environment.items():
+                value = environ.get(variable)
+                if value and key not in merged:  # the first variable of a key wins
+                    merged[key] = value
     given: set[str] = set()
     if text is not None and text.strip():
         for key, value in _parse_object(name, text).items():
@@ -86,6 +93,17 @@ def parse_settings(
                 raise OptionError(
                     f"Option {name!r} has key {key!r}, which no store reads. Known keys: "
                     f"{', '.join(sorted(known))} (values are never shown)."
+                )
+            if folded in given:
+                raise OptionError(
+                    f"Option {name!r} gives {folded!r} twice (as {key!r} and another spelling): "
+                    "keep one."
+                )
+            if folded in _ENDPOINT_KEYS and split_userinfo(value)[0] is not None:
+                raise OptionError(
+                    f"Option {name!r}: {key!r} carries user info (user:password@; not shown): "
+                    "give the endpoint as scheme://host:port, and the credentials in their own "
+                    "keys."
                 )
             merged[folded] = value
             given.add(folded)
@@ -105,24 +123,38 @@ def _parse_object(name: str, text: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise OptionError(
             f"Option {name!r} must be a JSON object of store settings, e.g. "
-            f'\'{{"aws_region": "eu-west-1"}}\'; got a JSON {type(value).__name__}.'
+            f'\'{{"aws_region": "eu-west-1"}}\'; got a JSON {_json_type(value)}.'
         )
     out: dict[str, str] = {}
     for key, item in value.items():
         if isinstance(item, bool):
             out[key] = "true" if item else "false"
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise OptionError(
+                f"Option {name!r}: key {key!r} must be a string, number or boolean, got {item}."
+            )
         elif isinstance(item, (str, int, float)):
             out[key] = str(item)
         else:
             raise OptionError(
                 f"Option {name!r}: key {key!r} must be a string, number or boolean, got a JSON "
-                f"{type(item).__name__}."
+                f"{_json_type(item)}."
             )
     return out
 
 
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (``null``, not ``NoneType``)."""
+    if value is None:
+        return "null"
+    names = {list: "array", dict: "object", str: "string", bool: "boolean"}
+    return names.get(type(value), "number")
+
+
 #: The settings of a caller that has no query: none, so pyarrow and delta-rs each read the
-#: environment variables of the process they run in.
+#: environment variables of the process they run in (S3, GCS). Azure's account name, key and
+#: SAS token reach pyarrow only through settings: here the URL must name the account, and
+#: pyarrow falls back to Azure's default credential chain.
 ENVIRONMENT_ONLY = StorageSettings()
 
 
@@ -158,16 +190,29 @@ def filesystem(uri: str, settings: StorageSettings) -> tuple[pafs.FileSystem, st
 def delta_options(uri: str, settings: StorageSettings) -> dict[str, str]:
     """The ``storage_options`` delta-rs takes for the table at ``uri`` (empty off the stores)."""
     store = store_of(uri)
-    return {} if store is None else store.delta_options(settings)
+    if store is None:
+        return {}
+    out = store.delta_options(settings)
+    userinfo, _ = split_userinfo(uri)
+    if store is s3.STORE and userinfo is not None:  # s3://key:secret@bucket: as pyarrow reads it
+        key, _, secret = userinfo.partition(":")
+        out.update(aws_access_key_id=unquote(key), aws_secret_access_key=unquote(secret))
+        out.pop("aws_session_token", None)  # the environment's belongs to another key
+    return out
 
 
 def delta_uri(uri: str) -> str:
     """``uri`` as delta-rs should be given it: the store's ``delta_scheme`` in place of its
-    scheme (the same place), else ``uri`` as it is."""
+    scheme (the same place), an S3 URI's ``key:secret@`` left out (:func:`delta_options` hands
+    it to delta-rs as keys, so pyarrow and delta-rs use the same credentials)."""
     store = store_of(uri)
-    if store is None or store.delta_scheme is None:
+    if store is None:
         return uri
-    return f"{store.delta_scheme}://{uri.split('://', 1)[1]}"
+    scheme = store.delta_scheme or uri.split("://", 1)[0]
+    userinfo, rest = split_userinfo(uri)
+    if userinfo is not None and store is s3.STORE:  # in delta_options' keys instead
+        return f"{scheme}://{rest}"
+    return f"{scheme}://{uri.split('://', 1)[1]}"
 
 
 def missing_credentials(uri: str, settings: StorageSettings) -> str | None:

@@ -30,16 +30,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from dspark_json.dev.service import free_port, wait_for_port
+from dspark_json.storage.azure import EMULATOR_ACCOUNT, EMULATOR_KEY
 
 AZURITE_VERSION = "3.35.0"
 AZURITE_DIR = Path(
     os.environ.get("DSPARK_JSON_AZURITE_DIR") or Path.home() / ".cache" / "dspark-json" / "azurite"
 )
-AZURITE_ACCOUNT = "devstoreaccount1"
-#: Azurite's well-known key (Microsoft's documentation).
-AZURITE_KEY = (
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
+#: Azurite's well-known account and key: the one definition, the library's.
+AZURITE_ACCOUNT = EMULATOR_ACCOUNT
+AZURITE_KEY = EMULATOR_KEY
 _PACKAGE = (f"azurite@{AZURITE_VERSION}",)
 _AZURITE_FLAGS = (
     "--inMemoryPersistence",

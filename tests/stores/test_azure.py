@@ -23,10 +23,17 @@ from dspark_json.options import Options
 from dspark_json.storage import StorageSettings, delta_options, filesystem, parse_settings
 from dspark_json.storage.azure import locate
 from tests.helpers import write_prompts
-from tests.stores.emulators import AZURITE_KEY, AzureStore, account_sas, azurite, install_azurite
+from tests.stores.emulators import (
+    AZURITE_ACCOUNT,
+    AZURITE_KEY,
+    AzureStore,
+    account_sas,
+    azurite,
+    install_azurite,
+)
 from tests.stores.stream import ROWS, put_prompts, run_stream
 
-ACCOUNT = "devstoreaccount1"
+ACCOUNT = AZURITE_ACCOUNT
 #: Every spelling of one place: container "dspark", key "t/x".
 SPELLINGS = [
     "az://dspark/t/x",

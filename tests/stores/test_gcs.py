@@ -15,6 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from dspark_json import fs
+from dspark_json.errors import OptionError
+from dspark_json.options import Options
 from dspark_json.storage import (
     StorageSettings,
     delta_options,
@@ -90,6 +92,21 @@ def test_without_credentials_the_store_says_what_to_set(monkeypatch):
     assert problem is not None
     assert "google_service_account" in problem and "GOOGLE_APPLICATION_CREDENTIALS" in problem
     assert missing_credentials("gs://b/t", settings(google_base_url="http://127.0.0.1:1")) is None
+
+
+def test_a_file_option_on_gcs_without_credentials_fails_at_once(monkeypatch):
+    """A tools file is read while the options are parsed, before .load()'s own check: the check
+    where the filesystem is made covers it (pyarrow would wait 15 minutes otherwise)."""
+    monkeypatch.setattr(gcs_store, "_metadata_server", lambda: False)
+    monkeypatch.setattr(Path, "home", lambda: Path("/nonexistent-home"))
+    for variable in gcs_store.STORE.environment:
+        monkeypatch.delenv(variable, raising=False)
+    started = time.monotonic()
+    with pytest.raises(OptionError, match=r"Option 'tools'.*GCS: no credentials"):
+        Options.parse(
+            {"endpoint": "http://127.0.0.1:9", "prompts": "/p", "tools": "gs://b/tools.json"}
+        )
+    assert time.monotonic() - started < 10
 
 
 @pytest.fixture(scope="module")

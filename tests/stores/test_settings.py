@@ -55,7 +55,7 @@ def test_values_are_masked_but_harmless_ones_and_survive_pickling():
         "aws_secret_access_key": SECRET,
         "aws_access_key_id": SECRET,
         "aws_region": "eu-west-1",
-        "aws_endpoint_url": f"http://user:{SECRET}@127.0.0.1:9000",
+        "aws_endpoint_url": "http://127.0.0.1:9000",
     }
     settings = parse_settings(json.dumps(given), {})
     shown = repr(settings)
@@ -68,7 +68,7 @@ def test_values_are_masked_but_harmless_ones_and_survive_pickling():
 def test_bad_option_text_is_refused_naming_the_option_never_the_value():
     for text, problem in (
         ('{"aws_secret_access_key": "' + SECRET, "must be a JSON object"),
-        (f'["{SECRET}"]', "got a JSON list"),
+        (f'["{SECRET}"]', "got a JSON array"),
         (f'{{"aws_secret_acess_key": "{SECRET}"}}', "which no store reads"),
         (f'{{"aws_region": ["{SECRET}"]}}', "must be a string, number or boolean"),
     ):
@@ -250,3 +250,16 @@ def test_an_s3_uri_s_own_credentials_reach_pyarrow_and_not_its_path():
         "se/cret",
         "bucket/k",
     )
+
+
+def test_the_readme_store_table_lists_every_store_s_environment_variables():
+    from pathlib import Path
+
+    from dspark_json.storage.settings import STORES
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if line.count("|") > 4}
+    for store in STORES:
+        row = next(line for name, line in rows.items() if name.startswith(store.name))
+        missing = [v for v in store.environment if f"`{v}`" not in row.split("|")[4]]
+        assert not missing, f"README's {store.name} row lacks {missing}"
