@@ -106,7 +106,9 @@ _URI_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s'\"<>]*@")
 _QUERY_SECRETS = re.compile(
     r"(?i)([?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|"
     r"x-goog-signature|x-goog-credential|token|access_token|sas_token|key|api_key|apikey|"
-    r"access_key|secret_key|secret|password|passwd|pwd)=)[^&;#\s'\"]*"
+    r"access_key|secret_key|secret|password|passwd|pwd)=)"
+    # a value masked already is kept as it is (a message masked twice keeps the text after it)
+    r"(?:\*\*\*(?![A-Za-z0-9%+/=_.~-])|[^&;#\s'\"]*)"
 )
 
 

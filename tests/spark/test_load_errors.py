@@ -45,7 +45,7 @@ CANARY = "zqCanary7pw"
         ),
         (
             {"cache": f"foo://ann:{CANARY}@store.invalid/c?sig={CANARY}"},
-            "Option 'cache' is a URI with a query string "
+            "Option 'cache' is a URI with a query string or fragment "
             "\\(foo://\\*\\*\\*@store.invalid/c\\?sig=\\*\\*\\*\\).*option 'storageOptions'",
         ),
     ],
