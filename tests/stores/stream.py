@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.fs as pafs
+import pyarrow.parquet as pq
 
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.storage import (
+    StorageSettings,
     delta_options,
     delta_uri,
     filesystem,
@@ -21,6 +24,44 @@ from dspark_json.storage import (
 from tests.helpers import REVIEW_SCHEMA
 
 ROWS = 12
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A one-file Delta table made by :func:`commit_one_file`: where delta-rs opens it, the
+    options it is given, the settings pyarrow used, and the rows written."""
+
+    table_at: str
+    options: dict[str, str]
+    given: StorageSettings
+    data: pa.Table
+
+
+def commit_one_file(table: str, options: dict[str, Any]) -> Committed:
+    """A Parquet file written through pyarrow at ``table``, committed there by delta-rs: both
+    ends are given the same ``storageOptions`` value, so the table opens only where they agree
+    on the place the URL names."""
+    from deltalake import Schema
+    from deltalake.transaction import AddAction, create_table_with_add_actions
+
+    given = parse_settings(json.dumps(options), environ={})
+    found = filesystem(table, given)
+    assert found is not None
+    pa_fs, root = found
+    data = pa.table({"a": [1, 2, 3]})
+    with pa_fs.open_output_stream(f"{root}/part-0.parquet") as sink:
+        pq.write_table(data, sink)
+    size = pa_fs.get_file_info(f"{root}/part-0.parquet").size
+    table_at, at_options = delta_uri(table), delta_options(table, given)
+    create_table_with_add_actions(
+        table_at,
+        Schema.from_arrow(data.schema),
+        [AddAction("part-0.parquet", size, {}, 0, True, None)],
+        mode="error",
+        partition_by=[],
+        storage_options=at_options,
+    )
+    return Committed(table_at, at_options, given, data)
 
 
 @dataclass(frozen=True)

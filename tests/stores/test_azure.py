@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from dspark_json import fs
@@ -31,7 +30,7 @@ from tests.stores.emulators import (
     azurite,
     install_azurite,
 )
-from tests.stores.stream import ROWS, put_prompts, run_stream
+from tests.stores.stream import ROWS, commit_one_file, put_prompts, run_stream
 
 ACCOUNT = AZURITE_ACCOUNT
 #: Every spelling of one place: container "dspark", key "t/x".
@@ -98,28 +97,14 @@ def store() -> Iterator[AzureStore]:
 def test_pyarrow_and_delta_rs_reach_one_place_by_any_spelling(store, uri):
     """A Parquet file written through pyarrow, committed by delta-rs at the same URL, read back
     by delta-rs: both ends agree on where the URL points."""
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
+    from deltalake import DeltaTable
 
     table = uri.replace("/t/x", f"/spell/{SPELLINGS.index(uri)}")
-    given = parse_settings(json.dumps(store.options()), environ={})
-    found = filesystem(table, given)
-    assert found is not None
-    pa_fs, root = found
-    data = pa.table({"a": [1, 2, 3]})
-    with pa_fs.open_output_stream(f"{root}/part-0.parquet") as sink:
-        pq.write_table(data, sink)
-    size = pa_fs.get_file_info(f"{root}/part-0.parquet").size
-    options = delta_options(table, given)
-    create_table_with_add_actions(
-        table,
-        Schema.from_arrow(data.schema),
-        [AddAction("part-0.parquet", size, {}, 0, True, None)],
-        mode="error",
-        partition_by=[],
-        storage_options=options,
-    )
-    assert DeltaTable(table, storage_options=options).to_pyarrow_table() == data
+    made = commit_one_file(table, store.options())
+    assert made.table_at == table  # delta-rs is given the URL as written
+    opened = DeltaTable(made.table_at, storage_options=made.options)
+    assert opened.to_pyarrow_table() == made.data
+    given = made.given
     assert fs.list_files(table, storage=given, suffixes=(".parquet",))[0].name == "part-0.parquet"
 
 

@@ -10,8 +10,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from dspark_json import fs
@@ -20,7 +18,6 @@ from dspark_json.options import Options
 from dspark_json.storage import (
     StorageSettings,
     delta_options,
-    delta_uri,
     filesystem,
     missing_credentials,
     parse_settings,
@@ -28,7 +25,7 @@ from dspark_json.storage import (
 from dspark_json.storage import gcs as gcs_store
 from tests.helpers import write_prompts
 from tests.stores.emulators import GcsStore, fake_gcs, fake_gcs_binary
-from tests.stores.stream import ROWS, put_prompts, run_stream
+from tests.stores.stream import ROWS, commit_one_file, put_prompts, run_stream
 
 #: Google's variables that would give credentials or an emulator: none may leak into the tests
 #: that ask what happens without them.
@@ -124,31 +121,15 @@ def store() -> Iterator[GcsStore]:
 def test_pyarrow_and_delta_rs_reach_one_place(store, scheme):
     """A Parquet file written through pyarrow, committed by delta-rs at the same URL, read back
     by delta-rs; then a second commit (object_store's put-if-absent) on the same table."""
-    from deltalake import DeltaTable, Schema
-    from deltalake.transaction import AddAction, create_table_with_add_actions
+    from deltalake import DeltaTable
 
     table = f"{scheme}://{store.bucket}/spell/{scheme}"
-    given = parse_settings(json.dumps(store.options()), environ={})
-    found = filesystem(table, given)
-    assert found is not None
-    pa_fs, root = found
-    data = pa.table({"a": [1, 2, 3]})
-    with pa_fs.open_output_stream(f"{root}/part-0.parquet") as sink:
-        pq.write_table(data, sink)
-    size = pa_fs.get_file_info(f"{root}/part-0.parquet").size
-    table_at = delta_uri(table)  # delta-rs reads gs:// (gcs:// is OpenDAL's there)
-    assert table_at == f"gs://{store.bucket}/spell/{scheme}"
-    options = delta_options(table, given)
-    create_table_with_add_actions(
-        table_at,
-        Schema.from_arrow(data.schema),
-        [AddAction("part-0.parquet", size, {}, 0, True, None)],
-        mode="error",
-        partition_by=[],
-        storage_options=options,
-    )
+    made = commit_one_file(table, store.options())
+    # delta-rs reads gs:// (gcs:// is OpenDAL's there)
+    assert made.table_at == f"gs://{store.bucket}/spell/{scheme}"
+    table_at, options, given = made.table_at, made.options, made.given
     opened = DeltaTable(table_at, storage_options=options)
-    assert opened.to_pyarrow_table() == data
+    assert opened.to_pyarrow_table() == made.data
     opened.create_write_transaction([], "append", opened.schema(), partition_by=[])
     assert DeltaTable(table_at, storage_options=options).version() == 1
     assert fs.list_files(table, storage=given, suffixes=(".parquet",))[0].name == "part-0.parquet"
