@@ -15,7 +15,7 @@ OLDEST_TESTS   := tests/test_compat.py tests/spark/test_compat.py tests/spark/te
                   tests/spark/test_delta.py \
                   tests/spark/test_exactly_once.py::test_kill_9_at_every_point_then_restart_lands_each_prompt_once
 
-.PHONY: demo test test-oldest test-gateways test-vllm lint unit mutate clean
+.PHONY: demo test test-oldest test-gateways test-vllm lint unit mutate docs clean
 
 $(STAMP): pyproject.toml setup.cfg
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,10 +70,15 @@ mutate: $(STAMP)  ## mutation testing of the core modules: benchmarks/results/mu
 	test -x $(BIN)/mutmut || $(BIN)/python -m pip install --quiet -e '.[mutate]'
 	$(BIN)/python benchmarks/mutation/run.py --jobs $(or $(MUTATE_JOBS),1)
 
+# The docs site (mkdocs.yml, docs/), served at http://127.0.0.1:8000 as you edit; the reference
+# pages are generated from the code (docs/gen_reference.py). tests/test_site.py builds it strictly.
+docs: $(STAMP)  ## serve the docs site locally
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
+
 lint: $(STAMP)
 	$(BIN)/ruff check dspark_json tests benchmarks
 	$(BIN)/ruff format --check dspark_json tests benchmarks
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) $(VENV_OLDEST) demo-output .pytest_cache .mypy_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) $(VENV_OLDEST) demo-output site .pytest_cache .mypy_cache .ruff_cache *.egg-info

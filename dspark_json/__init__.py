@@ -65,7 +65,7 @@ __all__ = [
     "write_delta",
 ]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _REDACTION_CONF = "spark.sql.redaction.options.regex"
 

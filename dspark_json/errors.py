@@ -36,27 +36,53 @@ _R = TypeVar("_R")
 
 
 class DSparkJsonError(Exception):
-    """Base class of every error dspark-json raises on purpose."""
+    """Base class of every error dspark-json raises on purpose.
+
+    Catch it to handle all of them; the subclass and its message say what to change."""
 
 
 class OptionError(DSparkJsonError, ValueError):
-    """An option is unknown, missing, or has a value that is not allowed."""
+    """An option is unknown, missing, or has a value that is not allowed.
+
+    Raised at ``.load()`` (or by ``generate()``), before any request. The message names the
+    option, the value and what it accepts (a misspelt name gets the closest known one): change
+    that option (the options reference lists them all)."""
 
 
 class SchemaError(DSparkJsonError, ValueError):
-    """A schema cannot be mapped to Spark types."""
+    """A schema cannot be mapped to Spark types.
+
+    Raised at ``.load()`` for a JSON Schema (``responseFormat``, ``tools``' parameters), a
+    ``.schema(...)`` or a ``schemaHints`` that cannot type the columns, naming the path
+    (``#/$defs/D16``) and why: copy a remote ``$ref`` under ``$defs``, simplify the part named, or
+    pin that column with ``.schema(...)`` / ``schemaHints``; with
+    ``schemaEvolutionMode=failOnNewColumns``, pin the new fields it names or go back to
+    ``rescue``."""
 
 
 class ServerError(DSparkJsonError):
-    """The model server is unreachable or does not serve what the query needs."""
+    """The model server is unreachable or does not serve what the query needs.
+
+    Raised at ``.load()`` from the checks of each endpoint, naming the URL and the cause: check
+    option ``endpoint`` from where the driver runs (executors must reach the same URL), the key
+    (``apiKeyEnv`` on a 401/403), the ``model`` (one the server lists at ``/v1/models``), or the
+    server's flag the message names (``--scheduling-policy priority`` for option ``priority``)."""
 
 
 class BackendUnavailable(DSparkJsonError):
-    """The parse backend that was asked for cannot run on this machine."""
+    """The parse backend that was asked for cannot run on this machine.
+
+    ``parseMode=gpu`` where cuDF or a CUDA device is missing: install the GPU extra
+    (``pip install '.[gpu]'`` for CUDA 12, ``'.[gpu-cu13]'`` for CUDA 13) where the query runs,
+    or use ``parseMode=auto`` (GPU when there is one, else the CPU) or ``cpu``."""
 
 
 class RecordError(DSparkJsonError):
-    """FAILFAST mode met a row it could not fetch or parse."""
+    """FAILFAST mode met a row it could not fetch or parse.
+
+    The message names the row (``custom_id``, or file and row number), its status and the
+    server's message: fix that prompt or the server, or use ``mode=PERMISSIVE`` (the default:
+    the row is kept with ``_status`` and ``_error``) or ``DROPMALFORMED``."""
 
 
 def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:

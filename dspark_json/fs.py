@@ -80,7 +80,7 @@ def query_problem(option: str, uri: str) -> str | None:
         "names are appended to it, so they would land after it. Give the URI without it, and the "
         "store's endpoint and credentials in option 'storageOptions' (e.g. "
         '\'{"aws_endpoint_url": "http://127.0.0.1:9000"}\', '
-        '\'{"azure_storage_sas_token": "..."}\'; README "Object stores")'
+        '\'{"azure_storage_sas_token": "..."}\'; docs/guide/object-stores.md)'
     )
 
 

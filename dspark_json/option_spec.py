@@ -2,8 +2,8 @@
 
 Each stage declares the options it reads as fields of its own frozen dataclass, with
 :func:`option`; :mod:`dspark_json.options` gathers them into the one table that parses Spark's
-options, checks them and generates the README's options table. A default is written once, as the
-text a user would write, and converted by the same converter as a given value.
+options, checks them and generates the options reference of the docs. A default is written
+once, as the text a user would write, and converted by the same converter as a given value.
 
 A converter takes ``(spelling used, text)`` and returns the value, or raises
 :class:`~dspark_json.errors.OptionError` naming the option, the value and what is allowed.

@@ -6,7 +6,7 @@ a bad value fails at ``.load()`` with a message that names the option, the value
 allowed. Each option is declared once, next to the stage that reads it (name, spellings,
 default, converter, meaning): :mod:`dspark_json.http.options`, :mod:`dspark_json.inputs.options`,
 :mod:`dspark_json.schema.options` and :class:`RowOptions` below. :data:`OPTION_SPECS` gathers
-them; :func:`options_table` renders the README's table from it.
+them; :func:`options_table` renders the docs' options reference from it.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ class StorageOptions:
         "azure_storage_account_name, azure_storage_account_key, azure_storage_sas_token...), laid "
         "over the stores' environment variables (AWS_*, GOOGLE_*, AZURE_STORAGE_*) as the driver "
         "has them, and used for every path of the query, on the executors too. Values never "
-        "appear in logs, errors or plans. README: Object stores.",
+        "appear in logs, errors or plans (docs/guide/object-stores.md).",
         '{"aws_endpoint_url": "http://127.0.0.1:9000", "aws_region": "us-east-1"}',
         convert=_storage_settings,
         empty=ENVIRONMENT_ONLY,
@@ -341,7 +341,7 @@ def _unknown_option_message(key: str) -> str:
 
 
 def options_table() -> str:
-    """The reference table of every option, in Markdown, by stage (the README embeds it)."""
+    """The reference table of every option, in Markdown, by stage (docs/reference/options.md)."""
     lines = [
         "| stage | option | also accepted | default | meaning | example |",
         "|---|---|---|---|---|---|",

@@ -13,7 +13,7 @@ from typing import Any
 CANARY = "zq-canary-7f3a9c"
 #: For option apiKeyEnv: set before the Spark session starts, so its Python workers inherit it.
 os.environ["DSPARK_TEST_API_KEY"] = CANARY
-#: The key of the README's "Behind a gateway" snippet (tests/spark/test_gateway.py).
+#: The key of the "Behind a gateway" snippet of docs/guide/gateway.md (tests/spark/test_gateway.py).
 os.environ["LITELLM_API_KEY"] = CANARY
 
 REVIEW_SCHEMA = {

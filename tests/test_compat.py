@@ -197,11 +197,11 @@ def test_available_now_stops_at_what_was_there_when_it_was_prepared(tmp_path, li
     assert len(listings) == 4  # the first batch uses the listing taken when prepared
 
 
-def test_the_readme_cluster_install_lists_every_dependency_but_pyspark():
+def test_the_cluster_install_lists_every_dependency_but_pyspark():
     root = Path(__file__).resolve().parents[1]
     wanted = tomllib.loads((root / "pyproject.toml").read_text())["project"]["dependencies"]
-    readme = (root / "README.md").read_text()
-    line = next(ln for ln in readme.splitlines() if ln.startswith('pip install "pyarrow'))
+    page = (root / "docs" / "getting-started" / "cluster.md").read_text()
+    line = next(ln for ln in page.splitlines() if ln.startswith('pip install "pyarrow'))
     listed = re.findall(r'"([^"]+)"', line)
     assert sorted(listed) == sorted(d for d in wanted if not d.startswith("pyspark"))
-    assert "pip install --no-deps dspark-json" in readme
+    assert "pip install --no-deps dist/dspark_json-*.whl" in page

@@ -30,7 +30,7 @@ def test_all_lists_every_public_name():
 
 
 def _readme_names(text: str) -> set[str]:
-    """The names the README uses on the package, ``dspark_json.<name>``, submodules left out."""
+    """The names the docs use on the package, ``dspark_json.<name>``, submodules left out."""
     import importlib.util
 
     names = set(re.findall(r"(?<![\w.])dspark_json\.(\w+)", text))
@@ -40,8 +40,10 @@ def _readme_names(text: str) -> set[str]:
     return {n for n in names - loggers if importlib.util.find_spec(f"dspark_json.{n}") is None}
 
 
-def test_every_name_the_readme_calls_on_the_package_is_exported():
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+def test_every_name_the_readme_and_the_docs_call_on_the_package_is_exported():
+    root = Path(__file__).resolve().parents[1]
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    text = "\n".join(p.read_text() for p in pages)
     blocks = "\n".join(re.findall(r"```python\n(.*?)```", text, flags=re.S))
     assert {"generate", "parse_responses", "register"} <= _readme_names(blocks)
     assert _readme_names(text) - set(dspark_json.__all__) == set()

@@ -1,4 +1,5 @@
-"""The README's quick start runs as written: its first code block, copied into a file and run by
+"""The quick start runs as written (the README's, which docs/getting-started/local.md holds too):
+its first code block, copied into a file and run by
 this virtualenv's Python in a fresh process whose ``PATH`` and environment do not lead to the
 virtualenv (a new user's shell, where ``python3`` is another Python): the simulator starts, the
 stream lands in Delta, the table reads back through Spark SQL, the driver logs the batch's
@@ -13,12 +14,14 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+LOCAL = ROOT / "docs" / "getting-started" / "local.md"
 
 
-def quick_start() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("```python\n", text.index("Quick start")) + len("```python\n")
+def quick_start(path: Path = README) -> str:
+    text = path.read_text(encoding="utf-8")
+    start = text.index("```python\n") + len("```python\n")
     return text[start : text.index("```\n", start)]
 
 

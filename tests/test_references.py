@@ -30,6 +30,13 @@ ELSEWHERE = {
     # logger names, not modules: the per-batch lines on the driver (metrics.driver_logger)
     "dspark_json.batches",
 }
+#: The reference pages the docs site generates at each build (docs/gen_reference.py's PAGES).
+ELSEWHERE |= {
+    f"docs/{page}"
+    for page in re.findall(
+        r'^    "(reference/\w+\.md)"', (ROOT / "docs" / "gen_reference.py").read_text(), re.M
+    )
+}
 
 #: A path from the repository's root: a package, test, benchmark, doc or script path.
 _ROOTED = re.compile(

@@ -62,7 +62,7 @@ def write_delta(
     ``{"processingTime": "10 seconds"}``. ``partition_by`` names the table's partition columns
     (used when the table is created). ``storage_options``: the table's object store settings
     (the sink's option ``storageOptions``: keys as delta-rs spells them, over the environment
-    variables; README "Object stores").
+    variables; docs/guide/object-stores.md).
     """
     missing = sorted(set(partition_by or ()) - set(df.columns))
     if missing:

@@ -127,7 +127,7 @@ def _json_or_file(name: str, source: str, what: str) -> str:
         raise OptionError(
             f"Option {name!r} names a file by a URI with a query string or fragment "
             f"({mask_uris(source)}): give the file's URI without it, and the store's endpoint "
-            "and credentials in option 'storageOptions' (README \"Object stores\")."
+            "and credentials in option 'storageOptions' (docs/guide/object-stores.md)."
         )
     path = directory(name, source)
     try:

@@ -60,7 +60,8 @@ class ReuseOptions:
         "(a claim next to the entry). An entry that is corrupt, over "
         "the limits or not a regular file is asked again (WARN). An object store's endpoint and "
         "credentials go in option storageOptions. "
-        "Nothing expires by itself: delete entries by age (README). Default: no cache.",
+        "Nothing expires by itself: delete entries by age (docs/guide/dedupe-and-cache.md). "
+        "Default: no cache.",
         "/data/_cache/answers",
         convert=directory,  # a query string refused, as for every directory
     )

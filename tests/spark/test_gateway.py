@@ -1,4 +1,4 @@
-"""Behind a gateway, end to end: Spark, the README's "Behind a gateway" snippet as written, and
+"""Behind a gateway, end to end: Spark, the snippet of docs/guide/gateway.md as written, and
 the simulator process answering as LiteLLM's proxy does (its key, its /health that sends
 completions, provider_specific_fields in every choice and message, 429s hinted by
 llm_provider-retry-after under an rpm limit)."""
@@ -14,7 +14,7 @@ from tests.helpers import CANARY, REVIEW_SCHEMA, write_prompts
 
 pytestmark = pytest.mark.spark
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "gateway.md"
 ROWS = 60
 #: 60 prompts at 10 completions a second: the last wait 5 windows or more, each a 429, more
 #: than the default maxAttempts (5) would allow.
@@ -22,8 +22,8 @@ RATE = {"rpm": 10, "rate_window": 1.0}
 
 
 def gateway_snippet() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("```python\n", text.index("## Behind a gateway")) + len("```python\n")
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("```python\n") + len("```python\n")
     return text[start : text.index("```\n", start)]
 
 
@@ -43,7 +43,7 @@ def test_through_litellm_under_a_rate_limit_every_row_lands_ok_with_default_opti
             "PROMPTS": str(tmp_path / "in"),
             "SCHEMA": json.dumps(REVIEW_SCHEMA),
         }
-        exec(gateway_snippet(), names)  # the README's snippet, as written
+        exec(gateway_snippet(), names)  # the page's snippet, as written
         df = names["reader"].load()
         at_load = server.stats()
         query = (

@@ -1,6 +1,6 @@
 """S3 end to end against moto's server: one Spark stream whose prompts, journal, metrics, cache
 and Delta table all live on ``s3://``, reached with option ``storageOptions`` only (no
-environment variable), run by the README's "Object stores" snippet as written; every row ok,
+environment variable), run by the snippet of docs/guide/object-stores.md as written; every row ok,
 and a second run served from the cache (no request)."""
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from tests.helpers import REVIEW_SCHEMA
 
 pytestmark = pytest.mark.spark
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "guide" / "object-stores.md"
 ROWS = 40
 
 
 def object_stores_snippet() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("```python\n", text.index("## Object stores")) + len("```python\n")
+    text = PAGE.read_text(encoding="utf-8")
+    start = text.index("```python\n") + len("```python\n")
     return text[start : text.index("```\n", start)]
 
 

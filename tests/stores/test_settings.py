@@ -252,14 +252,15 @@ def test_an_s3_uri_s_own_credentials_reach_pyarrow_and_not_its_path():
     )
 
 
-def test_the_readme_store_table_lists_every_store_s_environment_variables():
+def test_the_docs_store_table_lists_every_store_s_environment_variables():
     from pathlib import Path
 
     from dspark_json.storage.settings import STORES
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    rows = {line.split("|")[1].strip(): line for line in readme.splitlines() if line.count("|") > 4}
+    page = Path(__file__).resolve().parents[2] / "docs" / "guide" / "object-stores.md"
+    text = page.read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.count("|") > 4}
     for store in STORES:
         row = next(line for name, line in rows.items() if name.startswith(store.name))
         missing = [v for v in store.environment if f"`{v}`" not in row.split("|")[4]]
-        assert not missing, f"README's {store.name} row lacks {missing}"
+        assert not missing, f"docs/guide/object-stores.md's {store.name} row lacks {missing}"
