@@ -322,11 +322,9 @@ def cli_page() -> str:
             if isinstance(action, argparse._HelpAction):
                 continue
             flags = ", ".join(f"`{f}`" for f in action.option_strings) or f"`{action.dest}`"
-            default = (
-                f"`{action.default}`"
-                if action.default not in (None, [], False, argparse.SUPPRESS)
-                else ""
-            )
+            shown = action.default is not None and action.default is not False
+            shown = shown and action.default not in ([], argparse.SUPPRESS)
+            default = f"`{action.default}`" if shown else ""
             what = action.help or ""
             if action.choices:
                 what = f"{what} (one of {', '.join(map(str, action.choices))})".strip()

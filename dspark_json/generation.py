@@ -44,7 +44,7 @@ _NOT_FOR_GENERATE = (
 
 #: The Python API's keyword (snake_case, ``backend`` for ``parseMode``) -> the option.
 _KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS}
-#: Keywords of 0.1 that 0.2 renamed (README, "Changelog") -> today's.
+#: Keywords of 0.1 that 0.2 renamed (docs/changelog.md) -> today's.
 _RENAMED = {"prompt_col": "column", "parse_mode": "backend"}
 
 

@@ -1,6 +1,6 @@
-"""What README's row contract says, held to the parser: when a row is ``ok``, where a value
-that did not fit went, which content is ``corrupt_content``; and what ``parse_responses``
-returns (no ``_error``: it sends no request)."""
+"""What the row contract says (docs/reference/row-contract.md), held to the parser: when a
+row is ``ok``, where a value that did not fit went, which content is ``corrupt_content``; and
+what ``parse_responses`` returns (no ``_error``: it sends no request)."""
 
 import json
 

@@ -24,7 +24,7 @@ __all__ = ["SimulatorProcess", "local_spark"]
 
 def local_spark(app_name: str = "dspark-json", *, cores: int = 2) -> SparkSession:
     """A local-mode Spark session whose Python workers use this interpreter (public: the
-    README's quick start names it).
+    quick start, docs/getting-started/local.md, names it).
 
     ``PYSPARK_PYTHON`` is what makes Spark's Python processes (the data source's planning and
     its tasks) run this interpreter, which has dspark_json: PySpark reads it when the session

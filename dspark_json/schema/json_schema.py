@@ -65,7 +65,7 @@ _Type = DataType | None  # None: `false`, no value at all
 
 
 def json_schema_to_spark(schema: Mapping[str, Any] | bool, *, column: str = "parsed") -> DataType:
-    """Map a JSON Schema to a Spark type (the README's Schema section has the table).
+    """Map a JSON Schema to a Spark type (docs/guide/schema.md has the table).
 
     object -> struct (property order kept); ``additionalProperties`` with a schema and no
     properties -> map<string, T>; array -> array; ``prefixItems`` tuples -> struct<_1, _2, ...>

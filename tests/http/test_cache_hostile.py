@@ -205,7 +205,7 @@ def test_a_cache_url_without_query_parameters_is_accepted():
 
 def test_the_key_is_model_and_body_not_the_endpoint(tmp_path):
     """Replicas of one model share answers: the second server is not asked. A separate
-    ``cache`` directory per server keeps two servers apart (README)."""
+    ``cache`` directory per server keeps two servers apart (docs/guide/dedupe-and-cache.md)."""
     answer = response(200, completion('{"a": 1}'))
     with raw_server(lambda r: answer) as one, raw_server(lambda r: answer) as two:
         run(one.url, str(tmp_path), [body("a")])

@@ -65,8 +65,9 @@ ENV_KEYS = {name: bad for name, bad in BAD_KEYS.items() if "\x00" not in bad[0]}
 
 @pytest.mark.parametrize(("key", "kind"), ENV_KEYS.values(), ids=ENV_KEYS)
 def test_an_api_key_env_that_is_no_header_value_is_refused_on_the_executor(key, kind, monkeypatch):
-    # The README's setup: the variable is set only where the tasks run. Nothing may be sent
-    # with it: a CR/LF would start a header of the key holder's choosing.
+    # The documented setup (docs/getting-started/cluster.md): the variable is set only where the
+    # tasks run. Nothing may be sent with it: a CR/LF would start a header of the key holder's
+    # choosing.
     monkeypatch.setenv(ENV, key)
     with raw_server(alive) as server:
         config = options(server.url, apiKeyEnv=ENV).http

@@ -118,9 +118,9 @@ def test_validation_lists_each_calls_violations_by_its_column_path():
 
 
 def test_arguments_that_cannot_be_read_are_never_said_to_conform():
-    """_schema_violations = [] means "conforms" (README): arguments nested 600 levels, prose
-    arguments and a call of a function not offered each get an entry saying why they were not
-    validated (before: [], issue 45)."""
+    """_schema_violations = [] means "conforms" (docs/guide/schema.md): arguments nested 600
+    levels, prose arguments and a call of a function not offered each get an entry saying why
+    they were not validated (before: [], issue 45)."""
     deep = '{"city": ' + "[" * 600 + "]" * 600 + "}"
     bodies = [
         answer(("get_weather", deep)),

@@ -1,5 +1,5 @@
-"""What README says of ``generate()``: each action asks the model again; after ``persist()`` and
-one action, the next ones do not."""
+"""What docs/guide/dataframes.md says of ``generate()``: each action asks the model again;
+after ``persist()`` and one action, the next ones do not."""
 
 import pytest
 
