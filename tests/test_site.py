@@ -175,6 +175,13 @@ def test_one_version_everywhere():
     changelog = (DOCS / "changelog.md").read_text()
     assert re.search(r"^## (\S+)", changelog, re.M).group(1) == version  # type: ignore[union-attr]
     assert f"dspark-json {version}" in README.read_text()
+    pages = [README, *DOCS.rglob("*.md")]
+    said = {
+        (str(p.relative_to(ROOT)), v)
+        for p in pages
+        for v in re.findall(r"dspark[_-]json[- ](\d+\.\d+\.\d+)", p.read_text(encoding="utf-8"))
+    }
+    assert {v for _, v in said} == {version}, sorted(said)
 
 
 def test_the_readme_is_short_and_links_only_to_what_exists():

@@ -34,7 +34,10 @@ __all__ = ["INSTALL_HINT", "unavailable_reason", "use_memory_pool", "verified"]
 
 logger = logging.getLogger("dspark_json")
 
-INSTALL_HINT = "pip install 'dspark-json[gpu]' (CUDA 12) or 'dspark-json[gpu-cu13]' (CUDA 13)"
+INSTALL_HINT = (
+    "the extra gpu (CUDA 12) or gpu-cu13 (CUDA 13): pip install '.[gpu]' in a clone of "
+    "dspark-json, or the wheel with [gpu]"
+)
 
 #: Whether the cuDF parser has passed the conformance suite on a GPU (``auto`` picks it then).
 verified = False
