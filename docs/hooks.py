@@ -4,12 +4,14 @@
   ``docs/guide/*.md`` in name order: a new guide page needs no edit here or in mkdocs.yml.
 - The reference pages are generated from the code (``docs/gen_reference.py``) at every build.
 - The benchmarks' own README, results and plots (``benchmarks/``) are served as they are.
+- Sphinx roles (``:func:``) the docstrings use are dropped from the rendered API page.
 - The changelog page takes in the fragments of ``docs/changes/*.md`` (one per change, written
   by whoever made it) where it says ``<!-- changes -->``.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ ROOT = DOCS.parent
 GUIDES = "How-to guides"
 #: Where the changelog page takes in the fragments.
 CHANGES_MARK = "<!-- changes -->"
+#: A Sphinx role before an inline code span in a rendered docstring (``:func:`x```): dropped.
+SPHINX_ROLE = re.compile(r":(?:func|class|data|meth|mod|attr|exc|obj):(?=<code>)")
 #: Files of the repository outside docs/ that the site serves, as globs from the root.
 OUTSIDE = ("benchmarks/README.md", "benchmarks/results/*.md", "benchmarks/results/*.png")
 
@@ -84,3 +88,7 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     if CHANGES_MARK in markdown:
         return markdown.replace(CHANGES_MARK, change_fragments())
     return markdown
+
+
+def on_page_content(html: str, **_: Any) -> str:
+    return SPHINX_ROLE.sub("", html)

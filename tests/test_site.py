@@ -145,6 +145,7 @@ def test_the_api_page_documents_every_exported_name(site):
         n for n in dspark_json.__all__ if n != "__version__" and f'id="dspark_json.{n}"' not in html
     ]
     assert not missing
+    assert not re.search(r":(func|class|data|meth):", page(site, "reference/api.md"))
 
 
 def _python_blocks() -> list[tuple[str, str]]:
@@ -197,3 +198,21 @@ def test_the_quick_start_of_the_site_is_the_readme_s():
     from tests.test_quickstart import LOCAL, quick_start
 
     assert quick_start(LOCAL) == quick_start(README)
+
+
+def test_the_bodies_snippet_runs_as_written():
+    """docs/guide/bodies.md's first snippet, with bodies and a schema in hand."""
+    import json
+
+    text = (DOCS / "guide" / "bodies.md").read_text(encoding="utf-8")
+    start = text.index("```python\n") + len("```python\n")
+    choice = {"index": 0, "message": {"role": "assistant", "content": '{"score": 2}'}}
+    body = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice]}
+    names = {
+        "bodies": [json.dumps(body), "not a body", None],
+        "schema": {"type": "object", "properties": {"score": {"type": "number"}}},
+    }
+    exec(text[start : text.index("```\n", start)], names)
+    table = names["table"]
+    assert table.column("_status").to_pylist() == ["ok", "corrupt_envelope", None]
+    assert table.column("parsed").to_pylist()[0] == {"score": 2.0}
