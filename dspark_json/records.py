@@ -299,8 +299,10 @@ def watching(found: Watch | None) -> None:
     _WATCHED.watch = found
 
 
-def watch(run: Any) -> None:
-    """Register a client run with the calling thread's watch, where its task has one."""
+def watch(run: Any) -> bool:
+    """Register a client run with the calling thread's watch; ``False`` where its task has
+    none (nothing reads the run's live counts)."""
     found: Watch | None = getattr(_WATCHED, "watch", None)
     if found is not None:
         found.runs.append(run)
+    return found is not None

@@ -120,6 +120,7 @@ def test_report_draws_every_plot_in_headless_chromium(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     dom = done.stdout
     assert "<body" in dom, done.stderr[-2000:]

@@ -67,6 +67,7 @@ class _Tally:
     #: For the live progress (:mod:`dspark_json.progress`) only: requests ended, their rows'
     #: statuses where they failed, and the usage the answers carry (in, out, cached), by model
     #: too. The metrics record's figures come from the parsed rows.
+    live: bool = False  # a progress record reads this tally (else the usage is not read)
     done: int = 0
     failures: Counter[str] = field(default_factory=Counter)
     tokens: list[int] = field(default_factory=lambda: [0, 0, 0])
@@ -83,6 +84,8 @@ class _Tally:
         self.latencies.append(seconds)
         if model is not None:
             self.model_latencies.setdefault(model, []).append(seconds)
+        if not self.live:
+            return
         at = body.rfind(b'"usage"')  # one search and a few matches per answer, no decoding
         if at < 0:
             return
@@ -206,7 +209,8 @@ class _Run:
         self.probe_urls = _ByEndpoint(lambda e: httpx.URL(e.url + PROBE_PATH))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
-        watch(self)  # the task's live progress reads the tally, the gate and the limits
+        # The task's live progress, where it has one, reads the tally, the gate and the limits.
+        self.stats.live = watch(self)
         self.stopped = False
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue

@@ -2,6 +2,7 @@
 Delta, read while it runs by ``dspark-json metrics DIR --json`` (a process of its own) and by a
 Prometheus scrape of the driver; cost from option ``pricing``."""
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -73,10 +74,8 @@ def test_progress_read_mid_run_then_complete_with_cost(spark, tmp_path):
             if shot["state"] == "running" and 0 < shot["prompts"]["done"] < 80:
                 seen.append(shot)
                 if scraped is None:
-                    try:
+                    with contextlib.suppress(httpx.HTTPError):
                         scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
-                    except httpx.HTTPError:
-                        pass
             time.sleep(1.0)
         query.awaitTermination()
         assert query.exception() is None
