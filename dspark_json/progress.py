@@ -109,11 +109,18 @@ class _Task:
         self.samples: list[list[float]] = []
         self.final: dict[str, Any] | None = None
         self.stop = threading.Event()
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self._loop, name="dspark-json-progress", daemon=True)
 
     def _loop(self) -> None:
         while not self.stop.wait(INTERVAL):
-            self.write()
+            with self.lock:  # the last record is the task's end, never a late running one
+                if self.stop.is_set():
+                    return
+                try:
+                    self.write()
+                except RuntimeError:  # a count changed size while read: the next tick has it
+                    continue
 
     def write(self) -> None:
         record = self.record()
@@ -302,8 +309,8 @@ def task_progress(
         task.stop.set()
         watching(None)
         _CURRENT.task = None
-        task.thread.join(timeout=INTERVAL)
-        task.write()
+        with task.lock:
+            task.write()
 
 
 def finished(record: Mapping[str, Any]) -> None:

@@ -160,3 +160,32 @@ def test_snapshot_reads_the_driver_totals_and_skips_earlier_runs(tmp_path):
     shot = snapshot(metrics)
     assert shot["prompts"] == {"done": 0, "total": 40}
     assert shot["first_batch"] == 3 and shot["trigger"] == "stream"
+
+
+def test_follow_draws_until_the_run_is_finished_and_show_progress_returns(tmp_path, capsys):
+    from dspark_json.cli import main
+    from dspark_json.progress import show_progress
+
+    metrics = tmp_path / "metrics"
+    write_run(
+        str(metrics),
+        storage=ENVIRONMENT_ONLY,
+        first_batch=0,
+        started=1.0,
+        prompts=4,
+        trigger="availableNow",
+        ended=9.0,
+    )
+    (metrics / "_progress" / "batch-000000-part-00000.json").write_text(
+        json.dumps(task(4, 4, started=2.0, updated=6.0, state="done"))
+    )
+    assert main(["metrics", str(metrics), "--follow", "--interval", "0.01"]) == 0
+    drawn = capsys.readouterr().out
+    assert "4/4 prompts" in drawn and "finished" in drawn
+
+    class Ended:
+        isActive = False
+
+    shot = show_progress(Ended(), str(metrics))
+    assert shot["state"] == "finished" and shot["prompts"] == {"done": 4, "total": 4}
+    assert "100.0% 4/4 prompts" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import dspark_json
+from dspark_json.cli import main
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.metrics import read_records
 from tests.helpers import REVIEW_SCHEMA, write_prompts
@@ -102,6 +103,14 @@ def test_progress_read_mid_run_then_complete_with_cost(spark, tmp_path):
     assert sum(r["cost_usd"] for r in records) == pytest.approx(expected, rel=1e-6)
     assert final["cost_usd"] == pytest.approx(expected, rel=1e-5)
     assert final["tokens"] == {"input": tokens_in, "output": tokens_out, "cached": cached}
+
+    # The report of the real run: its figures embedded, the rows/s plot has points.
+    page = tmp_path / "run.html"
+    assert main(["report", str(metrics), "-o", str(page)]) == 0
+    embedded = page.read_text().split('id="data">', 1)[1].split("</script>", 1)[0]
+    data = json.loads(embedded.replace("<\\/", "</"))
+    assert data["series"]["rows_per_second"] and data["latency"]
+    assert data["rows"] == {"ok": 80}
 
     assert scraped is not None, "the Prometheus endpoint did not answer during the run"
     assert "# TYPE dspark_json_prompts_total counter" in scraped
