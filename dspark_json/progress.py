@@ -550,6 +550,7 @@ def show_progress(
     display = _notebook_display()
     stream = out or sys.stderr
     handle = None
+    drawn = 0  # the lines of the last drawing, in a terminal
     shot: dict[str, Any] = {}
     while True:
         active = bool(query.isActive)
@@ -561,11 +562,11 @@ def show_progress(
             else:
                 handle.update(_Plain(text))
         else:
-            lines = text.count("\n") + 1
+            if drawn:  # up over the last drawing, cleared: redrawn in place (plain ANSI)
+                stream.write(f"\x1b[{drawn}A\x1b[J")
             stream.write(text + "\n")
-            if active and shot["state"] != "finished":
-                stream.write(f"\x1b[{lines}A")  # back to the bar's first line: redrawn in place
             stream.flush()
+            drawn = text.count("\n") + 1
         if not active or shot["state"] == "finished":
             return shot
         time.sleep(interval)

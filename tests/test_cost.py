@@ -43,3 +43,29 @@ def test_bad_pricing_fails_at_load_naming_option_value_and_fix(text, said):
 def test_prometheus_port_needs_metrics():
     with pytest.raises(OptionError, match="needs option 'metrics'"):
         Options.parse({"endpoint": "http://x", "prompts": "/tmp/p", "prometheusPort": "9464"})
+
+
+def test_a_record_is_priced_by_model_and_the_lines_carry_cost_and_hold():
+    from dspark_json.metrics import priced, summary
+
+    pricing = parse_pricing(
+        "pricing", '{"a": {"input": 1, "output": 2}, "b": {"input": 3, "output": 4}}'
+    )
+    record = {
+        "prompt_tokens": 300,
+        "completion_tokens": 70,
+        "cached_tokens": 0,
+        "held_seconds": 2.5,
+        "rows": {"ok": 3},
+        "models": {
+            "a": {"rows": 2, "requests": 2, "prompt_tokens": 200, "completion_tokens": 50},
+            "b": {"rows": 1, "requests": 1, "prompt_tokens": 100, "completion_tokens": 20},
+        },
+    }
+    priced(record, None, pricing)
+    assert record["models"]["a"]["cost_usd"] == pytest.approx((200 * 1 + 50 * 2) / 1e6)
+    assert record["models"]["b"]["cost_usd"] == pytest.approx((100 * 3 + 20 * 4) / 1e6)
+    assert record["cost_usd"] == pytest.approx(680 / 1e6)
+    line = summary([record], "batch 0")
+    assert "cost $0.0007" in line and "held by the pool 2.5s" in line
+    assert "; by model: a 2 rows" in line
