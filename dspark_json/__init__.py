@@ -38,6 +38,7 @@ from dspark_json.errors import (
 from dspark_json.generation import generate
 from dspark_json.http.secrets import REDACTION_PATTERN as _REDACTION_PATTERN
 from dspark_json.options import FORMAT
+from dspark_json.progress import show_progress
 from dspark_json.schema.json_schema import json_schema_to_spark
 from dspark_json.source import DSparkJsonDataSource
 
@@ -61,6 +62,7 @@ __all__ = [
     "parse_responses",
     "register",
     "response_schema",
+    "show_progress",
     "start",
     "write_delta",
 ]

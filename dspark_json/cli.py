@@ -1,4 +1,5 @@
-"""The ``dspark-json`` command: ``simulate``, ``demo``, ``schema`` and ``metrics``."""
+"""The ``dspark-json`` command: ``simulate``, ``demo``, ``schema``, ``metrics``, ``report`` and
+``plan``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 __all__ = ["build_parser", "main"]
 
@@ -21,7 +23,9 @@ __all__ = ["build_parser", "main"]
 DESCRIPTION = (
     "dspark-json: prompts to a vLLM / OpenAI-compatible server, the answers as typed Spark "
     "columns. Commands: simulate (a vLLM-compatible server), demo (a stream into Delta), "
-    "schema (the schema a query gets), metrics (a run's summary from its metrics directory)."
+    "schema (the schema a query gets), metrics (a run's summary and live progress from its "
+    "metrics directory), report (a run as one HTML page), plan (what a query would send and "
+    "cost, without Spark)."
 )
 
 
@@ -162,11 +166,49 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--model")
     schema.add_argument("--api-key-env", help="environment variable holding the API key")
 
+    _run_commands(commands)
+    return parser
+
+
+def _run_commands(commands: Any) -> None:
+    """The commands about a run: metrics (and its progress), report, plan."""
     metrics = commands.add_parser(
         "metrics", help="one summary line per micro-batch of a run, from its metrics directory"
     )
     metrics.add_argument("directory", help="the query's option 'metrics' (a path or URI)")
-    return parser
+    metrics.add_argument(
+        "--json",
+        action="store_true",
+        help="the run so far as one JSON object (docs/guide/watching-a-run.md has its shape)",
+    )
+    metrics.add_argument(
+        "--follow", action="store_true", help="refresh the progress bar until the run ends"
+    )
+    metrics.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between refreshes (--follow)"
+    )
+
+    report = commands.add_parser("report", help="a run as one self-contained HTML page")
+    report.add_argument("directory", help="the query's option 'metrics' (a path or URI)")
+    report.add_argument("-o", "--output", required=True, help="the HTML file to write")
+
+    plan = commands.add_parser(
+        "plan",
+        help="without Spark: check a query's options and server, and print what it would send "
+        "(prompts, requests after dedupe and cache, an upper bound of tokens and cost)",
+    )
+    plan.add_argument(
+        "--option",
+        "-O",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a reader option, as .option(KEY, VALUE); repeat for each",
+    )
+    plan.add_argument(
+        "--options-file", help="a JSON object of reader options (the --option ones win)"
+    )
+    plan.add_argument("--json", action="store_true", help="the plan as one JSON object")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -178,17 +220,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "schema":
         return _schema(args)
     if args.command == "metrics":
-        return _metrics(args.directory)
+        return _metrics(args)
+    if args.command == "report":
+        return _report_page(args)
+    if args.command == "plan":
+        return _plan(args)
     return _demo(args)
 
 
-def _metrics(directory: str) -> int:
-    """The lines the driver logs per micro-batch, and one for the whole run."""
+def _metrics(args: argparse.Namespace) -> int:
+    """The lines the driver logs per micro-batch, one for the whole run, and the progress of
+    the run (live while it runs: ``--follow`` refreshes it, ``--json`` prints it as JSON)."""
+    import json
+
     from dspark_json.metrics import by_batch, read_records, summary
+    from dspark_json.progress import render, snapshot
     from dspark_json.storage import parse_settings
 
-    records = read_records(directory, storage=parse_settings(None))
-    if not records:
+    directory, storage = args.directory, parse_settings(None)
+    if args.json:
+        _say(json.dumps(snapshot(directory, storage=storage), sort_keys=True))
+        return 0
+    if args.follow:
+        return _follow(directory, args.interval)
+    records = read_records(directory, storage=storage)
+    shot = snapshot(directory, storage=storage)
+    if not records and shot["state"] == "waiting":
         sys.stderr.write(
             f"dspark-json metrics: no metrics records in {directory} (the directory a query's "
             "option 'metrics' names)\n"
@@ -199,6 +256,76 @@ def _metrics(directory: str) -> int:
         _say(summary(group, f"batch {batch_id}" if batch_id is not None else "generate()"))
     if len(groups) > 1:
         _say(summary(records, f"all {len(groups)} batches"))
+    if shot["state"] != "waiting":
+        _say(render(shot))
+    return 0
+
+
+def _follow(directory: str, interval: float) -> int:
+    """``metrics --follow``: the progress bar redrawn in place until the run ends."""
+    from dspark_json.progress import render, snapshot
+    from dspark_json.storage import parse_settings
+
+    storage = parse_settings(None)
+    drawn = 0
+    try:
+        while True:
+            text = render(snapshot(directory, storage=storage))
+            if drawn:
+                sys.stdout.write(f"\x1b[{drawn}A\x1b[J")  # up over the last drawing, cleared
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+            drawn = text.count("\n") + 1
+            if "finished" in text.split("\n", 1)[0]:
+                return 0
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _report_page(args: argparse.Namespace) -> int:
+    from dspark_json.report import write_report
+    from dspark_json.storage import parse_settings
+
+    written = write_report(args.directory, args.output, storage=parse_settings(None))
+    if not written:
+        sys.stderr.write(
+            f"dspark-json report: no metrics or progress records in {args.directory}\n"
+        )
+        return 2
+    _say(f"dspark-json report: {args.output}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    import json
+
+    from dspark_json.errors import DSparkJsonError
+    from dspark_json.plan import describe_plan, plan_query
+
+    raw: dict[str, str] = {}
+    try:
+        if args.options_file:
+            given = json.loads(Path(args.options_file).read_text())
+            if not isinstance(given, dict):
+                raise ValueError("not a JSON object")
+            raw.update(
+                {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in given.items()}
+            )
+        for item in args.option:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError(f"--option {item!r} is not KEY=VALUE")
+            raw[key.strip()] = value
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"dspark-json plan: {exc}\n")
+        return 2
+    try:
+        found = plan_query(raw)
+    except DSparkJsonError as exc:
+        sys.stderr.write(f"dspark-json plan: {exc}\n")
+        return 2
+    _say(json.dumps(found, sort_keys=True) if args.json else describe_plan(found))
     return 0
 
 

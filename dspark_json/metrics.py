@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dspark_json.cost import Pricing, cost_usd
 from dspark_json.fs import list_files, read_text, write_atomic
 from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
@@ -41,11 +42,13 @@ from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "METRICS_SCHEMA",
+    "batch_id",
     "batch_label",
     "by_batch",
     "driver_logger",
     "file_prefix",
     "partition_metrics",
+    "priced",
     "read_records",
     "report",
     "summary",
@@ -71,7 +74,7 @@ METRICS_SCHEMA = (
     "completion_tokens: BIGINT, budget: BIGINT, over_budget: BIGINT, from_journal: BIGINT, "
     "requests: BIGINT, retries: BIGINT, spent_tokens: BIGINT, estimated_tokens: BIGINT>, "
     "models MAP<STRING, STRUCT<`rows`: BIGINT, requests: BIGINT, prompt_tokens: BIGINT, "
-    "completion_tokens: BIGINT, latency_p95_ms: DOUBLE>>"
+    "completion_tokens: BIGINT, latency_p95_ms: DOUBLE, cost_usd: DOUBLE>>, cost_usd DOUBLE"
 )
 
 
@@ -79,6 +82,11 @@ def batch_label(batch_id: int, end: Mapping[str, object]) -> str:
     """What a stream partition carries to its task to name its micro-batch (``batch`` of
     :func:`partition_metrics`): the id and the end offset, as JSON."""
     return json.dumps({"batch": batch_id, "offset": dict(end)}, sort_keys=True)
+
+
+def batch_id(batch: str | None) -> int | None:
+    """The micro-batch id a partition carries (:func:`batch_label`); ``None`` in a batch read."""
+    return _batch_fields(batch)[0]
 
 
 def _batch_fields(batch: str | None) -> tuple[int | None, Any, str | None]:
@@ -195,6 +203,32 @@ def _by_model(
     return out
 
 
+def priced(record: dict[str, Any], model: str | None, pricing: Pricing | None) -> dict[str, Any]:
+    """``record`` with its cost (option ``pricing``): ``cost_usd``, in all and by model where
+    the record has figures by model (their cached tokens are not told apart: priced as input,
+    an upper bound); ``None`` where a model has no price."""
+    if pricing is None:
+        return record
+    models = record.get("models")
+    if models:
+        costs = []
+        for name, figures in models.items():
+            figures["cost_usd"] = cost_usd(
+                pricing, name, figures["prompt_tokens"], figures["completion_tokens"]
+            )
+            costs.append(figures["cost_usd"])
+        record["cost_usd"] = None if None in costs else round(sum(costs), 6)
+    else:
+        record["cost_usd"] = cost_usd(
+            pricing,
+            model,
+            record["prompt_tokens"],
+            record["completion_tokens"],
+            record.get("cached_tokens") or 0,
+        )
+    return record
+
+
 def _repair(stats: RepairStats) -> dict[str, Any]:
     """The re-asks' part of the record (option repairAttempts)."""
     return {
@@ -225,8 +259,8 @@ def report(
     limit = record["inflight_limit"]
     logger.info(
         "%s: %d prompts (%s), rows %s; http %.2fs: %d requests, %d retries%s, codes %s, "
-        "latency p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d; tokens %d in%s, %d out; parse "
-        "%.3fs on %s (%d row(s) by the reference parser%s); rescued %d, errors %d%s%s",
+        "latency p50/p95/p99 %s/%s/%s ms, in-flight limit %d-%d%s; tokens %d in%s, %d out%s; "
+        "parse %.3fs on %s (%d row(s) by the reference parser%s); rescued %d, errors %d%s%s",
         what,
         record["prompts"],
         record["source"],
@@ -241,9 +275,11 @@ def report(
         latency["p99"],
         limit["lowest"],
         limit["peak"],
+        _held(record.get("held_seconds")),
         record["prompt_tokens"],
         _cached(record.get("cached_tokens")),
         record["completion_tokens"],
+        _cost(record.get("cost_usd")),
         record["parse_seconds"],
         record["backend"],
         record["reference_rows"],
@@ -267,6 +303,16 @@ def report(
                 directory,
                 exc,
             )
+
+
+def _held(seconds: float | None) -> str:
+    """Option maxServerQueue's hold, for the log lines: ``, held by the pool 3.2s``."""
+    return f", held by the pool {seconds:.1f}s" if seconds else ""
+
+
+def _cost(usd: float | None) -> str:
+    """Option pricing's cost, for the log lines: ``, cost $0.0123``."""
+    return f", cost ${usd:.4f}" if usd is not None else ""
 
 
 def _cached(tokens: int | None) -> str:
@@ -368,11 +414,19 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{_reuse_line({k: sum(r.get(k) or 0 for r in records) for k in _REUSE})}; tokens "
         f"{sum(r.get('prompt_tokens') or 0 for r in records)} in"
         f"{_cached(sum(r.get('cached_tokens') or 0 for r in records))}, "
-        f"{sum(r.get('completion_tokens') or 0 for r in records)} out{_reasks(records)}; "
-        f"{latency}; parsed on {backends} in "
+        f"{sum(r.get('completion_tokens') or 0 for r in records)} out"
+        f"{_cost(_total_cost(records))}{_reasks(records)}; "
+        f"{latency}{_held(sum(r.get('held_seconds') or 0.0 for r in records))}; "
+        f"parsed on {backends} in "
         f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
         f"({len(records)} partition(s)){_reference(records)}{_models_line(records)}"
     )
+
+
+def _total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:
+    """The records' cost (option pricing), ``None`` where none has one."""
+    costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
+    return round(sum(costs), 6) if costs else None
 
 
 def _models_line(records: Sequence[Mapping[str, Any]]) -> str:
@@ -380,11 +434,14 @@ def _models_line(records: Sequence[Mapping[str, Any]]) -> str:
     ``; by model: a 40 rows, 40 requests, tokens 900 in / 300 out, p95 12 ms; b ...``."""
     totals: dict[str, Counter[str]] = {}
     p95s: dict[str, list[float]] = {}
+    costs: dict[str, float] = {}
     for record in records:
         for model, figures in (record.get("models") or {}).items():
             total = totals.setdefault(model, Counter())
             for part in ("rows", "requests", "prompt_tokens", "completion_tokens"):
                 total[part] += figures.get(part) or 0
+            if figures.get("cost_usd") is not None:
+                costs[model] = costs.get(model, 0.0) + figures["cost_usd"]
             if figures.get("latency_p95_ms") is not None:
                 p95s.setdefault(model, []).append(figures["latency_p95_ms"])
     if len(totals) < 2:
@@ -392,7 +449,7 @@ def _models_line(records: Sequence[Mapping[str, Any]]) -> str:
     shown = sorted(totals, key=lambda m: -totals[m]["rows"])[:MODELS_SHOWN]
     parts = [
         f"{_model_name(model)} {t['rows']} rows, {t['requests']} requests, tokens "
-        f"{t['prompt_tokens']} in / {t['completion_tokens']} out, "
+        f"{t['prompt_tokens']} in / {t['completion_tokens']} out{_cost(costs.get(model))}, "
         + (f"p95 {max(p95s[model]):.0f} ms" if model in p95s else "no latency measured")
         for model, t in ((m, totals[m]) for m in shown)
     ]

@@ -17,11 +17,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dspark_json.cost import Pricing, parse_pricing
 from dspark_json.errors import OptionError
 from dspark_json.http.options import HttpOptions, RequestOptions
 from dspark_json.http.reuse import ReuseOptions
 from dspark_json.inputs.options import InputOptions
-from dspark_json.option_spec import OptionSpec, boolean, choice, directory, option, specs_of
+from dspark_json.option_spec import (
+    OptionSpec,
+    boolean,
+    choice,
+    directory,
+    number,
+    option,
+    specs_of,
+)
 from dspark_json.reask.options import RepairOptions
 from dspark_json.rows import PARSE_MODES, RECORD_MODES, ParseMode, RecordMode
 from dspark_json.schema.options import SchemaOptions
@@ -77,6 +86,14 @@ _NEEDS: tuple[_Needs, ...] = (
         "it says which answers the response cache keeps, and there is no cache. Give option "
         "'cache' (a directory), or leave 'cacheMode' out",
         met=lambda o: o.reuse.cache is not None,
+    ),
+    _Needs(
+        "prometheusPort",
+        "metrics",
+        "the figures it serves are the progress records the tasks write under option "
+        "'metrics'. Give option 'metrics' (a directory), or leave 'prometheusPort' out",
+        met=lambda o: o.rows.metrics is not None,
+        error=True,
     ),
     _Needs(
         "repairTokenBudget",
@@ -176,6 +193,24 @@ class RowOptions:
         "spark.read.json(dir).",
         "/data/_metrics/answers",
         convert=directory,
+    )
+    pricing: Pricing | None = option(
+        "pricing",
+        "USD per million tokens by model, a JSON object: each model's 'input', 'output' and "
+        "'cached_input' (the prompt tokens the server's prefix cache held; 'input' where left "
+        "out), '*' for any other model. Adds cost_usd to the metrics records, the batch lines, "
+        "the progress, the report and dspark-json plan. Guide: docs/guide/watching-a-run.md.",
+        '{"my-model": {"input": 0.2, "output": 0.6, "cached_input": 0.05}}',
+        convert=parse_pricing,
+    )
+    prometheus_port: int | None = option(
+        "prometheusPort",
+        "Serve the run's figures to Prometheus on this port of the driver (text exposition "
+        "format at /metrics: dspark_json_prompts_total, dspark_json_tokens_total{kind}, "
+        "dspark_json_cost_usd_total...), read from option 'metrics''s progress records; 0 "
+        "picks a free port (logged). Guide: docs/guide/watching-a-run.md.",
+        "9464",
+        convert=number(int, low=0, high=65535),
     )
 
 

@@ -26,9 +26,10 @@ from dspark_json.inputs.listing import Position, PromptPartition
 from dspark_json.inputs.prompts import passthrough_column, read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.memory import keep_freed_memory_if_asked
-from dspark_json.metrics import partition_metrics, report
+from dspark_json.metrics import batch_id, partition_metrics, priced, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, new_fields, select_backend
+from dspark_json.progress import finished, task_progress
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
@@ -280,23 +281,35 @@ def read_partition(
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
-    rows, fetched, source, rounds = _rows_and_answers(partition, query)
-    repair_options = query.options.repair
-    if partition.repair_token_budget is not None:  # the task's share of the batch's budget
-        repair_options = replace(repair_options, repair_token_budget=partition.repair_token_budget)
-    kept = run_partition(
-        rows,
-        query,
-        schema,
-        fetched,
-        started=started,
-        batch=partition.batch,
+    options = query.options
+    with task_progress(  # option metrics: the task's progress every few seconds
+        options.rows.metrics,
+        storage=options.storage.settings,
+        batch=batch_id(partition.batch),
         partition=partition.index,
-        what=f"partition {partition.index}",
-        source=source,
-        rounds=rounds,
-        repair_options=repair_options,
-    )
+        prompts=partition.rows,
+        model=query.model,
+        pricing=options.rows.pricing,
+    ):
+        rows, fetched, source, rounds = _rows_and_answers(partition, query)
+        repair_options = options.repair
+        if partition.repair_token_budget is not None:  # the task's share of the batch's budget
+            repair_options = replace(
+                repair_options, repair_token_budget=partition.repair_token_budget
+            )
+        kept = run_partition(
+            rows,
+            query,
+            schema,
+            fetched,
+            started=started,
+            batch=partition.batch,
+            partition=partition.index,
+            what=f"partition {partition.index}",
+            source=source,
+            rounds=rounds,
+            repair_options=repair_options,
+        )
     yield from contiguous_table(kept).to_batches(max_chunksize=SPARK_BATCH_ROWS) or [
         pa.RecordBatch.from_pylist([], schema=kept.schema)
     ]
@@ -409,7 +422,9 @@ def settle(
         dropped=table.num_rows - kept.num_rows,
         models=_row_models(rows, answers, query),
     )
+    priced(record, query.model, options.rows.pricing)
     report(record, what, options.rows.metrics, storage=options.storage.settings)
+    finished(record)  # the task's progress takes the record's figures
     return kept
 
 

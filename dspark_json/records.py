@@ -11,6 +11,7 @@ make one.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,9 @@ __all__ = [
     "PromptRecord",
     "PromptRows",
     "RepairStats",
+    "Watch",
+    "watch",
+    "watching",
 ]
 
 
@@ -276,3 +280,29 @@ class Answers:
     #: With option repairAttempts: each re-asked row's attempts (``_attempts``), and their cost.
     attempts: Mapping[int, list[Attempt]] | None = None
     repair: RepairStats | None = None
+
+
+class Watch:
+    """What a task's live progress (:mod:`dspark_json.progress`) reads while its requests run:
+    the client's runs of the task (each holds its tally, gate and in-flight limits), read from
+    the progress thread every few seconds, never copied per row."""
+
+    def __init__(self) -> None:
+        self.runs: list[Any] = []
+
+
+_WATCHED = threading.local()
+
+
+def watching(found: Watch | None) -> None:
+    """Set (or, with ``None``, clear) the watch of the calling thread's task."""
+    _WATCHED.watch = found
+
+
+def watch(run: Any) -> bool:
+    """Register a client run with the calling thread's watch; ``False`` where its task has
+    none (nothing reads the run's live counts)."""
+    found: Watch | None = getattr(_WATCHED, "watch", None)
+    if found is not None:
+        found.runs.append(run)
+    return found is not None

@@ -8,6 +8,7 @@ differs between Spark versions in :mod:`dspark_json.compat`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -37,6 +38,8 @@ from dspark_json.load import prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.pipeline import read_partition
+from dspark_json.progress import write_batch, write_run
+from dspark_json.prometheus import serve
 from dspark_json.reask.plan import share_budget
 from dspark_json.response.convert import check_supported
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
@@ -169,6 +172,10 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             else None
         )
         self._started = False
+        #: This run (this reader's): its first micro-batch, when it started, its records so
+        #: far (for the whole-run line at stop), for the progress records.
+        self._run: dict[str, object] | None = None
+        self._run_records: list[dict[str, object]] = []
 
     def initialOffset(self) -> dict[str, object]:
         return Position().to_offset()
@@ -215,6 +222,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
                 "crash, or a task it retries, sends its prompts to the model again (new answers, "
                 "tokens paid twice). Set option 'journal' to a directory to read them back instead."
             )
+        rows = self.query.options.rows
+        if rows.prometheus_port is not None and rows.metrics is not None:
+            serve(rows.prometheus_port, rows.metrics, storage=self.query.options.storage.settings)
         if self.query.options.rows.metrics is None:
             driver_logger().info(
                 "No line per micro-batch: set option 'metrics' to a directory to get one here "
@@ -246,7 +256,51 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         batch_id = _batches(start)  # the batches before this one
         batch = batch_label(batch_id, end)
         self._unreported[batch_id] = (last, batch)
-        return [replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)]
+        planned = [
+            replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)
+        ]
+        self._progress(batch_id, first, planned)
+        return planned
+
+    def _progress(self, batch_id: int, first: Position, planned: list[PromptPartition]) -> None:
+        """Option metrics: the batch's prompts, and the run's (for availableNow: every prompt
+        up to the end seen at its start), for the live progress."""
+        metrics = self.query.options.rows.metrics
+        if metrics is None:
+            return
+        storage = self.query.options.storage.settings
+        write_batch(
+            metrics,
+            storage=storage,
+            batch=batch_id,
+            prompts=sum(p.rows for p in planned),
+            partitions=len(planned),
+        )
+        if self._run is None:
+            total = None
+            if self._cap is not None:
+                total = sum(s.end - s.start for s in self._listing.segments(first, self._cap))
+            self._run = {
+                "first_batch": batch_id,
+                "started": time.time(),
+                "prompts": total,
+                "trigger": "availableNow" if self._cap is not None else "stream",
+            }
+            self._write_run()
+
+    def _write_run(self, ended: float | None = None) -> None:
+        metrics, run = self.query.options.rows.metrics, self._run
+        if metrics is None or run is None:
+            return
+        write_run(
+            metrics,
+            storage=self.query.options.storage.settings,
+            first_batch=int(str(run["first_batch"])),
+            started=float(str(run["started"])),
+            prompts=None if run["prompts"] is None else int(str(run["prompts"])),
+            trigger=str(run["trigger"]),
+            ended=ended,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PromptPartition)
@@ -264,6 +318,10 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         """The query stops: batches not reported yet get their line now (where Spark lets this
         process finish; the next ``latestOffset`` call reports them otherwise)."""
         self._report(sorted(self._unreported), final=True)
+        if self._run_records:  # the whole-run line, a run of one batch too
+            batches = len({r.get("batch") for r in self._run_records})
+            driver_logger().info("%s", summary(self._run_records, f"run of {batches} batch(es)"))
+        self._write_run(ended=time.time())
 
     def _report(self, batch_ids: list[int], *, final: bool = False) -> None:
         """One line per finished micro-batch, from the records its tasks wrote. A batch none of
@@ -286,6 +344,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             self._looked.pop(batch_id, None)
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
+                self._run_records.extend(mine)
             elif metrics is not None:
                 logger.warning(
                     "batch %d: no metrics record of it in %s (looked %d times); its line is "

@@ -71,7 +71,9 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     second = run_batch(again, first)
     again.stop()  # the last batch before a stop is never committed to the source
     lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
-    assert lines[-1].startswith("batch 1: 3 rows (ok 3); ")
+    assert lines[-2].startswith("batch 1: 3 rows (ok 3); ")
+    # At the stop, the whole run's line: this reader's run, of one batch.
+    assert lines[-1].startswith("run of 1 batch(es): 3 rows (ok 3); ")
 
     records = read_records(str(tmp_path / "metrics"))
     assert sorted(r["batch"] for r in records) == [0, 0, 1]
@@ -84,9 +86,12 @@ def test_each_micro_batch_gets_one_line_and_its_records_carry_the_batch_id(
     # The same lines for a finished run, from the command line.
     assert main(["metrics", str(tmp_path / "metrics")]) == 0
     printed = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in printed] == ["batch 0", "batch 1", "all 2 batches"]
+    assert [line.split(":")[0] for line in printed[:3]] == ["batch 0", "batch 1", "all 2 batches"]
     assert printed[0] == next(line for line in lines if line.startswith("batch 0"))
     assert printed[2].startswith("all 2 batches: 9 rows (ok 9); ")
+    # Then the progress of the last run (the restarted reader's: batch 1), finished.
+    assert printed[3].startswith("[") and "3/3 prompts" in printed[3]
+    assert "finished" in printed[3]
 
 
 def test_batch_ids_survive_a_restart_and_a_replay_without_the_metrics_records(
@@ -117,7 +122,12 @@ def test_batch_ids_survive_a_restart_and_a_replay_without_the_metrics_records(
     records = read_records(str(tmp_path / "metrics"))
     assert sorted(r["batch"] for r in records) == [0, 0, 1]
     lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
-    assert [line.split(":")[0] for line in lines] == ["batch 0", "batch 0", "batch 1"]
+    assert [line.split(":")[0] for line in lines] == [
+        "batch 0",
+        "batch 0",
+        "batch 1",
+        "run of 2 batch(es)",
+    ]
     # Nothing new: the same offset, so Spark runs no batch.
     assert latest(again, second) == second
 

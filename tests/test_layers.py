@@ -28,7 +28,7 @@ LAYERS: list[set[str]] = [
     {"fs", "memory"},  # where bytes live: files, and the process heap
     {"rows"},
     {"records"},
-    {"option_spec"},
+    {"option_spec", "cost"},  # how an option is declared; what tokens cost
     {"buffers"},  # bytes and Arrow buffers: compiled byte scans' pieces, Arrow <-> numpy
     {"response"},  # the response contract: envelope, content rule, Spark <-> Arrow types
     {"parse", "schema"},  # siblings: neither imports the other
@@ -36,9 +36,10 @@ LAYERS: list[set[str]] = [
     {"inputs", "reask"},  # the stages above the transport: prompts in, answers judged again
     {"options"},
     {"metrics"},
-    {"pipeline"},
+    {"progress"},  # the live progress records, read back
+    {"pipeline", "prometheus", "report"},
     {"load"},
-    {"bodies", "generation", "delta", "source"},
+    {"bodies", "generation", "delta", "source", "plan"},
     {"dev"},
     {"__init__"},  # the public API
     {"cli"},  # uses the public API

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import json
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -44,8 +45,8 @@ from dspark_json.http.retry import (
 )
 from dspark_json.http.secrets import Secret
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
-from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
-from dspark_json.rows import RowError
+from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes, watch
+from dspark_json.rows import RowError, status_of_error
 
 __all__ = ["auth_headers", "complete_all"]
 
@@ -63,6 +64,14 @@ class _Tally:
     latencies: list[float] = field(default_factory=list)
     model_requests: Counter[str] = field(default_factory=Counter)
     model_latencies: dict[str, list[float]] = field(default_factory=dict)
+    #: For the live progress (:mod:`dspark_json.progress`) only: requests ended, their rows'
+    #: statuses where they failed, and the usage the answers carry (in, out, cached), by model
+    #: too. The metrics record's figures come from the parsed rows.
+    live: bool = False  # a progress record reads this tally (else the usage is not read)
+    done: int = 0
+    failures: Counter[str] = field(default_factory=Counter)
+    tokens: list[int] = field(default_factory=lambda: [0, 0, 0])
+    model_tokens: dict[str, list[int]] = field(default_factory=dict)
 
     def sent(self, model: str | None) -> None:
         """An attempt sent (for ``model``, counted by model too)."""
@@ -70,11 +79,33 @@ class _Tally:
         if model is not None:
             self.model_requests[model] += 1
 
-    def answered(self, model: str | None, seconds: float) -> None:
-        """An attempt answered 200 after ``seconds``."""
+    def answered(self, model: str | None, seconds: float, body: bytes) -> None:
+        """An attempt answered 200 after ``seconds`` with ``body`` (its usage counted)."""
         self.latencies.append(seconds)
         if model is not None:
             self.model_latencies.setdefault(model, []).append(seconds)
+        if not self.live:
+            return
+        at = body.rfind(b'"usage"')  # one search and a few matches per answer, no decoding
+        if at < 0:
+            return
+        by_model = None if model is None else self.model_tokens.setdefault(model, [0, 0, 0])
+        for name, value in _USAGE.findall(body, at):
+            self.tokens[_USAGE_INDEX[name]] += int(value)
+            if by_model is not None:
+                by_model[_USAGE_INDEX[name]] += int(value)
+
+    def ended(self, outcome: Outcome) -> None:
+        """A request ended (its outcome is the row's)."""
+        self.done += 1
+        if outcome.error is not None:
+            self.failed += 1
+            self.failures[status_of_error(outcome.error)] += 1
+
+
+#: The usage counts in an answer's ``usage`` object, as the live progress reads them.
+_USAGE = re.compile(rb'"(prompt_tokens|completion_tokens|cached_tokens)"\s*:\s*(\d+)')
+_USAGE_INDEX = {b"prompt_tokens": 0, b"completion_tokens": 1, b"cached_tokens": 2}
 
 
 def auth_headers(api_key: Secret | None, endpoint: Endpoint) -> dict[str, str]:
@@ -178,6 +209,8 @@ class _Run:
         self.probe_urls = _ByEndpoint(lambda e: httpx.URL(e.url + PROBE_PATH))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
+        # The task's live progress, where it has one, reads the tally, the gate and the limits.
+        self.stats.live = watch(self)
         self.stopped = False
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue
@@ -349,8 +382,8 @@ class _Run:
                 self.results[index] = outcome = await self._send(
                     transport, payload, prefer, self.models[index]
                 )
+                self.stats.ended(outcome)
                 if outcome.error is not None:
-                    self.stats.failed += 1
                     self.stopped = self.stop_on_failure
         finally:
             if transport is not self.injected:
@@ -615,7 +648,7 @@ class _Run:
                 stats.statuses[str(status)] += 1
                 if status == 200:
                     limit.on_success(time.perf_counter() - started)
-                    stats.answered(model, time.perf_counter() - started)
+                    stats.answered(model, time.perf_counter() - started, body)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
                 if status in RETRY_STATUSES:

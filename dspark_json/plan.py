@@ -1,0 +1,140 @@
+"""``dspark-json plan``: what a query would send and cost, before a run, without Spark.
+
+:func:`plan_query` takes the reader options as ``.option(...)`` does, runs the checks of
+``.load()`` (:meth:`~dspark_json.options.Options.parse`, then :func:`~dspark_json.load.prepare`:
+the server's ``/v1/models``, ``healthPath``, the model, the JSON Schema), reads the prompts and
+builds each request as a task would (:class:`~dspark_json.http.request_body.RequestBuilder`),
+and counts what would be sent: the requests left after option ``dedupe`` (within each
+partition of ``partitionSize`` rows, as the tasks group them) and the response cache (option
+``cache``: the entries there now), an upper bound of the tokens and, with option ``pricing``,
+of the cost.
+
+The prompt tokens are an **estimate** from the prompt text (no tokenizer: one token per
+:data:`CHARS_PER_TOKEN` characters of the request's messages, plus :data:`TOKENS_PER_MESSAGE`
+per message, which leans high for English); the output tokens are ``maxTokens`` per request
+(no bound where ``maxTokens`` is not set).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from dspark_json.cost import cost_usd
+from dspark_json.http.cache import ResponseCache
+from dspark_json.http.dedup import group
+from dspark_json.http.request_body import RequestBuilder
+from dspark_json.inputs.listing import Position, PromptListing
+from dspark_json.inputs.prompts import read_segment
+from dspark_json.load import prepare
+from dspark_json.options import Options
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "TOKENS_PER_MESSAGE",
+    "describe_plan",
+    "estimate_tokens",
+    "plan_query",
+]
+
+#: Characters of message text counted as one prompt token (English runs about 4 a token).
+CHARS_PER_TOKEN = 3.0
+#: Tokens counted for each message's role and the chat template around it.
+TOKENS_PER_MESSAGE = 8
+
+
+def estimate_tokens(messages: Any) -> int:
+    """The prompt tokens of a request's ``messages``, estimated (see the module's docs)."""
+    if not isinstance(messages, list):
+        return 0
+    total = 0
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else message
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+        total += math.ceil(len(text) / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE
+    return total
+
+
+def plan_query(raw: Mapping[str, str]) -> dict[str, Any]:
+    """What a query of options ``raw`` would send (as JSON-ready figures); the checks of
+    ``.load()`` first (an :class:`~dspark_json.errors.DSparkJsonError` names what is wrong)."""
+    options = Options.parse(raw)
+    query = prepare(options)
+    location = options.input.location
+    listing = PromptListing(location, storage=options.storage.settings, option="prompts")
+    segments = listing.segments(Position(), listing.end())
+    records = [r for segment in segments for r in read_segment(segment)]
+    builder = RequestBuilder(options.request, query.model)
+    bodies = [builder.build(r) if r.problem is None else None for r in records]
+    deterministic = [builder.deterministic(r) for r in records]
+    size = options.input.partition_size
+    leaders: list[int] = []
+    for start in range(0, len(records), size):
+        found = group(
+            bodies[start : start + size], deterministic[start : start + size], options.reuse.dedupe
+        )
+        leaders += [start + row for row in found.leaders]
+    cached = 0
+    if options.reuse.cache is not None:
+        cache = ResponseCache(options.reuse.cache, query.model, storage=options.storage.settings)
+        looked = [row for row in leaders if options.reuse.cache_mode == "all" or deterministic[row]]
+        found_bodies = cache.get_many([bodies[row] or b"" for row in looked])
+        cached = sum(1 for body in found_bodies if body)
+    sent = [row for row in leaders]
+    requests = len(sent) - cached
+    prompt_tokens = 0
+    for row in sent:
+        body = json.loads(bodies[row] or b"{}")
+        prompt_tokens += estimate_tokens(body.get("messages"))
+    if sent:
+        prompt_tokens = round(prompt_tokens * requests / len(sent))
+    max_tokens = options.request.max_tokens
+    output = None if max_tokens is None else max_tokens * requests
+    pricing = options.rows.pricing
+    cost = (
+        None
+        if output is None or pricing is None
+        else cost_usd(pricing, query.model, prompt_tokens, output)
+    )
+    return {
+        "model": query.model,
+        "prompts": len(records),
+        "invalid_prompts": sum(1 for r in records if r.problem is not None),
+        "partitions": math.ceil(len(records) / size) if records else 0,
+        "deduplicated": sum(1 for b in bodies if b is not None) - len(leaders),
+        "cache_hits": cached,
+        "requests": requests,
+        "prompt_tokens_estimate": prompt_tokens,
+        "max_tokens": max_tokens,
+        "output_tokens_bound": output,
+        "cost_usd_bound": cost,
+    }
+
+
+def describe_plan(found: Mapping[str, Any]) -> str:
+    """The plan as a few lines of text."""
+    cost = found["cost_usd_bound"]
+    output = found["output_tokens_bound"]
+    return "\n".join(
+        [
+            f"model {found['model']}: {found['prompts']} prompts "
+            f"({found['invalid_prompts']} not sendable) in {found['partitions']} partition(s)",
+            f"requests {found['requests']} (after {found['deduplicated']} deduplicated and "
+            f"{found['cache_hits']} answered by the cache)",
+            f"tokens at most: ~{found['prompt_tokens_estimate']} in (estimated from the prompt "
+            f"text), "
+            + (
+                f"{output} out (maxTokens {found['max_tokens']} per request)"
+                if output is not None
+                else "out not bounded (set option 'maxTokens' for a bound)"
+            ),
+            "cost at most: "
+            + (
+                f"${cost:.4f}"
+                if cost is not None
+                else "unknown (needs option 'pricing' for the model, and 'maxTokens')"
+            ),
+        ]
+    )

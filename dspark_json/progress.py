@@ -1,0 +1,603 @@
+"""Live progress of a run, inside a micro-batch and across the run: what each running task has
+done, every few seconds, and what the driver knows of the totals.
+
+Where option ``metrics`` names a directory, each task writes a small record of its own to
+``<metrics>/_progress/`` (Spark's readers skip names starting with ``_``: the metrics directory
+still reads as a table) every :data:`INTERVAL` seconds from a timer thread, and once at its end,
+through :func:`dspark_json.fs.write_atomic` with the query's storage settings (object stores
+too). Nothing is added per row: the thread reads the counts the client keeps anyway
+(:class:`dspark_json.records.Watch`). A running task's figures are what its requests have seen
+so far (``ok``: answers received, parsed later); a finished task's are its metrics record's
+(:func:`dspark_json.metrics.partition_metrics`: rows by ``_status``), so each field has one
+definition for a finished partition, the metrics record's.
+
+The driver writes what it knows at planning: the prompts of each micro-batch
+(``batch-NNNNNN.json``) and the run (``run.json``: when it started, its first batch and, for
+``availableNow``, the prompts of the whole run). :func:`snapshot` reads them all back into one
+object (:data:`VERSION`; the shape is documented in docs/guide/watching-a-run.md), which
+``dspark-json metrics DIR --json`` prints, :func:`render` draws as a bar, and
+:func:`show_progress` refreshes in a terminal or a notebook.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TextIO
+
+import pyarrow as pa
+
+from dspark_json.cost import Pricing, cost_usd
+from dspark_json.fs import list_files, read_text, write_atomic
+from dspark_json.records import Watch, watching
+from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, parse_settings
+
+__all__ = [
+    "INTERVAL",
+    "PROGRESS_DIR",
+    "VERSION",
+    "eta_seconds",
+    "finished",
+    "render",
+    "show_progress",
+    "snapshot",
+    "task_progress",
+    "write_batch",
+    "write_run",
+]
+
+logger = logging.getLogger("dspark_json")
+
+#: The version of the records and of :func:`snapshot`'s shape (a new field keeps it; a field
+#: renamed or removed raises it).
+VERSION = 1
+#: Seconds between a running task's records.
+INTERVAL = 2.0
+#: The progress directory, under the metrics directory.
+PROGRESS_DIR = "_progress"
+#: An environment variable: ``1`` turns the tasks' progress records off (the benchmark of
+#: their cost compares the same stream with and without them).
+OFF = "DSPARK_JSON_NO_PROGRESS"
+#: The samples a task keeps for the report's plots (every other one dropped when full).
+SAMPLES = 64
+
+
+def progress_dir(metrics: str) -> str:
+    return metrics.rstrip("/") + "/" + PROGRESS_DIR
+
+
+def _task_name(batch: int | None, partition: int) -> str:
+    where = f"batch-{batch:06d}" if batch is not None else "read"
+    return f"{where}-part-{partition:05d}.json"
+
+
+def _put(metrics: str, name: str, record: Mapping[str, Any], storage: StorageSettings) -> None:
+    try:
+        write_atomic(
+            progress_dir(metrics), name, json.dumps(record).encode("utf-8"), storage=storage
+        )
+    except (OSError, pa.ArrowException) as exc:  # progress is never a failed task
+        logger.debug("progress: %s not written to %s (%s)", name, metrics, exc)
+
+
+class _Task:
+    """One task's progress: the timer thread and what it writes."""
+
+    def __init__(
+        self,
+        metrics: str,
+        storage: StorageSettings,
+        *,
+        batch: int | None,
+        partition: int,
+        prompts: int,
+        model: str | None,
+        pricing: Pricing | None,
+    ) -> None:
+        self.metrics, self.storage = metrics, storage
+        self.batch, self.partition, self.prompts = batch, partition, prompts
+        self.model, self.pricing = model, pricing
+        self.watch = Watch()
+        self.started = time.time()
+        self.samples: list[list[float]] = []
+        self.final: dict[str, Any] | None = None
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._loop, name="dspark-json-progress", daemon=True)
+
+    def _loop(self) -> None:
+        while not self.stop.wait(INTERVAL):
+            with self.lock:  # the last record is the task's end, never a late running one
+                if self.stop.is_set():
+                    return
+                try:
+                    self.write()
+                except RuntimeError:  # a count changed size while read: the next tick has it
+                    continue
+
+    def write(self) -> None:
+        record = self.record()
+        _put(self.metrics, _task_name(self.batch, self.partition), record, self.storage)
+
+    def record(self) -> dict[str, Any]:
+        """The task's record now: the metrics record's figures once it ended, else the
+        client's counts so far."""
+        now = time.time()
+        figures = _from_metrics(self.final, self.model) if self.final is not None else self._live()
+        sample = [
+            round(now - self.started, 2),
+            figures["done"],
+            figures["requests"],
+            figures["held_seconds"],
+            figures["inflight"],
+        ]
+        self.samples.append(sample)
+        if len(self.samples) > SAMPLES:
+            self.samples = self.samples[:1] + self.samples[2::2]
+        return {
+            "version": VERSION,
+            "kind": "task",
+            "batch": self.batch,
+            "partition": self.partition,
+            "state": "done" if self.final is not None else "running",
+            "started": round(self.started, 3),
+            "updated": round(now, 3),
+            "prompts": self.prompts,
+            **figures,
+            "cost_usd": _cost(figures, self.model, self.pricing),
+            "samples": self.samples,
+        }
+
+    def _live(self) -> dict[str, Any]:
+        """The client's counts so far (every run of the task: the first send, the re-asks)."""
+        statuses: Counter[str] = Counter()
+        failures: Counter[str] = Counter()
+        tokens = [0, 0, 0]
+        models: dict[str, dict[str, Any]] = {}
+        done = requests = retries = 0
+        held, inflight = 0.0, 0
+        for run in list(self.watch.runs):
+            tally = run.stats
+            done += tally.done
+            requests += tally.requests
+            retries += tally.retries
+            statuses.update(dict(tally.statuses))
+            failures.update(dict(tally.failures))
+            for i in range(3):
+                tokens[i] += tally.tokens[i]
+            gate = getattr(run, "gate", None)
+            held += gate.held_s if gate is not None else 0.0
+            limits = list(getattr(run, "limits", {}).values()) or [getattr(run, "limit", None)]
+            inflight = max([inflight, *(int(x.limit) for x in limits if x is not None)])
+            for model, sent in dict(tally.model_requests).items():
+                used = tally.model_tokens.get(model, [0, 0, 0])
+                figures = models.setdefault(model, _model_figures())
+                figures["requests"] += sent
+                for i, kind in enumerate(_KINDS):
+                    figures["tokens"][kind] += used[i]
+        done = min(done, self.prompts)
+        return {
+            "done": done,
+            "ok": max(done - sum(failures.values()), 0),
+            "errors": dict(failures),
+            "requests": requests,
+            "retries": retries,
+            "http_status": dict(statuses),
+            "tokens": dict(zip(_KINDS, tokens, strict=True)),
+            "held_seconds": round(held, 3),
+            "inflight": inflight,
+            "latency_ms": None,
+            "models": models,
+        }
+
+
+_KINDS = ("input", "output", "cached")
+
+
+def _model_figures() -> dict[str, Any]:
+    return {"done": 0, "requests": 0, "tokens": dict.fromkeys(_KINDS, 0), "cost_usd": None}
+
+
+def _from_metrics(record: Mapping[str, Any], model: str | None) -> dict[str, Any]:
+    """A finished partition's figures, from its metrics record (``model``: the query's, where
+    the record has no figures by model: one model in play)."""
+    rows = dict(record.get("rows") or {})
+    ok = rows.pop("ok", 0)
+    models = {}
+    for name, figures in (record.get("models") or {}).items():
+        models[name] = {
+            "done": figures.get("rows") or 0,
+            "requests": figures.get("requests") or 0,
+            "tokens": {
+                "input": figures.get("prompt_tokens") or 0,
+                "output": figures.get("completion_tokens") or 0,
+                "cached": 0,
+            },
+            "cost_usd": None,
+        }
+    if not models and model is not None and record.get("requests"):
+        models[model] = {
+            "done": record.get("prompts") or 0,
+            "requests": record.get("requests") or 0,
+            "tokens": {
+                "input": record.get("prompt_tokens") or 0,
+                "output": record.get("completion_tokens") or 0,
+                "cached": record.get("cached_tokens") or 0,
+            },
+            "cost_usd": None,
+        }
+    limit = record.get("inflight_limit") or {}
+    return {
+        "done": record.get("prompts") or 0,
+        "ok": ok,
+        "errors": rows,
+        "requests": record.get("requests") or 0,
+        "retries": record.get("retries") or 0,
+        "http_status": dict(record.get("http_status") or {}),
+        "tokens": {
+            "input": record.get("prompt_tokens") or 0,
+            "output": record.get("completion_tokens") or 0,
+            "cached": record.get("cached_tokens") or 0,
+        },
+        "held_seconds": record.get("held_seconds") or 0.0,
+        "inflight": limit.get("final") or 0,
+        "latency_ms": record.get("latency_ms"),
+        "models": models,
+    }
+
+
+def _cost(figures: Mapping[str, Any], model: str | None, pricing: Pricing | None) -> float | None:
+    """The figures' cost in USD (option ``pricing``), by model where there are several."""
+    if pricing is None:
+        return None
+    models = figures.get("models") or {}
+    if len(models) > 1:
+        total = 0.0
+        for name, each in models.items():
+            tokens = each["tokens"]
+            each["cost_usd"] = cost_usd(
+                pricing, name, tokens["input"], tokens["output"], tokens["cached"]
+            )
+            total += each["cost_usd"] or 0.0
+        return round(total, 6)
+    tokens = figures["tokens"]
+    name = next(iter(models), model)
+    return cost_usd(pricing, name, tokens["input"], tokens["output"], tokens["cached"])
+
+
+_CURRENT = threading.local()
+
+
+@contextlib.contextmanager
+def task_progress(
+    metrics: str | None,
+    *,
+    storage: StorageSettings,
+    batch: int | None,
+    partition: int,
+    prompts: int,
+    model: str | None,
+    pricing: Pricing | None,
+) -> Iterator[None]:
+    """Write the running task's progress every :data:`INTERVAL` seconds, and at its end (with
+    the metrics record :func:`finished` hands over); nothing where ``metrics`` is ``None``."""
+    if metrics is None or os.environ.get(OFF) == "1":
+        yield
+        return
+    task = _Task(
+        metrics,
+        storage,
+        batch=batch,
+        partition=partition,
+        prompts=prompts,
+        model=model,
+        pricing=pricing,
+    )
+    watching(task.watch)
+    _CURRENT.task = task
+    task.thread.start()
+    try:
+        yield
+    finally:
+        task.stop.set()
+        watching(None)
+        _CURRENT.task = None
+        with task.lock:
+            task.write()
+
+
+def finished(record: Mapping[str, Any]) -> None:
+    """The calling task's metrics record (:func:`dspark_json.metrics.report`): its progress
+    takes its figures from it."""
+    task: _Task | None = getattr(_CURRENT, "task", None)
+    if task is not None:
+        task.final = dict(record)
+
+
+def write_batch(
+    metrics: str, *, storage: StorageSettings, batch: int, prompts: int, partitions: int
+) -> None:
+    """The driver, at planning: the prompts of micro-batch ``batch``."""
+    record = {
+        "version": VERSION,
+        "kind": "batch",
+        "batch": batch,
+        "prompts": prompts,
+        "partitions": partitions,
+        "planned": round(time.time(), 3),
+    }
+    _put(metrics, f"batch-{batch:06d}.json", record, storage)
+
+
+def write_run(
+    metrics: str,
+    *,
+    storage: StorageSettings,
+    first_batch: int,
+    started: float,
+    prompts: int | None,
+    trigger: str,
+    ended: float | None = None,
+) -> None:
+    """The driver: the run (this reader's), its first micro-batch and, for ``availableNow``,
+    its prompts in all."""
+    record = {
+        "version": VERSION,
+        "kind": "run",
+        "first_batch": first_batch,
+        "started": round(started, 3),
+        "trigger": trigger,
+        "prompts": prompts,
+        "ended": None if ended is None else round(ended, 3),
+    }
+    _put(metrics, "run.json", record, storage)
+
+
+def _read(uri: str, storage: StorageSettings) -> dict[str, Any] | None:
+    try:
+        found = json.loads(read_text(uri, storage=storage))
+    except (OSError, ValueError, pa.ArrowException):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _batch_of(name: str) -> int | None:
+    if not name.startswith("batch-"):
+        return None
+    try:
+        return int(name[6:12])
+    except ValueError:
+        return None
+
+
+def snapshot(
+    metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, now: float | None = None
+) -> dict[str, Any]:
+    """The run so far, from the progress records under ``metrics``: the shape ``dspark-json
+    metrics DIR --json`` prints (docs/guide/watching-a-run.md)."""
+    now = time.time() if now is None else now
+    entries = list_files(progress_dir(metrics), suffixes=(".json",), storage=storage)
+    run = next((_read(e.path, storage) for e in entries if e.name == "run.json"), None)
+    first = (run or {}).get("first_batch")
+    tasks, batches = [], {}
+    for entry in entries:
+        batch = _batch_of(entry.name)
+        if entry.name.startswith("read-") and first is None:
+            batch = -1
+        if batch is None or (first is not None and batch < first):
+            continue
+        record = _read(entry.path, storage)
+        if record is None:
+            continue
+        if record.get("kind") == "batch":
+            batches[record["batch"]] = record
+        elif record.get("kind") == "task":
+            tasks.append(record)
+    return summarize(run, list(batches.values()), tasks, now=now)
+
+
+def summarize(
+    run: Mapping[str, Any] | None,
+    batches: Sequence[Mapping[str, Any]],
+    tasks: Sequence[Mapping[str, Any]],
+    *,
+    now: float,
+) -> dict[str, Any]:
+    """The snapshot of a run from its records (see :func:`snapshot`)."""
+    done = sum(t.get("done") or 0 for t in tasks)
+    planned = sum(b.get("prompts") or 0 for b in batches)
+    total = (run or {}).get("prompts")
+    if total is None:
+        total = planned or (sum(t.get("prompts") or 0 for t in tasks) or None)
+    errors: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    tokens: Counter[str] = Counter()
+    models: dict[str, dict[str, Any]] = {}
+    costs = [t.get("cost_usd") for t in tasks]
+    for task in tasks:
+        errors.update(task.get("errors") or {})
+        statuses.update(task.get("http_status") or {})
+        tokens.update(task.get("tokens") or {})
+        for model, figures in (task.get("models") or {}).items():
+            into = models.setdefault(model, _model_figures())
+            into["done"] += figures.get("done") or 0
+            into["requests"] += figures.get("requests") or 0
+            for kind in _KINDS:
+                into["tokens"][kind] += (figures.get("tokens") or {}).get(kind) or 0
+            if figures.get("cost_usd") is not None:
+                into["cost_usd"] = round((into["cost_usd"] or 0.0) + figures["cost_usd"], 6)
+    started_at = [t["started"] for t in tasks if t.get("started")]
+    run_started = (run or {}).get("started")
+    began = min(started_at) if started_at else run_started
+    ended = (run or {}).get("ended")
+    running = sum(1 for t in tasks if t.get("state") == "running")
+    finished_all = bool(tasks) and running == 0
+    complete = ended is not None or (
+        total is not None and done >= total and finished_all and (run or {}).get("prompts")
+    )
+    last = max((t.get("updated") or 0 for t in tasks), default=now)
+    clock = last if complete else now
+    elapsed = max(clock - began, 0.0) if began is not None else 0.0
+    rate = done / elapsed if elapsed > 0 else None
+    return {
+        "version": VERSION,
+        "state": "finished" if complete else ("running" if tasks or run else "waiting"),
+        "trigger": (run or {}).get("trigger"),
+        "first_batch": (run or {}).get("first_batch"),
+        "batches": len({t.get("batch") for t in tasks} | {b.get("batch") for b in batches}),
+        "tasks": {"running": running, "done": len(tasks) - running},
+        "prompts": {"done": done, "total": total},
+        "ok": sum(t.get("ok") or 0 for t in tasks),
+        "errors": dict(errors),
+        "requests": sum(t.get("requests") or 0 for t in tasks),
+        "retries": sum(t.get("retries") or 0 for t in tasks),
+        "http_status": dict(statuses),
+        "tokens": {kind: tokens.get(kind, 0) for kind in _KINDS},
+        "held_seconds": round(sum(t.get("held_seconds") or 0.0 for t in tasks), 3),
+        "cost_usd": None
+        if all(c is None for c in costs) or not costs
+        else round(sum(c or 0.0 for c in costs), 6),
+        "models": models,
+        "elapsed_seconds": round(elapsed, 1),
+        "rows_per_second": None if rate is None else round(rate, 2),
+        "eta_seconds": None if complete else eta_seconds(done, total, rate),
+    }
+
+
+def eta_seconds(done: int, total: int | None, rate: float | None) -> float | None:
+    """Seconds left at ``rate`` prompts a second for ``total - done`` prompts; ``None`` where
+    the total or the rate is not known yet (no prompt done)."""
+    if total is None or not rate or done <= 0:
+        return None
+    return round(max(total - done, 0) / rate, 1)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
+    """The snapshot as text: a bar line and the figures (``dspark-json metrics DIR``)."""
+    prompts = shot["prompts"]
+    done, total = prompts["done"], prompts["total"]
+    share = min(done / total, 1.0) if total else 0.0
+    filled = int(share * width)
+    bar = "#" * filled + "-" * (width - filled)
+    of = f"{done}/{total}" if total is not None else f"{done}/?"
+    rate = shot["rows_per_second"]
+    head = (
+        f"[{bar}] {share * 100:5.1f}% {of} prompts, "
+        f"{rate if rate is not None else '?'} rows/s, elapsed {_duration(shot['elapsed_seconds'])}"
+        + (
+            f", ETA {_duration(shot['eta_seconds'])}"
+            if shot["state"] != "finished"
+            else ", finished"
+        )
+    )
+    errors = ", ".join(f"{k} {v}" for k, v in sorted(shot["errors"].items())) or "none"
+    tokens = shot["tokens"]
+    cost = shot.get("cost_usd")
+    lines = [
+        head,
+        f"ok {shot['ok']}, errors: {errors}; {shot['requests']} requests, "
+        f"{shot['retries']} retries; tokens {tokens['input']} in ({tokens['cached']} cached), "
+        f"{tokens['output']} out; held by the pool {shot['held_seconds']:.1f}s"
+        + (f"; cost ${cost:.4f}" if cost is not None else ""),
+    ]
+    for model, figures in sorted(shot["models"].items()):
+        each = figures["tokens"]
+        lines.append(
+            f"  {model}: {figures['requests']} requests, tokens {each['input']} in / "
+            f"{each['output']} out"
+            + (f", ${figures['cost_usd']:.4f}" if figures.get("cost_usd") is not None else "")
+        )
+    return "\n".join(lines)
+
+
+def show_progress(
+    query: Any,
+    metrics: str,
+    *,
+    storage_options: str | None = None,
+    interval: float = INTERVAL,
+    out: TextIO | None = None,
+) -> dict[str, Any]:
+    """Show the progress of a running ``StreamingQuery`` until it ends, as one bar refreshed
+    every ``interval`` seconds: in a notebook through IPython's display (where a notebook
+    kernel runs this), in a terminal on ``out`` (default stderr). Returns the last snapshot.
+
+    Parameters
+    ----------
+    query:
+        The running query (``isActive`` is read).
+    metrics:
+        Its option ``metrics`` (a path or URI).
+    storage_options:
+        Its option ``storageOptions``, where ``metrics`` is on an object store.
+    """
+    storage = parse_settings(storage_options, name="storageOptions")
+    display = _notebook_display()
+    stream = out or sys.stderr
+    handle = None
+    drawn = 0  # the lines of the last drawing, in a terminal
+    shot: dict[str, Any] = {}
+    while True:
+        active = bool(query.isActive)
+        shot = snapshot(metrics, storage=storage)
+        text = render(shot)
+        if display is not None:
+            if handle is None:
+                handle = display(_Plain(text), display_id=True)
+            else:
+                handle.update(_Plain(text))
+        else:
+            if drawn:  # up over the last drawing, cleared: redrawn in place (plain ANSI)
+                stream.write(f"\x1b[{drawn}A\x1b[J")
+            stream.write(text + "\n")
+            stream.flush()
+            drawn = text.count("\n") + 1
+        if not active or shot["state"] == "finished":
+            return shot
+        time.sleep(interval)
+
+
+class _Plain:
+    """Plain text for IPython's display (a ``<pre>`` in a notebook)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return f"<pre>{html.escape(self.text)}</pre>"
+
+
+def _notebook_display() -> Any:
+    """IPython's ``display`` where a notebook kernel runs this, else ``None`` (lazy import)."""
+    shell = sys.modules.get("IPython")
+    if shell is None:
+        return None
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        return None
+    ip = get_ipython()
+    if ip is None or "ZMQ" not in type(ip).__name__:
+        return None
+    return display

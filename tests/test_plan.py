@@ -1,0 +1,56 @@
+"""``dspark-json plan``: the .load() checks without Spark, then what a run would send."""
+
+import json
+
+import pytest
+
+from dspark_json.cli import main
+from dspark_json.plan import CHARS_PER_TOKEN, TOKENS_PER_MESSAGE, estimate_tokens
+from tests.helpers import write_prompts
+
+
+def test_estimate_leans_high_per_message():
+    messages = [{"role": "user", "content": "x" * 30}]
+    assert estimate_tokens(messages) == 30 / CHARS_PER_TOKEN + TOKENS_PER_MESSAGE
+
+
+def test_plan_counts_requests_after_dedupe_and_bounds_tokens_and_cost(simulator, tmp_path, capsys):
+    rows = [{"custom_id": f"r{i}", "prompt": f"Review {i % 5}: ok"} for i in range(12)]
+    write_prompts(tmp_path / "prompts", "a.jsonl", rows)
+    pricing = {"dspark-sim": {"input": 1.0, "output": 4.0}}
+    argv = [
+        "plan",
+        "--option",
+        f"endpoint={simulator.url}",
+        "--option",
+        f"prompts={tmp_path / 'prompts'}",
+        "--option",
+        "maxTokens=100",
+        "--option",
+        "temperature=0",
+        "--option",
+        f"pricing={json.dumps(pricing)}",
+        "--json",
+    ]
+    assert main(argv) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["model"] == "dspark-sim"  # settled as .load() does, from the server
+    assert found["prompts"] == 12
+    assert found["requests"] == 5 and found["deduplicated"] == 7  # temperature 0: identical ones
+    assert found["output_tokens_bound"] == 500
+    expected = (found["prompt_tokens_estimate"] * 1.0 + 500 * 4.0) / 1e6
+    assert found["cost_usd_bound"] == pytest.approx(expected)
+
+
+def test_plan_names_a_bad_option_as_load_does(tmp_path, capsys):
+    argv = [
+        "plan",
+        "--option",
+        "endpoint=http://127.0.0.1:9",
+        "--option",
+        f"prompts={tmp_path}",
+        "--option",
+        "pricing={oops",
+    ]
+    assert main(argv) == 2
+    assert "Option 'pricing'" in capsys.readouterr().err

@@ -1,0 +1,191 @@
+"""The live progress: a task's records while its client runs and once it ended, the driver's
+totals, the snapshot's figures (ETA, rows/s, cost) and its text."""
+
+import json
+import time
+
+import pytest
+
+from dspark_json import progress
+from dspark_json.cost import parse_pricing
+from dspark_json.progress import (
+    eta_seconds,
+    finished,
+    render,
+    snapshot,
+    summarize,
+    task_progress,
+    write_batch,
+    write_run,
+)
+from dspark_json.records import watch
+from dspark_json.storage import ENVIRONMENT_ONLY
+
+
+def test_eta_is_what_is_left_at_the_rate_so_far():
+    assert eta_seconds(500, 2000, 10.0) == 150.0
+    assert eta_seconds(2000, 2000, 10.0) == 0.0
+    assert eta_seconds(0, 2000, None) is None  # nothing done: no rate yet
+    assert eta_seconds(10, None, 5.0) is None  # no total known
+
+
+def task(done, prompts, *, started, updated, state="running", **more):
+    return {
+        "version": 1,
+        "kind": "task",
+        "batch": 0,
+        "partition": 0,
+        "state": state,
+        "started": started,
+        "updated": updated,
+        "prompts": prompts,
+        "done": done,
+        "ok": done,
+        "errors": {},
+        "requests": done,
+        "retries": 0,
+        "http_status": {"200": done},
+        "tokens": {"input": 10 * done, "output": 2 * done, "cached": 0},
+        "held_seconds": 0.5,
+        "inflight": 4,
+        "models": {},
+        "cost_usd": None,
+        "samples": [],
+        **more,
+    }
+
+
+def test_snapshot_rate_and_eta_from_the_first_task_start():
+    run = {"first_batch": 0, "started": 90.0, "prompts": 2000, "trigger": "availableNow"}
+    tasks = [
+        task(300, 1000, started=100.0, updated=149.0),
+        task(200, 1000, started=110.0, updated=149.0),
+    ]
+    shot = summarize(run, [{"batch": 0, "prompts": 2000}], tasks, now=150.0)
+    assert shot["prompts"] == {"done": 500, "total": 2000}
+    assert shot["rows_per_second"] == 10.0  # 500 prompts in the 50 s since the first task began
+    assert shot["eta_seconds"] == 150.0
+    assert shot["state"] == "running"
+    assert shot["tokens"] == {"input": 5000, "output": 1000, "cached": 0}
+    assert shot["held_seconds"] == 1.0
+    assert "ETA 2:30" in render(shot) and "500/2000" in render(shot)
+
+
+def test_snapshot_finished_when_every_prompt_of_an_available_now_run_is_done():
+    run = {"first_batch": 0, "started": 90.0, "prompts": 10, "trigger": "availableNow"}
+    tasks = [task(10, 10, started=100.0, updated=104.0, state="done")]
+    shot = summarize(run, [], tasks, now=200.0)
+    assert shot["state"] == "finished" and shot["eta_seconds"] is None
+    assert shot["rows_per_second"] == 2.5  # up to the last record, not to now
+    assert "finished" in render(shot).splitlines()[0]
+
+
+class FakeTally:
+    def __init__(self):
+        self.done, self.requests, self.retries = 3, 4, 1
+        self.statuses = {"200": 3, "429": 1}
+        self.failures = {"http_error": 1}
+        self.tokens = [30, 9, 6]
+        self.model_requests = {"m": 4}
+        self.model_tokens = {"m": [30, 9, 6]}
+
+
+class FakeRun:
+    def __init__(self):
+        self.stats = FakeTally()
+        self.gate = None
+        self.limits = {}
+        self.limit = None
+
+
+def test_a_task_writes_live_counts_then_its_metrics_record(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress, "INTERVAL", 0.05)
+    metrics = str(tmp_path / "metrics")
+    pricing = parse_pricing("pricing", '{"m": {"input": 1, "output": 2, "cached_input": 0.5}}')
+    path = tmp_path / "metrics" / "_progress" / "batch-000007-part-00002.json"
+    with task_progress(
+        metrics,
+        storage=ENVIRONMENT_ONLY,
+        batch=7,
+        partition=2,
+        prompts=5,
+        model="m",
+        pricing=pricing,
+    ):
+        watch(FakeRun())  # as the client registers its run
+        deadline = time.monotonic() + 10
+        while not path.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        live = json.loads(path.read_text())
+        finished(
+            {
+                "prompts": 5,
+                "rows": {"ok": 4, "not_json": 1},
+                "requests": 5,
+                "retries": 1,
+                "http_status": {"200": 5},
+                "prompt_tokens": 50,
+                "completion_tokens": 15,
+                "cached_tokens": 10,
+                "held_seconds": 0.0,
+                "inflight_limit": {"final": 4},
+                "latency_ms": {"p50": 1.0},
+                "models": None,
+            }
+        )
+    assert live["state"] == "running" and live["done"] == 3 and live["ok"] == 2
+    assert live["errors"] == {"http_error": 1}
+    assert live["tokens"] == {"input": 30, "output": 9, "cached": 6}
+    assert live["cost_usd"] == pytest.approx((24 * 1 + 6 * 0.5 + 9 * 2) / 1e6)
+    final = json.loads(path.read_text())
+    assert final["state"] == "done" and final["done"] == 5 and final["ok"] == 4
+    assert final["errors"] == {"not_json": 1}
+    assert final["cost_usd"] == pytest.approx((40 * 1 + 10 * 0.5 + 15 * 2) / 1e6)
+    assert final["models"]["m"]["requests"] == 5
+    assert len(final["samples"]) >= 2
+
+
+def test_snapshot_reads_the_driver_totals_and_skips_earlier_runs(tmp_path):
+    metrics = str(tmp_path)
+    write_run(
+        metrics,
+        storage=ENVIRONMENT_ONLY,
+        first_batch=3,
+        started=1.0,
+        prompts=None,
+        trigger="stream",
+    )
+    write_batch(metrics, storage=ENVIRONMENT_ONLY, batch=3, prompts=40, partitions=2)
+    write_batch(metrics, storage=ENVIRONMENT_ONLY, batch=2, prompts=999, partitions=9)
+    shot = snapshot(metrics)
+    assert shot["prompts"] == {"done": 0, "total": 40}
+    assert shot["first_batch"] == 3 and shot["trigger"] == "stream"
+
+
+def test_follow_draws_until_the_run_is_finished_and_show_progress_returns(tmp_path, capsys):
+    from dspark_json.cli import main
+    from dspark_json.progress import show_progress
+
+    metrics = tmp_path / "metrics"
+    write_run(
+        str(metrics),
+        storage=ENVIRONMENT_ONLY,
+        first_batch=0,
+        started=1.0,
+        prompts=4,
+        trigger="availableNow",
+        ended=9.0,
+    )
+    (metrics / "_progress" / "batch-000000-part-00000.json").write_text(
+        json.dumps(task(4, 4, started=2.0, updated=6.0, state="done"))
+    )
+    assert main(["metrics", str(metrics), "--follow", "--interval", "0.01"]) == 0
+    drawn = capsys.readouterr().out
+    assert "4/4 prompts" in drawn and "finished" in drawn
+
+    class Ended:
+        isActive = False
+
+    shot = show_progress(Ended(), str(metrics))
+    assert shot["state"] == "finished" and shot["prompts"] == {"done": 4, "total": 4}
+    assert "100.0% 4/4 prompts" in capsys.readouterr().err

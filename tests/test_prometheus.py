@@ -1,0 +1,49 @@
+"""Option prometheusPort: the run's figures scraped over HTTP in Prometheus' text format."""
+
+import httpx
+
+from dspark_json.progress import write_batch, write_run
+from dspark_json.prometheus import METRICS, serve
+from dspark_json.storage import ENVIRONMENT_ONLY
+
+
+def test_scrape_serves_the_progress_in_text_exposition_format(tmp_path):
+    metrics = str(tmp_path)
+    write_run(
+        metrics,
+        storage=ENVIRONMENT_ONLY,
+        first_batch=0,
+        started=1.0,
+        prompts=120,
+        trigger="availableNow",
+    )
+    write_batch(metrics, storage=ENVIRONMENT_ONLY, batch=0, prompts=120, partitions=1)
+    server = serve(0, metrics, host="127.0.0.1")
+    assert server is not None
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        answer = httpx.get(url + "/metrics", timeout=10)
+        assert httpx.get(url + "/nothing", timeout=10).status_code == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert answer.status_code == 200
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    text = answer.text
+    for name, kind, _ in METRICS:
+        assert f"# TYPE {name} {kind}" in text
+    assert "dspark_json_prompts_planned 120\n" in text
+    assert "dspark_json_prompts_total 0\n" in text
+    assert 'dspark_json_tokens_total{kind="cached"} 0\n' in text
+    assert "dspark_json_run_finished 0\n" in text
+
+
+def test_a_port_taken_is_a_warning_not_a_failure(tmp_path, caplog):
+    first = serve(0, str(tmp_path), host="127.0.0.1")
+    assert first is not None
+    try:
+        assert serve(first.server_address[1], str(tmp_path), host="127.0.0.1") is None
+    finally:
+        first.shutdown()
+        first.server_close()
+    assert "cannot listen" in caplog.text

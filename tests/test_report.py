@@ -1,0 +1,136 @@
+"""``dspark-json report``: one self-contained HTML page, opened in headless Chromium (Debian's
+package: tests/report/install_chromium.sh), whose plots draw without script errors."""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from dspark_json.cli import main
+from dspark_json.progress import write_batch, write_run
+from dspark_json.storage import ENVIRONMENT_ONLY
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def a_run(metrics):
+    """The records of a finished run of two partitions: progress samples and metrics."""
+    write_run(
+        str(metrics),
+        storage=ENVIRONMENT_ONLY,
+        first_batch=0,
+        started=1000.0,
+        prompts=200,
+        trigger="availableNow",
+    )
+    write_batch(str(metrics), storage=ENVIRONMENT_ONLY, batch=0, prompts=200, partitions=2)
+    for part in range(2):
+        samples = [[2.0 * i, 10 * i, 10 * i, 0.1 * i, 8] for i in range(11)]
+        record = {
+            "version": 1,
+            "kind": "task",
+            "batch": 0,
+            "partition": part,
+            "state": "done",
+            "started": 1001.0 + part,
+            "updated": 1021.0 + part,
+            "prompts": 100,
+            "done": 100,
+            "ok": 97,
+            "errors": {"not_json": 3},
+            "requests": 104,
+            "retries": 4,
+            "http_status": {"200": 100, "429": 4},
+            "tokens": {"input": 5000, "output": 1500, "cached": 800},
+            "held_seconds": 1.0,
+            "inflight": 8,
+            "latency_ms": {"p50": 900.0, "p95": 1400.0},
+            "models": {
+                "m<x>": {
+                    "done": 100,
+                    "requests": 104,
+                    "cost_usd": 0.01,
+                    "tokens": {"input": 5000, "output": 1500, "cached": 800},
+                }
+            },
+            "cost_usd": 0.01,
+            "samples": samples,
+        }
+        (metrics / "_progress" / f"batch-000000-part-{part:05d}.json").write_text(
+            json.dumps(record)
+        )
+        metrics_record = {
+            "batch": 0,
+            "offset": {"file": "a", "row": 200},
+            "partition": part,
+            "at": f"1970-01-01T00:17:{2 + part:02d}.000+00:00",
+            "prompts": 100,
+            "requests": 104,
+            "retries": 4,
+            "http_status": {"200": 100, "429": 4},
+            "latency_ms": {"p50": 900.0 + part, "p95": 1400.0, "p99": 1500.0},
+            "inflight_limit": {"lowest": 4, "peak": 8, "final": 8},
+            "held_seconds": 1.0,
+            "prompt_tokens": 5000,
+            "cached_tokens": 800,
+            "completion_tokens": 1500,
+            "rows": {"ok": 97, "not_json": 3},
+            "cost_usd": 0.01,
+        }
+        (metrics / f"batch-x-part-{part:05d}.json").write_text(json.dumps(metrics_record))
+
+
+def chromium_or_skip():
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None:
+        pytest.skip("no chromium: run tests/report/install_chromium.sh (Debian's package)")
+    return found
+
+
+def test_report_draws_every_plot_in_headless_chromium(tmp_path):
+    chromium = chromium_or_skip()
+    metrics = tmp_path / "metrics"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    page = tmp_path / "run.html"
+    assert main(["report", str(metrics), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org/2000/svg", "")  # nothing fetched
+    assert "m&lt;x&gt;" in text  # a model's name escaped
+
+    done = subprocess.run(
+        [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    dom = done.stdout
+    assert "<body" in dom, done.stderr[-2000:]
+    body = re.search(r"<body[^>]*>", dom).group(0)
+    assert 'data-rendered="6"' in body, body  # every plot drawn...
+    assert "data-errors" not in body, body  # ...and no script error on the way
+    assert dom.count('class="series"') >= 4  # rows/s, p50, p95, in-flight, held
+    assert dom.count('class="bar"') >= 3 + 2 + 2  # tokens, rows by status, HTTP codes
+
+
+def test_report_of_nothing_says_so(tmp_path, capsys):
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
+    assert "no metrics or progress records" in capsys.readouterr().err
