@@ -109,6 +109,8 @@ METRICS_DOCS: dict[str, str] = {
     "models.prompt_tokens": "its prompt tokens",
     "models.completion_tokens": "its completion tokens",
     "models.latency_p95_ms": "its 95th percentile latency, in milliseconds",
+    "models.cost_usd": "its cost in USD, from option `pricing`; null without a price for it",
+    "cost_usd": "the partition's cost in USD (tokens x option `pricing`); null without `pricing`",
 }
 
 
