@@ -23,7 +23,7 @@ from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
-from dspark_json.inputs.prompts import passthrough_column, read_segment
+from dspark_json.inputs.prompts import passthrough_row, read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import partition_metrics, report
@@ -371,7 +371,7 @@ def _prompt_columns(
         return pa.Table.from_arrays(columns, schema=arrow_schema(prompt_schema)), None
     fields = rows.fields or [{}] * len(rows)
     prompt_rows = [
-        {"custom_id": custom_id, **{passthrough_column(k): v for k, v in more.items()}}
+        {"custom_id": custom_id, **passthrough_row(more)}
         for custom_id, more in zip(rows.custom_ids, fields, strict=True)
     ]
     return Converter(prompt_schema).table(prompt_rows)
