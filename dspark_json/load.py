@@ -284,7 +284,7 @@ def _sample_bodies(query: Query) -> list[str | None]:
         for segment in listing.sample(max(n, 1)):
             if len(bodies) >= n:
                 break
-            _, outcomes = read_recorded([segment])
+            _, outcomes = read_recorded([segment], max_bytes=options.http.max_response_bytes)
             bodies.extend(outcomes.bodies[: n - len(bodies)].to_pylist())
         return bodies
     records: list[PromptRecord] = []

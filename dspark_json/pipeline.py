@@ -437,7 +437,9 @@ def _rows_and_answers(
     where the re-asks of those answers are journaled (``None``: nowhere)."""
     inputs = query.options.input
     if inputs.responses is not None:
-        rows, outcomes = read_recorded(partition.segments)
+        rows, outcomes = read_recorded(
+            partition.segments, max_bytes=query.options.http.max_response_bytes
+        )
         return rows, Fetched(outcomes=outcomes), "recorded", None
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:

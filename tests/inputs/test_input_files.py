@@ -296,3 +296,26 @@ def test_read_bytes_refuses_a_fifo_and_reads_at_most_its_limit_decompressed_too(
     plain.write_bytes(b"x" * 11)
     with pytest.raises(RefusedFile, match="holds more than 10 bytes: it is not read"):
         read_bytes(str(plain), storage=ENVIRONMENT_ONLY, limit=10)
+
+
+def test_a_recorded_answer_over_max_response_bytes_is_a_row_error_not_parsed(tmp_path):
+    """Option responses: a recorded line larger than maxResponseBytes is refused as a live
+    answer that large is (``response_too_large``), a batch line as well as a raw body; the
+    others are read as before."""
+    from dspark_json.inputs.recorded import read_recorded
+
+    small = json.dumps({"choices": [{"message": {"content": "{}"}}]})
+    big = json.dumps({"choices": [{"message": {"content": "x" * 500}}]})
+    batch = json.dumps({"custom_id": "b", "response": {"status_code": 200, "body": big}})
+    (tmp_path / "r.jsonl").write_text("\n".join([small, big, batch, small]) + "\n")
+    rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 4)], max_bytes=300)
+    assert sorted(outcomes.errors) == [1, 2]
+    for row in (1, 2):
+        error = outcomes.errors[row]
+        assert error["type"] == "response_too_large" and error["status"] is None
+        assert "over the limit set by maxResponseBytes=300" in error["message"]
+        assert outcomes.bodies[row].as_py() is None
+    assert outcomes.bodies[0].as_py() == small and outcomes.bodies[3].as_py() == small
+    assert rows.custom_ids == [None, None, None, None]  # the big batch line is not read
+    _, unbounded = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 4)])
+    assert not unbounded.errors and unbounded.bodies[2].as_py() == big
