@@ -330,7 +330,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _schema(args: argparse.Namespace) -> int:
-    from dspark_json.errors import DSparkJsonError
+    from dspark_json.errors import DSparkJsonError, mask_uris
     from dspark_json.inputs.listing import PromptListing
     from dspark_json.inputs.prompts import infer_passthrough
     from dspark_json.load import describe, prepare, resolve_schema
@@ -368,7 +368,7 @@ def _schema(args: argparse.Namespace) -> int:
         )
         _say(describe(resolve_schema(query, passthrough)))
     except DSparkJsonError as exc:
-        sys.stderr.write(f"dspark-json schema: {exc}\n")
+        sys.stderr.write(f"dspark-json schema: {mask_uris(str(exc))}\n")
         return 2
     return 0
 

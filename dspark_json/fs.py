@@ -18,6 +18,7 @@ option's value is a :class:`Location`, whose ``repr`` is masked.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import os
 import uuid
@@ -34,6 +35,8 @@ __all__ = [
     "MASK",
     "FileEntry",
     "Location",
+    "RefusedFile",
+    "check_file",
     "check_writable",
     "is_remote_uri",
     "kind_of",
@@ -198,14 +201,54 @@ def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file
     return "missing"
 
 
+class RefusedFile(OSError):
+    """A file the source will not read: not a regular file (a FIFO, a device, a socket, a
+    directory), or over the bytes allowed. The message says which; the caller names the
+    option."""
+
+
+def check_file(fs: pafs.FileSystem, path: str) -> None:
+    """Raise :class:`RefusedFile` where ``path`` on a local filesystem is not a regular file:
+    opening a FIFO to read blocks until someone writes to it, a device may never end, and
+    ``requestDeadline`` cannot cut a blocked ``open``. ``FileNotFoundError`` where nothing is
+    there. Elsewhere (object stores, HDFS: no FIFO or device there) nothing is asked, so it
+    costs no request. The check comes before the open: a file swapped for a FIFO between the
+    two is not caught (a directory only its owner can write closes that)."""
+    if fs.type_name != "local":
+        return
+    found = fs.get_file_info(path).type
+    if found == pafs.FileType.NotFound:
+        raise FileNotFoundError(errno.ENOENT, "no such file", path)
+    if found != pafs.FileType.File:
+        kind = "a directory" if found == pafs.FileType.Directory else "a FIFO, socket or device"
+        raise RefusedFile(f"{path} is not a regular file ({kind}): it is not read")
+
+
 @_masking
-def read_bytes(uri: str, *, storage: StorageSettings, decompress: bool = True) -> bytes:
+def read_bytes(
+    uri: str, *, storage: StorageSettings, decompress: bool = True, limit: int | None = None
+) -> bytes:
     """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
-    ``.zst``..., unless ``decompress`` is false: then the bytes as stored)."""
+    ``.zst``..., unless ``decompress`` is false: then the bytes as stored). A path that is not
+    a regular file (:func:`check_file`), or a content over ``limit`` bytes as read (after
+    decompression: a small ``.gz`` may hold gigabytes), is a :class:`RefusedFile`; no more
+    than ``limit + 1`` bytes are ever held."""
     fs, path = resolve(uri, storage)
+    check_file(fs, path)
     with fs.open_input_stream(path, compression="detect" if decompress else None) as stream:
-        data: bytes = stream.read()
+        data: bytes = stream.read() if limit is None else stream.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        packed = " once decompressed" if decompress and _compressed(path) else ""
+        raise RefusedFile(f"{uri} holds more than {limit} bytes{packed}: it is not read")
     return data
+
+
+def _compressed(path: str) -> bool:
+    """Whether pyarrow's ``compression="detect"`` decompresses the file at ``path``."""
+    try:
+        return pa.Codec.detect(path) is not None
+    except (TypeError, ValueError, pa.ArrowException):  # no codec's suffix: TypeError
+        return False
 
 
 @_masking
@@ -213,15 +256,16 @@ def read_range(uri: str, start: int, end: int | None, *, storage: StorageSetting
     """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
     on object stores."""
     fs, path = resolve(uri, storage)
+    check_file(fs, path)
     with fs.open_input_file(path) as source:
         stop = source.size() if end is None else min(end, source.size())
         data: bytes = source.read_at(max(stop - start, 0), start)
     return data
 
 
-def read_text(uri: str, *, storage: StorageSettings) -> str:
-    """The whole content of one UTF-8 text file."""
-    return read_bytes(uri, storage=storage).decode("utf-8")
+def read_text(uri: str, *, storage: StorageSettings, limit: int | None = None) -> str:
+    """The whole content of one UTF-8 text file (:func:`read_bytes`: ``limit`` bytes at most)."""
+    return read_bytes(uri, storage=storage, limit=limit).decode("utf-8")
 
 
 @_masking

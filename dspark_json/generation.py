@@ -15,7 +15,7 @@ from pyspark import TaskContext
 from pyspark.sql.types import ArrayType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
-from dspark_json.errors import OptionError, SchemaError
+from dspark_json.errors import OptionError, SchemaError, short_errors
 from dspark_json.load import prepare, query_schema
 from dspark_json.options import OPTION_SPECS, Options
 from dspark_json.parse import select_backend
@@ -48,6 +48,7 @@ _KEYWORDS = {spec.keyword: spec.name for spec in OPTION_SPECS}
 _RENAMED = {"prompt_col": "column", "parse_mode": "backend"}
 
 
+@short_errors  # as the source's entry points: a URI's credentials masked in every error
 def generate(
     df: DataFrame,
     column: str = "prompt",

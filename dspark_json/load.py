@@ -189,13 +189,9 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
     samples = functools.cache(lambda: _sample_bodies(query))  # sent once for both
     resolved = resolve_parsed(query, samples)
     logger.info("Schema of `parsed`: %s.", resolved.source)
-    schema = query_schema(
+    return query_schema(
         query, passthrough=passthrough, parsed=resolved.parsed, tools=resolve_tools(query, samples)
     )
-    hints = query.options.schema.schema_hints
-    if hints:
-        schema = apply_hints(schema, list(hints))
-    return schema
 
 
 def added_columns(options: Options) -> tuple[str, ...]:
@@ -217,17 +213,19 @@ def query_schema(
     parsed: DataType | None = None,
     tools: dict[str, DataType] | None = None,
 ) -> StructType:
-    """The query's output schema before hints, for the source and ``generate`` alike: the
-    columns of :func:`dspark_json.schema.output.output_schema` and the optional system columns
-    the query's options add (:func:`added_columns`). ``parsed`` ``None``: typed from the JSON
-    Schema the answers follow, if any."""
-    return output_schema(
+    """The query's output schema, for the source and ``generate`` alike: the columns of
+    :func:`dspark_json.schema.output.output_schema` and the optional system columns the query's
+    options add (:func:`added_columns`), option ``schemaHints`` applied last. ``parsed``
+    ``None``: typed from the JSON Schema the answers follow, if any."""
+    schema = output_schema(
         passthrough=passthrough or (),
         response_format=query.json_schema if parsed is None else None,
         parsed=parsed,
         tools=tools,
         added=added_columns(query.options),
     )
+    hints = query.options.schema.schema_hints
+    return apply_hints(schema, list(hints)) if hints else schema
 
 
 def resolve_parsed(query: Query, samples: Samples | None = None) -> Resolved:
@@ -286,7 +284,7 @@ def _sample_bodies(query: Query) -> list[str | None]:
         for segment in listing.sample(max(n, 1)):
             if len(bodies) >= n:
                 break
-            _, outcomes = read_recorded([segment])
+            _, outcomes = read_recorded([segment], max_bytes=options.http.max_response_bytes)
             bodies.extend(outcomes.bodies[: n - len(bodies)].to_pylist())
         return bodies
     records: list[PromptRecord] = []

@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dspark_json.cost import Pricing, cost_usd
-from dspark_json.fs import list_files, read_text, write_atomic
+from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
+from dspark_json.http.secrets import MaskingFilter
 from dspark_json.parse import new_fields
 from dspark_json.records import Answers, RepairStats
 from dspark_json.rows import ERROR, RESCUED_DATA
@@ -189,17 +190,24 @@ def _by_model(
         for model, used in zip(models or (), _usage_by_row(table, part), strict=False):
             if model is not None and used:
                 counter[model] += used
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for model in sorted(names):
         latencies = sorted(stats.model_latencies.get(model, ()))
         p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else None
-        out[model] = {
+        figures = {
             "rows": rows[model],
             "requests": stats.model_requests.get(model, 0),
             "prompt_tokens": tokens["prompt_tokens"][model],
             "completion_tokens": tokens["completion_tokens"][model],
             "latency_p95_ms": None if p95 is None else round(p95 * 1000, 1),
         }
+        # A model named like a URL (a prompt line's, option 'model') may carry user:password@ or
+        # a token=: the record (written to option 'metrics', shown in the batch line) has it
+        # masked; two names the same once masked are added up.
+        shown = mask_uris(model)
+        if shown in out:
+            figures = _added(out[shown], figures)
+        out[shown] = figures
     return out
 
 
@@ -227,6 +235,13 @@ def priced(record: dict[str, Any], model: str | None, pricing: Pricing | None) -
             record.get("cached_tokens") or 0,
         )
     return record
+def _added(one: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of two models (:func:`_by_model`) as one: counts added, the higher p95."""
+    p95s = [p for p in (one["latency_p95_ms"], other["latency_p95_ms"]) if p is not None]
+    return {
+        **{part: one[part] + other[part] for part in one if part != "latency_p95_ms"},
+        "latency_p95_ms": max(p95s) if p95s else None,
+    }
 
 
 def _repair(stats: RepairStats) -> dict[str, Any]:
@@ -465,7 +480,9 @@ _PLAIN_NAME = re.compile(r"[\w./:@+-]{1,80}")
 
 def _model_name(model: str) -> str:
     """A model's name in the batch line: as is where it is plain, else quoted (a line feed or a
-    ';' in a prompt line's model cannot break or forge the line), cut to 80 characters."""
+    ';' in a prompt line's model cannot break or forge the line), cut to 80 characters; the
+    credentials of a URL-like name masked (:func:`~dspark_json.errors.mask_uris`)."""
+    model = mask_uris(model)  # a record written before models were masked in it
     if _PLAIN_NAME.fullmatch(model):
         return model
     return repr(model if len(model) <= 80 else model[:77] + "...")
@@ -526,6 +543,10 @@ def driver_logger() -> logging.Logger:
     writes INFO lines to stderr (Spark's console) itself; where logging is configured, it
     follows that configuration."""
     batches = logging.getLogger("dspark_json.batches")
+    # The filter on logger "dspark_json" masks only what is logged through that logger itself:
+    # a child logger's records pass its handlers, never its filters.
+    if not any(isinstance(f, MaskingFilter) for f in batches.filters):
+        batches.addFilter(MaskingFilter())
     if not batches.hasHandlers():
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s INFO dspark_json: %(message)s"))

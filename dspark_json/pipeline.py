@@ -23,7 +23,7 @@ from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
-from dspark_json.inputs.prompts import passthrough_column, read_segment
+from dspark_json.inputs.prompts import passthrough_row, read_segment
 from dspark_json.inputs.recorded import read_recorded
 from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import batch_id, partition_metrics, priced, report
@@ -384,7 +384,7 @@ def _prompt_columns(
         return pa.Table.from_arrays(columns, schema=arrow_schema(prompt_schema)), None
     fields = rows.fields or [{}] * len(rows)
     prompt_rows = [
-        {"custom_id": custom_id, **{passthrough_column(k): v for k, v in more.items()}}
+        {"custom_id": custom_id, **passthrough_row(more)}
         for custom_id, more in zip(rows.custom_ids, fields, strict=True)
     ]
     return Converter(prompt_schema).table(prompt_rows)
@@ -452,7 +452,9 @@ def _rows_and_answers(
     where the re-asks of those answers are journaled (``None``: nowhere)."""
     inputs = query.options.input
     if inputs.responses is not None:
-        rows, outcomes = read_recorded(partition.segments)
+        rows, outcomes = read_recorded(
+            partition.segments, max_bytes=query.options.http.max_response_bytes
+        )
         return rows, Fetched(outcomes=outcomes), "recorded", None
     records = [r for segment in partition.segments for r in read_segment(segment)]
     if inputs.journal is None or not partition.segments:

@@ -10,6 +10,7 @@ import pytest
 
 from dspark_json.cli import main
 from dspark_json.compat import ADMISSION_CONTROL
+from dspark_json.dev.local import SimulatorProcess
 from dspark_json.metrics import METRICS_SCHEMA, read_records, summary
 from dspark_json.source import DSparkJsonDataSource
 from tests.helpers import write_prompts
@@ -320,3 +321,25 @@ def test_the_by_model_line_quotes_odd_names_and_names_ten_models_at_most():
     long = "x" * 200 + " y"
     cut = _models_line([{"models": {long: figures(1), "b": figures(1)}}])
     assert "'" + "x" * 77 + "...' 1 rows" in cut and "x" * 78 not in cut
+
+
+def test_a_url_like_model_s_credentials_are_masked_in_the_line_and_the_records(tmp_path, caplog):
+    """A prompt line's model named like a URL with user:password@ and a token=: the batch line
+    and the metrics records show it masked (the driver's line is logged by a child logger,
+    which the filter on logger 'dspark_json' does not cover)."""
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    secret = "https://alice:hunter22@models.example/m?token=tok987654"
+    rows = [{"custom_id": "a", "prompt": "Hi", "model": secret}, {"custom_id": "b", "prompt": "Yo"}]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    with SimulatorProcess(model=f"dspark-sim,{secret}") as server:
+        reader = stream_reader(server.url, tmp_path, model="dspark-sim")
+        reader.commit(run_batch(reader, reader.initialOffset()))
+        reader.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    (line,) = [line for line in lines if line.startswith("batch 0")]
+    assert "by model: " in line and "https://***@models.example/m?token=***" in line
+    records = json.dumps(read_records(str(tmp_path / "metrics")))
+    assert "models.example" in records
+    for leaked in ("hunter22", "tok987654"):
+        assert leaked not in line and leaked not in records
+        assert not [r for r in caplog.records if leaked in r.getMessage()]

@@ -54,3 +54,24 @@ def test_the_renamed_prompt_column_keyword_names_its_new_name():
         dspark_json.OptionError, match=r"unknown keyword 'prompt_col'\. Did you mean 'column'"
     ):
         dspark_json.generate(None, endpoint="http://127.0.0.1:9", prompt_col="q")  # type: ignore[arg-type]
+
+
+def test_generate_masks_a_url_like_model_s_credentials_in_its_errors(simulator):
+    model = "https://alice:hunter22@models.example/m?token=tok987654"
+    with pytest.raises(dspark_json.ServerError, match="not served") as caught:
+        dspark_json.generate(None, endpoint=simulator.url, model=model)  # type: ignore[arg-type]
+    assert "https://***@models.example/m?token=***" in str(caught.value)
+    assert "hunter22" not in str(caught.value) and "tok987654" not in str(caught.value)
+
+
+def test_the_schema_command_masks_a_url_like_model_s_credentials(simulator, tmp_path, capsys):
+    from dspark_json.cli import main
+    from tests.helpers import write_prompts
+
+    write_prompts(tmp_path, "a.jsonl", [{"prompt": "p"}])
+    model = "https://alice:hunter22@models.example/m?token=tok987654"
+    argv = ["schema", "--endpoint", simulator.url, "--model", model, "--prompts", str(tmp_path)]
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert "https://***@models.example/m?token=***" in said
+    assert "hunter22" not in said and "tok987654" not in said

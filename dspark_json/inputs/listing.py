@@ -187,9 +187,10 @@ def _indexed(entry: FileEntry, storage: StorageSettings) -> RowIndex:
 
 def _scan(
     directory: str, after: str, storage: StorageSettings
-) -> tuple[list[FileEntry], list[str], list[str]]:
+) -> tuple[list[FileEntry], list[str], list[str], list[str]]:
     """The input files of ``directory`` named ``after`` or later, sorted; the names of those
-    before it; and the symbolic links skipped.
+    before it; the symbolic links skipped; and the FIFOs, sockets and devices skipped (opening
+    a FIFO to read blocks until someone writes to it).
 
     A local directory is read with ``os.scandir``: its names cost no ``stat`` each, so only
     the files at or after ``after`` (those the stream has not read yet) are looked at; a link
@@ -202,8 +203,9 @@ def _scan(
             [e for e in listed if e.name >= after],
             [e.name for e in listed if e.name < after],
             [],
+            [],
         )
-    entries, before, links = [], [], []
+    entries, before, links, odd = [], [], [], []
     prefix = directory.rstrip("/") + "/"
     with os.scandir(root) as found:
         for item in found:
@@ -220,8 +222,10 @@ def _scan(
                 except FileNotFoundError:
                     continue  # gone between the two calls: as if listed a moment later
                 entries.append(FileEntry(name, prefix + name, info.st_size, info.st_mtime_ns))
+            elif not item.is_dir(follow_symlinks=False):
+                odd.append(name)
     entries.sort(key=lambda e: e.name)
-    return entries, before, links
+    return entries, before, links, odd
 
 
 class PromptListing:
@@ -256,7 +260,7 @@ class PromptListing:
         self._after = ""  # names before it are read: neither listed in detail nor remembered
         self._before: list[str] = []  # the names before it, as last listed
         self._seen: set[str] | None = None  # every name listed so far (to tell a late file)
-        self._links: set[str] = set()  # symbolic links already warned about
+        self._links: set[str] = set()  # symbolic links, FIFOs, devices already warned about
         self._pending: set[str] = set()  # the names from ``_after`` on, as last checked
         self._listed = False  # the directory has been seen
 
@@ -343,7 +347,16 @@ class PromptListing:
                 "fix the path."
             )
         self._listed = True
-        entries, self._before, links = _scan(self.directory, self._after, self.storage)
+        entries, self._before, links, odd = _scan(self.directory, self._after, self.storage)
+        for name in sorted(set(odd) - self._links):
+            logger.warning(
+                "Input file %s/%s (%s) is not a regular file (a FIFO, a socket or a device): "
+                "it is not read. Put a regular file in its place.",
+                self.directory.rstrip("/"),
+                name,
+                self.option,
+            )
+        self._links.update(odd)
         for name in sorted(set(links) - self._links):
             logger.warning(
                 "Input file %s/%s is a symbolic link: it is not read (links are not followed). "

@@ -20,7 +20,7 @@ from typing import Any
 
 from pyspark.sql.types import DataType, NullType, StructField
 
-from dspark_json.errors import OptionError
+from dspark_json.errors import OptionError, mask_uris
 from dspark_json.inputs.listing import PromptListing, Segment, read_rows
 from dspark_json.records import PromptRecord
 from dspark_json.response.envelope import ENVELOPE_COLUMNS
@@ -28,7 +28,13 @@ from dspark_json.rows import SYSTEM_COLUMNS, load_json
 from dspark_json.schema.inference import merge_types, scalar_type
 from dspark_json.storage import StorageSettings
 
-__all__ = ["infer_passthrough", "passthrough_column", "prompt_record", "read_segment"]
+__all__ = [
+    "infer_passthrough",
+    "passthrough_column",
+    "passthrough_row",
+    "prompt_record",
+    "read_segment",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -131,16 +137,19 @@ def infer_passthrough(listing: PromptListing, *, sample_rows: int = 1000) -> lis
     Fields first seen after this sample land in ``_rescued_data``.
     """
     types: dict[str, DataType] = {}
+    first: dict[str, str] = {}  # a field -> where the sample first has it
     seen = 0
     for segment in listing.sample(sample_rows):  # only what is sampled is counted and read
         wanted = replace(segment, end=min(segment.end, segment.start + sample_rows - seen))
         for record in read_segment(wanted):
             seen += 1
             for key, value in record.fields.items():
+                first.setdefault(key, mask_uris(record.where))
                 if value is not None:
                     types[key] = merge_types(types.get(key, NullType()), scalar_type(value))
         if seen >= sample_rows:
             break
+    _check_one_field_per_column(first, listing.option)
     fields = []
     for name, dtype in types.items():
         column = passthrough_column(name)
@@ -154,6 +163,36 @@ def passthrough_column(field: str) -> str:
     """The column a prompt field is passed through as: its name, or ``input_<name>`` where the
     name is taken by an output column (``id``, ``model``, ...)."""
     return f"input_{field}" if field in _RESERVED else field
+
+
+def passthrough_row(fields: dict[str, Any]) -> dict[str, Any]:
+    """One row's prompt fields by the column each is passed through as
+    (:func:`passthrough_column`). Where a row has both a field named like an output column and
+    the field named like its renamed column (``model`` and ``input_model``: the sample that
+    typed the columns had not both, else ``.load()`` failed), the field named like the column
+    keeps it, and the other is kept under its own name: no column of the prompts, so it lands
+    in ``_rescued_data``, not lost."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        column = passthrough_column(key)
+        out[key if column != key and column in fields else column] = value
+    return out
+
+
+def _check_one_field_per_column(fields: dict[str, str], option: str) -> None:
+    """Fail where two prompt fields of the sample would be passed through as one column (a
+    field named like an output column, ``model``, and one named like its renamed column,
+    ``input_model``): Spark refuses a schema with a column twice, at the first batch."""
+    for field, where in fields.items():
+        column = passthrough_column(field)
+        if column != field and column in fields:
+            raise OptionError(
+                f"The prompt files ({option}) have both a field {field!r} (first at {where}) and "
+                f"a field {column!r} (first at {fields[column]}): a field named like an output "
+                f"column is passed through as 'input_<name>', so both would be column "
+                f"{column!r}. Rename field {column!r} in the prompt files (or leave one of the "
+                "two out)."
+            )
 
 
 def line_models(

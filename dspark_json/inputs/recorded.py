@@ -43,11 +43,15 @@ _LETTERS = (min(_KEY), max(_KEY))
 _NO_FIELDS: dict[str, Any] = {}
 
 
-def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
+def read_recorded(
+    segments: Sequence[Segment], *, max_bytes: int | None = None
+) -> tuple[PromptRows, Outcomes]:
     """The recorded rows of ``segments``, in order, and their answers, by column.
 
     A raw body goes to the parser as the line's bytes, without a Python object per row: only
     batch lines (which hold the key ``custom_id``) are read in Python, for their body or error.
+    A line over ``max_bytes`` (option ``maxResponseBytes``) is neither parsed nor read in
+    Python: its row's ``_error`` is ``response_too_large``, as a live answer that large.
     """
     parts = [segment_packed(segment) for segment in segments]
     firsts = np.cumsum([0, *(len(offsets) - 1 for _, offsets in parts)]).tolist()
@@ -56,7 +60,12 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
     custom_ids: list[str | None] = [None] * len(raw)
     errors: dict[int, RowError] = {}
     bodies = texts
+    large = _over(raw, max_bytes)
+    for row in large.tolist():
+        errors[row] = _too_large(len(raw[row].as_buffer()), max_bytes or 0)
     batch = _batch_lines(raw, [data for data, _ in parts])
+    if len(large):
+        batch = np.setdiff1d(batch, large, assume_unique=True)
     if len(batch):
         taken: list[str | None] = []
         plain = plain_batch_lines(texts.take(pa.array(batch)))
@@ -72,6 +81,10 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
         mask = np.zeros(len(raw), np.bool_)
         mask[batch] = True
         bodies = pc.replace_with_mask(texts, pa.array(mask), pa.array(taken, pa.large_string()))
+    if len(large):
+        mask = np.zeros(len(raw), np.bool_)
+        mask[large] = True
+        bodies = pc.replace_with_mask(bodies, pa.array(mask), pa.nulls(len(large), bodies.type))
 
     def record(row: int) -> PromptRecord:
         k = bisect.bisect_right(firsts, row) - 1
@@ -86,6 +99,27 @@ def read_recorded(segments: Sequence[Segment]) -> tuple[PromptRows, Outcomes]:
 
     rows = PromptRows(custom_ids, fields=None, problems={}, record=record)
     return rows, Outcomes(bodies, errors)
+
+
+def _over(raw: pa.Array, max_bytes: int | None) -> np.ndarray:
+    """The rows of ``raw`` longer than ``max_bytes`` (none where it is ``None``)."""
+    if max_bytes is None or not len(raw):
+        return np.zeros(0, np.int64)
+    lengths = pc.binary_length(raw).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(lengths > max_bytes)
+
+
+def _too_large(size: int, max_bytes: int) -> RowError:
+    return row_error(
+        status=None,
+        type="response_too_large",
+        message=(
+            f"the recorded answer is {size} bytes, over the limit set by "
+            f"maxResponseBytes={max_bytes}; it was not parsed. Raise maxResponseBytes if such "
+            "answers are expected."
+        ),
+        attempts=None,
+    )
 
 
 def _binary(parts: Sequence[tuple[np.ndarray, np.ndarray]]) -> pa.Array:

@@ -22,10 +22,12 @@ metadata server answers or gcloud's application-default credentials file exists.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
 import socket
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -97,15 +99,16 @@ def _account(settings: StorageSettings) -> dict[str, Any] | None:
             return None
         source = "google_service_account"
         try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
+            text = _key_file(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise OptionError(
                 f"GCS: the service account file named by storageOptions' {source} cannot be "
-                f"read ({exc.strerror}): give a readable JSON key file."
+                f"read ({why}): give a readable JSON key file."
             ) from None
     try:
         value = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, nested too deep, a 5,000-digit number
         raise OptionError(
             f"GCS: storageOptions' {source} is not a service account's JSON (not shown: it "
             "holds a key): give the key file Google made for the account."
@@ -113,6 +116,25 @@ def _account(settings: StorageSettings) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise OptionError(f"GCS: storageOptions' {source} must hold a JSON object.")
     return value
+
+
+#: The largest service account key file read (Google's are about 2.5 KB).
+MAX_KEY_FILE_BYTES = 1 << 20
+
+
+def _key_file(path: str) -> str:
+    """The text of the key file at ``path``: opened without blocking and checked to be a
+    regular file first (a FIFO or a device would block ``.load()`` for good), at most
+    :data:`MAX_KEY_FILE_BYTES` read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as source:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)")
+        data = source.read(MAX_KEY_FILE_BYTES + 1)
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"over {MAX_KEY_FILE_BYTES} bytes: not a key file")
+    return data.decode("utf-8")
 
 
 def _base_url(settings: StorageSettings, account: dict[str, Any] | None) -> str | None:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any
@@ -91,8 +92,8 @@ def parse_settings(
             folded = known.get(key.strip().lower(), "")
             if not folded:
                 raise OptionError(
-                    f"Option {name!r} has key {key!r}, which no store reads. Known keys: "
-                    f"{', '.join(sorted(known))} (values are never shown)."
+                    f"Option {name!r} has key {_shown_key(key)}, which no store reads. Known "
+                    f"keys: {', '.join(sorted(known))} (values are never shown)."
                 )
             if folded in given:
                 raise OptionError(
@@ -111,14 +112,54 @@ def parse_settings(
     return StorageSettings(tuple(sorted(merged.items())), frozenset(given), plain)
 
 
+#: The longest ``storageOptions`` text read: a store's settings are a few keys (an inline
+#: service account key, the longest value, is about 2.5 KB).
+MAX_TEXT_CHARS = 1 << 20
+#: The most digits of a number value: no store setting is a longer number, and Python refuses
+#: to turn more than 4,300 digits into an int.
+MAX_NUMBER_DIGITS = 64
+#: A key no store reads is shown in the message only when it reads as a setting's name: at most
+#: this long, words of letters in one case (or capitalised), each perhaps ending in digits,
+#: joined by ``_``, ``.`` or ``-``, no word longer than 24 letters. Anything else (a secret
+#: pasted as a key: ``AKIA...``, a base64 token, a URL) is described, never shown.
+_MAX_KEY_SHOWN = 64
+_KEY_NAME = re.compile(
+    r"(?:[a-z]{1,24}|[A-Z][a-z]{0,23}|[A-Z]{1,24})[0-9]{0,3}"
+    r"(?:[_.-](?:[a-z]{1,24}|[A-Z][a-z]{0,23}|[A-Z]{1,24})?[0-9]{0,3})*"
+)
+
+
+def _shown_key(key: str) -> str:
+    """An unknown key as a message shows it: quoted where it reads as a setting's name, else
+    only its length (it may be a secret pasted in the wrong place)."""
+    if len(key) <= _MAX_KEY_SHOWN and _KEY_NAME.fullmatch(key):
+        return repr(key)
+    return (
+        f"of {len(key)} character(s) (not shown: it does not read as a setting's name, and may "
+        "be a secret pasted as a key)"
+    )
+
+
 def _parse_object(name: str, text: str) -> dict[str, str]:
+    example = '\'{"aws_region": "eu-west-1", "aws_access_key_id": "..."}\''
+    if len(text) > MAX_TEXT_CHARS:
+        raise OptionError(
+            f"Option {name!r} is {len(text)} characters long, over {MAX_TEXT_CHARS}: it must be "
+            f"a small JSON object of store settings, e.g. {example} (the text is not shown: it "
+            "may hold a secret)."
+        )
     try:
-        value: Any = json.loads(text)
+        value: Any = json.loads(text, parse_int=_integer)
     except json.JSONDecodeError as exc:
         raise OptionError(
-            f"Option {name!r} must be a JSON object of store settings, e.g. "
-            f'\'{{"aws_region": "eu-west-1", "aws_access_key_id": "..."}}\'; {exc.msg} at column '
-            f"{exc.colno} (the text is not shown: it may hold a secret)."
+            f"Option {name!r} must be a JSON object of store settings, e.g. {example}; "
+            f"{exc.msg} at column {exc.colno} (the text is not shown: it may hold a secret)."
+        ) from None
+    except RecursionError:
+        raise OptionError(
+            f"Option {name!r} nests arrays or objects too deep to read; it must be one JSON "
+            f"object whose values are strings, numbers or booleans, e.g. {example} (the text "
+            "is not shown: it may hold a secret)."
         ) from None
     if not isinstance(value, dict):
         raise OptionError(
@@ -127,20 +168,39 @@ def _parse_object(name: str, text: str) -> dict[str, str]:
         )
     out: dict[str, str] = {}
     for key, item in value.items():
+        if isinstance(item, _Integer) and len(item.lstrip("-")) > MAX_NUMBER_DIGITS:
+            raise OptionError(
+                f"Option {name!r}: key {_shown_key(key)} holds a number of "
+                f"{len(item.lstrip('-'))} digits, over {MAX_NUMBER_DIGITS}; no store setting is "
+                "a number that long. Give the setting's value (a string in quotes where it is "
+                "not a number)."
+            )
         if isinstance(item, bool):
             out[key] = "true" if item else "false"
         elif isinstance(item, float) and not math.isfinite(item):
             raise OptionError(
-                f"Option {name!r}: key {key!r} must be a string, number or boolean, got {item}."
+                f"Option {name!r}: key {_shown_key(key)} must be a string, number or boolean, "
+                f"got {item}."
             )
         elif isinstance(item, (str, int, float)):
             out[key] = str(item)
         else:
             raise OptionError(
-                f"Option {name!r}: key {key!r} must be a string, number or boolean, got a JSON "
-                f"{_json_type(item)}."
+                f"Option {name!r}: key {_shown_key(key)} must be a string, number or boolean, "
+                f"got a JSON {_json_type(item)}."
             )
     return out
+
+
+class _Integer(str):
+    """A JSON integer as its text: never turned into an int (Python refuses to convert more
+    than 4,300 digits, with an error that names no option), and shown as it was written."""
+
+    __slots__ = ()
+
+
+def _integer(text: str) -> _Integer:
+    return _Integer(text)
 
 
 def _json_type(value: Any) -> str:
@@ -148,7 +208,7 @@ def _json_type(value: Any) -> str:
     if value is None:
         return "null"
     names = {list: "array", dict: "object", str: "string", bool: "boolean"}
-    return names.get(type(value), "number")
+    return names.get(type(value), "number")  # an _Integer too
 
 
 #: The settings of a caller that has no query: none, so pyarrow and delta-rs each read the

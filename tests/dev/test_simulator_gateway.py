@@ -1,12 +1,13 @@
 """The simulator's gateway mode (``--gateway litellm``) and rate limit (``--rpm``), through the
 command line in a process of its own: what LiteLLM's proxy does that a client must survive."""
 
-import time
+import asyncio
+import json
 
 import httpx
 
 from dspark_json.dev.local import SimulatorProcess
-from dspark_json.dev.simulator import Faults
+from dspark_json.dev.simulator import Faults, Simulator
 
 KEY = "zq-canary-gateway-5"
 AUTH = {"authorization": f"Bearer {KEY}"}
@@ -45,15 +46,38 @@ def test_litellm_mode_answers_the_key_health_and_envelope_as_litellm_does():
 
 
 def test_rpm_answers_429_with_the_seconds_to_the_next_window():
+    """Through the command line: the limit and the 429's shape. The window is an hour, so that
+    six requests always fall in one window, however slow the machine (with a 2 s window, six
+    requests on a loaded machine outlasted it, and the sixth was not limited)."""
     for gateway, header in (("litellm", "llm_provider-retry-after"), (None, "retry-after")):
-        faults = Faults(gateway=gateway, rpm=3, rate_window=2.0)  # type: ignore[arg-type]
+        faults = Faults(gateway=gateway, rpm=3, rate_window=3600.0)  # type: ignore[arg-type]
         with SimulatorProcess(faults=faults) as server:
             first = [chat(server.url, f"p{i}").status_code for i in range(5)]
             limited = chat(server.url, "p5")
-            time.sleep(float(limited.headers[header]) + 0.05)
-            after = chat(server.url, "p6").status_code
             stats = server.stats()
-        assert first == [200, 200, 200, 429, 429] and after == 200
-        assert limited.status_code == 429 and limited.headers[header] in ("1", "2")
-        assert "Rate limit reached: 3 requests per 2s" in limited.text
+        assert first == [200, 200, 200, 429, 429]
+        assert limited.status_code == 429 and 1 <= int(limited.headers[header]) <= 3600
+        assert "Rate limit reached: 3 requests per 3600s" in limited.text
         assert stats["rate_limited"] == 3
+
+
+def test_rpm_s_hint_is_the_seconds_to_the_next_window_on_the_simulator_s_clock():
+    """The window's arithmetic on a clock the test moves: the hint, and a new window once it is
+    over."""
+    server = Simulator(faults=Faults(rpm=2, rate_window=2.0))
+    now = [100.0]
+    server.clock = lambda: now[0]
+    body = json.dumps({"model": "dspark-sim", "messages": [{"role": "user", "content": "x"}]})
+
+    def at(when: float) -> tuple[int, str | None]:
+        now[0] = when
+        reply = asyncio.run(server.route("POST", "/v1/chat/completions", body.encode()))
+        return reply.status, reply.headers.get("retry-after")
+
+    assert [at(100.0), at(100.1)] == [(200, None), (200, None)]
+    assert at(100.4) == (429, "2")  # 1.6 s left, rounded up
+    assert at(101.5) == (429, "1")  # 0.5 s left
+    assert at(101.999) == (429, "1")  # never 0: a client would ask again at once
+    assert at(102.0) == (200, None)  # the next window
+    assert at(102.5) == (200, None) and at(103.9) == (429, "1")
+    assert server.counts["rate_limited"] == 4

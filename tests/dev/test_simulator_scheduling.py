@@ -2,13 +2,14 @@
 ``--scheduling-policy priority``, and the 400 vLLM gives a priority under fcfs."""
 
 import asyncio
-import time
+import json
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 import pytest
 
-from dspark_json.dev.local import SimulatorProcess
-from dspark_json.dev.simulator import Faults, Scheduler
+from dspark_json.dev.simulator import Faults, Scheduler, Simulator
 from dspark_json.http.gauges import parse_gauges
 
 BODY = {"model": "dspark-sim", "messages": [{"role": "user", "content": "x"}]}
@@ -27,22 +28,55 @@ def test_fcfs_refuses_a_priority_as_vllm_does(simulator):
     assert zero.status_code == 200
 
 
+class GatedSimulator(Simulator):
+    """The simulator in this process, each admitted request held until the test opens the
+    gate: what a test sees of the queue does not hang on how fast the machine is (a request
+    of a fixed latency could end before the others arrived on a loaded machine)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = asyncio.Event()
+        self.admitted: list[str] = []  # each request's prompt, in the order admitted
+
+    async def _work(self, slow: bool, body: bytes, call: int) -> tuple[int, Any]:
+        self.admitted.append(json.loads(body)["messages"][0]["content"])
+        await self.gate.wait()
+        return await super()._work(slow, body, call)
+
+
+def complete(server: Simulator, text: str, model: str = "dspark-sim", **more: Any) -> Any:
+    """A completion request to ``server`` (a coroutine): ``text`` is its prompt."""
+    body = {"model": model, "messages": [{"role": "user", "content": text}], **more}
+    return server.route("POST", "/v1/chat/completions", json.dumps(body).encode())
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the event loop run until ``condition`` holds (steps of the loop, not wall time)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the simulator never got there")
+
+
+async def metrics(server: Simulator) -> str:
+    reply = await server.route("GET", "/metrics", b"")
+    return str(reply.payload)
+
+
 def test_metrics_show_running_waiting_and_kv_use_with_vllm_names():
-    """Six requests of 0.6 s on a capacity of 2: 2 run, 4 wait, KV use 1.0; then all zero."""
+    """Six requests held on a capacity of 2: 2 run, 4 wait, KV use 1.0; then all zero."""
 
-    async def load(url: str) -> tuple[str, str]:
-        async with httpx.AsyncClient(timeout=30) as client:
-            sent = [
-                asyncio.create_task(client.post(f"{url}/v1/chat/completions", json=BODY))
-                for _ in range(6)
-            ]
-            await asyncio.sleep(0.3)
-            busy = (await client.get(f"{url}/metrics")).text
-            await asyncio.gather(*sent)
-            return busy, (await client.get(f"{url}/metrics")).text
+    async def load() -> tuple[str, str]:
+        server = GatedSimulator(faults=Faults(capacity=2))
+        sent = [asyncio.create_task(complete(server, f"p{i}")) for i in range(6)]
+        await until(lambda: server.scheduler.waiting == 4)
+        busy = await metrics(server)
+        server.gate.set()
+        await asyncio.gather(*sent)
+        return busy, await metrics(server)
 
-    with SimulatorProcess(latency=0.6, faults=Faults(capacity=2)) as server:
-        busy, idle = asyncio.run(load(server.url))
+    busy, idle = asyncio.run(load())
     for name in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"):
         assert f"# TYPE vllm:{name} gauge" in busy
         assert f"# HELP vllm:{name} " in busy
@@ -53,32 +87,22 @@ def test_metrics_show_running_waiting_and_kv_use_with_vllm_names():
 
 
 def test_priority_policy_admits_waiting_requests_by_priority_then_arrival():
-    """One request holds the only place; then 5, 1, 5, 0 arrive in that order: they run
-    0, 1, then the two 5s in arrival order (the server's own clock says when each ended)."""
+    """One request holds the only place; then 5, 1, 5, 0 arrive in that order: they are
+    admitted 0, 1, then the two 5s in arrival order."""
 
-    async def order(url: str) -> list[str]:
-        async with httpx.AsyncClient(timeout=30) as client:
+    async def order() -> list[str]:
+        server = GatedSimulator(faults=Faults(capacity=1, scheduling_policy="priority"))
+        sent = [asyncio.create_task(complete(server, "first", priority=9))]
+        await until(lambda: server.scheduler.running == 1)
+        for waiting, (name, priority) in enumerate((("a5", 5), ("b1", 1), ("c5", 5), ("d0", 0))):
+            sent.append(asyncio.create_task(complete(server, name, priority=priority)))
+            await until(lambda n=waiting + 1: server.scheduler.waiting == n)
+        server.gate.set()
+        replies = await asyncio.gather(*sent)
+        assert [reply.status for reply in replies] == [200] * 5
+        return server.admitted
 
-            async def send(name: str, priority: int) -> tuple[float, str]:
-                body = {**BODY, "priority": priority}
-                headers = {"x-dspark-tenant": name}
-                await client.post(f"{url}/v1/chat/completions", json=body, headers=headers)
-                return time.perf_counter(), name
-
-            first = asyncio.create_task(send("first", 9))
-            await asyncio.sleep(0.1)
-            later = []
-            for name, priority in (("a5", 5), ("b1", 1), ("c5", 5), ("d0", 0)):
-                later.append(asyncio.create_task(send(name, priority)))
-                await asyncio.sleep(0.05)
-            done = await asyncio.gather(first, *later)
-            stats = (await client.get(f"{url}/stats/latency")).json()
-            assert set(stats) == {"first", "a5", "b1", "c5", "d0"}
-            return [name for _, name in sorted(done)]
-
-    faults = Faults(capacity=1, scheduling_policy="priority")
-    with SimulatorProcess(latency=0.3, faults=faults) as server:
-        assert asyncio.run(order(server.url)) == ["first", "d0", "b1", "a5", "c5"]
+    assert asyncio.run(order()) == ["first", "d0", "b1", "a5", "c5"]
 
 
 def test_fcfs_scheduler_keeps_arrival_order():
@@ -123,22 +147,19 @@ def test_metrics_give_a_series_per_served_model_sharing_one_kv_gauge():
     b's 3 waiting; each series holds the whole KV use (the models share the capacity), so the
     sum over models is the server's, as parse_gauges reads it without a model."""
 
-    async def load(url: str) -> str:
-        async with httpx.AsyncClient(timeout=30) as client:
-            sent = []
-            for i, model in enumerate("aabbb"):
-                body = {"model": model, "messages": [{"role": "user", "content": f"x{i}"}]}
-                sent.append(
-                    asyncio.create_task(client.post(f"{url}/v1/chat/completions", json=body))
-                )
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(0.2)
-            busy = (await client.get(f"{url}/metrics")).text
-            await asyncio.gather(*sent)
-            return busy
+    async def load() -> str:
+        server = GatedSimulator(model="a,b", faults=Faults(capacity=2))
+        sent = [
+            asyncio.create_task(complete(server, f"x{i}", model=model))
+            for i, model in enumerate("aabbb")
+        ]
+        await until(lambda: server.scheduler.running == 2 and server.scheduler.waiting == 3)
+        busy = await metrics(server)
+        server.gate.set()
+        await asyncio.gather(*sent)
+        return busy
 
-    with SimulatorProcess(model="a,b", latency=0.8, faults=Faults(capacity=2)) as server:
-        busy = asyncio.run(load(server.url))
+    busy = asyncio.run(load())
     assert 'vllm:num_requests_running{engine="0",model_name="a"} 2.0' in busy
     assert 'vllm:num_requests_running{engine="0",model_name="b"} 0.0' in busy
     assert 'vllm:num_requests_waiting{engine="0",model_name="b"} 3.0' in busy
@@ -153,7 +174,7 @@ def test_scheduler_hands_a_place_to_the_next_model_s_request():
         scheduler = Scheduler(1)
         await scheduler.acquire(0, "a")
         waiting = asyncio.create_task(scheduler.acquire(0, "b"))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         before = scheduler.running_of("b"), scheduler.waiting_of("b")
         scheduler.release("a")
         await waiting

@@ -20,6 +20,7 @@ from dspark_json.errors import DSparkJsonError, OptionError
 from dspark_json.inputs.listing import Position, PromptListing, Segment, read_rows
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.options import Options
+from dspark_json.storage import ENVIRONMENT_ONLY
 
 
 def line(i: int, **extra: object) -> bytes:
@@ -199,14 +200,46 @@ def test_a_file_that_grows_after_it_was_counted_is_reported(tmp_path, caplog):
     assert f"Input file {path} changed size after it was counted" in caplog.text
 
 
-def test_a_fifo_named_like_a_prompt_file_is_not_read(tmp_path):
+def test_a_fifo_named_like_a_prompt_file_is_not_read(tmp_path, caplog):
     os.mkfifo(tmp_path / "pipe.jsonl")
     (tmp_path / "a.jsonl").write_bytes(lines(0))
     done: list[list] = []
-    worker = threading.Thread(target=lambda: done.append(read_all(tmp_path)), daemon=True)
-    worker.start()
-    worker.join(timeout=20)
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        worker = threading.Thread(target=lambda: done.append(read_all(tmp_path)), daemon=True)
+        worker.start()
+        worker.join(timeout=20)
     assert done and [r.custom_id for r in done[0]] == ["c0"]
+    assert (
+        f"Input file {tmp_path}/pipe.jsonl (option 'prompts' / 'responses') is not a regular file"
+        in caplog.text
+    )
+
+
+@pytest.mark.parametrize("name", ["a.jsonl", "a.jsonl.gz", "a.parquet"])
+def test_a_listed_file_that_becomes_a_fifo_before_a_task_reads_it_fails_the_task(tmp_path, name):
+    """The listing skips FIFOs; a FIFO put in a listed file's place afterwards is refused by
+    the task that reads it, naming the file, instead of blocking it for good."""
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        pq.write_table(pa.table({"prompt": ["p0"]}), path)
+    else:
+        path.write_bytes(gzip.compress(lines(0)) if name.endswith(".gz") else lines(0))
+    (segment,) = PromptListing(str(tmp_path)).segments(Position(), Position(name, 1))
+    path.unlink()
+    os.mkfifo(path)
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_rows(segment)
+        except DSparkJsonError as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(timeout=60)  # a bound on blocking for good, not on this machine's speed
+    assert raised, "the task blocked on the FIFO"
+    assert f"Input file {path} is not a regular file (a FIFO" in str(raised[0])
 
 
 def test_a_response_format_path_that_is_a_fifo_fails_instead_of_blocking(tmp_path):
@@ -230,3 +263,59 @@ def test_a_response_format_path_that_is_a_fifo_fails_instead_of_blocking(tmp_pat
     worker.start()
     worker.join(timeout=20)
     assert outcome and "is not a regular file" in str(outcome[0])
+
+
+def test_read_bytes_refuses_a_fifo_and_reads_at_most_its_limit_decompressed_too(tmp_path):
+    """The one way the source reads a whole small file (an endpoints file, a schema file): a
+    FIFO or a device is refused before it is opened, and ``limit`` bounds the bytes held, after
+    decompression (a 10 KB ``.gz`` may hold gigabytes)."""
+    from dspark_json.fs import RefusedFile, read_bytes
+
+    os.mkfifo(tmp_path / "pipe.txt")
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            read_bytes(str(tmp_path / "pipe.txt"), storage=ENVIRONMENT_ONLY)
+        except RefusedFile as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    worker.join(timeout=60)  # a bound on blocking for good, not on this machine's speed
+    assert raised and "is not a regular file (a FIFO, socket or device)" in str(raised[0])
+    with pytest.raises(RefusedFile, match="is not a regular file \\(a directory\\)"):
+        read_bytes(str(tmp_path), storage=ENVIRONMENT_ONLY)
+    bomb = tmp_path / "urls.txt.gz"
+    bomb.write_bytes(gzip.compress(b"#" * 10_000_000))
+    assert bomb.stat().st_size < 20_000
+    with pytest.raises(RefusedFile, match="holds more than 1000000 bytes once decompressed"):
+        read_bytes(str(bomb), storage=ENVIRONMENT_ONLY, limit=1_000_000)
+    assert len(read_bytes(str(bomb), storage=ENVIRONMENT_ONLY, limit=10_000_000)) == 10_000_000
+    plain = tmp_path / "urls.txt"
+    plain.write_bytes(b"x" * 11)
+    with pytest.raises(RefusedFile, match="holds more than 10 bytes: it is not read"):
+        read_bytes(str(plain), storage=ENVIRONMENT_ONLY, limit=10)
+
+
+def test_a_recorded_answer_over_max_response_bytes_is_a_row_error_not_parsed(tmp_path):
+    """Option responses: a recorded line larger than maxResponseBytes is refused as a live
+    answer that large is (``response_too_large``), a batch line as well as a raw body; the
+    others are read as before."""
+    from dspark_json.inputs.recorded import read_recorded
+
+    small = json.dumps({"choices": [{"message": {"content": "{}"}}]})
+    big = json.dumps({"choices": [{"message": {"content": "x" * 500}}]})
+    batch = json.dumps({"custom_id": "b", "response": {"status_code": 200, "body": big}})
+    (tmp_path / "r.jsonl").write_text("\n".join([small, big, batch, small]) + "\n")
+    rows, outcomes = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 4)], max_bytes=300)
+    assert sorted(outcomes.errors) == [1, 2]
+    for row in (1, 2):
+        error = outcomes.errors[row]
+        assert error["type"] == "response_too_large" and error["status"] is None
+        assert "over the limit set by maxResponseBytes=300" in error["message"]
+        assert outcomes.bodies[row].as_py() is None
+    assert outcomes.bodies[0].as_py() == small and outcomes.bodies[3].as_py() == small
+    assert rows.custom_ids == [None, None, None, None]  # the big batch line is not read
+    _, unbounded = read_recorded([Segment(str(tmp_path / "r.jsonl"), 0, 4)])
+    assert not unbounded.errors and unbounded.bodies[2].as_py() == big

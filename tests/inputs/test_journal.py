@@ -4,7 +4,9 @@ written is reported, not fatal, one that cannot be read is sent again, prune tou
 entries, whatever else lies in the directory."""
 
 import logging
+import os
 import shutil
+import threading
 
 from dspark_json.inputs import journal as journal_module
 from dspark_json.inputs.journal import Journal
@@ -78,6 +80,20 @@ def test_an_entry_that_cannot_be_read_is_sent_again(tmp_path, caplog):
     with caplog.at_level(logging.ERROR, logger="dspark_json"):
         assert journal.load("k") is None
     assert "entry k cannot be read" in caplog.text
+
+
+def test_a_fifo_named_like_an_entry_is_not_opened_and_its_prompts_are_sent_again(tmp_path, caplog):
+    """Anyone who can write the journal's directory could put a FIFO there: opened to read, it
+    blocks the task until someone writes to it (requestDeadline cannot cut an open)."""
+    os.mkfifo(tmp_path / "k.arrow")
+    found: list[object] = []
+    with caplog.at_level(logging.ERROR, logger="dspark_json"):
+        worker = threading.Thread(target=lambda: found.append(Journal(str(tmp_path)).load("k")))
+        worker.daemon = True
+        worker.start()
+        worker.join(timeout=60)  # a bound on blocking for good, not on this machine's speed
+    assert found == [None], "the task blocked on the FIFO"
+    assert "entry k cannot be read" in caplog.text and "is not a regular file" in caplog.text
 
 
 def test_entries_go_in_the_directory_named_whatever_its_spelling(tmp_path):

@@ -95,3 +95,17 @@ def test_passthrough_columns_are_typed_and_renamed_on_collision(tmp_path):
         "input_id": "string",
         "tags": "string",
     }
+
+
+def test_a_row_with_model_and_input_model_beyond_the_sample_loses_neither():
+    """The sample typed one column ``input_model`` (from either field); a later row with both
+    fields keeps field ``input_model`` in that column and field ``model`` under its own name,
+    which no prompt column has: it lands in ``_rescued_data``."""
+    from dspark_json.inputs.prompts import passthrough_row
+
+    assert passthrough_row({"model": "a", "input_model": "b", "id": 1}) == {
+        "model": "a",
+        "input_model": "b",
+        "input_id": 1,
+    }
+    assert passthrough_row({"model": "a"}) == {"input_model": "a"}

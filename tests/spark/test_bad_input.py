@@ -43,6 +43,24 @@ def test_load_names_a_bad_api_key_without_showing_it(spark, simulator, tmp_path)
     assert KEY[:8] not in text and KEY[-8:] not in text
 
 
+def test_load_fails_on_prompt_fields_model_and_input_model_naming_both_and_the_fix(
+    spark, simulator, tmp_path
+):
+    """Field ``model`` is passed through as column ``input_model``: with a field
+    ``input_model`` as well, the schema would have that column twice, which Spark refused at the
+    first batch; ``.load()`` says so instead, sending nothing."""
+    rows = [{"prompt": "p", "model": simulator.model}, {"prompt": "q", "input_model": "m1"}]
+    write_prompts(tmp_path, "a.jsonl", rows)
+    before = simulator.stats().get("chat_completions", 0)
+    with pytest.raises(PySparkException) as caught:
+        reader(spark, simulator, tmp_path).load().collect()
+    text = str(caught.value)
+    assert "field 'model' (first at " in text and "a.jsonl row 1)" in text
+    assert "field 'input_model' (first at " in text and "a.jsonl row 2)" in text
+    assert "Rename field 'input_model' in the prompt files" in text
+    assert simulator.stats().get("chat_completions", 0) == before
+
+
 def test_load_fails_on_a_missing_prompts_directory_and_an_unwritable_journal(
     spark, simulator, tmp_path
 ):

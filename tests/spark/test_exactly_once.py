@@ -3,8 +3,11 @@ the dspark-delta sink (the tasks write the data files, the driver commits) is ki
 points and restarted on the same checkpoint, against one simulator process that answers a
 repeated request differently (as a sampling model does) and counts repeats."""
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -33,17 +36,46 @@ def prompts(start, n):
 
 
 def job(url, work, *extra):
+    """The job in a process group of its own: Spark's JVM and its Python workers join it."""
     return subprocess.Popen(
         [sys.executable, str(JOB), "--url", url, "--work", str(work), *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
 
 
 def finish(process, timeout=300):
+    """The job's exit code and stderr, once every process of it is gone (:func:`gone`)."""
     _, err = process.communicate(timeout=timeout)
+    gone(process)
     return process.returncode, err
+
+
+def gone(process, timeout=120):
+    """Kill what is left of a job whose driver ended (a driver killed with -9 leaves its JVM
+    and Python workers to die on their own, some time later) and wait until none is left: what
+    the test counts next cannot hang on how fast they die (a fixed sleep did)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    deadline = time.monotonic() + timeout
+    while _living(process.pid):
+        assert time.monotonic() < deadline, "the job's processes did not die"
+        time.sleep(0.05)
+
+
+def _living(group):
+    """Whether a process of process group ``group`` is still running (a zombie, which only
+    waits for its parent to reap it, does not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # pid (comm) state ppid pgrp ...: comm may hold spaces, so split after its ")"
+            state, _, group_id = stat.read_text().rsplit(")", 1)[1].split()[:3]
+            if int(group_id) == group and state != "Z":
+                return True
+    return False
 
 
 def first_answers(seed, count):
@@ -86,9 +118,7 @@ def test_kill_9_at_every_point_then_restart_lands_each_prompt_once(tmp_path):
             assert running.poll() is None, running.stderr.read()[-3000:]
             assert time.monotonic() < deadline, "the job sent nothing"
             time.sleep(0.05)
-        running.kill()
-        running.wait()
-        time.sleep(3)  # Spark's JVM and Python workers die when the driver process does
+        gone(running)  # the driver, its JVM and workers: killed, all of them gone
         sent_before_crash = server.stats()["chat_completions"]
         # 2. Batch 0 is replayed (its answers were lost with the process: sent again), then
         #    killed after batch 1 was read, journaled and written by the tasks, before its

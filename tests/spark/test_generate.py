@@ -193,3 +193,21 @@ def test_generate_answers_a_dataframe_column(spark, simulator, tmp_path):
         dspark_json.generate(df, endpoint=simulator.url)
     with pytest.raises(dspark_json.OptionError, match="Option 'prompts' does not apply here"):
         dspark_json.generate(df, "question", endpoint=simulator.url, prompts="/x")
+
+
+def test_generate_applies_schema_hints_as_the_source_does(spark, simulator):
+    """``schema_hints`` used to be accepted and never applied: ``stars`` (an integer in the JSON
+    Schema) stayed bigint."""
+    df = spark.createDataFrame([("a", "Review: great kettle")], "custom_id string, question string")
+    out = dspark_json.generate(
+        df,
+        "question",
+        endpoint=simulator.url,
+        response_format=REVIEW_SCHEMA,
+        schema_hints="parsed.stars STRING, parsed.reviewed_on DATE",
+    )
+    parsed = out.schema["parsed"].dataType
+    assert parsed["stars"].dataType.simpleString() == "string"
+    assert parsed["reviewed_on"].dataType.simpleString() == "date"
+    (row,) = out.collect()
+    assert row._status == "ok" and row.parsed.stars in {"1", "2", "3", "4", "5"}

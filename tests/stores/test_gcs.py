@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,40 @@ def test_load_without_credentials_fails_at_once_naming_what_to_set(spark, tmp_pa
     assert took < 30, took
     assert "GCS: no credentials" in str(refused.value)
     assert "GOOGLE_APPLICATION_CREDENTIALS" in str(refused.value)
+
+
+def _within(seconds: float, call: Callable[[], object]) -> BaseException | None:
+    """What ``call`` raised (``None``: nothing), failing the test where it has not returned
+    within ``seconds`` (it hangs: a FIFO opened to read blocks until someone writes)."""
+    raised: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            raised.append(None)
+        except BaseException as exc:  # handed to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert raised, f"still blocked after {seconds}s"
+    return raised[0]
+
+
+def test_a_hostile_service_account_file_or_key_gets_an_error_naming_the_option(tmp_path):
+    fifo = tmp_path / "account.json"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (gcs_store.MAX_KEY_FILE_BYTES + 1))
+    for given, problem in (
+        ({"google_service_account": str(fifo)}, "not a regular file"),
+        ({"google_service_account": str(tmp_path)}, "directory"),
+        ({"google_service_account": str(big)}, "not a key file"),
+        ({"google_service_account_key": "[" * 100_000}, "is not a service account's JSON"),
+        ({"google_service_account_key": '{"a": ' + "1" * 5_000 + "}"}, "is not a service"),
+    ):
+        # a minute, not seconds: the bound is on hanging for good, not on this machine's speed
+        raised = _within(60, lambda g=given: filesystem("gs://b/t", settings(**g)))
+        assert isinstance(raised, OptionError), raised
+        assert problem in str(raised) and "storageOptions' google_service_account" in str(raised)

@@ -77,6 +77,43 @@ def test_bad_option_text_is_refused_naming_the_option_never_the_value():
         assert problem in str(caught.value) and SECRET not in str(caught.value)
 
 
+def test_hostile_option_text_gets_an_error_naming_the_option_and_what_is_wrong():
+    for text, problem in (
+        ("[" * 100_000, "nests arrays or objects too deep"),
+        ('{"aws_region": ' + "1" * 5_000 + "}", "holds a number of 5000 digits"),
+        ('{"aws_region": "' + "x" * (1 << 20) + '"}', "over 1048576"),
+    ):
+        with pytest.raises(OptionError, match="storageOptions") as caught:
+            Options.parse({**BASE, "storageOptions": text})
+        assert problem in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "AKIAIOSFODNN7EXAMPLE",  # an AWS access key id
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # an AWS secret key
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",  # a GitHub token
+        "sk-proj-4f9aT3BlbkFJx8",
+        "https://user:pass@host",
+        "a" * 65,
+    ],
+)
+def test_a_secret_pasted_as_a_key_is_never_shown(key):
+    with pytest.raises(OptionError, match="not shown") as caught:
+        Options.parse({**BASE, "storageOptions": json.dumps({key: "x"})})
+    assert key not in str(caught.value) and f"of {len(key)} character(s)" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "key", ["aws_regoin", "AWS_REGOIN", "google.service-account", "s3_Region2"]
+)
+def test_a_misspelt_setting_s_name_is_shown(key):
+    with pytest.raises(OptionError, match="which no store reads") as caught:
+        Options.parse({**BASE, "storageOptions": json.dumps({key: "x"})})
+    assert repr(key) in str(caught.value)
+
+
 def test_booleans_and_numbers_become_text():
     settings = parse_settings('{"aws_allow_http": true, "aws_region": 1}', {})
     assert settings.get("aws_allow_http") == "true" and settings.flag("aws_allow_http")
