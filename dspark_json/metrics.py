@@ -235,6 +235,8 @@ def priced(record: dict[str, Any], model: str | None, pricing: Pricing | None) -
             record.get("cached_tokens") or 0,
         )
     return record
+
+
 def _added(one: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, Any]:
     """The figures of two models (:func:`_by_model`) as one: counts added, the higher p95."""
     p95s = [p for p in (one["latency_p95_ms"], other["latency_p95_ms"]) if p is not None]
