@@ -35,15 +35,10 @@ from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
-from dspark_json.http.retry import (
-    DOWN_STATUSES,
-    RETRY_STATUSES,
-    backoff,
-    rate_limited,
-    retry_hint,
-)
+from dspark_json.http.retry import backoff, retry_hint
 from dspark_json.http.secrets import Secret
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
+from dspark_json.http.verdicts import TRANSPORT, Next, Verdict, judge
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
 from dspark_json.rows import RowError
 
@@ -59,6 +54,7 @@ class _Tally:
     requests: int = 0
     retries: int = 0
     failed: int = 0
+    shed: int = 0  # answers that shed the request (http.verdicts): retried, not failed
     statuses: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     model_requests: Counter[str] = field(default_factory=Counter)
@@ -237,6 +233,7 @@ class _Run:
             model_requests=dict(tally.model_requests),
             model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
             held_s=self.gate.held_s if self.gate is not None else 0.0,
+            shed=tally.shed,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
@@ -402,6 +399,19 @@ class _Run:
             return prefer
         at = order.index(endpoint)
         return [*order[at + 1 :], *order[:at], endpoint]
+
+    def _obey(
+        self, verdict: Verdict, endpoint: Endpoint, prefer: Sequence[Endpoint], limit: AdaptiveLimit
+    ) -> Sequence[Endpoint]:
+        """What ``verdict`` does to the in-flight limit and the pool: the limit backs off; a
+        down server's answer counts towards its rest (:meth:`_down`), any other says it is up
+        (:meth:`_up`; a rate-limited or shed request tries the other endpoints first). The
+        endpoints the request prefers next."""
+        if verdict.back_off:
+            limit.on_overload()
+        if verdict.rest:
+            return self._down(endpoint, prefer)
+        return self._up(endpoint, prefer, throttled=verdict.elsewhere_first)
 
     def _refused(
         self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
@@ -605,31 +615,29 @@ class _Run:
                 return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
                 self._release(endpoint, limit)
-                limit.on_overload()
-                prefer = self._down(endpoint, prefer)
+                prefer = self._obey(TRANSPORT, endpoint, prefer, limit)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
-                retry = True
+                retry = TRANSPORT.next is Next.RETRY
             else:
                 self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
-                if status == 200:
+                verdict = judge(status, headers, body)
+                if verdict.next is Next.ANSWER:
                     limit.on_success(time.perf_counter() - started)
                     stats.answered(model, time.perf_counter() - started)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
-                if status in RETRY_STATUSES:
-                    limit.on_overload()
-                throttle = rate_limited(status, headers, body)
-                if status in DOWN_STATUSES:  # a 503 with a hint too (a dead backend's proxy says
-                    prefer = self._down(endpoint, prefer)  # so forever): rested, tried elsewhere
-                else:  # up; a throttled request tries the other endpoints first
-                    prefer = self._up(endpoint, prefer, throttled=throttle)
+                prefer = self._obey(verdict, endpoint, prefer, limit)
                 error = http_error(status, body, attempt, self.secrets)
-                retry = status in RETRY_STATUSES
-                if await self._misrouted(endpoint, model, status, body, attempt):
+                if verdict.next is Next.REROUTE and await self._misrouted(
+                    endpoint, model, status, body, attempt
+                ):
                     continue  # at once, to a replica that serves the model
-                wait_hint, throttled = retry_hint(headers, throttle), throttled + throttle
+                later = verdict.next is Next.LATER
+                retry = later or verdict.next is Next.RETRY
+                stats.shed += verdict.shed
+                wait_hint, throttled = retry_hint(headers, later), throttled + later
             if not retry or attempt - throttled >= config.max_attempts:
                 return Outcome(error=error)
             delay = wait_hint if wait_hint is not None else backoff(attempt)
