@@ -160,11 +160,16 @@ class _Run:
             "pool": None,
         }
         self.stop_on_failure = stop_on_failure
-        self.secrets = [api_key, *(e.credentials for e in config.endpoints)]
+        self.secrets = [
+            api_key,
+            *(e.credentials for e in config.endpoints),
+            *config.request_headers.secrets(),
+        ]
         # By endpoint, made when an endpoint is first used (replicas come and go); a URL is
         # parsed once: httpx parses a URL given as text on every request.
         self.headers = _ByEndpoint(
             lambda e: {
+                **config.request_headers.sent(),  # option requestHeaders (none of ours)
                 "content-type": "application/json",
                 **auth_headers(api_key, e),
                 **({"host": e.host} if e.host is not None else {}),

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, kind_of, mask_uris, read_text
 from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.headers import NO_HEADERS, RequestHeaders, request_headers
 from dspark_json.http.secrets import (
     ApiKey,
     Secret,
@@ -390,6 +391,43 @@ class HttpOptions:
         convert=boolean,
         default="false",
     )
+
+    request_headers: RequestHeaders = option(
+        "requestHeaders",
+        "A JSON object of headers sent with every request to the endpoints (completions, "
+        "/v1/models, /metrics, the checks at .load()): llm-d's x-llm-d-inference-objective "
+        "(a sheddable objective marks the stream as batch), x-llm-d-inference-fairness-id, "
+        "x-llm-d-slo-ttft-ms, or a gateway's own. Names are HTTP tokens, not Host, "
+        "Content-Length, Transfer-Encoding, Connection or Content-Type; values printable ASCII; "
+        "Authorization only with allowAuthorizationHeader. Values whose names look like "
+        "credentials (key, token, secret, auth, cookie...) are never shown.",
+        '{"x-llm-d-inference-objective": "batch-sheddable"}',
+        convert=request_headers,
+        empty=NO_HEADERS,
+    )
+    allow_authorization_header: bool = option(
+        "allowAuthorizationHeader",
+        "Let option requestHeaders set Authorization (or Proxy-Authorization) as given, for a "
+        "gateway whose scheme is not a Bearer key; not beside apiKey, apiKeyEnv or credentials "
+        "in an endpoint's URL.",
+        "true",
+        convert=boolean,
+        default="false",
+    )
+
+    def __post_init__(self) -> None:
+        other = (
+            "apiKey"
+            if self.api_key is not None
+            else "apiKeyEnv"
+            if self.api_key_env is not None
+            else "endpoint"
+            if any(e.credentials is not None for e in self.endpoints)
+            else None
+        )
+        self.request_headers.check_authorization(
+            allowed=self.allow_authorization_header, other=other
+        )
 
     @property
     def key(self) -> ApiKey:

@@ -23,6 +23,7 @@ import httpx
 from dspark_json.errors import ServerError
 from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.headers import NO_HEADERS, RequestHeaders
 from dspark_json.http.options import AUTO_HEALTH, HttpOptions
 from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
@@ -81,7 +82,11 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     for endpoint in endpoints:
         try:
             served = _served_models(
-                endpoint, key, options.max_response_bytes, health=options.health_path
+                endpoint,
+                key,
+                options.max_response_bytes,
+                health=options.health_path,
+                sent=options.request_headers,
             )
         except ServerError as exc:
             if len(endpoints) == 1:
@@ -149,7 +154,13 @@ def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
     reached = 0
     for endpoint in _all_endpoints(options):
         try:
-            served.update(dict.fromkeys(_served_models(endpoint, key, options.max_response_bytes)))
+            served.update(
+                dict.fromkeys(
+                    _served_models(
+                        endpoint, key, options.max_response_bytes, sent=options.request_headers
+                    )
+                )
+            )
         except ServerError:
             continue
         reached += 1
@@ -195,13 +206,18 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
 
 
 def _served_models(
-    endpoint: Endpoint, key: Secret | None, limit: int | None = None, *, health: str | None = None
+    endpoint: Endpoint,
+    key: Secret | None,
+    limit: int | None = None,
+    *,
+    health: str | None = None,
+    sent: RequestHeaders = NO_HEADERS,
 ) -> dict[str, int | None]:
     """The models ``endpoint`` lists, each with its context length where it gives one; its
     ``health`` path (option ``healthPath``) asked first where given (``auto``: ``/health``
     after the list, where the list says vLLM: :func:`_check_health`)."""
-    secrets = [key, endpoint.credentials]
-    headers = auth_headers(key, endpoint)
+    secrets = [key, endpoint.credentials, *sent.secrets()]
+    headers = {**sent.sent(), **auth_headers(key, endpoint)}  # option requestHeaders too
     if health is not None and health != AUTO_HEALTH:
         _check_health(endpoint, health, headers, key=key, secrets=secrets, limit=limit)
     url = f"{endpoint.url}/v1/models"
@@ -341,7 +357,11 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
         try:
             response = http_get(
                 url,
-                {**auth_headers(key, endpoint), "content-type": "application/json"},
+                {
+                    **options.request_headers.sent(),
+                    **auth_headers(key, endpoint),
+                    "content-type": "application/json",
+                },
                 secrets,
                 option="endpoint",
                 limit=options.max_response_bytes,
@@ -483,7 +503,7 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
     secrets = [key, endpoint.credentials]
     response = http_get(
         url,
-        auth_headers(key, endpoint),
+        {**options.request_headers.sent(), **auth_headers(key, endpoint)},
         secrets,
         option="schemaEndpoint",
         limit=options.max_response_bytes,
