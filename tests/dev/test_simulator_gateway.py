@@ -1,6 +1,7 @@
 """The simulator's gateway mode (``--gateway litellm``) and rate limit (``--rpm``), through the
 command line in a process of its own: what LiteLLM's proxy does that a client must survive."""
 
+import threading
 import time
 
 import httpx
@@ -57,3 +58,21 @@ def test_rpm_answers_429_with_the_seconds_to_the_next_window():
         assert limited.status_code == 429 and limited.headers[header] in ("1", "2")
         assert "Rate limit reached: 3 requests per 2s" in limited.text
         assert stats["rate_limited"] == 3
+
+
+def test_llm_d_mode_sheds_sheddable_objectives_under_load_and_says_when_no_backend():
+    faults = Faults(gateway="llm-d", objectives={"batch": -1}, capacity=1, no_backend=True)
+    with SimulatorProcess(latency=0.5, faults=faults) as server:
+        empty = chat(server.url, "early")
+        server.set_backend(True)
+        holder = threading.Thread(target=lambda: chat(server.url, "hold the only place"))
+        holder.start()
+        time.sleep(0.2)  # the place is taken
+        shed = chat(server.url, "batch", **{"x-llm-d-inference-objective": "batch"})
+        interactive_waits = chat(server.url, "interactive")
+        holder.join()
+        stats = server.stats()
+    assert empty.status_code == 503 and "no healthy upstream" in empty.text
+    assert shed.status_code == 429 and "saturated" in shed.headers["x-llm-d-request-dropped-reason"]
+    assert interactive_waits.status_code == 200  # not sheddable: it waits for the place
+    assert stats["shed"] == 1 and stats["no_backend"] == 1
