@@ -199,7 +199,9 @@ class _Run:
         )
         # Loading the CA bundle is costly: once per partition, not per worker, and only
         # where an endpoint speaks https.
-        secure = any(e.url.startswith("https://") for e in self.config.endpoints)
+        secure = self.config.endpoints_file is not None or any(
+            e.url.startswith("https://") for e in self.config.endpoints
+        )  # the file's replicas may speak https
         self.ssl_context = httpx.create_ssl_context() if secure else None
         self.probes = probes = self._transport()
         self.started = 0
@@ -252,10 +254,11 @@ class _Run:
         """
         if self.injected is not None:
             return self.injected
-        proxy = proxy_for(self.config.endpoints[0].url)
+        given = self.config.endpoints  # none where option endpointsFile alone names them
+        proxy = proxy_for(given[0].url) if given else None
         if proxy is None:
             return StreamTransport(self.ssl_context, max_body=self.config.max_response_bytes)
-        n = len(self.config.endpoints)
+        n = max(1, len(self.config.endpoints))
         return httpx.AsyncHTTPTransport(
             verify=self.ssl_context or True,
             # A shared pool of N connections costs O(N) bookkeeping per request in httpcore
@@ -293,7 +296,7 @@ class _Run:
         (prefixOrder) are made again over them, for the requests not yet sent."""
         self.pool.replace(endpoints)
         self.secrets += [e.credentials for e in endpoints if e.credentials not in self.secrets]
-        if self.config.prefix_order and self.rankings:
+        if self.config.prefix_order:  # replicas that came: their share of the prefixes
             self.rankings = plan(self.payloads, endpoints).rankings
 
     async def _get(
@@ -515,7 +518,7 @@ class _Run:
             except NoEndpoint:
                 return Outcome(
                     error=no_endpoint_error(
-                        (e.url for e in self.config.endpoints),
+                        [e.url for e in self.pool.endpoints] or ["option endpointsFile lists none"],
                         self.config.request_deadline,
                         error,
                         attempt,

@@ -437,7 +437,7 @@ class HttpOptions:
     @property
     def endpoint(self) -> str:
         """The first endpoint's URL (without credentials), for messages."""
-        return self.endpoints[0].url
+        return self.endpoints[0].url if self.endpoints else "(option endpointsFile's endpoints)"
 
     #: How option ``endpointsFile``'s store is reached: the query's storage settings (option
     #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`. A second copy of

@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from dspark_json.errors import ServerError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.headers import NO_HEADERS, RequestHeaders
@@ -78,6 +78,19 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     problems: list[str] = []
     context: int | None = None
     endpoints = _all_endpoints(options)
+    if not endpoints:  # option endpointsFile alone, empty: a pool scaled to zero
+        if model is None:
+            raise OptionError(
+                f"Option 'endpointsFile' ({redact(str(options.endpoints_file))}) lists no "
+                "endpoint now, so the model to ask cannot be read from one: set option 'model' "
+                "(the stream then waits for a replica), or start one first."
+            )
+        logger.warning(
+            "Option 'endpointsFile' lists no endpoint now (a pool scaled to zero?): nothing was "
+            "checked; the tasks wait for a replica, each prompt until requestDeadline=%gs.",
+            options.request_deadline,
+        )
+        return model, None
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
     for endpoint in endpoints:
         try:
@@ -201,7 +214,8 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
     the file fails ``.load()``, naming the option)."""
     if options.endpoints_file is None:
         return options.endpoints
-    listed = read_endpoints_file(options.endpoints_file, storage=options.storage)
+    # Empty: a pool scaled to zero (check_model says what it can check then).
+    listed = read_endpoints_file(options.endpoints_file, storage=options.storage, allow_empty=True)
     return tuple(dict.fromkeys((*options.endpoints, *listed)))
 
 
