@@ -36,7 +36,7 @@ from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
 from dspark_json.http.retry import backoff, retry_hint
-from dspark_json.http.secrets import Secret
+from dspark_json.http.secrets import Secret, redact
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
 from dspark_json.http.verdicts import TRANSPORT, Next, Verdict, judge
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
@@ -111,6 +111,20 @@ def complete_all(
         for r in requests
     ]
     return asyncio.run(_Run(payloads, config, api_key, transport, stop_on_failure).run())
+
+
+def _priority_of(payloads: Sequence[bytes | None]) -> int | None:
+    """The ``priority`` of the requests (option priority: every body has the same), read from
+    the first; ``None`` where it has none, or 0 (every request's default)."""
+    first = next((p for p in payloads if p is not None), None)
+    if first is None or b'"priority"' not in first:
+        return None
+    try:
+        body = json.loads(first)
+    except ValueError:
+        return None
+    value = body.get("priority") if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value else None
 
 
 def _answered(body: bytes, attempts: int) -> Outcome:
@@ -213,8 +227,13 @@ class _Run:
         )
         # Options endpointsFile, resolveEndpoints, several models: http.replicas.
         self.models = [None if p is None else request_model(p) for p in self.payloads]
+        # Option priority: a replica that appears is asked whether it schedules by it first.
+        self.priority = _priority_of(self.payloads)
         self.replicas = Replicas(
-            self.config, lambda e, path: self._get(probes, e, path), self._replicas_changed
+            self.config,
+            lambda e, path: self._get(probes, e, path),
+            self._replicas_changed,
+            admit=self._schedules_priority if self.priority else None,
         )
         try:
             await self.replicas.start(self.models)
@@ -325,6 +344,52 @@ class _Run:
             limit=limit,
         )
         return status, body
+
+    async def _schedules_priority(self, endpoint: Endpoint, models: frozenset[str] | None) -> bool:
+        """Option ``priority``, on a replica that appeared while the task runs (of option
+        endpointsFile, or an address a name resolved to), before its first request: one
+        completion of one token with the priority, as ``.load()`` asks of the endpoints it
+        knows (:func:`~dspark_json.http.preflight.check_priority`). A replica that answers
+        vLLM's 400 (no priority scheduling) or does not answer gets no request (a WARN; asked
+        again at the next look)."""
+        model = next(
+            (m for m in self.models if m is not None and (models is None or m in models)),
+            min(models) if models else None,
+        )
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": "ping"}],
+            "max_tokens": 1,
+            "priority": self.priority,
+        }
+        try:
+            async with asyncio.timeout(min(60.0, self.config.request_timeout)):
+                status, answer, _ = await self._request(
+                    self.probes,
+                    "POST",
+                    self.urls[endpoint],
+                    self.headers[endpoint],
+                    content=json.dumps(body).encode("utf-8"),
+                    timeouts=self.timeouts,
+                )
+        except (httpx.HTTPError, TimeoutError) as exc:
+            logger.warning(
+                "Replica %s did not answer the priority check (%s); no request goes to it "
+                "until it does.",
+                endpoint.url,
+                type(exc).__name__,
+            )
+            return False
+        if status == 400 and b"riority" in answer[:4096]:
+            logger.warning(
+                "Replica %s does not schedule by priority (option priority=%d; HTTP 400 "
+                "%s); no request goes to it. Start it with --scheduling-policy priority.",
+                endpoint.url,
+                self.priority,
+                redact(answer[:200].decode("utf-8", errors="replace"), self.secrets),
+            )
+            return False
+        return True
 
     async def _probe(self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint) -> bool:
         timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)

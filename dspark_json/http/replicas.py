@@ -70,6 +70,9 @@ _MODEL = re.compile(rb'"model": *("(?:[^"\\]|\\.)*")')
 
 #: ``get(endpoint, path)``: the status and body of a GET (raises on a transport error).
 Getter = Callable[[Endpoint, str], Awaitable[tuple[int, bytes]]]
+#: ``admit(endpoint, models)``: whether a replica that appeared (of option endpointsFile, or
+#: an address a name resolved to) may get requests (option priority: it schedules by it).
+Admit = Callable[[Endpoint, frozenset[str] | None], Awaitable[bool]]
 
 
 def read_endpoints_file(
@@ -217,9 +220,12 @@ class Replicas:
         config: HttpOptions,
         get: Getter,
         on_change: Callable[[tuple[Endpoint, ...]], None],
+        admit: Admit | None = None,
     ) -> None:
         self.config = config
         self._get = get
+        self._admit = admit
+        self._admitted: set[Endpoint] = set()  # the replicas ``admit`` let in
         self._on_change = on_change
         self.endpoints: tuple[Endpoint, ...] = config.endpoints
         self.active = False
@@ -411,10 +417,27 @@ class Replicas:
         models = parse_models(status, body)
         if models is None and status in (401, 403):
             models = self._served.get(endpoint)  # no key here: the requests will say so
+        if not await self._admitted_now(endpoint, models):
+            models = frozenset()  # no request goes there; asked again at the next look
         self._served[endpoint] = models
         if models is not None:
             self._known.add(endpoint)
         self._signal()
+
+    async def _admitted_now(self, endpoint: Endpoint, models: frozenset[str] | None) -> bool:
+        """Whether a replica (not one of option endpoint, which ``.load()`` checked) passes
+        ``admit`` before its first request; once it did, it is not asked again."""
+        if (
+            self._admit is None
+            or endpoint in self.config.endpoints
+            or endpoint in self._admitted
+            or models == frozenset()
+        ):
+            return True
+        if not await self._admit(endpoint, models):
+            return False
+        self._admitted.add(endpoint)
+        return True
 
     async def _refresh_loop(self) -> None:
         while True:

@@ -658,3 +658,24 @@ def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_p
         asyncio.run(both())
     finally:
         listener.close()
+
+
+def test_option_priority_is_checked_on_a_replica_before_its_first_request(tmp_path, caplog):
+    """A replica of endpointsFile that does not schedule by priority (vLLM's 400) gets none of
+    the requests, only the check; one that does gets its share."""
+    caplog.set_level(logging.WARNING, logger="dspark_json")
+    by_priority = Faults(scheduling_policy="priority")
+    with (
+        SimulatorProcess(model="alpha", faults=by_priority) as a,
+        SimulatorProcess(model="alpha") as fcfs,
+        SimulatorProcess(model="alpha", faults=by_priority) as c,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{fcfs.url}\n{c.url}\n")
+        requests = [{**body("alpha", i), "priority": 5} for i in range(30)]
+        fetched = complete_all(requests, config(a, endpoints_file=str(listing), prefix_order=False))
+        refused, taken = counts(fcfs), counts(c)
+    assert [o.error for o in fetched.outcomes] == [None] * 30
+    assert refused["chat_completions"] == 1 and refused["status_400"] == 1  # the check only
+    assert taken["chat_completions"] > 1
+    assert "does not schedule by priority" in caplog.text and fcfs.url in caplog.text
