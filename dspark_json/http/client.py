@@ -24,6 +24,7 @@ from dspark_json.http.concurrency import AdaptiveLimit
 from dspark_json.http.endpoints import PROBE_PATH, Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
+    budget_error,
     held_error,
     http_error,
     invalid_utf8_error,
@@ -37,6 +38,7 @@ from dspark_json.http.order import plan
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
 from dspark_json.http.retry import backoff, retry_hint
 from dspark_json.http.secrets import Secret, redact
+from dspark_json.http.tokens import TokenBudget, estimate, used_tokens
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
 from dspark_json.http.verdicts import TRANSPORT, Next, Verdict, judge
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes
@@ -197,6 +199,8 @@ class _Run:
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue
         self.gate = Gate(limit) if limit is not None else None
+        # Options maxTokensPerMinute, maxTokensInFlight: http.tokens.
+        self.budget = TokenBudget(config.max_tokens_per_minute, config.max_tokens_in_flight)
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
@@ -258,7 +262,7 @@ class _Run:
             endpoint_rests=self.pool.rests,
             model_requests=dict(tally.model_requests),
             model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
-            held_s=self.gate.held_s if self.gate is not None else 0.0,
+            held_s=(self.gate.held_s if self.gate is not None else 0.0) + self.budget.waited_s,
             shed=tally.shed,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
@@ -473,6 +477,18 @@ class _Run:
         at = order.index(endpoint)
         return [*order[at + 1 :], *order[:at], endpoint]
 
+    async def _budgeted(self, endpoint: Endpoint, tokens: int, deadline: float) -> bool:
+        """Room for ``tokens`` in the token budgets (options maxTokensPerMinute,
+        maxTokensInFlight), waited for until ``deadline``; True at once without them."""
+        return not self.budget.active or await self.budget.acquire(endpoint, tokens, deadline)
+
+    def _spent(self, endpoint: Endpoint, tokens: int, answer: bytes | None) -> None:
+        """A request counted with ``tokens`` ended: a 200 ``answer`` spent its usage (else
+        the estimate); an answer that is not one, or none, spent nothing."""
+        if self.budget.active:
+            used = (used_tokens(answer) or tokens) if answer is not None else None
+            self.budget.release(endpoint, tokens, used)
+
     def _obey(
         self, verdict: Verdict, endpoint: Endpoint, prefer: Sequence[Endpoint], limit: AdaptiveLimit
     ) -> Sequence[Endpoint]:
@@ -598,9 +614,12 @@ class _Run:
         model: str | None,
         error: RowError | None,
         attempt: int,
+        *,
+        tokens: int = 0,
     ) -> tuple[Endpoint, AdaptiveLimit] | Outcome:
         """The endpoint of a request's attempt number ``attempt`` and the in-flight limit it
-        counts in, its place taken (:meth:`_admit`); the row's outcome where none comes before
+        counts in, its place taken (:meth:`_admit`), then room for its ``tokens`` in the token
+        budgets (:meth:`_budgeted`); the row's outcome where none comes before
         ``deadline``. A request that waited for its place while its replica left the pool or
         stopped serving its model picks again, within what is left of the deadline."""
         while True:
@@ -614,7 +633,11 @@ class _Run:
             if isinstance(admitted, Outcome):
                 return admitted
             if admitted and self._still_serves(picked, model):
-                return picked, limit
+                if await self._budgeted(picked, tokens, deadline):
+                    return picked, limit
+                self._release(picked, limit)
+                deadline_s = self.config.request_deadline
+                return Outcome(error=error or budget_error(deadline_s, attempt - 1))
             if admitted:
                 self._release(picked, limit)
 
@@ -664,8 +687,9 @@ class _Run:
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
         throttled = 0  # attempts answered with a rate limit: not counted against maxAttempts
+        tokens = estimate(payload) if self.budget.active else 0
         while True:
-            placed = await self._place(deadline, prefer, model, error, attempt + 1)
+            placed = await self._place(deadline, prefer, model, error, attempt + 1, tokens=tokens)
             if isinstance(placed, Outcome):
                 return placed
             (endpoint, limit), attempt = placed, attempt + 1
@@ -685,8 +709,10 @@ class _Run:
                         timeouts=self.timeouts,
                     )
             except BodyRefused as exc:
+                self._spent(endpoint, tokens, None)
                 return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
+                self._spent(endpoint, tokens, None)
                 self._release(endpoint, limit)
                 prefer = self._obey(TRANSPORT, endpoint, prefer, limit)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
@@ -696,6 +722,7 @@ class _Run:
                 self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
                 verdict = judge(status, headers, body)
+                self._spent(endpoint, tokens, body if verdict.next is Next.ANSWER else None)
                 if verdict.next is Next.ANSWER:
                     limit.on_success(time.perf_counter() - started)
                     stats.answered(model, time.perf_counter() - started)

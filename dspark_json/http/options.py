@@ -359,6 +359,25 @@ class HttpOptions:
         convert=number(int, low=0),
     )
 
+    max_tokens_per_minute: int | None = option(
+        "maxTokensPerMinute",
+        "Stay under a gateway key's tokens-per-minute limit (LiteLLM's tpm, a provider's "
+        "quota): the answers' usage over the last minute plus an estimate of the requests in "
+        "flight (body bytes / 4 + max_tokens, else 512: set maxTokens) never passes it. Shared "
+        "evenly by the tasks of a micro-batch (each gets its share, so all together stay under "
+        "it even at once). Off by default.",
+        "200000",
+        convert=positive(int),
+    )
+    max_tokens_in_flight: int | None = option(
+        "maxTokensInFlight",
+        "Most tokens (estimated as for maxTokensPerMinute) a task has in flight at one "
+        "endpoint, as the inference extension's token mode bounds a server's load; per task, "
+        "so an endpoint's load is up to this times the tasks at once. Off by default.",
+        "32768",
+        convert=positive(int),
+    )
+
     endpoints_file: str | None = option(
         "endpointsFile",
         "A file (local path or object-store URL) with one base URL per line (blank lines and "
