@@ -221,9 +221,14 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         + "`.",
         "",
         f"One simulator replica: {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
-        f"per answer ({setup['capacity_per_s']:.0f} answers/s), scheduling policy priority "
-        f"(requests without a priority are served in arrival order, as fcfs). Interactive "
-        f"tenant: open-loop Poisson at {setup['tenant_per_s']:.0f} req/s, priority 0, "
+        f"per answer ({setup['capacity_per_s']:.0f} answers/s), "
+        + (
+            "behind the gateway, first come first served. Interactive "
+            if shed
+            else "scheduling policy priority (requests without a priority are served in arrival "
+            "order, as fcfs). Interactive "
+        )
+        + f"tenant: open-loop Poisson at {setup['tenant_per_s']:.0f} req/s, priority 0, "
         f"{setup['window_s']:.0f} s per scenario, latency from arrival to answer on the "
         f"server. Stream: {setup['stream_prompts']} prompts through the source's executor "
         "client (`http.client.complete_all`, one task's HttpOptions, maxConcurrency 32) in a "
