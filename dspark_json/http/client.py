@@ -35,6 +35,7 @@ from dspark_json.http.failures import (
 from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
+from dspark_json.http.readings import shared
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
 from dspark_json.http.retry import backoff, retry_hint
 from dspark_json.http.secrets import Secret, redact
@@ -547,9 +548,9 @@ class _Run:
         request to its deadline."""
         assert self.gate is not None
         loop = asyncio.get_running_loop()
-        wait = self.gate.wait(
-            endpoint.url, lambda limit: self._metrics(endpoint, limit), deadline - loop.time()
-        )
+        # One reading per machine, shared by its tasks (http.readings).
+        fetch = shared(endpoint.url, lambda limit: self._metrics(endpoint, limit))
+        wait = self.gate.wait(endpoint.url, fetch, deadline - loop.time())
         if not self.replicas.active:
             await wait
             return True
