@@ -354,7 +354,8 @@ class HttpOptions:
         "those in flight) to an endpoint whose /metrics (vLLM's, read about once a second "
         "per machine, its tasks sharing the reading) shows more than this many requests "
         "waiting, or its KV cache at least 80% full, or is older than 2 s. An endpoint "
-        "without vLLM's /metrics (a gateway) gets one WARN and the latency-driven limit only. Off by default.",
+        "without vLLM's /metrics (a gateway) gets one WARN and the latency-driven limit "
+        "only. Off by default.",
         "0",
         convert=number(int, low=0),
     )
