@@ -20,6 +20,14 @@ Scenarios, one after another in one run, on the same server:
 - ``maxServerQueue``: the stream with option ``maxServerQueue`` = 0;
 - ``both``: the two.
 
+Behind llm-d (``--llm-d``: results in ``results/shared_pool_llm_d.{md,json}``): the simulator
+answers as llm-d's gateway in front of that replica (``--gateway llm-d``, objective ``batch``
+sheddable): it sheds a sheddable request with a 429 and ``x-llm-d-request-dropped-reason`` while
+the replica is full. Scenarios ``llm-d alone`` (the tenant only) and ``llm-d sheddable`` (the
+stream with option ``requestHeaders`` naming the sheddable objective; today's other options):
+the stream retries each shed request until ``requestDeadline`` and takes what the gateway lets
+through; ``shed`` is the gateway's count of shed requests in the scenario.
+
 The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
 task sends its partition, with the same ``HttpOptions``) in a process of its own, not a Spark
 stream: Spark's start and the parse would only add time outside the window measured. The
@@ -59,9 +67,17 @@ SCENARIOS: dict[str, dict[str, int] | None] = {
     "maxServerQueue": {"max_server_queue": 0},
     "both": {"priority": 10, "max_server_queue": 0},
 }
+#: Behind the simulated llm-d gateway (``--llm-d``): the stream marked sheddable by header.
+LLM_D_SCENARIOS: dict[str, dict[str, int] | None] = {
+    "llm-d alone": None,
+    "llm-d sheddable": {"sheddable": 1},
+}
+OBJECTIVE = '{"x-llm-d-inference-objective": "batch"}'
 
 
-def stream_worker(url: str, prompts: int, priority: int | None, max_queue: int | None) -> None:
+def stream_worker(
+    url: str, prompts: int, priority: int | None, max_queue: int | None, sheddable: bool = False
+) -> None:
     """The stream: ``prompts`` requests through the source's client, as one task sends them."""
     from dspark_json.http.client import complete_all
     from dspark_json.http.endpoints import Endpoint
@@ -77,7 +93,12 @@ def stream_worker(url: str, prompts: int, priority: int | None, max_queue: int |
         }
         for i in range(prompts)
     ]
-    config = HttpOptions(endpoints=(Endpoint(url),), max_server_queue=max_queue)
+    from dspark_json.http.headers import request_headers
+
+    headers = request_headers("requestHeaders", OBJECTIVE if sheddable else "")
+    config = HttpOptions(
+        endpoints=(Endpoint(url),), max_server_queue=max_queue, request_headers=headers
+    )
     complete_all(bodies, config)
 
 
@@ -136,14 +157,17 @@ def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> 
     if options is not None:
         command = [sys.executable, __file__, "--stream-worker", url, str(args.stream)]
         command += [str(options.get("priority", "")), str(options.get("max_server_queue", ""))]
+        command += [str(options.get("sheddable", ""))]
         stream = subprocess.Popen(command, start_new_session=True)
         time.sleep(args.warmup)
     rate = args.capacity / (args.answer_ms / 1000) / 2
-    before = httpx.get(f"{url}/stats", timeout=5).json().get("completions_ok", 0)
+    stats_before = httpx.get(f"{url}/stats", timeout=5).json()
+    before = stats_before.get("completions_ok", 0)
     t0 = time.time()
     done = asyncio.run(tenant(url, name, rate, args.window, args.seed))
     t1 = time.time()
-    after = httpx.get(f"{url}/stats", timeout=5).json().get("completions_ok", 0)
+    stats_after = httpx.get(f"{url}/stats", timeout=5).json()
+    after = stats_after.get("completions_ok", 0)
     if stream is not None:
         os.killpg(stream.pid, signal.SIGTERM)
         stream.wait(timeout=30)
@@ -162,39 +186,49 @@ def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> 
         "stream_per_s": stream_rps if options is not None else 0.0,
         "spare_per_s": spare,
         "stream_share_of_spare": stream_rps / spare if options is not None else 0.0,
+        "shed": stats_after.get("shed", 0) - stats_before.get("shed", 0),
     }
     print(json.dumps(figures), flush=True)
     return figures
 
 
-def write(out: Path, result: dict[str, Any]) -> None:
+def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "shared_pool.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    shed = stem != "shared_pool"  # behind llm-d: the requests it shed
     alone = result["scenarios"][0]
     rows = [
         "| scenario | tenant p50 ms | p95 ms | p99 ms | p95 / alone | stream req/s | "
-        "share of spare |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "share of spare |" + (" shed |" if shed else ""),
+        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if shed else ""),
     ]
     for s in result["scenarios"]:
         rows.append(
             f"| {s['scenario']} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['p99_ms']:.0f} | "
             f"{s['p95_ms'] / alone['p95_ms']:.2f}x | {s['stream_per_s']:.1f} | "
-            f"{100 * s['stream_share_of_spare']:.0f}% |"
+            f"{100 * s['stream_share_of_spare']:.0f}% |" + (f" {s['shed']} |" if shed else "")
         )
     setup = result["setup"]
     load = result["load_average_1_5_15_min"]
     text = [
-        "# Shared pool: an interactive tenant beside the stream",
+        "# Shared pool: an interactive tenant beside the stream"
+        + (", behind a simulated llm-d gateway" if shed else ""),
         "",
         f"Run {result['date']} on {result['machine']} (a busy machine: other jobs shared its "
         f"cores; load average 1/5/15 min before the run {load['before']}, after "
-        f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py`.",
+        f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py"
+        + (" --llm-d" if shed else "")
+        + "`.",
         "",
         f"One simulator replica: {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
-        f"per answer ({setup['capacity_per_s']:.0f} answers/s), scheduling policy priority "
-        f"(requests without a priority are served in arrival order, as fcfs). Interactive "
-        f"tenant: open-loop Poisson at {setup['tenant_per_s']:.0f} req/s, priority 0, "
+        f"per answer ({setup['capacity_per_s']:.0f} answers/s), "
+        + (
+            "behind the gateway, first come first served. Interactive "
+            if shed
+            else "scheduling policy priority (requests without a priority are served in arrival "
+            "order, as fcfs). Interactive "
+        )
+        + f"tenant: open-loop Poisson at {setup['tenant_per_s']:.0f} req/s, priority 0, "
         f"{setup['window_s']:.0f} s per scenario, latency from arrival to answer on the "
         f"server. Stream: {setup['stream_prompts']} prompts through the source's executor "
         "client (`http.client.complete_all`, one task's HttpOptions, maxConcurrency 32) in a "
@@ -204,7 +238,16 @@ def write(out: Path, result: dict[str, Any]) -> None:
         *rows,
         "",
     ]
-    (out / "shared_pool.md").write_text("\n".join(text))
+    if shed:
+        text += [
+            "Behind the simulated llm-d gateway, the stream's requests carry option "
+            "requestHeaders' `x-llm-d-inference-objective: batch`, a sheddable objective: while "
+            "the replica is full the gateway sheds them (429 with x-llm-d-request-dropped-reason)"
+            ", the stream retries each until requestDeadline (no priority, no maxServerQueue). "
+            "`shed`: the gateway's count of shed requests in the scenario.",
+            "",
+        ]
+    (out / f"{stem}.md").write_text("\n".join(text))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,7 +271,7 @@ def write(out: Path, result: dict[str, Any]) -> None:
     right.set_ylabel("stream req/s, % of spare capacity")
     right.tick_params(axis="x", rotation=20)
     fig.suptitle("Interactive tenant beside the stream (one vLLM-like replica)")
-    fig.savefig(out / "shared_pool.png", dpi=110, bbox_inches="tight")
+    fig.savefig(out / f"{stem}.png", dpi=110, bbox_inches="tight")
 
 
 def main() -> None:
@@ -244,15 +287,19 @@ def main() -> None:
     parser.add_argument(
         "--scenarios", default=",".join(SCENARIOS), help="which scenarios, comma-separated"
     )
-    parser.add_argument("--stream-worker", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--llm-d", action="store_true", help="behind the simulated llm-d gateway (its scenarios)"
+    )
+    parser.add_argument("--stream-worker", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_worker:
-        url, prompts, priority, max_queue = args.stream_worker
+        url, prompts, priority, max_queue, sheddable = args.stream_worker
         stream_worker(
             url,
             int(prompts),
             int(priority) if priority else None,
             int(max_queue) if max_queue else None,
+            bool(sheddable),
         )
         return
     if args.smoke:
@@ -260,9 +307,14 @@ def main() -> None:
         args.window, args.warmup = 1.5, 0.5
     load_before = os.getloadavg()  # the machine is shared: how busy it was, for the record
     faults = Faults(capacity=args.capacity, scheduling_policy="priority")
+    scenarios = SCENARIOS
+    if args.llm_d:
+        faults = Faults(capacity=args.capacity, gateway="llm-d", objectives={"batch": -1})
+        scenarios = LLM_D_SCENARIOS
+        args.scenarios = ",".join(LLM_D_SCENARIOS)
     with SimulatorProcess(latency=args.answer_ms / 1000, faults=faults) as server:
         chosen = args.scenarios.split(",")
-        figures = [scenario(server.url, n, o, args) for n, o in SCENARIOS.items() if n in chosen]
+        figures = [scenario(server.url, n, o, args) for n, o in scenarios.items() if n in chosen]
     capacity_rps = args.capacity / (args.answer_ms / 1000)
     result = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -284,7 +336,7 @@ def main() -> None:
         },
         "scenarios": figures,
     }
-    write(args.out, result)
+    write(args.out, result, "shared_pool_llm_d" if args.llm_d else "shared_pool")
 
 
 if __name__ == "__main__":

@@ -64,10 +64,29 @@ def _gateway_flags(sim: argparse.ArgumentParser) -> None:
     gateway = sim.add_argument_group("a gateway in front, and its rate limit")
     gateway.add_argument(
         "--gateway",
-        choices=["litellm"],
-        help="answer as LiteLLM's proxy in front: /health sends a completion per model (500 "
-        "without the key), a wrong key is 400 'No connected db', provider_specific_fields in "
-        "each choice and message, 429s hinted by llm_provider-retry-after",
+        choices=["litellm", "llm-d"],
+        help="litellm: answer as LiteLLM's proxy in front: /health sends a completion per model "
+        "(500 without the key), a wrong key is 400 'No connected db', provider_specific_fields "
+        "in each choice and message, 429s hinted by llm_provider-retry-after. llm-d: as llm-d's "
+        "inference gateway: sheddable objectives (--objective) shed with a 429 and "
+        "x-llm-d-request-dropped-reason while requests wait; 503 'no healthy upstream' while "
+        'no backend (--no-backend, POST /gateway/backends {"ready": true})',
+    )
+    gateway.add_argument(
+        "--objective",
+        action="append",
+        default=[],
+        metavar="NAME=PRIORITY",
+        help="llm-d: an InferenceObjective and its priority (negative: sheddable); repeatable",
+    )
+    gateway.add_argument(
+        "--shed-queue",
+        type=int,
+        default=0,
+        help="llm-d: shed sheddable requests once the pool is at --capacity and this many wait",
+    )
+    gateway.add_argument(
+        "--no-backend", action="store_true", help="llm-d: start with no backend (scaled to zero)"
     )
     gateway.add_argument("--rpm", type=int, help="completions per --rate-window; the rest 429")
     gateway.add_argument("--rate-window", type=float, default=60.0, help="seconds (--rpm)")
@@ -398,6 +417,11 @@ async def _simulate(args: argparse.Namespace) -> None:
         drift_after=args.drift_after,
         served_schema=args.served_schema,
         gateway=args.gateway,
+        objectives={
+            name: int(rank) for name, _, rank in (o.rpartition("=") for o in args.objective)
+        },
+        shed_queue=args.shed_queue,
+        no_backend=args.no_backend,
         rpm=args.rpm,
         rate_window=args.rate_window,
         first_truncated_rate=args.first_truncated_rate,

@@ -64,7 +64,7 @@ METRICS_SCHEMA = (
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, cache_waits BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
-    "held_seconds DOUBLE, "
+    "held_seconds DOUBLE, shed BIGINT, "
     "prompt_tokens BIGINT, cached_tokens BIGINT, completion_tokens BIGINT, backend STRING, "
     "http_seconds DOUBLE, "
     "parse_seconds DOUBLE, parse_records_per_s DOUBLE, reference_rows BIGINT, "
@@ -149,6 +149,8 @@ def partition_metrics(
         "endpoint_rests": stats.endpoint_rests,
         # Option maxServerQueue: seconds new requests waited for room on a saturated endpoint.
         "held_seconds": round(stats.held_s, 3),
+        # Answers that shed a request (llm-d's 429, a gateway with no endpoint yet): retried.
+        "shed": stats.shed,
         # The first answers' tokens: the rows hold the last answers of the rows re-asked.
         "prompt_tokens": _usage(table, "prompt_tokens")
         + (repair.first_prompt_tokens - repair.last_prompt_tokens if repair else 0),
@@ -428,6 +430,7 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{sum(r.get('rescued_rows') or 0 for r in records)} with rescued data; "
         f"{sum(r.get('requests') or 0 for r in records)} requests, "
         f"{sum(r.get('retries') or 0 for r in records)} retries"
+        f"{_shed_line(sum(r.get('shed') or 0 for r in records))}"
         f"{_reuse_line({k: sum(r.get(k) or 0 for r in records) for k in _REUSE})}; tokens "
         f"{sum(r.get('prompt_tokens') or 0 for r in records)} in"
         f"{_cached(sum(r.get('cached_tokens') or 0 for r in records))}, "
@@ -444,6 +447,9 @@ def _total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:
     """The records' cost (option pricing), ``None`` where none has one."""
     costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
     return round(sum(costs), 6) if costs else None
+def _shed_line(shed: int) -> str:
+    """The requests the pool shed for :func:`summary` (`` (12 shed)``), or nothing."""
+    return f" ({shed} shed)" if shed else ""
 
 
 def _models_line(records: Sequence[Mapping[str, Any]]) -> str:

@@ -343,7 +343,13 @@ class Options:
         if spec.name in given:
             used, text = given[spec.name]
             values[spec.stage][spec.attr] = spec.convert(used, text)
-        elif spec.required and spec.name not in unused and "responses" not in given:
+        elif (
+            spec.required
+            and spec.name not in unused
+            and "responses" not in given
+            # option endpointsFile alone names the pool's endpoints (none, while scaled to zero)
+            and not (spec.name == "endpoint" and "endpointsFile" in given)
+        ):
             raise OptionError(
                 f"Option {spec.name!r} is required: {spec.doc} "
                 f"Example: .option({spec.name!r}, {spec.example!r})."

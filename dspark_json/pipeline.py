@@ -275,12 +275,18 @@ def read_partition(
     is read part after part."""
     if partition.parts:
         for part in partition.parts:
-            yield from read_partition(replace(part, batch=partition.batch), query, schema)
+            shared = replace(
+                part, batch=partition.batch, tokens_per_minute=partition.tokens_per_minute
+            )
+            yield from read_partition(shared, query, schema)
         return
     keep_freed_memory_if_asked()  # DSPARK_JSON_KEEP_MEMORY=1: the next partition reuses buffers
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
+    if partition.tokens_per_minute is not None:  # the task's share of maxTokensPerMinute
+        http = replace(query.options.http, max_tokens_per_minute=partition.tokens_per_minute)
+        query = replace(query, options=replace(query.options, http=http))
     options = query.options
     with task_progress(  # option metrics: the task's progress every few seconds
         options.rows.metrics,

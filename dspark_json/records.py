@@ -179,6 +179,10 @@ class ClientStats:
     #: Option maxServerQueue: seconds new requests waited for a saturated endpoint's room
     #: (summed over requests).
     held_s: float = 0.0
+    #: Answers that shed a request (:mod:`dspark_json.http.verdicts`: llm-d's 429 with
+    #: x-llm-d-request-dropped-reason, a gateway's 503 with no endpoint yet): retried, not
+    #: failed, never resting the endpoint.
+    shed: int = 0
 
     def then(self, other: ClientStats) -> ClientStats:
         """The client's figures of two sends of one task, this one and then ``other``.
@@ -218,6 +222,7 @@ class ClientStats:
             model_requests=dict(models),
             model_latencies=latencies,
             held_s=self.held_s + other.held_s,
+            shed=self.shed + other.shed,
         )
 
     def latency(self, q: float) -> float | None:

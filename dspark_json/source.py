@@ -363,11 +363,16 @@ _LOOKS = 3
 def _plan(
     segments: Sequence[Segment], options: Options, listing: PromptListing
 ) -> list[PromptPartition]:
-    """A micro-batch's partitions (a batch read's: the whole read), each with its share of
+    """A micro-batch's partitions (a batch read's: the whole read), each with its even share of
+    option maxTokensPerMinute where given, and its share of
     option repairTokenBudget where re-asks have one: in proportion to its rows, so that the
     batch's tasks together spend at most the budget. A compressed file's ``parts`` each run
     their re-asks on their own: each gets a share of its own."""
     partitions = plan_partitions(segments, options.input.partition_size, listing.locate)
+    per_minute = options.http.max_tokens_per_minute
+    if per_minute is not None and partitions:  # the tasks' even shares (http.tokens)
+        share = max(1, per_minute // len(partitions))
+        partitions = [replace(p, tokens_per_minute=share) for p in partitions]
     budget = options.repair.repair_token_budget
     if budget is None or not options.repair.repair_attempts:
         return partitions

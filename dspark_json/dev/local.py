@@ -117,6 +117,12 @@ class SimulatorProcess(Service):
         response = httpx.post(f"{self.url}/served-models", json={"models": list(models)}, timeout=5)
         response.raise_for_status()
 
+    def set_backend(self, ready: bool) -> None:
+        """llm-d's gateway mode: the pool behind it has an endpoint (``ready``) or none
+        (scaled to zero: every request is 503 ``no healthy upstream``)."""
+        response = httpx.post(f"{self.url}/gateway/backends", json={"ready": ready}, timeout=5)
+        response.raise_for_status()
+
     def stop(self) -> None:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()

@@ -16,6 +16,13 @@ several). ``/v1/models`` lists each; a completion for a model not served is vLLM
 each model (``model:<name>``). ``POST /served-models`` with ``{"models": [...]}`` changes what
 a running simulator serves (a model loaded later, or unloaded: replicas that come and go).
 
+A gateway in front (``--gateway``): ``litellm`` answers as LiteLLM's proxy; ``llm-d`` as llm-d's
+inference gateway: a completion whose ``x-llm-d-inference-objective`` names a sheddable objective
+(``--objective name=-1``) is shed with a 429 and ``x-llm-d-request-dropped-reason`` while the
+pool is saturated, and while the pool has no backend (``--no-backend``, or ``POST
+/gateway/backends`` with ``{"ready": false}``: scaled to zero) every request is Envoy's 503
+``no healthy upstream``.
+
 Faults (:class:`Faults`) make it behave like a real deployment under stress: error statuses by
 rate (in either of vLLM's error shapes, with ``Retry-After``), slow answers, connection resets,
 bodies cut short, malformed content, an API key, and a capacity above which requests wait in an
@@ -194,8 +201,17 @@ class Faults:
     tool_broken_rate: float = 0.0  # arguments that are not JSON (a trailing comma)
     tool_drift_rate: float = 0.0  # arguments with a key the parameters lack
     tool_unknown_rate: float = 0.0  # a call of a function the request did not offer
-    # A gateway in front (``litellm``: LiteLLM proxy's shapes; see :class:`Simulator`).
-    gateway: Literal["litellm"] | None = None
+    # A gateway in front (``litellm``: LiteLLM proxy's shapes; ``llm-d``: llm-d's inference
+    # gateway, its flow control and scale from zero; see :class:`Simulator`).
+    gateway: Literal["litellm", "llm-d"] | None = None
+    # llm-d: the InferenceObjectives by name (x-llm-d-inference-objective) and their priority;
+    # a negative one is sheddable: a 429 with x-llm-d-request-dropped-reason once requests
+    # wait (the pool at capacity and ``shed_queue`` or more waiting).
+    objectives: Mapping[str, int] = field(default_factory=dict)
+    shed_queue: int = 0
+    # llm-d: no backend yet (the pool scaled to zero): 503 "no healthy upstream" until a
+    # ``POST /gateway/backends {"ready": true}``.
+    no_backend: bool = False
     # At most this many completions per ``rate_window`` seconds (fixed windows, as a gateway's
     # rpm limit with a shorter minute); the rest get 429 with the seconds left as a retry hint.
     rpm: int | None = None
@@ -228,6 +244,11 @@ class Faults:
             args.append(f"--served-schema={self.served_schema}")
         if self.gateway is not None:
             args.append(f"--gateway={self.gateway}")
+        args += [f"--objective={name}={rank}" for name, rank in self.objectives.items()]
+        if self.shed_queue:
+            args.append(f"--shed-queue={self.shed_queue}")
+        if self.no_backend:
+            args.append("--no-backend")
         if self.rpm is not None:
             args += [f"--rpm={self.rpm}", f"--rate-window={self.rate_window}"]
         for kind in _FIRST_FAULTS:
@@ -315,6 +336,7 @@ class Simulator:
         #: The clock of option rpm's windows (seconds): a test sets its own, so that what it
         #: checks does not hang on how fast the machine is.
         self.clock: Callable[[], float] = time.monotonic
+        self.backend_ready = not self.faults.no_backend  # llm-d: the pool has an endpoint
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
@@ -354,6 +376,10 @@ class Simulator:
             refused = self._litellm_auth(path, headers or {})
             if refused is not None:
                 return refused
+        if self.faults.gateway == "llm-d":
+            gated = self._llm_d(method, path, body, headers or {})
+            if gated is not None:
+                return gated
         if path == "/health" and self.faults.gateway == "litellm":
             # LiteLLM's /health sends a completion to every deployment of every model.
             self.counts["health_completions"] += len(self.models)
@@ -395,6 +421,40 @@ class Simulator:
                 self.latencies.setdefault(tenant, []).append(time.perf_counter() - arrived)
             return reply
         return Reply(404, self._error(f"Not Found: {path}", 404))
+
+    def _llm_d(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str]
+    ) -> Reply | None:
+        """llm-d's gateway in front: ``POST /gateway/backends`` (``{"ready": bool}``) scales
+        the pool from or to zero; with no backend, every request to the pool is Envoy's 503
+        ``no healthy upstream``; a completion whose objective (x-llm-d-inference-objective) is
+        sheddable (negative priority) is shed with a 429 and x-llm-d-request-dropped-reason
+        while the pool is saturated. ``None``: the request goes on to the backend."""
+        if path == "/gateway/backends" and method == "POST":
+            self.backend_ready = bool(json.loads(body or b"{}").get("ready", True))
+            return Reply(200, {"ready": self.backend_ready})
+        if not self.backend_ready and (path.startswith("/v1/") or path == "/metrics"):
+            self.counts["no_backend"] += 1
+            return Reply(503, "no healthy upstream", {"content-type": "text/plain"})
+        if path != "/v1/chat/completions":
+            return None
+        objective = headers.get("x-llm-d-inference-objective")
+        sheddable = self.faults.objectives.get(objective or "", 0) < 0
+        capacity = self.scheduler.capacity
+        saturated = (
+            capacity is not None
+            and self.scheduler.running >= capacity
+            and self.scheduler.waiting >= self.faults.shed_queue
+        )
+        if sheddable and saturated:
+            self.counts["shed"] += 1
+            reason = f"sheddable objective {objective!r} dropped: the pool is saturated"
+            return Reply(
+                429,
+                self._error("Request dropped by flow control.", 429),
+                {"x-llm-d-request-dropped-reason": reason},
+            )
+        return None
 
     def _litellm_auth(self, path: str, headers: Mapping[str, str]) -> Reply | None:
         """LiteLLM's answers about the key (with a master key set): no key is 401 on /v1/* and

@@ -25,6 +25,7 @@ from dspark_json.http.concurrency import AdaptiveLimit
 from dspark_json.http.endpoints import PROBE_PATH, Endpoint, EndpointPool, NoEndpoint, NoServer
 from dspark_json.http.failures import (
     body_error,
+    budget_error,
     held_error,
     http_error,
     invalid_utf8_error,
@@ -35,16 +36,13 @@ from dspark_json.http.failures import (
 from dspark_json.http.gauges import Gate
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
+from dspark_json.http.readings import shared
 from dspark_json.http.replicas import Replicas, model_not_found, request_model
-from dspark_json.http.retry import (
-    DOWN_STATUSES,
-    RETRY_STATUSES,
-    backoff,
-    rate_limited,
-    retry_hint,
-)
-from dspark_json.http.secrets import Secret
+from dspark_json.http.retry import backoff, retry_hint
+from dspark_json.http.secrets import Secret, redact
+from dspark_json.http.tokens import TokenBudget, estimate, used_tokens
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
+from dspark_json.http.verdicts import TRANSPORT, Next, Verdict, judge
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes, watch
 from dspark_json.rows import RowError, status_of_error
 
@@ -60,6 +58,7 @@ class _Tally:
     requests: int = 0
     retries: int = 0
     failed: int = 0
+    shed: int = 0  # answers that shed the request (http.verdicts): retried, not failed
     statuses: Counter[str] = field(default_factory=Counter)
     latencies: list[float] = field(default_factory=list)
     model_requests: Counter[str] = field(default_factory=Counter)
@@ -148,6 +147,20 @@ def complete_all(
     return asyncio.run(_Run(payloads, config, api_key, transport, stop_on_failure).run())
 
 
+def _priority_of(payloads: Sequence[bytes | None]) -> int | None:
+    """The ``priority`` of the requests (option priority: every body has the same), read from
+    the first; ``None`` where it has none, or 0 (every request's default)."""
+    first = next((p for p in payloads if p is not None), None)
+    if first is None or b'"priority"' not in first:
+        return None
+    try:
+        body = json.loads(first)
+    except ValueError:
+        return None
+    value = body.get("priority") if isinstance(body, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value else None
+
+
 def _answered(body: bytes, attempts: int) -> Outcome:
     """A 200 answer's outcome: its text; a body that is not UTF-8 keeps its bytes (each
     invalid one as ``\\xNN``) with an ``invalid_utf8`` error, never U+FFFD in silence."""
@@ -195,11 +208,16 @@ class _Run:
             "pool": None,
         }
         self.stop_on_failure = stop_on_failure
-        self.secrets = [api_key, *(e.credentials for e in config.endpoints)]
+        self.secrets = [
+            api_key,
+            *(e.credentials for e in config.endpoints),
+            *config.request_headers.secrets(),
+        ]
         # By endpoint, made when an endpoint is first used (replicas come and go); a URL is
         # parsed once: httpx parses a URL given as text on every request.
         self.headers = _ByEndpoint(
             lambda e: {
+                **config.request_headers.sent(),  # option requestHeaders (none of ours)
                 "content-type": "application/json",
                 **auth_headers(api_key, e),
                 **({"host": e.host} if e.host is not None else {}),
@@ -215,6 +233,8 @@ class _Run:
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue
         self.gate = Gate(limit) if limit is not None else None
+        # Options maxTokensPerMinute, maxTokensInFlight: http.tokens.
+        self.budget = TokenBudget(config.max_tokens_per_minute, config.max_tokens_in_flight)
 
     async def run(self) -> Fetched:
         pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
@@ -231,7 +251,9 @@ class _Run:
         )
         # Loading the CA bundle is costly: once per partition, not per worker, and only
         # where an endpoint speaks https.
-        secure = any(e.url.startswith("https://") for e in self.config.endpoints)
+        secure = self.config.endpoints_file is not None or any(
+            e.url.startswith("https://") for e in self.config.endpoints
+        )  # the file's replicas may speak https
         self.ssl_context = httpx.create_ssl_context() if secure else None
         self.probes = probes = self._transport()
         self.started = 0
@@ -243,8 +265,13 @@ class _Run:
         )
         # Options endpointsFile, resolveEndpoints, several models: http.replicas.
         self.models = [None if p is None else request_model(p) for p in self.payloads]
+        # Option priority: a replica that appears is asked whether it schedules by it first.
+        self.priority = _priority_of(self.payloads)
         self.replicas = Replicas(
-            self.config, lambda e, path: self._get(probes, e, path), self._replicas_changed
+            self.config,
+            lambda e, path: self._get(probes, e, path),
+            self._replicas_changed,
+            admit=self._schedules_priority if self.priority else None,
         )
         try:
             await self.replicas.start(self.models)
@@ -269,7 +296,8 @@ class _Run:
             endpoint_rests=self.pool.rests,
             model_requests=dict(tally.model_requests),
             model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
-            held_s=self.gate.held_s if self.gate is not None else 0.0,
+            held_s=(self.gate.held_s if self.gate is not None else 0.0) + self.budget.waited_s,
+            shed=tally.shed,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
 
@@ -283,10 +311,11 @@ class _Run:
         """
         if self.injected is not None:
             return self.injected
-        proxy = proxy_for(self.config.endpoints[0].url)
+        given = self.config.endpoints  # none where option endpointsFile alone names them
+        proxy = proxy_for(given[0].url) if given else None
         if proxy is None:
             return StreamTransport(self.ssl_context, max_body=self.config.max_response_bytes)
-        n = len(self.config.endpoints)
+        n = max(1, len(self.config.endpoints))
         return httpx.AsyncHTTPTransport(
             verify=self.ssl_context or True,
             # A shared pool of N connections costs O(N) bookkeeping per request in httpcore
@@ -324,7 +353,7 @@ class _Run:
         (prefixOrder) are made again over them, for the requests not yet sent."""
         self.pool.replace(endpoints)
         self.secrets += [e.credentials for e in endpoints if e.credentials not in self.secrets]
-        if self.config.prefix_order and self.rankings:
+        if self.config.prefix_order:  # replicas that came: their share of the prefixes
             self.rankings = plan(self.payloads, endpoints).rankings
 
     async def _get(
@@ -353,6 +382,52 @@ class _Run:
             limit=limit,
         )
         return status, body
+
+    async def _schedules_priority(self, endpoint: Endpoint, models: frozenset[str] | None) -> bool:
+        """Option ``priority``, on a replica that appeared while the task runs (of option
+        endpointsFile, or an address a name resolved to), before its first request: one
+        completion of one token with the priority, as ``.load()`` asks of the endpoints it
+        knows (:func:`~dspark_json.http.preflight.check_priority`). A replica that answers
+        vLLM's 400 (no priority scheduling) or does not answer gets no request (a WARN; asked
+        again at the next look)."""
+        model = next(
+            (m for m in self.models if m is not None and (models is None or m in models)),
+            min(models) if models else None,
+        )
+        body = {
+            "model": model,
+            "messages": [{"role": "user", "content": "ping"}],
+            "max_tokens": 1,
+            "priority": self.priority,
+        }
+        try:
+            async with asyncio.timeout(min(60.0, self.config.request_timeout)):
+                status, answer, _ = await self._request(
+                    self.probes,
+                    "POST",
+                    self.urls[endpoint],
+                    self.headers[endpoint],
+                    content=json.dumps(body).encode("utf-8"),
+                    timeouts=self.timeouts,
+                )
+        except (httpx.HTTPError, TimeoutError) as exc:
+            logger.warning(
+                "Replica %s did not answer the priority check (%s); no request goes to it "
+                "until it does.",
+                endpoint.url,
+                type(exc).__name__,
+            )
+            return False
+        if status == 400 and b"riority" in answer[:4096]:
+            logger.warning(
+                "Replica %s does not schedule by priority (option priority=%d; HTTP 400 "
+                "%s); no request goes to it. Start it with --scheduling-policy priority.",
+                endpoint.url,
+                self.priority,
+                redact(answer[:200].decode("utf-8", errors="replace"), self.secrets),
+            )
+            return False
+        return True
 
     async def _probe(self, transport: httpx.AsyncBaseTransport, endpoint: Endpoint) -> bool:
         timeouts: dict[str, float | None] = dict.fromkeys(("connect", "read", "write", "pool"), 5.0)
@@ -436,6 +511,31 @@ class _Run:
         at = order.index(endpoint)
         return [*order[at + 1 :], *order[:at], endpoint]
 
+    async def _budgeted(self, endpoint: Endpoint, tokens: int, deadline: float) -> bool:
+        """Room for ``tokens`` in the token budgets (options maxTokensPerMinute,
+        maxTokensInFlight), waited for until ``deadline``; True at once without them."""
+        return not self.budget.active or await self.budget.acquire(endpoint, tokens, deadline)
+
+    def _spent(self, endpoint: Endpoint, tokens: int, answer: bytes | None) -> None:
+        """A request counted with ``tokens`` ended: a 200 ``answer`` spent its usage (else
+        the estimate); an answer that is not one, or none, spent nothing."""
+        if self.budget.active:
+            used = (used_tokens(answer) or tokens) if answer is not None else None
+            self.budget.release(endpoint, tokens, used)
+
+    def _obey(
+        self, verdict: Verdict, endpoint: Endpoint, prefer: Sequence[Endpoint], limit: AdaptiveLimit
+    ) -> Sequence[Endpoint]:
+        """What ``verdict`` does to the in-flight limit and the pool: the limit backs off; a
+        down server's answer counts towards its rest (:meth:`_down`), any other says it is up
+        (:meth:`_up`; a rate-limited or shed request tries the other endpoints first). The
+        endpoints the request prefers next."""
+        if verdict.back_off:
+            limit.on_overload()
+        if verdict.rest:
+            return self._down(endpoint, prefer)
+        return self._up(endpoint, prefer, throttled=verdict.elsewhere_first)
+
     def _refused(
         self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
     ) -> Outcome:
@@ -481,9 +581,9 @@ class _Run:
         request to its deadline."""
         assert self.gate is not None
         loop = asyncio.get_running_loop()
-        wait = self.gate.wait(
-            endpoint.url, lambda limit: self._metrics(endpoint, limit), deadline - loop.time()
-        )
+        # One reading per machine, shared by its tasks (http.readings).
+        fetch = shared(endpoint.url, lambda limit: self._metrics(endpoint, limit))
+        wait = self.gate.wait(endpoint.url, fetch, deadline - loop.time())
         if not self.replicas.active:
             await wait
             return True
@@ -533,7 +633,7 @@ class _Run:
             except NoEndpoint:
                 return Outcome(
                     error=no_endpoint_error(
-                        (e.url for e in self.config.endpoints),
+                        [e.url for e in self.pool.endpoints] or ["option endpointsFile lists none"],
                         self.config.request_deadline,
                         error,
                         attempt,
@@ -548,9 +648,12 @@ class _Run:
         model: str | None,
         error: RowError | None,
         attempt: int,
+        *,
+        tokens: int = 0,
     ) -> tuple[Endpoint, AdaptiveLimit] | Outcome:
         """The endpoint of a request's attempt number ``attempt`` and the in-flight limit it
-        counts in, its place taken (:meth:`_admit`); the row's outcome where none comes before
+        counts in, its place taken (:meth:`_admit`), then room for its ``tokens`` in the token
+        budgets (:meth:`_budgeted`); the row's outcome where none comes before
         ``deadline``. A request that waited for its place while its replica left the pool or
         stopped serving its model picks again, within what is left of the deadline."""
         while True:
@@ -564,7 +667,11 @@ class _Run:
             if isinstance(admitted, Outcome):
                 return admitted
             if admitted and self._still_serves(picked, model):
-                return picked, limit
+                if await self._budgeted(picked, tokens, deadline):
+                    return picked, limit
+                self._release(picked, limit)
+                deadline_s = self.config.request_deadline
+                return Outcome(error=error or budget_error(deadline_s, attempt - 1))
             if admitted:
                 self._release(picked, limit)
 
@@ -614,8 +721,9 @@ class _Run:
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
         throttled = 0  # attempts answered with a rate limit: not counted against maxAttempts
+        tokens = estimate(payload) if self.budget.active else 0
         while True:
-            placed = await self._place(deadline, prefer, model, error, attempt + 1)
+            placed = await self._place(deadline, prefer, model, error, attempt + 1, tokens=tokens)
             if isinstance(placed, Outcome):
                 return placed
             (endpoint, limit), attempt = placed, attempt + 1
@@ -635,34 +743,35 @@ class _Run:
                         timeouts=self.timeouts,
                     )
             except BodyRefused as exc:
+                self._spent(endpoint, tokens, None)
                 return self._refused(exc, endpoint, attempt, limit)
             except (httpx.TransportError, TimeoutError) as exc:
+                self._spent(endpoint, tokens, None)
                 self._release(endpoint, limit)
-                limit.on_overload()
-                prefer = self._down(endpoint, prefer)
+                prefer = self._obey(TRANSPORT, endpoint, prefer, limit)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
-                retry = True
+                retry = TRANSPORT.next is Next.RETRY
             else:
                 self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
-                if status == 200:
+                verdict = judge(status, headers, body)
+                self._spent(endpoint, tokens, body if verdict.next is Next.ANSWER else None)
+                if verdict.next is Next.ANSWER:
                     limit.on_success(time.perf_counter() - started)
                     stats.answered(model, time.perf_counter() - started, body)
                     pool.succeeded(endpoint)
                     return _answered(body, attempt)
-                if status in RETRY_STATUSES:
-                    limit.on_overload()
-                throttle = rate_limited(status, headers, body)
-                if status in DOWN_STATUSES:  # a 503 with a hint too (a dead backend's proxy says
-                    prefer = self._down(endpoint, prefer)  # so forever): rested, tried elsewhere
-                else:  # up; a throttled request tries the other endpoints first
-                    prefer = self._up(endpoint, prefer, throttled=throttle)
+                prefer = self._obey(verdict, endpoint, prefer, limit)
                 error = http_error(status, body, attempt, self.secrets)
-                retry = status in RETRY_STATUSES
-                if await self._misrouted(endpoint, model, status, body, attempt):
+                if verdict.next is Next.REROUTE and await self._misrouted(
+                    endpoint, model, status, body, attempt
+                ):
                     continue  # at once, to a replica that serves the model
-                wait_hint, throttled = retry_hint(headers, throttle), throttled + throttle
+                later = verdict.next is Next.LATER
+                retry = later or verdict.next is Next.RETRY
+                stats.shed += verdict.shed
+                wait_hint, throttled = retry_hint(headers, later), throttled + later
             if not retry or attempt - throttled >= config.max_attempts:
                 return Outcome(error=error)
             delay = wait_hint if wait_hint is not None else backoff(attempt)

@@ -108,7 +108,12 @@ class EndpointPool:
         until = loop.time() + timeout
         began = loop.time()
         while True:
-            if allowed is not None and not any(allowed(e) for e in self.endpoints):
+            # No endpoint at all (a pool scaled to zero) is waited for, not a model unserved.
+            if (
+                allowed is not None
+                and self.endpoints
+                and not any(allowed(e) for e in self.endpoints)
+            ):
                 raise NoServer
             for endpoint in prefer:
                 if (

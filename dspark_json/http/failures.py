@@ -21,6 +21,7 @@ from dspark_json.rows import RowError, row_error
 __all__ = [
     "MESSAGE_CHARS",
     "body_error",
+    "budget_error",
     "held_error",
     "http_error",
     "invalid_utf8_error",
@@ -89,6 +90,21 @@ def held_error(deadline: float, attempts: int) -> RowError:
         message=(
             f"held back until requestDeadline={deadline:g}s was spent: every reading of the "
             "endpoint's /metrics showed it saturated (option 'maxServerQueue'); nothing was sent"
+        ),
+        attempts=attempts,
+    )
+
+
+def budget_error(deadline: float, attempts: int) -> RowError:
+    """An error record for a request held back by options maxTokensPerMinute or
+    maxTokensInFlight (:mod:`.tokens`) until its ``requestDeadline`` was spent."""
+    return row_error(
+        status=None,
+        type="timeout",
+        message=(
+            f"held back until requestDeadline={deadline:g}s was spent: the token budget "
+            "(options 'maxTokensPerMinute', 'maxTokensInFlight') had no room for it; nothing "
+            "more was sent. Raise the budget or requestDeadline, or send fewer prompts a batch"
         ),
         attempts=attempts,
     )

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit, urlunsplit
 from dspark_json.errors import OptionError
 from dspark_json.fs import is_remote_uri, kind_of, mask_uris, read_text
 from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.headers import NO_HEADERS, RequestHeaders, request_headers
 from dspark_json.http.secrets import (
     ApiKey,
     Secret,
@@ -350,12 +351,32 @@ class HttpOptions:
     max_server_queue: int | None = option(
         "maxServerQueue",
         "Send only into the capacity a shared pool leaves free: hold back new requests (never "
-        "those in flight) to an endpoint whose /metrics (vLLM's, read at most once a second "
-        "per worker process) shows more than this many requests waiting, or its KV cache at "
-        "least 80% full, or is older than 2 s. An endpoint without vLLM's /metrics (a "
-        "gateway) gets one WARN and the latency-driven limit only. Off by default.",
+        "those in flight) to an endpoint whose /metrics (vLLM's, read about once a second "
+        "per machine, its tasks sharing the reading) shows more than this many requests "
+        "waiting, or its KV cache at least 80% full, or is older than 2 s. An endpoint "
+        "without vLLM's /metrics (a gateway) gets one WARN and the latency-driven limit "
+        "only. Off by default.",
         "0",
         convert=number(int, low=0),
+    )
+
+    max_tokens_per_minute: int | None = option(
+        "maxTokensPerMinute",
+        "Stay under a gateway key's tokens-per-minute limit (LiteLLM's tpm, a provider's "
+        "quota): the answers' usage over the last minute plus an estimate of the requests in "
+        "flight (body bytes / 4 + max_tokens, else 512: set maxTokens) never passes it. Shared "
+        "evenly by the tasks of a micro-batch (each gets its share, so all together stay under "
+        "it even at once). Off by default.",
+        "200000",
+        convert=positive(int),
+    )
+    max_tokens_in_flight: int | None = option(
+        "maxTokensInFlight",
+        "Most tokens (estimated as for maxTokensPerMinute) a task has in flight at one "
+        "endpoint, as the inference extension's token mode bounds a server's load; per task, "
+        "so an endpoint's load is up to this times the tasks at once. Off by default.",
+        "32768",
+        convert=positive(int),
     )
 
     endpoints_file: str | None = option(
@@ -391,6 +412,43 @@ class HttpOptions:
         default="false",
     )
 
+    request_headers: RequestHeaders = option(
+        "requestHeaders",
+        "A JSON object of headers sent with every request to the endpoints (completions, "
+        "/v1/models, /metrics, the checks at .load()): llm-d's x-llm-d-inference-objective "
+        "(a sheddable objective marks the stream as batch), x-llm-d-inference-fairness-id, "
+        "x-llm-d-slo-ttft-ms, or a gateway's own. Names are HTTP tokens, not Host, "
+        "Content-Length, Transfer-Encoding, Connection or Content-Type; values printable ASCII; "
+        "Authorization only with allowAuthorizationHeader. Values whose names look like "
+        "credentials (key, token, secret, auth, cookie...) are never shown.",
+        '{"x-llm-d-inference-objective": "batch-sheddable"}',
+        convert=request_headers,
+        empty=NO_HEADERS,
+    )
+    allow_authorization_header: bool = option(
+        "allowAuthorizationHeader",
+        "Let option requestHeaders set Authorization (or Proxy-Authorization) as given, for a "
+        "gateway whose scheme is not a Bearer key; not beside apiKey, apiKeyEnv or credentials "
+        "in an endpoint's URL.",
+        "true",
+        convert=boolean,
+        default="false",
+    )
+
+    def __post_init__(self) -> None:
+        other = (
+            "apiKey"
+            if self.api_key is not None
+            else "apiKeyEnv"
+            if self.api_key_env is not None
+            else "endpoint"
+            if any(e.credentials is not None for e in self.endpoints)
+            else None
+        )
+        self.request_headers.check_authorization(
+            allowed=self.allow_authorization_header, other=other
+        )
+
     @property
     def key(self) -> ApiKey:
         """Where the API key comes from (resolved where a request is sent)."""
@@ -399,7 +457,7 @@ class HttpOptions:
     @property
     def endpoint(self) -> str:
         """The first endpoint's URL (without credentials), for messages."""
-        return self.endpoints[0].url
+        return self.endpoints[0].url if self.endpoints else "(option endpointsFile's endpoints)"
 
     #: How option ``endpointsFile``'s store is reached: the query's storage settings (option
     #: ``storageOptions``), set by :meth:`dspark_json.options.Options.parse`. A second copy of

@@ -20,9 +20,10 @@ from typing import Any
 
 import httpx
 
-from dspark_json.errors import ServerError
+from dspark_json.errors import OptionError, ServerError
 from dspark_json.http.client import auth_headers
 from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.headers import NO_HEADERS, RequestHeaders
 from dspark_json.http.options import AUTO_HEALTH, HttpOptions
 from dspark_json.http.replicas import read_endpoints_file
 from dspark_json.http.secrets import Secret, redact
@@ -77,11 +78,28 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     problems: list[str] = []
     context: int | None = None
     endpoints = _all_endpoints(options)
+    if not endpoints:  # option endpointsFile alone, empty: a pool scaled to zero
+        if model is None:
+            raise OptionError(
+                f"Option 'endpointsFile' ({redact(str(options.endpoints_file))}) lists no "
+                "endpoint now, so the model to ask cannot be read from one: set option 'model' "
+                "(the stream then waits for a replica), or start one first."
+            )
+        logger.warning(
+            "Option 'endpointsFile' lists no endpoint now (a pool scaled to zero?): nothing was "
+            "checked; the tasks wait for a replica, each prompt until requestDeadline=%gs.",
+            options.request_deadline,
+        )
+        return model, None
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
     for endpoint in endpoints:
         try:
             served = _served_models(
-                endpoint, key, options.max_response_bytes, health=options.health_path
+                endpoint,
+                key,
+                options.max_response_bytes,
+                health=options.health_path,
+                sent=options.request_headers,
             )
         except ServerError as exc:
             if len(endpoints) == 1:
@@ -149,7 +167,13 @@ def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
     reached = 0
     for endpoint in _all_endpoints(options):
         try:
-            served.update(dict.fromkeys(_served_models(endpoint, key, options.max_response_bytes)))
+            served.update(
+                dict.fromkeys(
+                    _served_models(
+                        endpoint, key, options.max_response_bytes, sent=options.request_headers
+                    )
+                )
+            )
         except ServerError:
             continue
         reached += 1
@@ -190,18 +214,24 @@ def _all_endpoints(options: HttpOptions) -> tuple[Endpoint, ...]:
     the file fails ``.load()``, naming the option)."""
     if options.endpoints_file is None:
         return options.endpoints
-    listed = read_endpoints_file(options.endpoints_file, storage=options.storage)
+    # Empty: a pool scaled to zero (check_model says what it can check then).
+    listed = read_endpoints_file(options.endpoints_file, storage=options.storage, allow_empty=True)
     return tuple(dict.fromkeys((*options.endpoints, *listed)))
 
 
 def _served_models(
-    endpoint: Endpoint, key: Secret | None, limit: int | None = None, *, health: str | None = None
+    endpoint: Endpoint,
+    key: Secret | None,
+    limit: int | None = None,
+    *,
+    health: str | None = None,
+    sent: RequestHeaders = NO_HEADERS,
 ) -> dict[str, int | None]:
     """The models ``endpoint`` lists, each with its context length where it gives one; its
     ``health`` path (option ``healthPath``) asked first where given (``auto``: ``/health``
     after the list, where the list says vLLM: :func:`_check_health`)."""
-    secrets = [key, endpoint.credentials]
-    headers = auth_headers(key, endpoint)
+    secrets = [key, endpoint.credentials, *sent.secrets()]
+    headers = {**sent.sent(), **auth_headers(key, endpoint)}  # option requestHeaders too
     if health is not None and health != AUTO_HEALTH:
         _check_health(endpoint, health, headers, key=key, secrets=secrets, limit=limit)
     url = f"{endpoint.url}/v1/models"
@@ -341,7 +371,11 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
         try:
             response = http_get(
                 url,
-                {**auth_headers(key, endpoint), "content-type": "application/json"},
+                {
+                    **options.request_headers.sent(),
+                    **auth_headers(key, endpoint),
+                    "content-type": "application/json",
+                },
                 secrets,
                 option="endpoint",
                 limit=options.max_response_bytes,
@@ -483,7 +517,7 @@ def fetch_served_schema(options: HttpOptions, where: str) -> Mapping[str, Any]:
     secrets = [key, endpoint.credentials]
     response = http_get(
         url,
-        auth_headers(key, endpoint),
+        {**options.request_headers.sent(), **auth_headers(key, endpoint)},
         secrets,
         option="schemaEndpoint",
         limit=options.max_response_bytes,

@@ -59,6 +59,10 @@ logger = logging.getLogger("dspark_json")
 #: Seconds a task waits for a name to resolve or for a ``/v1/models`` answer.
 LOOKUP_TIMEOUT_S = 5.0
 
+#: Seconds after which an endpoints file that read empty, where it listed replicas before, is
+#: read again before the pool is taken as scaled to zero.
+EMPTY_CONFIRM_S = 1.0
+
 #: A comment in an endpoints file: ``#`` at the start of a line or after white space.
 _COMMENT = re.compile(r"(?:^|\s)#")
 
@@ -66,6 +70,9 @@ _MODEL = re.compile(rb'"model": *("(?:[^"\\]|\\.)*")')
 
 #: ``get(endpoint, path)``: the status and body of a GET (raises on a transport error).
 Getter = Callable[[Endpoint, str], Awaitable[tuple[int, bytes]]]
+#: ``admit(endpoint, models)``: whether a replica that appeared (of option endpointsFile, or
+#: an address a name resolved to) may get requests (option priority: it schedules by it).
+Admit = Callable[[Endpoint, frozenset[str] | None], Awaitable[bool]]
 
 
 def read_endpoints_file(
@@ -73,11 +80,12 @@ def read_endpoints_file(
     option: str = "endpointsFile",
     *,
     storage: StorageSettings = ENVIRONMENT_ONLY,
+    allow_empty: bool = False,
 ) -> tuple[Endpoint, ...]:
     """The base URLs of an endpoints file: one per line, comments (``#`` at the start of a line
     or after a space: a ``#`` inside a URL's password stays part of it) and blank lines
     ignored. Raises :class:`OptionError` naming the option, the file (its credentials masked)
-    and the fix."""
+    and the fix; also where it lists none, unless ``allow_empty`` (a pool scaled to zero)."""
     shown = redact(source)
     try:
         if kind_of(source, storage=storage) != "file":
@@ -110,7 +118,7 @@ def read_endpoints_file(
                 "'http://10.0.0.7:8000' (# starts a comment)."
             )
         out.append(Endpoint(_check_base_url(option, url), credentials))
-    if not out:
+    if not out and not allow_empty:
         raise OptionError(
             f"Option {option!r} names {shown}, which lists no endpoint. Write one base URL "
             "per line (e.g. http://10.0.0.7:8000), or leave the option out."
@@ -212,9 +220,12 @@ class Replicas:
         config: HttpOptions,
         get: Getter,
         on_change: Callable[[tuple[Endpoint, ...]], None],
+        admit: Admit | None = None,
     ) -> None:
         self.config = config
         self._get = get
+        self._admit = admit
+        self._admitted: set[Endpoint] = set()  # the replicas ``admit`` let in
         self._on_change = on_change
         self.endpoints: tuple[Endpoint, ...] = config.endpoints
         self.active = False
@@ -324,6 +335,13 @@ class Replicas:
                 ", ".join(added) or "none",
                 ", ".join(removed) or "none",
             )
+            if not endpoints:
+                logger.warning(
+                    "No endpoint is left (option endpointsFile lists none: a pool scaled to "
+                    "zero?); sending pauses, and each prompt waits for one until "
+                    "requestDeadline=%gs (its row then gets _error endpoint_unavailable).",
+                    self.config.request_deadline,
+                )
             self.endpoints = endpoints
             for gone in [e for e in self._served if e not in endpoints]:
                 del self._served[gone]
@@ -349,13 +367,25 @@ class Replicas:
         source = config.endpoints_file
         if source is not None:
             try:
-                out += await asyncio.to_thread(
-                    lambda: read_endpoints_file(source, storage=config.storage)
-                )
+                out += await self._read_file(source)
             except OptionError as exc:  # half written, or gone for a moment: keep the last
                 logger.warning("%s Keeping the endpoints read before.", exc)
                 out += [e for e in self.endpoints if e not in out and e not in config.endpoints]
         return tuple(dict.fromkeys(out))
+
+    async def _read_file(self, source: str) -> tuple[Endpoint, ...]:
+        """Option ``endpointsFile``'s endpoints. Empty is a pool scaled to zero (sending pauses,
+        prompts wait), once it reads empty again :data:`EMPTY_CONFIRM_S` later: a file being
+        rewritten in place is empty for a moment."""
+
+        def read() -> tuple[Endpoint, ...]:
+            return read_endpoints_file(source, storage=self.config.storage, allow_empty=True)
+
+        listed = await asyncio.to_thread(read)
+        if listed or not any(e not in self.config.endpoints for e in self.endpoints):
+            return listed
+        await asyncio.sleep(EMPTY_CONFIRM_S)
+        return await asyncio.to_thread(read)
 
     async def _resolve(self, endpoint: Endpoint) -> list[Endpoint]:
         parts = urlsplit(endpoint.url)
@@ -387,10 +417,27 @@ class Replicas:
         models = parse_models(status, body)
         if models is None and status in (401, 403):
             models = self._served.get(endpoint)  # no key here: the requests will say so
+        if not await self._admitted_now(endpoint, models):
+            models = frozenset()  # no request goes there; asked again at the next look
         self._served[endpoint] = models
         if models is not None:
             self._known.add(endpoint)
         self._signal()
+
+    async def _admitted_now(self, endpoint: Endpoint, models: frozenset[str] | None) -> bool:
+        """Whether a replica (not one of option endpoint, which ``.load()`` checked) passes
+        ``admit`` before its first request; once it did, it is not asked again."""
+        if (
+            self._admit is None
+            or endpoint in self.config.endpoints
+            or endpoint in self._admitted
+            or models == frozenset()
+        ):
+            return True
+        if not await self._admit(endpoint, models):
+            return False
+        self._admitted.add(endpoint)
+        return True
 
     async def _refresh_loop(self) -> None:
         while True:

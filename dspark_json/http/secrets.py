@@ -34,11 +34,12 @@ __all__ = [
 ]
 
 #: Added to ``spark.sql.redaction.options.regex`` by :func:`dspark_json.register`: option names
-#: that hold a key or a store's settings (``storageOptions``), and any value with credentials in
+#: that hold a key, a store's settings (``storageOptions``) or request headers (``requestHeaders``:
+#: credential-looking values), and any value with credentials in
 #: a URL. Spark's default, ``(?i)url``,
 #: matches neither, and a streaming DataFrame's ``explain()`` prints every option of the source.
 REDACTION_PATTERN = (
-    r"(?i:apikey|api_key|storageoptions|storage_options)|://[^\s]*@|"
+    r"(?i:apikey|api_key|storageoptions|storage_options|requestheaders|request_headers)|://[^\s]*@|"
     r"(?i:[?&;](?:sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|token|access_token|sas_token|key|"
     r"api_key|apikey|access_key|secret_key|secret|password|passwd|pwd)=)"
 )

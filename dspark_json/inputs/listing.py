@@ -108,6 +108,9 @@ class PromptPartition(InputPartition):
     #: Its share of option repairTokenBudget for its micro-batch, set at planning (``None``: not
     #: planned so, the option as given).
     repair_token_budget: int | None = None
+    #: Its share of option maxTokensPerMinute for its micro-batch, set at planning (``None``:
+    #: the option as given).
+    tokens_per_minute: int | None = None
 
     @property
     def rows(self) -> int:

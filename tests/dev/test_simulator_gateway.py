@@ -3,6 +3,8 @@ command line in a process of its own: what LiteLLM's proxy does that a client mu
 
 import asyncio
 import json
+import threading
+import time
 
 import httpx
 
@@ -81,3 +83,19 @@ def test_rpm_s_hint_is_the_seconds_to_the_next_window_on_the_simulator_s_clock()
     assert at(102.0) == (200, None)  # the next window
     assert at(102.5) == (200, None) and at(103.9) == (429, "1")
     assert server.counts["rate_limited"] == 4
+def test_llm_d_mode_sheds_sheddable_objectives_under_load_and_says_when_no_backend():
+    faults = Faults(gateway="llm-d", objectives={"batch": -1}, capacity=1, no_backend=True)
+    with SimulatorProcess(latency=0.5, faults=faults) as server:
+        empty = chat(server.url, "early")
+        server.set_backend(True)
+        holder = threading.Thread(target=lambda: chat(server.url, "hold the only place"))
+        holder.start()
+        time.sleep(0.2)  # the place is taken
+        shed = chat(server.url, "batch", **{"x-llm-d-inference-objective": "batch"})
+        interactive_waits = chat(server.url, "interactive")
+        holder.join()
+        stats = server.stats()
+    assert empty.status_code == 503 and "no healthy upstream" in empty.text
+    assert shed.status_code == 429 and "saturated" in shed.headers["x-llm-d-request-dropped-reason"]
+    assert interactive_waits.status_code == 200  # not sheddable: it waits for the place
+    assert stats["shed"] == 1 and stats["no_backend"] == 1

@@ -10,6 +10,14 @@ from pathlib import Path
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def own_readings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's /metrics readings shared in a directory of its own (http.readings): tests
+    that mock one URL's /metrics one after another must not read each other's."""
+    folder = tmp_path_factory.mktemp("readings")
+    monkeypatch.setattr("dspark_json.http.readings.directory", lambda: folder)
+
+
 @pytest.fixture
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """No proxy from the environment the tests run in (it would take the requests elsewhere)."""

@@ -382,16 +382,17 @@ def test_a_name_stands_for_its_addresses_keeping_host_and_tls_name(
     assert {sni for _, _, sni in seen} == ({"vllm.pool.test"} if expanded else {None})
 
 
-def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="dspark_json")
+def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_path):
     with (
         SimulatorProcess(model="alpha", latency=0.02) as a,
         SimulatorProcess(model="alpha", latency=0.02) as b,
     ):
         listing = tmp_path / "replicas.txt"
         listing.write_text(f"{b.url}\n")
-        timer = threading.Timer(0.3, listing.write_text, ("",))  # being rewritten
-        timer.start()
+        emptied = threading.Timer(0.3, listing.write_text, ("",))  # being rewritten in place
+        written = threading.Timer(0.5, listing.write_text, (f"{b.url}\n",))
+        emptied.start()
+        written.start()
         options = config(
             a,
             endpoints_file=str(listing),
@@ -401,10 +402,38 @@ def test_a_file_empty_for_a_moment_mid_run_keeps_the_replicas_read_before(tmp_pa
             prefix_order=False,
         )
         fetched = complete_all([body("alpha", i) for i in range(100)], options)
-        timer.join()
+        emptied.join()
+        written.join()
         assert all(o.error is None for o in fetched.outcomes)
         assert counts(b)["chat_completions"] >= 40  # about half: b stayed in the pool
-    assert "lists no endpoint" in caplog.text and "Keeping the endpoints read before" in caplog.text
+
+
+def test_an_endpoints_file_alone_scaled_to_zero_and_back_pauses_and_every_prompt_lands(
+    tmp_path, caplog
+):
+    """Option endpointsFile alone (no endpoint): the file emptied (the pool scaled to zero)
+    pauses sending, the prompts wait, and go once a replica is listed again."""
+    caplog.set_level(logging.WARNING, logger="dspark_json")
+    with SimulatorProcess(model="alpha", latency=0.2) as a:  # 4 s of work at 2 at once
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{a.url}\n")
+        threading.Timer(0.2, listing.write_text, ("# scaled to zero\n",)).start()
+        back = threading.Timer(6.0, listing.write_text, (f"{a.url}\n",))
+        back.start()
+        options = HttpOptions(
+            endpoints=(),
+            endpoints_file=str(listing),
+            endpoint_refresh_seconds=0.1,
+            max_concurrency=2,
+            adaptive_concurrency=False,
+            request_deadline=60,
+        )
+        fetched = complete_all([body("alpha", i) for i in range(40)], options)
+        back.join()
+        stats = counts(a)
+    assert [o.error for o in fetched.outcomes] == [None] * 40
+    assert stats["chat_completions"] == 40  # each prompt once
+    assert "No endpoint is left" in caplog.text  # paused at zero, then went on
 
 
 def _mock_pool(seen: list[str]):
@@ -629,3 +658,24 @@ def test_a_kept_alive_tls_connection_is_not_reused_for_another_server_name(tmp_p
         asyncio.run(both())
     finally:
         listener.close()
+
+
+def test_option_priority_is_checked_on_a_replica_before_its_first_request(tmp_path, caplog):
+    """A replica of endpointsFile that does not schedule by priority (vLLM's 400) gets none of
+    the requests, only the check; one that does gets its share."""
+    caplog.set_level(logging.WARNING, logger="dspark_json")
+    by_priority = Faults(scheduling_policy="priority")
+    with (
+        SimulatorProcess(model="alpha", faults=by_priority) as a,
+        SimulatorProcess(model="alpha") as fcfs,
+        SimulatorProcess(model="alpha", faults=by_priority) as c,
+    ):
+        listing = tmp_path / "replicas.txt"
+        listing.write_text(f"{fcfs.url}\n{c.url}\n")
+        requests = [{**body("alpha", i), "priority": 5} for i in range(30)]
+        fetched = complete_all(requests, config(a, endpoints_file=str(listing), prefix_order=False))
+        refused, taken = counts(fcfs), counts(c)
+    assert [o.error for o in fetched.outcomes] == [None] * 30
+    assert refused["chat_completions"] == 1 and refused["status_400"] == 1  # the check only
+    assert taken["chat_completions"] > 1
+    assert "does not schedule by priority" in caplog.text and fcfs.url in caplog.text

@@ -4,12 +4,14 @@ completions, provider_specific_fields in every choice and message, 429s hinted b
 llm_provider-retry-after under an rpm limit)."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.dev.simulator import Faults
+from dspark_json.metrics import read_records, summary
 from tests.helpers import CANARY, REVIEW_SCHEMA, write_prompts
 
 pytestmark = pytest.mark.spark
@@ -98,3 +100,45 @@ def test_load_through_litellm_asks_for_the_key_or_names_health_path(spark, tmp_p
     # The default healthPath (auto) asks no /health of a server whose models are not vLLM's;
     # asked for, LiteLLM's /health sends a completion to every deployment.
     assert (by_default, asked) == (0, 1)
+
+
+def test_behind_llm_d_a_sheddable_stream_lands_every_row_ok_with_shed_requests_counted(
+    spark, tmp_path
+):
+    """llm-d's gateway sheds the stream's requests (its objective is sheddable) while the pool
+    is saturated, and answers 503 while the pool has scaled to zero: each shed request waits
+    and is sent again, every row lands ok, the shed ones counted in the metrics records."""
+    rows = 40
+    write_prompts(tmp_path / "in", "a.jsonl", prompts(rows))
+    faults = Faults(gateway="llm-d", objectives={"batch": -1}, capacity=2)
+    with SimulatorProcess(seed=7, latency=0.05, faults=faults) as server:
+        df = (
+            spark.readStream.format("dspark-json")
+            .option("endpoint", server.url)
+            .option("prompts", str(tmp_path / "in"))
+            .option("responseFormat", json.dumps(REVIEW_SCHEMA))
+            .option("requestHeaders", '{"x-llm-d-inference-objective": "batch"}')
+            .option("maxConcurrency", "8")
+            .option("maxAttempts", "2")
+            .option("metrics", str(tmp_path / "metrics"))
+            .load()
+        )
+        server.set_backend(False)  # scaled to zero after .load()'s checks
+        query = (
+            df.writeStream.format("memory").queryName("behind_llm_d").trigger(availableNow=True)
+        ).start()
+        until = time.monotonic() + 120
+        while not server.stats().get("no_backend") and time.monotonic() < until:
+            time.sleep(0.2)  # the stream's first requests meet a pool with no endpoint
+        time.sleep(1)
+        server.set_backend(True)
+        query.awaitTermination()
+        stats = server.stats()
+    landed = spark.sql("select * from behind_llm_d").collect()
+    assert sorted(r.custom_id for r in landed) == [f"g{i:03d}" for i in range(rows)]
+    assert {r._status for r in landed} == {"ok"}, [r._error for r in landed if r._error]
+    records = read_records(str(tmp_path / "metrics"))
+    counted = sum(r["shed"] for r in records)
+    assert stats["shed"] > 0 and stats["no_backend"] > 0
+    assert counted == stats["shed"] + stats["no_backend"]
+    assert f"({counted} shed)" in summary(records, "run")

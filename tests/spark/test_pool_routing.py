@@ -123,3 +123,61 @@ def test_models_route_and_replicas_change_and_every_prompt_lands_once(spark, tmp
     read = spark.read.schema(METRICS_SCHEMA).json(str(tmp_path / "metrics"))
     beta = read.selectExpr("sum(models['beta'].requests) AS n").collect()[0]["n"]
     assert beta == 40
+
+
+def plain(start, n):
+    return [{"custom_id": f"p{i:03d}", "prompt": f"Question {i}"} for i in range(start, start + n)]
+
+
+def test_an_endpoints_file_alone_follows_replicas_down_to_none_and_back(spark, tmp_path):
+    """No option endpoint: the stream follows option endpointsFile as replicas are added and
+    removed, down to none (sending pauses, the micro-batch waits) and back; every prompt is
+    sent once and lands ok."""
+    listing = tmp_path / "replicas.txt"
+    with SimulatorProcess(model="alpha") as a, SimulatorProcess(model="alpha") as b:
+        listing.write_text(f"{a.url}\n")
+        write_prompts(tmp_path / "in", "a.jsonl", plain(0, 20))
+        reader = (
+            spark.readStream.format("dspark-json")
+            .option("endpointsFile", str(listing))
+            .option("endpointRefreshSeconds", "1")
+            .option("model", "alpha")
+            .option("responseFormat", json.dumps(REVIEW_SCHEMA))
+            .option("prompts", str(tmp_path / "in"))
+            .option("requestDeadline", "300")
+            .option("partitionSize", "10")
+        )
+        query = dspark_json.write_delta(
+            reader.load(),
+            str(tmp_path / "table"),
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"processingTime": "1 second"},
+        )
+        try:
+            landed(tmp_path / "table", 20)
+            listing.write_text(f"{a.url}\n{b.url}\n")  # scaled up
+            write_prompts(tmp_path / "in", "b.jsonl", plain(20, 20))
+            landed(tmp_path / "table", 40)
+            listing.write_text(f"{b.url}\n")  # scaled down
+            write_prompts(tmp_path / "in", "c.jsonl", plain(40, 10))
+            landed(tmp_path / "table", 50)
+            listing.write_text("# scaled to zero\n")
+            time.sleep(2)
+            sent = sum(s.stats()["chat_completions"] for s in (a, b))
+            a.stop()
+            b.stop()
+            write_prompts(tmp_path / "in", "d.jsonl", plain(50, 10))
+            time.sleep(8)  # the micro-batch waits: no replica
+            paused = DeltaTable(str(tmp_path / "table")).to_pyarrow_table().num_rows
+            with SimulatorProcess(model="alpha") as c:
+                listing.write_text(f"{c.url}\n")  # scaled from zero
+                rows = landed(tmp_path / "table", 60)
+                from_c = c.stats()["chat_completions"]
+        finally:
+            query.stop()
+        assert query.exception() is None
+    assert paused == 50 and sent == 50
+    ids = [r["custom_id"] for r in rows]
+    assert sorted(ids) == [f"p{i:03d}" for i in range(60)]  # each prompt once
+    assert {r["_status"] for r in rows} == {"ok"}, [r["_error"] for r in rows if r["_error"]]
+    assert from_c == 10

@@ -1,0 +1,200 @@
+"""Option ``requestHeaders``: headers of the user's sent with every request to the endpoints.
+
+For a gateway that routes or schedules by header: llm-d's (the Gateway API inference
+extension's) ``x-llm-d-inference-objective`` (an InferenceObjective, whose priority may make
+the stream sheddable), ``x-llm-d-inference-fairness-id``, ``x-llm-d-slo-ttft-ms``, or a
+gateway's own tenant or routing header. They go with the completions and with every other
+request to an endpoint (its ``/v1/models``, ``/metrics``, the checks at ``.load()``): a gateway
+that routes by them may route those too.
+
+Checked where the option is read (:func:`request_headers`): a name is an HTTP token, not one of
+the headers the client writes itself (:data:`FORBIDDEN`), ``Authorization`` only with option
+``allowAuthorizationHeader`` (and then not beside ``apiKey``, ``apiKeyEnv`` or credentials in
+an endpoint's URL: :meth:`RequestHeaders.check_authorization`); a value is printable ASCII
+(no CR, LF, NUL or other control character, which would end the header or start another).
+A value whose name looks like a credential (:func:`looks_secret`: key, token, secret, auth,
+cookie, password, session, signature) is a :class:`~dspark_json.http.secrets.Secret`: it
+prints as ``***`` in ``repr``, plans and messages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+
+from dspark_json.errors import OptionError
+from dspark_json.fs import MASK
+from dspark_json.http.secrets import Secret
+from dspark_json.rows import load_json
+
+__all__ = ["FORBIDDEN", "NO_HEADERS", "RequestHeaders", "looks_secret", "request_headers"]
+
+#: Headers the client writes itself (the body's framing, the connection, the server's name):
+#: one given twice would be a request smuggling hazard or a broken request.
+FORBIDDEN = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "content-type",
+        "content-encoding",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+    }
+)
+#: Headers that carry credentials to the server: only where the user asks for them.
+_AUTHORIZATION = frozenset({"authorization", "proxy-authorization"})
+#: An HTTP token (RFC 9110's ``tchar``).
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+#: Words that make a header's value a credential (masked wherever options are shown).
+_SECRET_WORDS = re.compile(r"key|token|secret|auth|cookie|passw|session|signature|credential")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a header named ``name`` likely carries a credential."""
+    return _SECRET_WORDS.search(name.lower()) is not None
+
+
+_Items = tuple[tuple[str, str | Secret], ...]
+
+
+class RequestHeaders:
+    """The headers of option ``requestHeaders``, in the order given; credential-looking values
+    kept as secrets (its ``repr`` masks them)."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: _Items = ()) -> None:
+        self._items = items
+
+    def sent(self) -> dict[str, str]:
+        """The headers as sent (lower-case names, the values revealed)."""
+        return {
+            name.lower(): value.reveal() if isinstance(value, Secret) else value
+            for name, value in self._items
+        }
+
+    def secrets(self) -> Iterator[Secret]:
+        """The values masked in every text (an echo of one in an error is masked too)."""
+        return (v for _, v in self._items if isinstance(v, Secret))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name.lower() for name, _ in self._items)
+
+    def check_authorization(self, *, allowed: bool, other: str | None) -> None:
+        """Raise :class:`OptionError` where an ``Authorization`` header is given without option
+        ``allowAuthorizationHeader`` (``allowed``), or beside another source of credentials
+        (``other``: the option that gives them)."""
+        for name in (n for n in self.names if n in _AUTHORIZATION):
+            if not allowed:
+                raise OptionError(
+                    f"Option 'requestHeaders' sets header {name!r}, which sends credentials: "
+                    "give the key with option 'apiKeyEnv' (or 'apiKey'), or set option "
+                    "'allowAuthorizationHeader' to true to send this header as given."
+                )
+            if other is not None and name == "authorization":
+                raise OptionError(
+                    f"Option 'requestHeaders' sets header {name!r} and option {other!r} gives "
+                    "credentials too (sent as Authorization): keep only one of them."
+                )
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RequestHeaders) and other._items == self._items
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        shown = {name: MASK if isinstance(v, Secret) else v for name, v in self._items}
+        return f"RequestHeaders({shown!r})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> tuple[type[RequestHeaders], tuple[_Items]]:
+        return (RequestHeaders, (self._items,))
+
+
+NO_HEADERS = RequestHeaders()
+
+
+def request_headers(name: str, text: str) -> RequestHeaders:
+    """Option ``requestHeaders``: a JSON object of header names to values (strings, or numbers
+    written as they are), checked; its errors name the header, never a value."""
+    if not text.strip():
+        return NO_HEADERS
+    example = '{"x-llm-d-inference-objective": "batch-sheddable"}'
+    try:
+        value = load_json(text)
+    except (json.JSONDecodeError, ValueError):
+        # The text itself is not shown: it may hold a credential.
+        raise OptionError(
+            f"Option {name!r} must be a JSON object of header names to values, e.g. "
+            f"'{example}'; its text is not valid JSON (not shown: it may hold a credential)."
+        ) from None
+    if not isinstance(value, dict):
+        raise OptionError(
+            f"Option {name!r} must be a JSON object of header names to values, e.g. "
+            f"'{example}'; got a JSON {type(value).__name__}."
+        )
+    items: list[tuple[str, str | Secret]] = []
+    seen: set[str] = set()
+    for header, raw in value.items():
+        items.append((_checked_name(name, header, seen), _checked_value(name, header, raw)))
+    return RequestHeaders(tuple(items))
+
+
+def _checked_name(option: str, header: str, seen: set[str]) -> str:
+    shown = header if _TOKEN.fullmatch(header) else repr(header[:60])
+    if not _TOKEN.fullmatch(header):
+        raise OptionError(
+            f"Option {option!r}: header name {shown} is not a valid HTTP header name (letters, "
+            "digits and !#$%&'*+.^_`|~- only, no spaces, colons or line breaks). Fix the name."
+        )
+    lower = header.lower()
+    if lower in FORBIDDEN:
+        raise OptionError(
+            f"Option {option!r}: header {header!r} is written by the client itself (the "
+            "request's framing, connection or server name). Leave it out."
+        )
+    if lower in seen:
+        raise OptionError(
+            f"Option {option!r}: header {header!r} is given twice (names are case-insensitive). "
+            "Keep one."
+        )
+    seen.add(lower)
+    return header
+
+
+def _checked_value(option: str, header: str, raw: object) -> str | Secret:
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise OptionError(
+            f"Option {option!r}: header {header!r} must have a string (or number) value, got a "
+            f"JSON {type(raw).__name__}. Write the value as a string."
+        )
+    value = raw if isinstance(raw, str) else json.dumps(raw)
+    for position, char in enumerate(value, start=1):
+        if char == "\t" or " " <= char <= "~":
+            continue
+        kind = (
+            "a line break (CR or LF), which would end the header and start another"
+            if char in "\r\n"
+            else "a NUL or other control character"
+            if ord(char) < 0x80
+            else "a non-ASCII character"
+        )
+        raise OptionError(
+            f"Option {option!r}: the value of header {header!r} cannot be sent: character "
+            f"{position} is {kind} (the value is not shown). Give printable ASCII only."
+        )
+    value = value.strip(" \t")
+    return Secret(value) if looks_secret(header) else value

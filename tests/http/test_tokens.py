@@ -1,0 +1,67 @@
+"""Token budgets (http.tokens): options maxTokensPerMinute and maxTokensInFlight, the estimate
+before an answer and the usage after it."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from dspark_json.http.client import complete_all
+from dspark_json.http.endpoints import Endpoint
+from dspark_json.http.options import HttpOptions
+from dspark_json.http.tokens import COMPLETION_ESTIMATE, TokenBudget, estimate, used_tokens
+
+
+def test_the_estimate_is_the_body_over_four_plus_max_tokens():
+    body = json.dumps({"messages": [{"content": "x" * 400}], "max_tokens": 100}).encode()
+    assert estimate(body) == len(body) // 4 + 100
+    assert estimate(b'{"messages": []}') == 16 // 4 + COMPLETION_ESTIMATE
+    answer = b'{"choices": [], "usage": {"prompt_tokens": 7, "total_tokens": 19}}'
+    assert used_tokens(answer) == 19 and used_tokens(b"{}") is None
+
+
+def test_in_flight_tokens_at_one_endpoint_wait_for_room_and_a_big_one_goes_alone():
+    async def run() -> list[str]:
+        budget = TokenBudget(per_minute=None, in_flight=100)
+        order: list[str] = []
+        loop = asyncio.get_running_loop()
+        assert await budget.acquire("a", 80, loop.time() + 5)
+        second = asyncio.ensure_future(budget.acquire("a", 30, loop.time() + 5))
+        other = await budget.acquire("b", 500, loop.time() + 5)  # alone at b: goes
+        await asyncio.sleep(0.05)
+        order.append(f"second waits: {not second.done()}, b alone: {other}")
+        budget.release("a", 80, 80)
+        assert await second
+        assert not await budget.acquire("a", 90, loop.time() + 0.05)  # no room in time
+        return order
+
+    assert asyncio.run(run()) == ["second waits: True, b alone: True"]
+
+
+@pytest.fixture
+def no_waits(monkeypatch):
+    monkeypatch.setattr("dspark_json.http.client.backoff", lambda attempt: 0.0)
+
+
+def test_the_minute_holds_what_the_answers_used_and_a_request_past_it_waits(no_waits):
+    """200 tokens a minute, each answer 190: the second request waits for the first to leave
+    the minute, until its deadline: held back, nothing sent."""
+    sent: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(1)
+        return httpx.Response(200, json={"choices": [], "usage": {"total_tokens": 190}})
+
+    config = HttpOptions(
+        endpoints=(Endpoint("http://gw.test"),),
+        max_tokens_per_minute=200,
+        max_concurrency=1,
+        request_deadline=0.5,
+    )
+    requests = [{"model": "m", "max_tokens": 10, "i": i} for i in range(2)]
+    fetched = complete_all(requests, config, transport=httpx.MockTransport(handler))
+    assert fetched.outcomes[0].error is None
+    error = fetched.outcomes[1].error
+    assert error is not None and "maxTokensPerMinute" in error["message"]
+    assert len(sent) == 1 and fetched.stats.held_s > 0.3
