@@ -447,6 +447,8 @@ def _total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:
     """The records' cost (option pricing), ``None`` where none has one."""
     costs = [r["cost_usd"] for r in records if r.get("cost_usd") is not None]
     return round(sum(costs), 6) if costs else None
+
+
 def _shed_line(shed: int) -> str:
     """The requests the pool shed for :func:`summary` (`` (12 shed)``), or nothing."""
     return f" ({shed} shed)" if shed else ""

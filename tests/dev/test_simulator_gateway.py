@@ -83,6 +83,8 @@ def test_rpm_s_hint_is_the_seconds_to_the_next_window_on_the_simulator_s_clock()
     assert at(102.0) == (200, None)  # the next window
     assert at(102.5) == (200, None) and at(103.9) == (429, "1")
     assert server.counts["rate_limited"] == 4
+
+
 def test_llm_d_mode_sheds_sheddable_objectives_under_load_and_says_when_no_backend():
     faults = Faults(gateway="llm-d", objectives={"batch": -1}, capacity=1, no_backend=True)
     with SimulatorProcess(latency=0.5, faults=faults) as server:
