@@ -59,6 +59,8 @@ logger = logging.getLogger("dspark_json")
 
 #: Seconds a task waits for a name to resolve or for a ``/v1/models`` answer.
 LOOKUP_TIMEOUT_S = 5.0
+#: ``/v1/models`` lookups a task makes at once (connections), whatever the number of replicas.
+MAX_LOOKUPS_AT_ONCE = 16
 
 #: The largest endpoints file read (option ``endpointsFile``), as stored and decompressed.
 MAX_ENDPOINTS_FILE_BYTES = 1024 * 1024
@@ -378,7 +380,7 @@ class Replicas:
     async def refresh(self) -> None:
         """Look again: the file, the names, each endpoint's ``/v1/models``."""
         endpoints = await self._discover()
-        await asyncio.gather(*(self._fetch(e) for e in endpoints))
+        await _bounded(MAX_LOOKUPS_AT_ONCE, [self._fetch(e) for e in endpoints])
         if endpoints != self.endpoints:
             added = [e.url for e in endpoints if e not in self.endpoints]
             removed = [e.url for e in self.endpoints if e not in endpoints]
@@ -488,6 +490,17 @@ class Replicas:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _bounded(at_once: int, steps: Sequence[Awaitable[None]]) -> None:
+    """Await ``steps``, at most ``at_once`` at a time."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(step: Awaitable[None]) -> None:
+        async with gate:
+            await step
+
+    await asyncio.gather(*(one(s) for s in steps))
 
 
 def _named(endpoint: Endpoint) -> bool:
