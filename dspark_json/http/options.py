@@ -125,13 +125,16 @@ MAX_HEALTH_PATH = 1024
 
 def _health_path_bounds(name: str, path: str) -> None:
     """Option ``healthPath`` refused where it has a control character, is longer than
-    :data:`MAX_HEALTH_PATH`, or has a ``.`` or ``..`` segment (``/../../health`` would leave the
-    endpoint's base path: the server, or a proxy, resolves it)."""
+    :data:`MAX_HEALTH_PATH`, has a ``.`` or ``..`` segment (``/../../health`` would leave the
+    endpoint's base path: the server, or a proxy, resolves it), or an encoded ``/`` or a ``\\``
+    (which some servers read as a separator)."""
     bad = next((c for c in path if ord(c) < 32 or ord(c) == 127), None)
     if bad is not None:
         problem = f"has a control character ({bad!r})"
     elif len(path) > MAX_HEALTH_PATH:
         problem = f"is {len(path)} characters long, over {MAX_HEALTH_PATH}"
+    elif "\\" in path or "%2f" in path.lower() or "%5c" in path.lower():
+        problem = "has an encoded '/' or a '\\', which a server may read as a path separator"
     elif any(segment.lower().replace("%2e", ".") in (".", "..") for segment in path.split("/")):
         problem = "has a '.' or '..' segment, which would leave the endpoint's base path"
     else:

@@ -90,7 +90,7 @@ def read_endpoints_file(
     try:
         fs, path = resolve(source, storage)
         data = read_regular(path, MAX_ENDPOINTS_FILE_BYTES, fs=fs, decompress=True)
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a byte order mark (an editor's) is no URL
     except TooLarge as exc:
         raise OptionError(
             f"Option {option!r} names {shown}, which is too large: {exc} (the limit of an "

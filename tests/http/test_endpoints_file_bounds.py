@@ -95,3 +95,13 @@ def test_a_file_that_is_not_utf8_is_refused(tmp_path):
     path = tmp_path / "replicas.txt"
     path.write_bytes(b"http://10.0.0.1:8000\n\xff\xfe\n")
     assert "not UTF-8 text (byte 21)" in refused(path)
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_read(tmp_path):
+    """A file saved by a Windows editor: a UTF-8 byte order mark and CRLF line ends."""
+    path = tmp_path / "replicas.txt"
+    path.write_bytes(b"\xef\xbb\xbfhttp://10.0.0.7:8000\r\nhttp://10.0.0.8:8000\r\n")
+    assert [e.url for e in read_endpoints_file(str(path))] == [
+        "http://10.0.0.7:8000",
+        "http://10.0.0.8:8000",
+    ]

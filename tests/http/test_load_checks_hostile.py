@@ -35,6 +35,8 @@ def parse(**options: str) -> Options:
         ("/../../../health", "a '.' or '..' segment"),
         ("/v1/%2E%2e/health", "a '.' or '..' segment"),
         ("/./health", "a '.' or '..' segment"),
+        ("/%2e%2e%2F..%2fhealth", "an encoded '/' or a '\\'"),
+        ("/..\\..\\health", "an encoded '/' or a '\\'"),
     ],
 )
 def test_a_health_path_with_a_control_character_huge_or_escaping_is_refused(path, said):
