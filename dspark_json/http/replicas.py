@@ -60,7 +60,11 @@ logger = logging.getLogger("dspark_json")
 #: Seconds a task waits for a name to resolve or for a ``/v1/models`` answer.
 LOOKUP_TIMEOUT_S = 5.0
 #: ``/v1/models`` lookups a task makes at once (connections), whatever the number of replicas.
-MAX_LOOKUPS_AT_ONCE = 16
+MAX_LOOKUPS_AT_ONCE = 32
+#: Seconds one look at the replicas' ``/v1/models`` may take in all: those not answered by
+#: then count as not answering (until the next look), so that thousands of replicas that do
+#: not answer hold neither the task's start nor a refresh for long.
+REFRESH_BOUND_S = 30.0
 
 #: The largest endpoints file read (option ``endpointsFile``), as stored and decompressed.
 MAX_ENDPOINTS_FILE_BYTES = 1024 * 1024
@@ -380,7 +384,21 @@ class Replicas:
     async def refresh(self) -> None:
         """Look again: the file, the names, each endpoint's ``/v1/models``."""
         endpoints = await self._discover()
-        await _bounded(MAX_LOOKUPS_AT_ONCE, [self._fetch(e) for e in endpoints])
+        try:
+            async with asyncio.timeout(REFRESH_BOUND_S):
+                await _bounded(MAX_LOOKUPS_AT_ONCE, self._fetch, endpoints)
+        except TimeoutError:
+            unknown = [e for e in endpoints if e not in self._served]
+            logger.warning(
+                "%d of %d endpoints did not list their models within %gs (%d asked at once); "
+                "they count as not answering /v1/models until the next look.",
+                len(unknown),
+                len(endpoints),
+                REFRESH_BOUND_S,
+                MAX_LOOKUPS_AT_ONCE,
+            )
+            for endpoint in unknown:  # as _fetch does for one that fails
+                self._served[endpoint] = None if endpoint in self.config.endpoints else frozenset()
         if endpoints != self.endpoints:
             added = [e.url for e in endpoints if e not in self.endpoints]
             removed = [e.url for e in self.endpoints if e not in endpoints]
@@ -492,15 +510,17 @@ class Replicas:
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def _bounded(at_once: int, steps: Sequence[Awaitable[None]]) -> None:
-    """Await ``steps``, at most ``at_once`` at a time."""
+async def _bounded(
+    at_once: int, step: Callable[[Endpoint], Awaitable[None]], endpoints: Sequence[Endpoint]
+) -> None:
+    """``step`` of each endpoint, at most ``at_once`` at a time."""
     gate = asyncio.Semaphore(at_once)
 
-    async def one(step: Awaitable[None]) -> None:
+    async def one(endpoint: Endpoint) -> None:
         async with gate:
-            await step
+            await step(endpoint)
 
-    await asyncio.gather(*(one(s) for s in steps))
+    await asyncio.gather(*(one(e) for e in endpoints))
 
 
 def _named(endpoint: Endpoint) -> bool:

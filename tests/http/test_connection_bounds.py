@@ -65,3 +65,34 @@ def test_a_transport_keeps_a_bounded_number_of_idle_connections():
         servers = [stack.enter_context(raw_server(keep_alive)) for _ in range(count)]
         idle, open_ = asyncio.run(scenario([f"{s.url}/v1/models" for s in servers]))
     assert idle == open_ == MAX_IDLE_CONNECTIONS
+
+
+def test_a_look_at_replicas_that_do_not_answer_is_bounded_in_time(tmp_path, monkeypatch):
+    """Thousands of replicas that do not answer /v1/models, a few at a time, would hold the
+    task's start for hours: the look ends at REFRESH_BOUND_S, those not answered take nothing."""
+    from dspark_json.http import replicas as module
+
+    monkeypatch.setattr(module, "REFRESH_BOUND_S", 0.5)
+    path = tmp_path / "replicas.txt"
+    path.write_text("".join(f"http://10.0.0.{i}:8000\n" for i in range(1, 101)))
+    config = HttpOptions(endpoints=(Endpoint("http://10.1.0.1:8000"),), endpoints_file=str(path))
+
+    async def get(endpoint: Endpoint, path: str) -> tuple[int, bytes]:
+        if endpoint.url.endswith(".1:8000"):
+            return 200, b'{"data": [{"id": "m"}]}'
+        await asyncio.sleep(3600)  # a replica that never answers
+        raise AssertionError
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        replicas = Replicas(config, get, lambda endpoints: None)
+        replicas.active = True
+        await replicas.refresh()
+        allows = replicas.allows("m")
+        assert allows is not None
+        return (
+            allows(Endpoint("http://10.0.0.1:8000")),
+            allows(Endpoint("http://10.0.0.2:8000")),  # never answered: takes nothing
+            allows(Endpoint("http://10.1.0.1:8000")),  # option endpoint: as before, any model
+        )
+
+    assert asyncio.run(asyncio.wait_for(scenario(), 30)) == (True, False, True)
