@@ -69,10 +69,15 @@ def read_regular(
     codec = _codec(path) if decompress else None
     if fs is None or fs.type_name == "local":
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(descriptor, "rb", buffering=0) as source:
+        try:
             info = os.fstat(descriptor)
-            if not stat.S_ISREG(info.st_mode):
-                raise NotRegular(_kind(info.st_mode))
+        except OSError:
+            os.close(descriptor)
+            raise
+        if not stat.S_ISREG(info.st_mode):
+            os.close(descriptor)
+            raise NotRegular(_kind(info.st_mode))
+        with os.fdopen(descriptor, "rb", buffering=0) as source:
             if info.st_size > limit:
                 raise TooLarge(limit, info.st_size, "as stored")
             if codec is None:

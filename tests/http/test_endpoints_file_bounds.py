@@ -105,3 +105,8 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_read(tmp_path):
         "http://10.0.0.7:8000",
         "http://10.0.0.8:8000",
     ]
+
+
+def test_a_directory_is_refused_as_not_a_regular_file(tmp_path):
+    (tmp_path / "replicas.txt").mkdir()
+    assert "not a regular file (directory)" in refused(tmp_path / "replicas.txt")
