@@ -32,9 +32,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from dspark_json.fs import mask_uris, resolve, write_atomic
+from dspark_json.http.files import NotRegular, TooLarge, read_regular
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import redact
 from dspark_json.rows import load_json
@@ -99,29 +99,20 @@ class ResponseCache:
         fs, root = resolve(folder, self.storage)
         path = f"{root}/{name}"
         try:
-            # The type first: a FIFO or a device where an entry should be is never opened
-            # (reading a FIFO blocks for as long as nobody writes to it).
-            info = fs.get_file_info(path)
-            if info.type == pafs.FileType.NotFound:
-                return None
-            if info.type != pafs.FileType.File:
-                return self._unusable(folder, name, f"not a regular file ({info.type.name})")
-            if info.size is not None and info.size > self._largest:
-                return self._unusable(
-                    folder, name, f"{info.size} bytes, over maxResponseBytes={self.max_bytes}"
-                )
-            with fs.open_input_stream(path) as source:
-                data: bytes = source.read(self._largest + 1)
+            # The type first: a FIFO or a device where an entry should be is never read
+            # (reading a FIFO blocks for as long as nobody writes to it): http.files.
+            data = read_regular(path, self._largest, fs=fs)
         except FileNotFoundError:
             return None
+        except NotRegular as exc:
+            return self._unusable(folder, name, str(exc))
+        except TooLarge as exc:
+            size = f"over {self._largest} bytes" if exc.size is None else f"{exc.size} bytes"
+            return self._unusable(folder, name, f"{size}, over maxResponseBytes={self.max_bytes}")
         except OSError as exc:
             if any(s in str(exc).lower() for s in ("not found", "no such file", "does not exist")):
                 return None
             return self._unusable(folder, name, f"cannot be read: {exc}")
-        if len(data) > self._largest:
-            return self._unusable(
-                folder, name, f"over {self._largest} bytes, maxResponseBytes={self.max_bytes}"
-            )
         body, problem = _body(data, self.model)
         if problem is not None:
             return self._unusable(folder, name, f"{problem} ({len(data)} bytes)")

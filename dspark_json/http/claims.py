@@ -16,9 +16,18 @@ waiting tasks then claim it in turn and send it themselves, so each row gets its
 its own error, never another task's error. A waiting task stops waiting when the owner's lease
 has expired (a task killed or hung stops renewing it: within :data:`LEASE_SECONDS`), at once
 when the owner is a process of this host that is gone, and in any case at ``requestDeadline``
-after it started; then it sends the request itself. Claim and lease files hold no credential
+after it started; then it sends the request itself. A lease is believed for
+:data:`LEASE_SECONDS` at most (an expiry further ahead, or a claim written in the future, past
+:data:`CLOCK_SKEW_SECONDS`, is forged or broken: stale). Claim and lease files hold no credential
 (a host name, a process id, a random id, a time); they are never read as entries (their names
 end in ``.claim`` and ``.lease``, never ``.answer``).
+
+Everything in the cache may be written by others (a shared mount): a claim or lease is read
+only where it is a regular file (:func:`~dspark_json.http.files.read_regular`; a FIFO there
+would block the task), a claim that is not one is removed (WARN), and a ``_claims`` that is a
+symbolic link is refused (WARN, claims off): the sweep would delete files where it points. The
+sweep and the take-over delete through a descriptor of ``_claims`` opened without following a
+link (``O_NOFOLLOW``, ``dir_fd``), regular files only.
 
 pyarrow's object-store filesystems have no create-if-absent: there claims are off (one INFO
 per process says so) and each task sends what it does not find in the cache, as without claims.
@@ -32,6 +41,7 @@ import logging
 import os
 import re
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -40,9 +50,11 @@ from dataclasses import dataclass, field
 
 from dspark_json.fs import mask_uris, resolve
 from dspark_json.http.cache import ResponseCache
+from dspark_json.http.files import NotRegular, read_regular
 
 __all__ = [
     "CLAIM_SUFFIX",
+    "CLOCK_SKEW_SECONDS",
     "LEASE_FOLDER",
     "LEASE_RENEW_SECONDS",
     "LEASE_SECONDS",
@@ -63,6 +75,9 @@ LEASE_FOLDER = "_claims"
 LEASE_SECONDS = 30.0
 #: Seconds between an owner's renewals of its lease.
 LEASE_RENEW_SECONDS = 5.0
+#: Seconds two hosts' clocks may differ: a lease expiring later than :data:`LEASE_SECONDS`
+#: and this from now, or a claim written further than this in the future, is not believed.
+CLOCK_SKEW_SECONDS = 5.0
 #: The longest a claim or lease file is read (they hold a few dozen bytes).
 _READ_BYTES = 512
 #: The first and the longest pause between two looks at the entries waited for.
@@ -109,6 +124,17 @@ class Claims:
         """This task's lease written and renewed for the duration; every claim still held
         released and the lease removed at the end (an error included)."""
         if not self.available:
+            yield self
+            return
+        folder = os.path.dirname(self._lease)
+        if os.path.islink(folder):
+            _say_off(
+                self.cache,
+                f"{folder} is a symbolic link (to {os.path.realpath(folder)}): leases are "
+                "written and swept only in a directory of the cache itself. Remove the link",
+                warn=True,
+            )
+            self.available = False
             yield self
             return
         try:
@@ -239,20 +265,31 @@ class Claims:
     def _claimant(self, path: str) -> str | None:
         """The owner a claim names; ``None`` where it is gone, empty or unreadable."""
         try:
-            with open(path, encoding="utf-8") as claim:
-                owner = json.loads(claim.read(_READ_BYTES))["owner"]
-        except (OSError, ValueError, KeyError, TypeError):
+            owner = json.loads(read_regular(path, _READ_BYTES))["owner"]
+        except NotRegular as exc:  # a FIFO there would block whoever reads it: removed
+            logger.warning(
+                "cache %s: claim %s is %s; removed, and the request is claimed again.",
+                self.cache,
+                mask_uris(path),
+                exc,
+            )
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return None
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             return None
         if not isinstance(owner, str) or not re.fullmatch(r"[A-Za-z0-9._]+-\d+-[0-9a-f]+", owner):
             return None
         return owner
 
     def _young(self, path: str) -> bool:
-        """Whether the file at ``path`` is there and was written less than a lease ago."""
+        """Whether the file at ``path`` is there and was written less than a lease ago (and not
+        in the future, past the clocks' skew: such a time is not believed)."""
         try:
-            return time.time() - os.stat(path).st_mtime < LEASE_SECONDS
+            age = time.time() - os.stat(path).st_mtime
         except OSError:
             return False
+        return -CLOCK_SKEW_SECONDS <= age < LEASE_SECONDS
 
     def _alive(self, owner: str, known: dict[str, bool]) -> bool:
         """Whether ``owner``'s lease is there and unexpired, and (a process of this host) its
@@ -263,11 +300,15 @@ class Claims:
             known[owner] = True
             return True
         try:
-            with open(self._lease_path(owner), encoding="utf-8") as lease:
-                expires = float(json.loads(lease.read(_READ_BYTES))["expires"])
-        except (OSError, ValueError, KeyError, TypeError):
+            expires = float(
+                json.loads(read_regular(self._lease_path(owner), _READ_BYTES))["expires"]
+            )
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError):
             expires = 0.0
-        alive = expires > time.time() and not _gone_here(owner)
+        now = time.time()
+        # A lease says at most LEASE_SECONDS ahead when renewed: more is forged or broken.
+        plausible = now < expires <= now + LEASE_SECONDS + CLOCK_SKEW_SECONDS
+        alive = plausible and not _gone_here(owner)
         known[owner] = alive
         return alive
 
@@ -278,8 +319,7 @@ class Claims:
             with contextlib.suppress(OSError):
                 os.unlink(path)
         if owner is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(self._lease_path(owner))
+            _unlink_in(os.path.dirname(self._lease), f"{owner}{LEASE_SUFFIX}")
         logger.info(
             "cache %s: the claim of a task that is gone (%s) taken over.",
             self.cache,
@@ -313,22 +353,53 @@ class Claims:
 
     def _sweep(self) -> None:
         """Remove the leases (and their temporary files) of tasks gone for more than a lease:
-        what a task killed before its end left behind."""
+        what a task killed before its end left behind. Only regular files in ``_claims``
+        itself: read and deleted through a descriptor of it opened without following a link."""
         folder = os.path.dirname(self._lease)
         try:
-            names = os.listdir(folder)
+            descriptor = os.open(folder, _DIRECTORY_FLAGS)
         except OSError:
             return
-        for name in names:
-            path = f"{folder}/{name}"
-            if name.endswith(LEASE_SUFFIX) and not name.startswith("."):
-                owner = name[: -len(LEASE_SUFFIX)]
-                if owner != self.owner and not self._alive(owner, {}) and not self._young(path):
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-            elif name.startswith(".") and not self._young(path):
+        try:
+            now = time.time()
+            for name in os.listdir(descriptor):
+                try:
+                    info = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                young = -CLOCK_SKEW_SECONDS <= now - info.st_mtime < LEASE_SECONDS
+                if name.endswith(LEASE_SUFFIX) and not name.startswith("."):
+                    owner = name[: -len(LEASE_SUFFIX)]
+                    if owner == self.owner or young or self._alive(owner, {}):
+                        continue
+                elif not name.startswith(".") or young:
+                    continue
                 with contextlib.suppress(OSError):
-                    os.unlink(path)
+                    os.unlink(name, dir_fd=descriptor)
+        finally:
+            os.close(descriptor)
+
+
+#: A directory opened to read and delete in it, never through a symbolic link.
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+
+
+def _unlink_in(folder: str, name: str) -> None:
+    """Delete the regular file ``name`` in ``folder``, never through a symbolic link (neither
+    ``folder`` nor ``name``); nothing where it cannot be."""
+    try:
+        descriptor = os.open(folder, _DIRECTORY_FLAGS)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.stat(name, dir_fd=descriptor, follow_symlinks=False).st_mode):
+            os.unlink(name, dir_fd=descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _gone_here(owner: str) -> bool:
@@ -354,13 +425,14 @@ def _host() -> str:
     return re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:100] or "host"
 
 
-def _say_off(cache: ResponseCache, why: str) -> None:
-    """One INFO per process and cache directory: claims are off, and why."""
+def _say_off(cache: ResponseCache, why: str, *, warn: bool = False) -> None:
+    """One INFO (``warn``: WARN) per process and cache directory: claims are off, and why."""
     with _SAID_LOCK:
         if cache.directory in _SAID_OFF:
             return
         _SAID_OFF.add(cache.directory)
-    logger.info(
+    logger.log(
+        logging.WARNING if warn else logging.INFO,
         "cache %s: no claims between tasks, %s; tasks running at once may send the same "
         "request (each answer is still kept once).",
         cache,

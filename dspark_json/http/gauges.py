@@ -23,7 +23,12 @@ held at a saturated endpoint whatever option ``model`` says.
   every request until its deadline. The fetch is bounded
   (:data:`MAX_METRICS_BYTES`, :data:`FETCH_TIMEOUT_S`) and never fails a row: an endpoint whose
   ``/metrics`` is missing or is not vLLM's (a gateway) is logged once per process and left to
-  the latency-driven limit (:class:`~dspark_json.http.concurrency.AdaptiveLimit`).
+  the latency-driven limit (:class:`~dspark_json.http.concurrency.AdaptiveLimit`), and read
+  again after :data:`UNSUPPORTED_RETRY_S` (doubling up to :data:`UNSUPPORTED_MAX_RETRY_S`: one
+  odd answer does not turn the gate off for good). A reading with a number that is not finite
+  or not plausible (``+Inf``, ``NaN``, a negative count, a KV use past 1, engines summing past
+  :data:`MAX_GAUGE`) is unknown (:class:`Unreadable`): no reading, one WARN per endpoint and
+  process, never an error.
 - :class:`Gate` holds back a task's new requests to a saturated endpoint (never one in flight).
   An endpoint is saturated when more than ``maxServerQueue`` requests wait, or its KV cache is
   at least :data:`KV_SATURATED` full, or its last reading is older than :data:`MAX_AGE_S` (as
@@ -53,7 +58,7 @@ import httpx
 
 from dspark_json.http.transport import BodyTooLarge
 
-__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "parse_gauges"]
+__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -77,6 +82,13 @@ MAX_METRICS_BYTES = 4 * 1024 * 1024
 FETCH_TIMEOUT_S = 2.0
 #: Seconds after its last use that an endpoint's reading is forgotten (a replica gone).
 FORGET_S = 300.0
+#: Seconds before a /metrics that was not vLLM's is read again (then twice as long each time,
+#: up to :data:`UNSUPPORTED_MAX_RETRY_S`).
+UNSUPPORTED_RETRY_S = 30.0
+UNSUPPORTED_MAX_RETRY_S = 600.0
+#: The largest request count a reading may hold (summed over engines): past it, the reading
+#: is not believed (no server holds a billion requests; 1e308 twice would sum to infinity).
+MAX_GAUGE = 1e9
 
 #: GET of one endpoint's ``/metrics`` through the client's transport, the body held to the
 #: given number of bytes (:class:`~dspark_json.http.transport.BodyTooLarge` past it):
@@ -100,10 +112,16 @@ class Reading:
     at: float
 
 
+class Unreadable(ValueError):
+    """A /metrics text with vLLM's gauges whose numbers cannot be believed (not finite, negative,
+    a KV use past 1, counts past :data:`MAX_GAUGE`)."""
+
+
 def parse_gauges(text: str) -> tuple[float, float, float] | None:
     """(waiting, running, KV use) from vLLM's Prometheus text, summed over engines and the
     models they are labelled with (KV use: their mean); ``None`` when the text holds none of
-    vLLM's scheduler gauges (not vLLM's /metrics)."""
+    vLLM's scheduler gauges (not vLLM's /metrics). Raises :class:`Unreadable` where a gauge's
+    number is not finite or not plausible: no arithmetic is done on it."""
     sums = {"waiting": 0.0, "running": 0.0}
     kv: dict[str, list[float]] = {"kv_cache_usage_perc": [], "gpu_cache_usage_perc": []}
     found = False
@@ -113,13 +131,18 @@ def parse_gauges(text: str) -> tuple[float, float, float] | None:
             number = float(value)
         except ValueError:
             continue
-        if math.isnan(number):
-            continue
         found = True
         if name in kv:
+            if not 0.0 <= number <= 1.0:  # NaN fails both comparisons too
+                raise Unreadable(f"vllm:{name} {value[:40]} (a share from 0 to 1)")
             kv[name].append(number)
         else:
-            sums[name.removeprefix("num_requests_")] += number
+            if not 0.0 <= number <= MAX_GAUGE:
+                raise Unreadable(f"vllm:{name} {value[:40]} (a count from 0 to {MAX_GAUGE:g})")
+            key = name.removeprefix("num_requests_")
+            sums[key] += number
+            if sums[key] > MAX_GAUGE:
+                raise Unreadable(f"vllm:{name} sums past {MAX_GAUGE:g} over the engines")
     if not found:
         return None
     usage = kv["kv_cache_usage_perc"] or kv["gpu_cache_usage_perc"]
@@ -130,8 +153,10 @@ def parse_gauges(text: str) -> tuple[float, float, float] | None:
 class _Entry:
     reading: Reading | None = None
     fetched: float = -math.inf  # when the last fetch started (monotonic)
-    unsupported: bool = False
+    unsupported_until: float = -math.inf  # not vLLM's: not read again before (monotonic)
+    retry_s: float = UNSUPPORTED_RETRY_S  # the next wait after an answer that is not vLLM's
     warned: bool = False
+    warned_unreadable: bool = False
     used: float = 0.0  # when a gate last asked for it (monotonic)
     fetching: dict[int, asyncio.Task[None]] = field(default_factory=dict)  # by event loop
 
@@ -162,9 +187,9 @@ class Gauges:
         last fetch is older than the refresh interval); ``None`` where its /metrics is not
         vLLM's."""
         entry = self._entry(url)
-        if entry.unsupported:
-            return None
         now = time.monotonic()
+        if now < entry.unsupported_until:
+            return None
         loop = id(asyncio.get_running_loop())
         task = entry.fetching.get(loop)
         if task is None and now - entry.fetched >= self.refresh_s:
@@ -174,7 +199,7 @@ class Gauges:
             task.add_done_callback(lambda _: entry.fetching.pop(loop, None))
         if task is not None and entry.reading is None:
             await asyncio.shield(task)  # the first reading: wait for it
-        return None if entry.unsupported else entry.reading
+        return None if time.monotonic() < entry.unsupported_until else entry.reading
 
     async def _fetch(self, url: str, fetch: MetricsFetch, e: _Entry) -> None:
         self.fetches += 1
@@ -201,22 +226,42 @@ class Gauges:
             logger.debug("Reading %s/metrics failed", url, exc_info=True)
             e.reading = None
             return
-        gauges = parse_gauges(body.decode("utf-8", "replace"))
+        try:
+            gauges = parse_gauges(body.decode("utf-8", "replace"))
+        except Unreadable as exc:  # +Inf, NaN, 1e308: unknown, never arithmetic
+            e.reading = None
+            if not e.warned_unreadable:
+                e.warned_unreadable = True
+                logger.warning(
+                    "Option 'maxServerQueue': %s/metrics holds a number that cannot be "
+                    "believed: %s; no reading (requests to it are paced by latency until a "
+                    "reading is plausible again). Said once per endpoint and process.",
+                    url,
+                    exc,
+                )
+            return
         if gauges is None:
             self._unsupported(url, e, "no vllm:num_requests_waiting in it")
             return
+        e.retry_s = UNSUPPORTED_RETRY_S
         e.reading = Reading(*gauges, at=started)
 
     def _unsupported(self, url: str, entry: _Entry, why: str) -> None:
-        entry.unsupported = True
+        """Not vLLM's /metrics: no reading; read again after ``entry.retry_s`` (doubling)."""
+        entry.reading = None
+        entry.unsupported_until = time.monotonic() + entry.retry_s
+        entry.retry_s = min(entry.retry_s * 2, UNSUPPORTED_MAX_RETRY_S)
         if not entry.warned:
             entry.warned = True
             logger.warning(
                 "Option 'maxServerQueue': %s/metrics is not vLLM's Prometheus metrics (%s); "
                 "requests to this endpoint are paced by latency only (a gateway: point option "
-                "'endpoint' at the replicas to read their queues).",
+                "'endpoint' at the replicas to read their queues). Read again in %gs, then "
+                "less often (up to every %gs).",
                 url,
                 why,
+                UNSUPPORTED_RETRY_S,
+                UNSUPPORTED_MAX_RETRY_S,
             )
 
 
@@ -246,6 +291,8 @@ def room(reading: Reading, max_queue: int) -> float:
         return math.inf
     # The KV cache's share per running sequence gives the sequences that fit up to the line.
     slots = reading.running * (KV_SATURATED - reading.kv) / reading.kv
+    if not math.isfinite(slots):  # a KV use so small the share overflows: all but empty
+        return math.inf if slots > 0 else -1.0
     if reading.kv >= KV_SATURATED:
         return min(-1.0, math.floor(slots))
     return math.floor(slots) + queue

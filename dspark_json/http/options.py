@@ -110,6 +110,7 @@ def _health_path(name: str, text: str) -> str | None:
         return None
     if path.lower() == AUTO_HEALTH:
         return AUTO_HEALTH
+    _health_path_bounds(name, path)
     if not path.startswith("/") or "://" in path or any(c in path for c in " ?#\r\n"):
         raise OptionError(
             f"Option {name!r} must be a path on each endpoint starting with '/' (e.g. "
@@ -117,6 +118,33 @@ def _health_path(name: str, text: str) -> str | None:
             f"skip the check; got {redact(text)!r}."
         )
     return path
+
+
+#: The longest option ``healthPath`` (a liveness path is a few dozen characters).
+MAX_HEALTH_PATH = 1024
+
+
+def _health_path_bounds(name: str, path: str) -> None:
+    """Option ``healthPath`` refused where it has a control character, is longer than
+    :data:`MAX_HEALTH_PATH`, has a ``.`` or ``..`` segment (``/../../health`` would leave the
+    endpoint's base path: the server, or a proxy, resolves it), or an encoded ``/`` or a ``\\``
+    (which some servers read as a separator)."""
+    bad = next((c for c in path if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        problem = f"has a control character ({bad!r})"
+    elif len(path) > MAX_HEALTH_PATH:
+        problem = f"is {len(path)} characters long, over {MAX_HEALTH_PATH}"
+    elif "\\" in path or "%2f" in path.lower() or "%5c" in path.lower():
+        problem = "has an encoded '/' or a '\\', which a server may read as a path separator"
+    elif any(segment.lower().replace("%2e", ".") in (".", "..") for segment in path.split("/")):
+        problem = "has a '.' or '..' segment, which would leave the endpoint's base path"
+    else:
+        return
+    raise OptionError(
+        f"Option {name!r} {problem}: {redact(path[:80])!r}{'...' if len(path) > 80 else ''}. "
+        "Give the path on each endpoint, under its base URL, e.g. '/health' (LiteLLM: "
+        "'/health/liveliness'), 'auto' (the default), or empty to skip the check."
+    )
 
 
 def _json_or_file(name: str, source: str, what: str) -> str:

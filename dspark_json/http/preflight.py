@@ -15,8 +15,10 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import httpx
 
@@ -49,6 +51,74 @@ logger = logging.getLogger("dspark_json")
 
 #: Seconds each request at ``.load()`` may take, connect, send and read together.
 CHECK_TIMEOUT_S = 10.0
+#: Endpoints checked at once at ``.load()`` (connections the driver opens at once).
+CHECK_CONNECTIONS = 32
+#: Seconds one kind of check at ``.load()`` may take over all the endpoints together (the
+#: endpoints not checked by then are left to the executors' probes, with a WARN).
+CHECK_TOTAL_S = 120.0
+#: Seconds an endpoint found unusable by :func:`check_model` is skipped by the later checks.
+DOWN_MEMORY_S = 300.0
+
+#: The endpoints :func:`check_model` found unusable, with when (``time.monotonic()``).
+_DOWN: dict[Endpoint, float] = {}
+
+_T = TypeVar("_T")
+
+
+def _known_down(endpoint: Endpoint) -> bool:
+    since = _DOWN.get(endpoint)
+    return since is not None and time.monotonic() - since < DOWN_MEMORY_S
+
+
+def each_endpoint(
+    endpoints: Sequence[Endpoint], check: Callable[[Endpoint], _T]
+) -> list[tuple[Endpoint, _T | ServerError | None]]:
+    """``check`` of each endpoint, :data:`CHECK_CONNECTIONS` at once, within
+    :data:`CHECK_TOTAL_S` in all; in the endpoints' order, each with its result, its
+    :class:`ServerError`, or ``None`` where it was not checked in time (one WARN counts
+    those). Any other error is raised here."""
+    results: dict[int, object] = {}
+    queue = deque(enumerate(endpoints))
+    lock = threading.Lock()
+    finished = threading.Event()
+    if not endpoints:
+        return []
+
+    def work() -> None:
+        while True:
+            with lock:
+                if not queue or finished.is_set():
+                    return
+                index, endpoint = queue.popleft()
+            try:
+                result: object = check(endpoint)
+            except BaseException as exc:  # handed to the caller's thread
+                result = exc
+            with lock:
+                results[index] = result
+                if len(results) == len(endpoints):
+                    finished.set()
+
+    for _ in range(min(CHECK_CONNECTIONS, len(endpoints))):  # daemons: none outlives a check
+        threading.Thread(target=work, name="dspark-json-check", daemon=True).start()
+    finished.wait(CHECK_TOTAL_S)
+    with lock:
+        finished.set()  # the workers take no more
+        done = dict(results)
+    for value in done.values():
+        if isinstance(value, BaseException) and not isinstance(value, ServerError):
+            raise value
+    missing = len(endpoints) - len(done)
+    if missing:
+        logger.warning(
+            "%d of %d endpoints were not checked within %g s (the bound of the checks at "
+            ".load(), %d at once); they are left to the executors' probes.",
+            missing,
+            len(endpoints),
+            CHECK_TOTAL_S,
+            CHECK_CONNECTIONS,
+        )
+    return [(e, done.get(i)) for i, e in enumerate(endpoints)]  # type: ignore[misc]
 
 
 def check_server(options: HttpOptions, model: str | None) -> str:
@@ -92,21 +162,29 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
         )
         return model, None
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
-    for endpoint in endpoints:
-        try:
-            served = _served_models(
-                endpoint,
-                key,
-                options.max_response_bytes,
-                health=options.health_path,
-                sent=options.request_headers,
-            )
-        except ServerError as exc:
+    outcomes = each_endpoint(
+        endpoints,
+        lambda e: _served_models(
+            e,
+            key,
+            options.max_response_bytes,
+            health=options.health_path,
+            sent=options.request_headers,
+        ),
+    )
+    for endpoint, outcome in outcomes:
+        if isinstance(outcome, ServerError):
             if len(endpoints) == 1:
-                raise
-            problems.append(str(exc))
-            logger.warning("%s Continuing with the other endpoints.", exc)
+                raise outcome
+            _DOWN[endpoint] = time.monotonic()
+            problems.append(str(outcome))
+            if len(problems) <= _SHOWN:
+                logger.warning("%s Continuing with the other endpoints.", outcome)
             continue
+        if outcome is None:  # not checked within CHECK_TOTAL_S
+            continue
+        _DOWN.pop(endpoint, None)
+        served = outcome
         if model is None:
             if not served:
                 raise ServerError(
@@ -128,10 +206,12 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
         url, served_there = next(iter(others.items()))
         raise ServerError(
             f"Model {model!r} is not served by {url} (it serves: "
-            f"{', '.join(served_there) or 'nothing'}). Fix option 'model', or option 'endpoint'."
+            f"{_few(served_there) or 'nothing'}). Fix option 'model', or option 'endpoint'."
         )
     if others and len(others) + len(problems) == len(endpoints):
-        listed = "; ".join(f"{url} serves {', '.join(m) or 'nothing'}" for url, m in others.items())
+        listed = "; ".join(
+            f"{url} serves {_few(m) or 'nothing'}" for url, m in list(others.items())[:_SHOWN]
+        ) + (f" and {len(others) - _SHOWN} more endpoints" if len(others) > _SHOWN else "")
         raise ServerError(
             f"Model {model!r} is not served by any endpoint ({listed}). Fix option 'model', or "
             "option 'endpoint'."
@@ -140,15 +220,38 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
         logger.info(
             "Model %r is not served by %s; its requests go to the endpoints that serve it.",
             model,
-            ", ".join(others),
+            _few(list(others)),
+        )
+    if len(problems) > _SHOWN:
+        logger.warning(
+            "%d more endpoints cannot be used (%d of %d in all); continuing with the others.",
+            len(problems) - _SHOWN,
+            len(problems),
+            len(endpoints),
         )
     if model is None or len(problems) == len(endpoints):
-        raise ServerError("No endpoint is usable: " + " | ".join(problems))
+        shown = " | ".join(problems[:_SHOWN])
+        if len(problems) > _SHOWN:
+            shown += f" | and {len(problems) - _SHOWN} more endpoints"
+        unchecked = len(endpoints) - len(problems) - sum(1 for _, o in outcomes if o is not None)
+        if unchecked:
+            shown += f" | {unchecked} not checked within {CHECK_TOTAL_S:g} s"
+        raise ServerError("No endpoint is usable: " + shown)
     return model, context
 
 
 #: Values a message shows of a list (the rest counted).
 _SHOWN = 5
+
+
+def _few(values: Sequence[str]) -> str:
+    """The first :data:`_SHOWN` of ``values`` (each cut to 80 characters) and how many more:
+    a server's list of a million model ids makes a message of a few lines, not megabytes."""
+    cut = [v if len(v) <= 80 else v[:77] + "..." for v in values[:_SHOWN]]
+    more = (
+        f" and {len(values) - _SHOWN} more ({len(values)} in all)" if len(values) > _SHOWN else ""
+    )
+    return ", ".join(cut) + more
 
 
 def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
@@ -165,17 +268,16 @@ def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
     key = options.key.resolve()
     served: dict[str, None] = {}
     reached = 0
-    for endpoint in _all_endpoints(options):
-        try:
-            served.update(
-                dict.fromkeys(
-                    _served_models(
-                        endpoint, key, options.max_response_bytes, sent=options.request_headers
-                    )
-                )
-            )
-        except ServerError:
+    endpoints = [e for e in _all_endpoints(options) if not _known_down(e)]
+    for _, outcome in each_endpoint(
+        endpoints,
+        lambda e: _served_models(
+            e, key, options.max_response_bytes, sent=options.request_headers
+        ),
+    ):
+        if outcome is None or isinstance(outcome, ServerError):
             continue
+        served.update(dict.fromkeys(outcome))
         reached += 1
     if reached == 0:
         return
@@ -365,49 +467,63 @@ def check_priority(options: HttpOptions, model: str, priority: int | None) -> No
         "max_tokens": 1,
         "priority": priority,
     }
-    for endpoint in _all_endpoints(options):  # endpointsFile's replicas too
+    endpoints = _all_endpoints(options)  # endpointsFile's replicas too
+    down = [e for e in endpoints if _known_down(e)]
+    if down:
+        logger.info(
+            "Option 'priority': not checked at %s, found unreachable just before.",
+            _few([e.url for e in down]),
+        )
+
+    def probe(endpoint: Endpoint) -> httpx.Response:
+        return http_get(
+            f"{endpoint.url}/v1/chat/completions",
+            {
+                **options.request_headers.sent(),
+                **auth_headers(key, endpoint),
+                "content-type": "application/json",
+            },
+            [key, endpoint.credentials],
+            option="endpoint",
+            limit=options.max_response_bytes,
+            timeout=CHECK_TIMEOUT_S * 6,  # a completion, not a listing: the model runs
+            content=json.dumps(body).encode("utf-8"),
+        )
+
+    slow: list[str] = []
+    for endpoint, outcome in each_endpoint([e for e in endpoints if e not in down], probe):
         url = f"{endpoint.url}/v1/chat/completions"
         secrets = [key, endpoint.credentials]
-        try:
-            response = http_get(
-                url,
-                {
-                    **options.request_headers.sent(),
-                    **auth_headers(key, endpoint),
-                    "content-type": "application/json",
-                },
-                secrets,
-                option="endpoint",
-                limit=options.max_response_bytes,
-                timeout=CHECK_TIMEOUT_S * 6,  # a completion, not a listing: the model runs
-                content=json.dumps(body).encode("utf-8"),
-            )
-        except ServerError as exc:
-            if isinstance(exc.__cause__, TimeoutError | httpx.TimeoutException):
+        if outcome is None:  # not checked within CHECK_TOTAL_S
+            slow.append(redact(url, secrets))
+            continue
+        if isinstance(outcome, ServerError):
+            if isinstance(outcome.__cause__, TimeoutError | httpx.TimeoutException):
                 # A low priority waits behind the pool's interactive traffic: a slow answer
                 # says nothing about the policy (a refusal is immediate).
-                logger.warning(
-                    "Option 'priority': the check request to %s got no answer within %g s; "
-                    "going on.",
-                    redact(url, secrets),
-                    CHECK_TIMEOUT_S * 6,
-                )
+                slow.append(redact(url, secrets))
                 continue
-            raise ServerError(f"Checking option 'priority'={priority}: {exc}") from exc
-        text = redact(response.text, secrets)
-        if response.status_code == 400 and "priority" in text.lower():
+            raise ServerError(f"Checking option 'priority'={priority}: {outcome}") from outcome
+        text = redact(outcome.text, secrets)
+        if outcome.status_code == 400 and "priority" in text.lower():
             raise ServerError(
                 f"Option 'priority'={priority}: the model server at {endpoint.url} does not "
                 f"schedule by priority (it answered HTTP 400: {text[:200]!r}). Start vLLM with "
                 "--scheduling-policy priority, or drop option 'priority'."
             )
-        if response.status_code >= 400:
+        if outcome.status_code >= 400:
             logger.warning(
                 "Option 'priority': the check request to %s answered HTTP %d (%s); going on.",
                 url,
-                response.status_code,
+                outcome.status_code,
                 text[:200],
             )
+    if slow:
+        logger.warning(
+            "Option 'priority': the check request to %s got no answer within %g s; going on.",
+            _few(slow),
+            CHECK_TIMEOUT_S * 6,
+        )
 
 
 def _length(value: Any) -> int | None:

@@ -37,8 +37,9 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import kind_of, read_text
+from dspark_json.fs import resolve
 from dspark_json.http.endpoints import WAIT_WARN_S, Endpoint
+from dspark_json.http.files import NotRegular, TooLarge, read_regular
 from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
 from dspark_json.http.transport import proxy_for
@@ -58,6 +59,17 @@ logger = logging.getLogger("dspark_json")
 
 #: Seconds a task waits for a name to resolve or for a ``/v1/models`` answer.
 LOOKUP_TIMEOUT_S = 5.0
+#: ``/v1/models`` lookups a task makes at once (connections), whatever the number of replicas.
+MAX_LOOKUPS_AT_ONCE = 32
+#: Seconds one look at the replicas' ``/v1/models`` may take in all: those not answered by
+#: then count as not answering (until the next look), so that thousands of replicas that do
+#: not answer hold neither the task's start nor a refresh for long.
+REFRESH_BOUND_S = 30.0
+
+#: The largest endpoints file read (option ``endpointsFile``), as stored and decompressed.
+MAX_ENDPOINTS_FILE_BYTES = 1024 * 1024
+#: The most endpoints an endpoints file may list.
+MAX_ENDPOINTS = 10_000
 
 #: Seconds after which an endpoints file that read empty, where it listed replicas before, is
 #: read again before the pool is taken as scaled to zero.
@@ -88,9 +100,25 @@ def read_endpoints_file(
     and the fix; also where it lists none, unless ``allow_empty`` (a pool scaled to zero)."""
     shown = redact(source)
     try:
-        if kind_of(source, storage=storage) != "file":
-            raise FileNotFoundError("not a file")
-        text = read_text(source, storage=storage)
+        fs, path = resolve(source, storage)
+        data = read_regular(path, MAX_ENDPOINTS_FILE_BYTES, fs=fs, decompress=True)
+        text = data.decode("utf-8-sig")  # a byte order mark (an editor's) is no URL
+    except TooLarge as exc:
+        raise OptionError(
+            f"Option {option!r} names {shown}, which is too large: {exc} (the limit of an "
+            f"endpoints file, as stored and decompressed; {MAX_ENDPOINTS} endpoints at most). "
+            "List one base URL per line, or point option 'endpoint' at a load balancer."
+        ) from None
+    except NotRegular as exc:
+        raise OptionError(
+            f"Option {option!r} names {shown}, which is {exc}: never opened. Point it to a "
+            "regular file (one base URL per line, e.g. http://10.0.0.7:8000)."
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise OptionError(
+            f"Option {option!r} names {shown}, which is not UTF-8 text (byte {exc.start}). "
+            "Write one base URL per line, e.g. http://10.0.0.7:8000."
+        ) from None
     except Exception as exc:  # OSError, or an object store's own errors
         raise OptionError(
             f"Option {option!r} names {shown}, which cannot be read ({redact(str(exc))}). "
@@ -98,11 +126,23 @@ def read_endpoints_file(
             "option."
         ) from None
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        item = _COMMENT.split(line, maxsplit=1)[0].strip()
+    # Lines end at \n only (str.splitlines also splits at \x85, \u2028...: the line numbers
+    # said would not be the editor's, and a control character would pass unseen).
+    for number, line in enumerate(text.split("\n"), 1):
+        item = _COMMENT.split(line.removesuffix("\r"), maxsplit=1)[0].strip()
         if not item:
             continue
-        url, credentials = split_credentials(item.rstrip("/"))
+        try:
+            url, credentials = split_credentials(item.rstrip("/"))
+        except ValueError:  # urlsplit's "Invalid IPv6 URL"
+            url, credentials = item, None
+        problem = _url_problem(url)
+        if problem is not None:
+            raise OptionError(
+                f"Option {option!r}: line {number} of {shown} is not a base URL: "
+                f"{_masked(item)!r} has {problem}. Write one http(s) base URL per line, e.g. "
+                "'http://10.0.0.7:8000' (# starts a comment)."
+            )
         parts = urlsplit(url)
         if parts.query or parts.fragment:
             raise OptionError(
@@ -118,12 +158,41 @@ def read_endpoints_file(
                 "'http://10.0.0.7:8000' (# starts a comment)."
             )
         out.append(Endpoint(_check_base_url(option, url), credentials))
+        if len(out) > MAX_ENDPOINTS:
+            raise OptionError(
+                f"Option {option!r}: {shown} lists more than {MAX_ENDPOINTS} endpoints (line "
+                f"{number}), the limit of an endpoints file. Point option 'endpoint' at a load "
+                "balancer in front of them, or split the replicas between queries."
+            )
     if not out and not allow_empty:
         raise OptionError(
             f"Option {option!r} names {shown}, which lists no endpoint. Write one base URL "
             "per line (e.g. http://10.0.0.7:8000), or leave the option out."
         )
     return tuple(dict.fromkeys(out))
+
+
+def _url_problem(url: str) -> str | None:
+    """What makes ``url`` (credentials taken out) no URL to send to, ``None`` where nothing:
+    a control character, a host name with characters no name has, a port that is not a
+    number from 1 to 65535."""
+    bad = next((c for c in url if ord(c) < 32 or 127 <= ord(c) < 160), None)
+    if bad is not None:
+        return f"a control character ({bad!r})"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # "Port out of range 0-65535", "Invalid IPv6 URL"...
+        if "IPv6" in str(exc):
+            return "an IPv6 address that is not closed by ']'"
+        return "a port that is not a number from 1 to 65535"
+    if port == 0:
+        return "a port that is not a number from 1 to 65535"
+    host = parts.hostname or ""
+    named = not host.startswith("[") and ":" not in host  # not an IPv6 address
+    if named and not all(c.isalnum() or c in ".-_" for c in host):
+        return "a host name with characters no host name has (letters, digits, '.', '-')"
+    return None
 
 
 def _masked(item: str) -> str:
@@ -326,7 +395,21 @@ class Replicas:
     async def refresh(self) -> None:
         """Look again: the file, the names, each endpoint's ``/v1/models``."""
         endpoints = await self._discover()
-        await asyncio.gather(*(self._fetch(e) for e in endpoints))
+        try:
+            async with asyncio.timeout(REFRESH_BOUND_S):
+                await _bounded(MAX_LOOKUPS_AT_ONCE, self._fetch, endpoints)
+        except TimeoutError:
+            unknown = [e for e in endpoints if e not in self._served]
+            logger.warning(
+                "%d of %d endpoints did not list their models within %gs (%d asked at once); "
+                "they count as not answering /v1/models until the next look.",
+                len(unknown),
+                len(endpoints),
+                REFRESH_BOUND_S,
+                MAX_LOOKUPS_AT_ONCE,
+            )
+            for endpoint in unknown:  # as _fetch does for one that fails
+                self._served[endpoint] = None if endpoint in self.config.endpoints else frozenset()
         if endpoints != self.endpoints:
             added = [e.url for e in endpoints if e not in self.endpoints]
             removed = [e.url for e in self.endpoints if e not in endpoints]
@@ -472,6 +555,19 @@ class Replicas:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _bounded(
+    at_once: int, step: Callable[[Endpoint], Awaitable[None]], endpoints: Sequence[Endpoint]
+) -> None:
+    """``step`` of each endpoint, at most ``at_once`` at a time."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(endpoint: Endpoint) -> None:
+        async with gate:
+            await step(endpoint)
+
+    await asyncio.gather(*(one(e) for e in endpoints))
 
 
 def _named(endpoint: Endpoint) -> bool:

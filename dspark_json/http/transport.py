@@ -29,6 +29,7 @@ import httpx
 __all__ = [
     "MAX_HEADER_LINES",
     "MAX_HEAD_BYTES",
+    "MAX_IDLE_CONNECTIONS",
     "BodyRefused",
     "BodyTooLarge",
     "HeadersTooLarge",
@@ -56,6 +57,11 @@ _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
 #: (:class:`HeadersTooLarge`) instead of filling the memory until the request times out.
 MAX_HEADER_LINES = 256
 MAX_HEAD_BYTES = 64 << 10
+#: The most idle keep-alive connections one transport (one worker of a task) keeps, whatever
+#: the number of endpoints: past it, the one idle longest is closed. A task then holds at most
+#: ``maxConcurrency`` x (1 + this) connections for its requests (2,000 replicas in one task
+#: opened 2,010 at once, and past a 1,024 file limit replicas silently got nothing).
+MAX_IDLE_CONNECTIONS = 8
 _NO_BODY = frozenset({204, 304})
 _PIECE = 1 << 16  # bytes read or decoded at a time
 #: ``Content-Encoding`` -> the ``wbits`` of the zlib stream (gzip: header; deflate: either form).
@@ -129,7 +135,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
             writer.close()
             raise
         if keep_alive:
-            self._idle[key] = connection
+            self._keep(key, connection)
         else:
             writer.close()
         if any(name.lower() == b"content-encoding" for name, _ in headers):
@@ -139,6 +145,17 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 status, headers=headers, stream=httpx.ByteStream(body), request=request
             )
         return httpx.Response(status, headers=headers, content=body, request=request)
+
+    def _keep(self, key: _Key, connection: Connection) -> None:
+        """``connection`` idle for the next request to its origin: one per origin (another
+        one there, of a request made at the same time, is closed), :data:`MAX_IDLE_CONNECTIONS`
+        in all (the one idle longest closed)."""
+        other = self._idle.pop(key, None)
+        if other is not None:
+            other[1].close()
+        self._idle[key] = connection
+        while len(self._idle) > MAX_IDLE_CONNECTIONS:
+            self._idle.pop(next(iter(self._idle)))[1].close()
 
     async def _connect(
         self, request: httpx.Request, key: _Key, timeout: float | None

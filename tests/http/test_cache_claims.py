@@ -429,3 +429,79 @@ def test_a_corrupt_entry_another_task_is_replacing_is_waited_for(tmp_path, caplo
     assert model.sent == 0 and "from the other task" in fetched.outcomes[0].body
     assert fetched.stats.cache_waits == 1
     assert caplog.text.count("is not used") == 1  # the lookup's WARN, not one per look
+
+
+# Issue 53: claims and leases that others wrote (a shared cache on NFS or a workspace mount).
+
+
+def claim_file(cache_dir: Path, request: bytes) -> Path:
+    key = ResponseCache(str(cache_dir), "m").key(request)
+    path = cache_dir / key[:2] / f"{key}{CLAIM_SUFFIX}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_lease_or_claim_blocks_no_task(tmp_path, caplog):
+    """A FIFO named like a lease (the sweep and every claim's owner check read it) and a FIFO
+    where a claim should be: opening either for reading blocked each task for ever."""
+    leases = tmp_path / LEASE_FOLDER
+    leases.mkdir()
+    os.mkfifo(leases / f"otherhost-7-0123456789ab{LEASE_SUFFIX}")
+    claim_file(tmp_path, body("a")).write_text(json.dumps({"owner": "otherhost-7-0123456789ab"}))
+    os.mkfifo(claim_file(tmp_path, body("b")))
+    model = Model()
+    with raw_server(model) as server, caplog.at_level(logging.WARNING, logger="dspark_json"):
+        fetched = run(server, str(tmp_path), [body("a"), body("b")], deadline=5.0)
+    assert all(o.error is None for o in fetched.outcomes) and model.sent == 2
+    assert fetched.stats.cache_waits == 0
+    assert "is not a regular file (FIFO); removed" in caplog.text
+
+
+def test_a_symlinked_claims_folder_deletes_nothing_where_it_points(tmp_path, caplog):
+    """A ``_claims`` that is a symbolic link: every task's sweep deleted the dotfiles and the
+    ``*.lease`` files where it points (a home directory lost .bashrc). Refused with a WARN
+    naming it; the rows are answered without claims."""
+    home = tmp_path / "home"
+    home.mkdir()
+    kept = [home / ".bashrc", home / f"otherhost-9-0123456789ab{LEASE_SUFFIX}"]
+    kept[0].write_text("alias ll='ls -l'\n")
+    kept[1].write_text(json.dumps({"expires": time.time() - 3600}))
+    for path in kept:
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / LEASE_FOLDER).symlink_to(home)
+    model = Model()
+    with raw_server(model) as server, caplog.at_level(logging.WARNING, logger="dspark_json"):
+        fetched = run(server, str(cache), [body("a"), body("b")])
+    assert all(p.exists() for p in kept) and sorted(p.name for p in home.iterdir()) == sorted(
+        p.name for p in kept
+    )
+    assert all(o.error is None for o in fetched.outcomes) and model.sent == 2
+    said = [r.getMessage() for r in caplog.records if "symbolic link" in r.getMessage()]
+    assert len(said) == 1 and str(cache / LEASE_FOLDER) in said[0]
+
+
+@pytest.mark.parametrize("forged", ["future-claim", "forged-lease"])
+def test_a_claim_in_the_future_or_a_forged_lease_holds_nobody_for_the_deadline(
+    tmp_path, forged, caplog
+):
+    """A claim written an hour in the future (unreadable, so judged by its age) or a lease that
+    says it lives for ten days: each task waited a whole requestDeadline for it. A lease is
+    believed for LEASE_SECONDS at most, a time in the future is not believed."""
+    claim = claim_file(tmp_path, body("a"))
+    if forged == "future-claim":
+        claim.write_text("")
+        os.utime(claim, (time.time() + 3600, time.time() + 3600))
+    else:
+        claim.write_text(json.dumps({"owner": "otherhost-7-0123456789ab"}))
+        (tmp_path / LEASE_FOLDER).mkdir()
+        lease = tmp_path / LEASE_FOLDER / f"otherhost-7-0123456789ab{LEASE_SUFFIX}"
+        lease.write_text(json.dumps({"expires": time.time() + 864_000}))
+    model = Model()
+    with raw_server(model) as server, caplog.at_level(logging.INFO, logger="dspark_json"):
+        fetched = run(server, str(tmp_path), [body("a")], deadline=3.0)
+    assert fetched.outcomes[0].error is None and model.sent == 1
+    assert "another task was sending" not in caplog.text  # taken over at once, not waited for
+    assert "taken over" in caplog.text

@@ -394,3 +394,75 @@ def test_a_saturated_https_replica_reached_by_address_is_held_checking_its_name(
     assert fetched.stats.failed == 0 and len(sent) == 4
     assert reads  # /metrics was read, its certificate checked for pool.test
     assert min(sent) >= clear_at  # and held the requests while it showed the replica full
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        metrics(0, 4, float("inf")),  # vllm:kv_cache_usage_perc +Inf
+        metrics(0, float("inf"), 0.5),  # running +Inf
+        metrics(float("nan"), 4, 0.5),
+        metrics(1e308, 4, 0.5) + 'vllm:num_requests_waiting{engine="1",model_name="m"} 1e308\n',
+        metrics(-3, 4, 0.5),
+        metrics(0, 4, 5e-324),  # a KV share so small the room overflows: checked in room()
+    ],
+    ids=["kv-inf", "running-inf", "nan", "sum-to-inf", "negative", "tiny-kv"],
+)
+def test_a_gauge_that_is_not_a_plausible_number_is_unknown_and_fails_no_row(text, caplog):
+    """Issue 53: a +Inf gauge made the gate's floor NaN and the query died with 0 rows. A
+    number that cannot be believed is no reading: one WARN naming the endpoint, every row
+    answered."""
+    pool = Pool(text)
+    with raw_server(pool) as server, caplog.at_level(logging.WARNING, "dspark_json"):
+        config = HttpOptions(
+            endpoints=(Endpoint(server.url),), max_server_queue=2, request_deadline=10.0
+        )
+        fetched = complete_all([{"messages": [], "i": i} for i in range(12)], config)
+    assert fetched.stats.failed == 0 and len(pool.sent) == 12
+    said = [r.getMessage() for r in caplog.records if "cannot be believed" in r.getMessage()]
+    if "e-324" in text:
+        assert said == []  # plausible numbers; the room they leave is computed without overflow
+    else:
+        assert len(said) == 1 and f"{server.url}/metrics" in said[0]
+
+
+def test_parse_refuses_numbers_it_cannot_believe():
+    from dspark_json.http.gauges import Unreadable
+
+    for text in (metrics(0, 1, 1.5), metrics("+Inf", 1, 0.5), metrics(0, 1, "NaN")):
+        with pytest.raises(Unreadable):
+            parse_gauges(text)
+    assert room(Reading(0, 1e9, 5e-324, 0), 0) == float("inf")
+
+
+def test_an_answer_that_is_not_vllms_is_read_again_later(monkeypatch):
+    """One non-vLLM /metrics answer (a pod restarting behind a proxy) no longer turns the gate
+    off for good in that worker: it is read again after a back-off, and the gate holds again."""
+    import asyncio
+
+    from dspark_json.http import gauges as module
+
+    clock = [1000.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    answers = [b"<html>proxy</html>", metrics(5, 16, 1.0).encode(), b"<html>again</html>"]
+    cache = module.Gauges()
+
+    async def fetch(limit: int) -> tuple[int, bytes]:
+        return 200, answers.pop(0)
+
+    async def scenario() -> list[object]:
+        seen = [await cache.read("u", fetch)]  # not vLLM's: no reading
+        clock[0] += 5
+        seen.append(await cache.read("u", fetch))  # within the back-off: not read again
+        clock[0] += module.UNSUPPORTED_RETRY_S
+        seen.append(await cache.read("u", fetch))  # read again: a reading
+        clock[0] += 1.0
+        seen.append(await cache.read("u", fetch))  # not vLLM's again
+        await asyncio.sleep(0)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen[0] is None and seen[1] is None
+    assert isinstance(seen[2], Reading) and seen[2].waiting == 5
+    assert answers == []  # each answer read, none twice
+    assert cache._entries["u"].retry_s == module.UNSUPPORTED_RETRY_S * 2  # the next, longer
