@@ -128,6 +128,36 @@ def check_server(options: HttpOptions, model: str | None) -> str:
     return check_model(options, model)[0]
 
 
+def _driver_key(options: HttpOptions) -> str | None:
+    """The key the driver's checks send; a WARN where option ``apiKeyEnv`` names a variable
+    the driver does not have (the executors read it where they run)."""
+    key = options.key.resolve()
+    if options.api_key_env is not None and key is None:
+        logger.warning(
+            "Option 'apiKeyEnv': %s is not set on the driver; checking the server without a key "
+            "(the executors read it where they run).",
+            options.api_key_env,
+        )
+    return key
+
+
+def _scaled_to_zero(options: HttpOptions, model: str | None) -> str:
+    """The model of a pool with no endpoint now (option ``endpointsFile`` alone, empty):
+    option ``model`` (nothing to read one from), and a WARN that nothing was checked."""
+    if model is None:
+        raise OptionError(
+            f"Option 'endpointsFile' ({redact(str(options.endpoints_file))}) lists no "
+            "endpoint now, so the model to ask cannot be read from one: set option 'model' "
+            "(the stream then waits for a replica), or start one first."
+        )
+    logger.warning(
+        "Option 'endpointsFile' lists no endpoint now (a pool scaled to zero?): nothing was "
+        "checked; the tasks wait for a replica, each prompt until requestDeadline=%gs.",
+        options.request_deadline,
+    )
+    return model
+
+
 def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | None]:
     """Reach option ``healthPath`` (where set; ``auto``: vLLM's ``/health`` after
     ``/v1/models``, only where that says vLLM) and ``/v1/models`` of every endpoint; return the
@@ -138,29 +168,12 @@ def check_model(options: HttpOptions, model: str | None) -> tuple[str, int | Non
     Raises :class:`ServerError` when no endpoint is usable; an endpoint that is down while
     another works is logged and left to the executors' health probes.
     """
-    key = options.key.resolve()
-    if options.api_key_env is not None and key is None:
-        logger.warning(
-            "Option 'apiKeyEnv': %s is not set on the driver; checking the server without a key "
-            "(the executors read it where they run).",
-            options.api_key_env,
-        )
+    key = _driver_key(options)
     problems: list[str] = []
     context: int | None = None
     endpoints = _all_endpoints(options)
     if not endpoints:  # option endpointsFile alone, empty: a pool scaled to zero
-        if model is None:
-            raise OptionError(
-                f"Option 'endpointsFile' ({redact(str(options.endpoints_file))}) lists no "
-                "endpoint now, so the model to ask cannot be read from one: set option 'model' "
-                "(the stream then waits for a replica), or start one first."
-            )
-        logger.warning(
-            "Option 'endpointsFile' lists no endpoint now (a pool scaled to zero?): nothing was "
-            "checked; the tasks wait for a replica, each prompt until requestDeadline=%gs.",
-            options.request_deadline,
-        )
-        return model, None
+        return _scaled_to_zero(options, model), None
     others: dict[str, list[str]] = {}  # endpoint -> its models, where it lacks the model
     outcomes = each_endpoint(
         endpoints,
@@ -271,9 +284,7 @@ def check_line_models(options: HttpOptions, named: Mapping[str, int]) -> None:
     endpoints = [e for e in _all_endpoints(options) if not _known_down(e)]
     for _, outcome in each_endpoint(
         endpoints,
-        lambda e: _served_models(
-            e, key, options.max_response_bytes, sent=options.request_headers
-        ),
+        lambda e: _served_models(e, key, options.max_response_bytes, sent=options.request_headers),
     ):
         if outcome is None or isinstance(outcome, ServerError):
             continue
