@@ -128,7 +128,7 @@ def check_server(options: HttpOptions, model: str | None) -> str:
     return check_model(options, model)[0]
 
 
-def _driver_key(options: HttpOptions) -> str | None:
+def _driver_key(options: HttpOptions) -> Secret | None:
     """The key the driver's checks send; a WARN where option ``apiKeyEnv`` names a variable
     the driver does not have (the executors read it where they run)."""
     key = options.key.resolve()
