@@ -48,6 +48,7 @@ from dspark_json.rows import (
     row_error,
     status_of_error,
 )
+from dspark_json.schema.fit import find_misfits, mark_misfits, warn_once
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
@@ -61,6 +62,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dspark_json")
+
+#: The column of the answers' JSON, typed.
+PARSED = "parsed"
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
 _ADDED = frozenset(c.name for c in COLUMNS if c.stage != "parse")
@@ -143,10 +147,14 @@ def answer(
     options = query.options.rows
     backend = select_backend(options.parse_mode)
     http_done = time.perf_counter()
-    # The parser always reports the status, even where the user's schema has no _status column.
+    # The parser always reports the status, even where the user's schema has no _status column,
+    # and the rescued values where there is a parsed column: a value that does not fit its field
+    # is found there (schema_mismatch).
     response_schema = response_fields(schema)
     if STATUS.name not in response_schema.names:
         response_schema = response_schema.add(STATUS.field)
+    if PARSED in response_schema.names and RESCUED_DATA.name not in response_schema.names:
+        response_schema = response_schema.add(RESCUED_DATA.field)
     parser = make_parser(
         response_schema,
         backend,
@@ -185,6 +193,7 @@ def answer(
                 found = _violations(query, responses, outcomes.bodies, changed)
                 for i, listed in zip(changed, found or [], strict=True):
                     violations[i] = listed
+    misfits = _misfits(rows, query, schema, responses, statuses)
     return Answers(
         responses=responses,
         outcomes=outcomes,
@@ -199,7 +208,22 @@ def answer(
         source=source,
         attempts=attempts,
         repair=repaired,
+        misfits=misfits,
     )
+
+
+def _misfits(
+    rows: PromptRows, query: Query, schema: StructType, responses: pa.Table, statuses: list[str]
+) -> dict[int, str]:
+    """The ``ok`` rows whose answer holds a value that does not fit its field of ``parsed``
+    become ``schema_mismatch`` (in ``statuses``), with one WARN per query in this process
+    (:mod:`dspark_json.schema.fit`). Returns each such row's misfit, described."""
+    if PARSED not in schema.names or RESCUED_DATA.name not in responses.column_names:
+        return {}
+    found = find_misfits(responses.column(RESCUED_DATA.name), schema[PARSED].dataType)
+    marked = mark_misfits(statuses, found)
+    warn_once(query.id, marked, rows.describe, rows=len(rows))
+    return {row: misfit.describe() for row, misfit in marked.items()}
 
 
 def _reask(
@@ -397,7 +421,7 @@ def settle(
         options.rows.mode,
         answers.statuses,
         describe=rows.describe,
-        detail=lambda i: f": {rows.problems[i]}" if i in rows.problems else "",
+        detail=lambda i: _why_malformed(rows, answers, i),
         errors=answers.outcomes.errors,
     )
     kept = table if keep is None else table.filter(pa.array(keep, pa.bool_()))
@@ -411,6 +435,13 @@ def settle(
     )
     report(record, what, options.rows.metrics, storage=options.storage.settings)
     return kept
+
+
+def _why_malformed(rows: PromptRows, answers: Answers, row: int) -> str:
+    """What to add after a malformed row's status in FAILFAST's message: the prompt's problem,
+    or the value that did not fit (``schema_mismatch``)."""
+    why = rows.problems.get(row) or answers.misfits.get(row)
+    return f": {why}" if why else ""
 
 
 def _row_models(rows: PromptRows, answers: Answers, query: Query) -> list[str | None] | None:
