@@ -168,7 +168,9 @@ def _with_misfits(table: pa.Table, target: StructType, call: str) -> pa.Table:
     marked = mark_misfits(statuses, found)
     warn_once(call, marked, lambda row: f"response body {row}", rows=table.num_rows)
     i = table.column_names.index(STATUS.name)
-    return table.set_column(i, table.schema.field(i), pa.array(statuses, table.schema.field(i).type))
+    return table.set_column(
+        i, table.schema.field(i), pa.array(statuses, table.schema.field(i).type)
+    )
 
 
 def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:

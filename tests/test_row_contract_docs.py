@@ -1,6 +1,6 @@
 """What README's row contract says, held to the parser: when a row is ``ok``, where a value
-that did not fit went (its row ``schema_mismatch``), which content is ``corrupt_content``; and what ``parse_responses``
-returns (no ``_error``: it sends no request)."""
+that did not fit went (its row ``schema_mismatch``), which content is ``corrupt_content``; and
+what ``parse_responses`` returns (no ``_error``: it sends no request)."""
 
 import json
 
