@@ -226,6 +226,7 @@ def check_user_schema(
         filled.add(TOOL_CALLS)
     lands = (filled & RESPONSE_COLUMNS) - {STATUS.name}  # _status holds no part of the answer
     unknown = [f for f in schema.fields if f.name not in filled]
+    seen: list[str] | None = []
     if unknown:
         seen = prompt_columns()
         if seen is not None:
@@ -234,7 +235,9 @@ def check_user_schema(
             unknown = []
     lost = not lands & set(schema.names)
     if unknown or lost:
-        raise SchemaError(_unfilled_message(query, schema, unknown, lost=lost, filled=filled))
+        raise SchemaError(
+            _unfilled_message(query, schema, unknown, lost=lost, filled=filled | set(seen or ()))
+        )
 
 
 def _unfilled_message(
@@ -276,8 +279,8 @@ def _unfilled_message(
             "_corrupt_record...): every answer would be paid for and lost."
         )
     if answer_fields or lost:
-        parsed = schema["parsed"].dataType if "parsed" in schema.names else None
-        inner = list(parsed.fields) if isinstance(parsed, StructType) else []
+        given = [f.dataType for f in schema.fields if f.name.lower() == "parsed"]
+        inner = list(given[0].fields) if given and isinstance(given[0], StructType) else []
         inner += [StructField(f.name, f.dataType) for f in answer_fields]
         if not inner and isinstance(fields, StructType):
             inner = list(fields.fields)

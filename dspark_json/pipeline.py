@@ -29,6 +29,7 @@ from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import partition_metrics, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, new_fields, select_backend
+from dspark_json.phases import phase
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
@@ -98,6 +99,12 @@ def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
     Identical requests are sent once and cached answers reused (options dedupe, cache)."""
     options = query.options
     builder = RequestBuilder(options.request, query.model)
+    phase(
+        ("sent", query.id),
+        "First requests sent: %d prompt(s) of this task to model %s.",
+        sum(r.problem is None for r in records),
+        query.model,
+    )
     return send_once(
         [builder.build(r) if r.problem is None else None for r in records],
         [builder.deterministic(r) for r in records],
@@ -368,6 +375,15 @@ def run_partition(
         rounds=rounds,
         repair_options=repair_options,
     )
+    compiling = answers.reference_reasons.get("kernels_compiling")
+    if compiling:
+        phase(
+            ("kernels", query.id),
+            "Kernels compiling in the background: %d row(s) of %s parsed row by row meanwhile "
+            "(same results; the next batches take the kernels).",
+            compiling,
+            what,
+        )
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )

@@ -38,6 +38,7 @@ from dspark_json.inputs.prompts import infer_passthrough
 from dspark_json.load import check_user_schema, prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
+from dspark_json.phases import phase
 from dspark_json.pipeline import read_partition
 from dspark_json.reask.plan import share_budget
 from dspark_json.response.convert import check_supported
@@ -117,11 +118,13 @@ class DSparkJsonDataSource(DataSource):
     @short_errors
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check(schema)
+        _workers_start(self.query)
         return PromptBatchReader(self.query, schema)
 
     @short_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check(schema)
+        _workers_start(self.query)
         return PromptStreamReader(self.query, schema)
 
     def _check(self, schema: StructType) -> None:
@@ -346,6 +349,16 @@ def _plan(
 def _option(options: Options) -> str:
     """The option that names the input directory, for messages."""
     return "responses" if options.input.responses is not None else "prompts"
+
+
+def _workers_start(query: Query) -> None:
+    """The first phase line: what the first seconds of the first (micro-)batch are spent on."""
+    phase(
+        ("workers", query.id),
+        "Python workers starting: Spark starts one for each task of the first batch and "
+        "imports pyspark and dspark-json there before any prompt is sent (often 10-40 s; "
+        "later batches reuse them).",
+    )
 
 
 def _warn_unredacted(options: Mapping[str, str]) -> None:
