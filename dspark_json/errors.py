@@ -90,8 +90,8 @@ def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return entry
 
 
-#: PySpark's switch (``spark.sql.pyspark.hideTraceback.enabled`` sets it for its workers): the
-#: error text it sends the JVM is the exception's line alone, without the traceback.
+#: PySpark's switch (``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets it for the
+#: workers of UDFs): the error text it sends the JVM is the exception's line alone.
 _HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
 #: What the switch held before :func:`_hide_traceback` set it, under :data:`_HIDE_TRACEBACK`
 #: (``None``: unset); empty: not set by us.
