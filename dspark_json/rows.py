@@ -322,9 +322,11 @@ def apply_mode(
                 )
             if status in MALFORMED:
                 more = detail(i) if detail is not None else ""
+                # A mismatch keeps its value in _rescued_data; the others, their text.
+                kept = RESCUED_DATA if status == Status.SCHEMA_MISMATCH else CORRUPT_RECORD
                 raise RecordError(
                     f"mode=FAILFAST: {describe(i)} is malformed ({status}{more}). Use "
-                    "mode=PERMISSIVE to keep such rows with _corrupt_record, or DROPMALFORMED to "
+                    f"mode=PERMISSIVE to keep such rows with {kept.name}, or DROPMALFORMED to "
                     "drop them."
                 )
         return None
