@@ -19,7 +19,7 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous
 from dspark_json.errors import OptionError, SchemaError
-from dspark_json.parse import make_parser, select_backend
+from dspark_json.parse import make_parser, new_fields, select_backend
 from dspark_json.rows import (
     COLUMNS,
     CORRUPT_RECORD,
@@ -161,7 +161,8 @@ def _with_misfits(table: pa.Table, target: StructType, call: str) -> pa.Table:
     ``schema_mismatch`` (one WARN per ``call``; :mod:`dspark_json.schema.fit`)."""
     if not {"parsed", STATUS.name, RESCUED_DATA.name} <= set(table.column_names):
         return table
-    found = find_misfits(table.column(RESCUED_DATA.name), target["parsed"].dataType)
+    rescued = table.column(RESCUED_DATA.name)
+    found = find_misfits(rescued, target["parsed"].dataType, new_fields(rescued))
     if not found:
         return table
     statuses = table.column(STATUS.name).to_pylist()

@@ -227,7 +227,8 @@ def _misfits(
     (:mod:`dspark_json.schema.fit`). Returns each such row's misfit, described."""
     if PARSED not in schema.names or RESCUED_DATA.name not in responses.column_names:
         return {}
-    found = find_misfits(responses.column(RESCUED_DATA.name), schema[PARSED].dataType)
+    rescued = responses.column(RESCUED_DATA.name)
+    found = find_misfits(rescued, schema[PARSED].dataType, new_fields(rescued))
     marked = mark_misfits(statuses, found)
     warn_once(query.id, marked, rows.describe, rows=len(rows))
     return {row: misfit.describe() for row, misfit in marked.items()}

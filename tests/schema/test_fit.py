@@ -81,3 +81,12 @@ def test_one_warning_per_query_names_the_field_type_and_a_value(caplog):
         record.getMessage()
     )
     assert "2 of 8 row(s)" in record.getMessage()
+
+
+def test_with_the_rescued_keys_at_hand_only_rows_holding_a_misfit_key_are_read():
+    rescued = pa.array(
+        [json.dumps({"parsed.extra": 1}), json.dumps({"parsed.ab": 2, "parsed.a": "x"})]
+    )
+    assert find_misfits(rescued, PARSED, keys=["parsed.extra"]) == {}  # drift alone: none read
+    found = find_misfits(rescued, PARSED, keys=["parsed.extra", "parsed.ab", "parsed.a"])
+    assert found == {1: Misfit("parsed.a", LongType(), "x")}
