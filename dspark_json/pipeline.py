@@ -49,7 +49,7 @@ from dspark_json.rows import (
     row_error,
     status_of_error,
 )
-from dspark_json.schema.fit import find_misfits, mark_misfits, warn_once
+from dspark_json.schema.fit import PARSED, find_misfits, mark_misfits, warn_once
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
@@ -63,9 +63,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("dspark_json")
-
-#: The column of the answers' JSON, typed.
-PARSED = "parsed"
 
 #: Columns the pipeline adds itself (neither prompt fields nor parsed from the body).
 _ADDED = frozenset(c.name for c in COLUMNS if c.stage != "parse")

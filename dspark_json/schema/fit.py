@@ -25,7 +25,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from dspark_json.rows import Status, load_json
 from dspark_json.schema.inference import infer_type
 
-__all__ = ["Misfit", "field_type", "find_misfits", "mark_misfits", "warn_once"]
+__all__ = ["PARSED", "Misfit", "field_type", "find_misfits", "mark_misfits", "warn_once"]
 
 logger = logging.getLogger("dspark_json")
 
