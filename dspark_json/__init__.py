@@ -77,6 +77,11 @@ def register(spark: SparkSession) -> None:
     ``dspark-delta`` sink (Delta tables whose data files the executors write), and make Spark
     redact the API key options from plans (``explain``) and the UI.
 
+    With the package installed, Spark 4 registers both formats by itself (the top-level modules
+    ``pyspark_dspark_json`` and ``pyspark_dspark_delta``); what this call adds then is the
+    redaction (without it, a query that passes ``apiKey`` gets one WARN) and Delta reads' filter
+    pushdown (docs/guide/schemas-and-errors.md).
+
     Parameters
     ----------
     spark:

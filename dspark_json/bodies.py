@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -18,17 +19,19 @@ from pyspark.sql.types import BinaryType, StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous
 from dspark_json.errors import OptionError, SchemaError
-from dspark_json.parse import make_parser, select_backend
+from dspark_json.parse import make_parser, new_fields, select_backend
 from dspark_json.rows import (
     COLUMNS,
     CORRUPT_RECORD,
     PARSE_MODES,
     RECORD_MODES,
+    RESCUED_DATA,
     STATUS,
     ParseMode,
     RecordMode,
     apply_mode,
 )
+from dspark_json.schema.fit import find_misfits, mark_misfits, warn_once
 from dspark_json.schema.json_schema import ResponseFormat, as_json_schema
 from dspark_json.schema.output import output_schema, response_fields, tool_arguments
 from dspark_json.schema.tools import Tool, as_tools
@@ -135,10 +138,11 @@ def _parse_with(
     made once, then called for each batch (a task of ``parse_dataframe`` parses many)."""
     chosen = select_backend(PARSE_MODES[backend])
     parser = make_parser(target, chosen, lenient=lenient)
+    call = uuid.uuid4().hex  # the misfits' WARN: once per call (per task of parse_dataframe)
 
     def parse(bodies: Bodies) -> pa.Table:
         started = time.perf_counter()
-        table = parser.parse(bodies)
+        table = _with_misfits(parser.parse(bodies), target, call)
         logger.info(
             "parsed %d response bodies on %s in %.3fs (%d row(s) by the reference parser%s)",
             table.num_rows,
@@ -150,6 +154,24 @@ def _parse_with(
         return table
 
     return parse
+
+
+def _with_misfits(table: pa.Table, target: StructType, call: str) -> pa.Table:
+    """``table`` with its ``ok`` rows whose answer does not fit ``parsed``'s type
+    ``schema_mismatch`` (one WARN per ``call``; :mod:`dspark_json.schema.fit`)."""
+    if not {"parsed", STATUS.name, RESCUED_DATA.name} <= set(table.column_names):
+        return table
+    rescued = table.column(RESCUED_DATA.name)
+    found = find_misfits(rescued, target["parsed"].dataType, new_fields(rescued))
+    if not found:
+        return table
+    statuses = table.column(STATUS.name).to_pylist()
+    marked = mark_misfits(statuses, found)
+    warn_once(call, marked, lambda row: f"response body {row}", rows=table.num_rows)
+    i = table.column_names.index(STATUS.name)
+    return table.set_column(
+        i, table.schema.field(i), pa.array(statuses, table.schema.field(i).type)
+    )
 
 
 def _apply_mode(table: pa.Table, mode: RecordMode) -> pa.Array | None:

@@ -15,6 +15,7 @@ fix. Third-party errors are translated at one boundary each, always ``raise Ours
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
@@ -39,6 +40,10 @@ class DSparkJsonError(Exception):
     """Base class of every error dspark-json raises on purpose.
 
     Catch it to handle all of them; the subclass and its message say what to change."""
+
+    def __str__(self) -> str:
+        _show_tracebacks_again()  # PySpark reads its switch, then the message: see short_errors
+        return super().__str__()
 
 
 class OptionError(DSparkJsonError, ValueError):
@@ -86,9 +91,11 @@ class RecordError(DSparkJsonError):
 
 
 def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Our errors leave a data source's entry points (``schema()``, ``reader()``...) without
-    the frames and the chained causes beneath: Spark prints the whole Python traceback inside
-    its ``AnalysisException``, where a message that stands alone says all (it names the cause)."""
+    """Our errors leave a data source's entry points (``schema()``, ``reader()``...) as their
+    message alone: Spark prints the Python traceback inside its ``AnalysisException``, where a
+    message that stands alone says all (it names the cause). The chained causes are dropped;
+    in a Spark Python worker the traceback too (:func:`_hide_traceback`), so that the text after
+    Spark's ``[PYTHON_DATA_SOURCE_ERROR] Failed to ...:`` is ``OptionError: <our message>``."""
 
     @functools.wraps(method)
     def entry(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -97,14 +104,47 @@ def short_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
             return method(*args, **kwargs)
         except DSparkJsonError as exc:
             shown = type(exc)(*(_masked(arg) for arg in exc.args))
+            _hide_traceback()
         except Exception as exc:  # delta-rs's, pyarrow's: they quote a table URI whole
             shown = _masked_other(exc)
             if shown is exc:
                 raise
+        # Raised here, after the except blocks: the unmasked error is not its __context__.
         shown.__suppress_context__ = True
-        raise shown  # outside the except block: the unmasked one is not its __context__
+        raise shown
 
     return entry
+
+
+#: PySpark's switch (``spark.sql.execution.pyspark.udf.hideTraceback.enabled`` sets it for the
+#: workers of UDFs): the error text it sends the JVM is the exception's line alone.
+_HIDE_TRACEBACK = "SPARK_HIDE_TRACEBACK"
+#: What the switch held before :func:`_hide_traceback` set it, under :data:`_HIDE_TRACEBACK`
+#: (``None``: unset); empty: not set by us.
+_hidden_from: dict[str, str | None] = {}
+
+
+def _hide_traceback() -> None:
+    """In a Spark Python worker (PySpark's ``PYTHON_WORKER_FACTORY_SECRET`` is in its
+    environment), turn PySpark's traceback switch on for the error being raised: PySpark reads
+    it when it formats the error, then reads the message, whose ``__str__`` turns the switch
+    back (:func:`_show_tracebacks_again`), so that no later error of the worker (a user's UDF)
+    loses its traceback."""
+    if "PYTHON_WORKER_FACTORY_SECRET" not in os.environ or _hidden_from:
+        return
+    _hidden_from[_HIDE_TRACEBACK] = os.environ.get(_HIDE_TRACEBACK)
+    os.environ[_HIDE_TRACEBACK] = "1"
+
+
+def _show_tracebacks_again() -> None:
+    """Undo :func:`_hide_traceback` (nothing where it did nothing)."""
+    if not _hidden_from:
+        return
+    before = _hidden_from.pop(_HIDE_TRACEBACK)
+    if before is None:
+        os.environ.pop(_HIDE_TRACEBACK, None)
+    else:
+        os.environ[_HIDE_TRACEBACK] = before
 
 
 def _masked(arg: object) -> object:

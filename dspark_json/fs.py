@@ -100,7 +100,8 @@ def resolve(uri: str, storage: StorageSettings) -> tuple[pafs.FileSystem, str]:
             return found
         except (OSError, ValueError, pa.ArrowException) as exc:  # pyarrow's, quoting the URI
             masked = masked_copy(exc)
-        raise masked  # outside the except block: the unmasked one is not its __context__
+        # Raised after the except block: the unmasked error is not its __context__.
+        raise masked
     return pafs.LocalFileSystem(), os.path.abspath(uri)
 
 
@@ -143,7 +144,8 @@ def _masking(function: Callable[_P, _R]) -> Callable[_P, _R]:
             caught = masked_copy(exc)
             if caught is exc:
                 raise
-        raise caught  # outside the except block: the unmasked one is not its __context__
+        # Raised after the except block: the unmasked error is not its __context__.
+        raise caught
 
     return masked
 

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.types import DataType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from dspark_json.errors import BackendUnavailable, OptionError
+from dspark_json.errors import BackendUnavailable, OptionError, SchemaError
 from dspark_json.fs import check_writable, mask_uris
 from dspark_json.http.preflight import (
     check_line_models,
@@ -36,11 +36,12 @@ from dspark_json.inputs.recorded import read_recorded
 from dspark_json.options import OPTION_SPECS, Options, Query
 from dspark_json.pipeline import fetch
 from dspark_json.records import PromptRecord
-from dspark_json.rows import OPTIONAL_COLUMNS
+from dspark_json.response.envelope import ENVELOPE_COLUMNS, TOOL_CALLS
+from dspark_json.rows import OPTIONAL_COLUMNS, STATUS, SYSTEM_COLUMNS
 from dspark_json.schema.ddl import apply_hints, to_ddl
 from dspark_json.schema.inference import contents_of, infer_type
 from dspark_json.schema.json_schema import json_schema_to_spark
-from dspark_json.schema.output import output_schema, tool_arguments
+from dspark_json.schema.output import RESPONSE_COLUMNS, output_schema, tool_arguments
 from dspark_json.schema.tools import inferred_arguments, tool_choice_body, tool_parameters
 from dspark_json.storage import missing_credentials
 
@@ -49,6 +50,7 @@ __all__ = [
     "added_columns",
     "check_backend",
     "check_output_directories",
+    "check_user_schema",
     "describe",
     "prepare",
     "query_schema",
@@ -192,6 +194,115 @@ def resolve_schema(query: Query, passthrough: list[StructField]) -> StructType:
     return query_schema(
         query, passthrough=passthrough, parsed=resolved.parsed, tools=resolve_tools(query, samples)
     )
+
+
+def check_user_schema(
+    query: Query, schema: StructType, prompt_columns: Callable[[], list[str] | None]
+) -> None:
+    """Fail at ``.load()`` where a user's ``.schema(...)`` would lose answers in silence: it
+    names columns the source never fills, or has none of the columns the answers land in
+    (``parsed``, the envelope, ``_rescued_data``...). The message names them and what to write
+    instead (``parsed STRUCT<sentiment: STRING>``).
+
+    Parameters
+    ----------
+    query:
+        What :func:`prepare` settled.
+    schema:
+        The user's schema.
+    prompt_columns:
+        The columns the prompt lines' fields are passed through as, from a sample (called only
+        where the schema names a column of no other kind); ``None``: no prompt line to sample
+        yet, so a column of no other kind may be a prompt field still to come.
+    """
+    options = query.options
+    added = added_columns(options)
+    filled = {"custom_id", *ENVELOPE_COLUMNS, "parsed", *SYSTEM_COLUMNS, *added}
+    if options.request.tools is not None:
+        filled.add(TOOL_CALLS)
+    lands = (filled & RESPONSE_COLUMNS) - {STATUS.name}  # _status holds no part of the answer
+    unknown = [f for f in schema.fields if f.name not in filled]
+    seen: list[str] | None = []
+    if unknown:
+        seen = prompt_columns()
+        if seen is not None:
+            unknown = [f for f in unknown if f.name not in seen]
+        elif lands & set(schema.names):  # prompt fields still to come may fill them
+            unknown = []
+    lost = not lands & set(schema.names)
+    if unknown or lost:
+        raise SchemaError(
+            _unfilled_message(query, schema, unknown, lost=lost, filled=filled | set(seen or ()))
+        )
+
+
+def _unfilled_message(
+    query: Query, schema: StructType, unknown: list[StructField], *, lost: bool, filled: set[str]
+) -> str:
+    """What :func:`check_user_schema` says: the columns, why each is never filled, the fix."""
+    optional = {c.name: c.option for c in OPTIONAL_COLUMNS}
+    spelled = {name.lower(): name for name in filled}
+    known = query_schema(query)  # parsed typed from the JSON Schema, where there is one
+    fields = known["parsed"].dataType if "parsed" in known.names else None
+    in_json = set(fields.names) if isinstance(fields, StructType) else None
+    reasons, answer_fields = [], []
+    for f in unknown:
+        if f.name in optional:
+            reasons.append(f"{f.name} (filled only with option {optional[f.name]})")
+        elif f.name.lower() in spelled:
+            reasons.append(f"{f.name} (did you mean {spelled[f.name.lower()]}?)")
+        elif in_json is not None and f.name not in in_json:
+            reasons.append(
+                f"{f.name} (neither an output column, a prompt field nor a field of "
+                "the JSON Schema)"
+            )
+        else:
+            reasons.append(
+                f"{f.name} (a field of the answers' JSON is in column parsed: parsed.{f.name})"
+            )
+            answer_fields.append(f)
+    parts = ["The schema given with .schema(...)"]
+    if unknown:
+        parts.append(
+            " names column(s) dspark-json never fills, so they would be null in every row: "
+            + ", ".join(reasons)
+            + "."
+        )
+    if lost:
+        parts.append(
+            (" It" if unknown else "")
+            + " has no column the answers land in (parsed, choices, _rescued_data, "
+            "_corrupt_record...): every answer would be paid for and lost."
+        )
+    if answer_fields or lost:
+        given = [f.dataType for f in schema.fields if f.name.lower() == "parsed"]
+        inner = list(given[0].fields) if given and isinstance(given[0], StructType) else []
+        inner += [StructField(f.name, f.dataType) for f in answer_fields]
+        if not inner and isinstance(fields, StructType):
+            inner = list(fields.fields)
+        kept = [f for f in schema.fields if f.name in filled and f.name != "parsed"]
+        system = [f.name for f in kept]
+        suggested = StructType(
+            [f for f in kept if f.name not in SYSTEM_COLUMNS]
+            + ([StructField("parsed", StructType(inner))] if inner else [])
+            + [f for f in kept if f.name in SYSTEM_COLUMNS]
+            + [
+                StructField(name, StringType())
+                for name in (STATUS.name, "_rescued_data")
+                if name not in system
+            ]
+        )
+        selects = ", ".join(f"parsed.{f.name}" for f in answer_fields)
+        parts.append(
+            f' Write .schema("{to_ddl(suggested)}")'
+            + (f" and select {selects}" if selects else "")
+            + "."
+        )
+    parts.append(
+        " Or leave .schema(...) out: `dspark-json schema` with the same options prints the "
+        "schema the answers get, as DDL to start from."
+    )
+    return "".join(parts)
 
 
 def added_columns(options: Options) -> tuple[str, ...]:

@@ -535,16 +535,21 @@ def _reasks(records: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _reference(records: Sequence[Mapping[str, Any]]) -> str:
-    """The rows of the reference parser for :func:`summary`: ``; reference parser 3 rows
-    (content_misfit 2, ...)``, or nothing where there were none."""
+    """The rows of the reference parser for :func:`summary`: ``; 3 rows parsed row by row
+    (content_misfit 2, ...)``, or nothing where there were none. ``kernels_compiling`` is said
+    as what it is, a new worker's first seconds (no fault)."""
     rows = sum(r.get("reference_rows") or 0 for r in records)
     if not rows:
         return ""
     reasons: Counter[str] = Counter()
     for record in records:
         reasons.update(record.get("reference_reasons") or {})
-    why = ", ".join(f"{reason} {n}" for reason, n in reasons.most_common())
-    return f"; reference parser {rows} rows" + (f" ({why})" if why else "")
+    why = ", ".join(f"{_SAID.get(reason, reason)} {n}" for reason, n in reasons.most_common())
+    return f"; {rows} rows parsed row by row" + (f" ({why})" if why else "")
+
+
+#: How the batch line says a reason for parsing row by row (the others: their word).
+_SAID = {"kernels_compiling": "while the kernels warm up in a new worker"}
 
 
 def driver_logger() -> logging.Logger:

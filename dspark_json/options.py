@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -363,13 +364,15 @@ class Query:
     ``model`` is the model to ask (option ``model``, else the first one the server lists);
     ``json_schema`` is the JSON Schema the answers follow (option ``responseFormat``, else the
     one served at ``schemaEndpoint``; ``None`` when neither); ``context`` is the model's context
-    length in tokens, where the server lists it (vLLM's ``max_model_len``).
+    length in tokens, where the server lists it (vLLM's ``max_model_len``); ``id`` tells this
+    query from others in a process that serves several (a warning logged once per query).
     """
 
     options: Options
     model: str | None = None
     json_schema: Mapping[str, Any] | None = field(default=None, compare=False)
     context: int | None = None
+    id: str = field(default_factory=lambda: uuid.uuid4().hex, compare=False)
 
 
 def _unknown_option_message(key: str) -> str:

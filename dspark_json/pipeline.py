@@ -29,6 +29,7 @@ from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import batch_id, partition_metrics, priced, report
 from dspark_json.options import Query
 from dspark_json.parse import make_parser, new_fields, select_backend
+from dspark_json.phases import phase
 from dspark_json.progress import finished, task_progress
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
@@ -49,6 +50,7 @@ from dspark_json.rows import (
     row_error,
     status_of_error,
 )
+from dspark_json.schema.fit import PARSED, find_misfits, mark_misfits, warn_once
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
 from dspark_json.schema.validation import schema_violations, tool_violations
 
@@ -95,6 +97,12 @@ def fetch(records: Sequence[PromptRecord], query: Query) -> Fetched:
     Identical requests are sent once and cached answers reused (options dedupe, cache)."""
     options = query.options
     builder = RequestBuilder(options.request, query.model)
+    phase(
+        ("sent", query.id),
+        "First requests sent: %d prompt(s) of this task to model %s.",
+        sum(r.problem is None for r in records),
+        query.model,
+    )
     return send_once(
         [builder.build(r) if r.problem is None else None for r in records],
         [builder.deterministic(r) for r in records],
@@ -144,10 +152,14 @@ def answer(
     options = query.options.rows
     backend = select_backend(options.parse_mode)
     http_done = time.perf_counter()
-    # The parser always reports the status, even where the user's schema has no _status column.
+    # The parser always reports the status, even where the user's schema has no _status column,
+    # and the rescued values where there is a parsed column: a value that does not fit its field
+    # is found there (schema_mismatch).
     response_schema = response_fields(schema)
     if STATUS.name not in response_schema.names:
         response_schema = response_schema.add(STATUS.field)
+    if PARSED in response_schema.names and RESCUED_DATA.name not in response_schema.names:
+        response_schema = response_schema.add(RESCUED_DATA.field)
     parser = make_parser(
         response_schema,
         backend,
@@ -186,6 +198,7 @@ def answer(
                 found = _violations(query, responses, outcomes.bodies, changed)
                 for i, listed in zip(changed, found or [], strict=True):
                     violations[i] = listed
+    misfits = _misfits(rows, query, schema, responses, statuses)
     return Answers(
         responses=responses,
         outcomes=outcomes,
@@ -200,7 +213,23 @@ def answer(
         source=source,
         attempts=attempts,
         repair=repaired,
+        misfits=misfits,
     )
+
+
+def _misfits(
+    rows: PromptRows, query: Query, schema: StructType, responses: pa.Table, statuses: list[str]
+) -> dict[int, str]:
+    """The ``ok`` rows whose answer holds a value that does not fit its field of ``parsed``
+    become ``schema_mismatch`` (in ``statuses``), with one WARN per query in this process
+    (:mod:`dspark_json.schema.fit`). Returns each such row's misfit, described."""
+    if PARSED not in schema.names or RESCUED_DATA.name not in responses.column_names:
+        return {}
+    rescued = responses.column(RESCUED_DATA.name)
+    found = find_misfits(rescued, schema[PARSED].dataType, new_fields(rescued))
+    marked = mark_misfits(statuses, found)
+    warn_once(query.id, marked, rows.describe, rows=len(rows))
+    return {row: misfit.describe() for row, misfit in marked.items()}
 
 
 def _reask(
@@ -363,6 +392,15 @@ def run_partition(
         rounds=rounds,
         repair_options=repair_options,
     )
+    compiling = answers.reference_reasons.get("kernels_compiling")
+    if compiling:
+        phase(
+            ("kernels", query.id),
+            "Kernels compiling in the background: %d row(s) of %s parsed row by row meanwhile "
+            "(same results; the next batches take the kernels).",
+            compiling,
+            what,
+        )
     prompt_schema = StructType(
         [f for f in schema.fields if f.name not in RESPONSE_COLUMNS and f.name not in _ADDED]
     )
@@ -416,7 +454,7 @@ def settle(
         options.rows.mode,
         answers.statuses,
         describe=rows.describe,
-        detail=lambda i: f": {rows.problems[i]}" if i in rows.problems else "",
+        detail=lambda i: _why_malformed(rows, answers, i),
         errors=answers.outcomes.errors,
     )
     kept = table if keep is None else table.filter(pa.array(keep, pa.bool_()))
@@ -432,6 +470,13 @@ def settle(
     report(record, what, options.rows.metrics, storage=options.storage.settings)
     finished(record)  # the task's progress takes the record's figures
     return kept
+
+
+def _why_malformed(rows: PromptRows, answers: Answers, row: int) -> str:
+    """What to add after a malformed row's status in FAILFAST's message: the prompt's problem,
+    or the value that did not fit (``schema_mismatch``)."""
+    why = rows.problems.get(row) or answers.misfits.get(row)
+    return f": {why}" if why else ""
 
 
 def _row_models(rows: PromptRows, answers: Answers, query: Query) -> list[str | None] | None:

@@ -285,6 +285,8 @@ class Answers:
     #: With option repairAttempts: each re-asked row's attempts (``_attempts``), and their cost.
     attempts: Mapping[int, list[Attempt]] | None = None
     repair: RepairStats | None = None
+    #: The rows of ``_status`` schema_mismatch -> the value that did not fit its field.
+    misfits: Mapping[int, str] = field(default_factory=dict)
 
 
 class Watch:

@@ -108,6 +108,12 @@ class Status(StrEnum):
         "the content looked like JSON but did not parse or fit its type",
     )
     NOT_JSON = "not_json", "the content holds no JSON (prose)"
+    SCHEMA_MISMATCH = (
+        "schema_mismatch",
+        "the content is JSON of parsed's type, but a value in it does not fit its field's type: "
+        "that field is null in parsed, the value in _rescued_data under its path "
+        "(parsed.score)",
+    )
     TRUNCATED = "truncated", "finish_reason is length and the content is incomplete"
     EMPTY = "empty", "the answer has no choices"
     INVALID_UTF8 = (
@@ -125,6 +131,7 @@ MALFORMED = frozenset(
         Status.CORRUPT_ENVELOPE,
         Status.CORRUPT_CONTENT,
         Status.NOT_JSON,
+        Status.SCHEMA_MISMATCH,
         Status.TRUNCATED,
         Status.INVALID_UTF8,
     }
@@ -315,9 +322,11 @@ def apply_mode(
                 )
             if status in MALFORMED:
                 more = detail(i) if detail is not None else ""
+                # A mismatch keeps its value in _rescued_data; the others, their text.
+                kept = RESCUED_DATA if status == Status.SCHEMA_MISMATCH else CORRUPT_RECORD
                 raise RecordError(
                     f"mode=FAILFAST: {describe(i)} is malformed ({status}{more}). Use "
-                    "mode=PERMISSIVE to keep such rows with _corrupt_record, or DROPMALFORMED to "
+                    f"mode=PERMISSIVE to keep such rows with {kept.name}, or DROPMALFORMED to "
                     "drop them."
                 )
         return None

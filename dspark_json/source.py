@@ -8,10 +8,11 @@ differs between Spark versions in :mod:`dspark_json.compat`.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -25,6 +26,7 @@ from pyspark.sql.types import StructType
 from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_caps
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
+from dspark_json.http.secrets import REDACTION_PATTERN
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
     Position,
@@ -34,9 +36,10 @@ from dspark_json.inputs.listing import (
     plan_partitions,
 )
 from dspark_json.inputs.prompts import infer_passthrough
-from dspark_json.load import prepare, resolve_schema
+from dspark_json.load import check_user_schema, prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
+from dspark_json.phases import phase
 from dspark_json.pipeline import read_partition
 from dspark_json.progress import write_batch, write_run
 from dspark_json.prometheus import serve
@@ -72,6 +75,11 @@ class DSparkJsonDataSource(DataSource):
     on first use, and the server is contacted only where Spark asks for a schema or a reader.
     """
 
+    #: Registered by ``dspark_json.register(spark)``, which also makes Spark redact the secret
+    #: options from plans; ``False``: by Spark's lookup of installed modules
+    #: (:mod:`pyspark_dspark_json`), which does not.
+    registered_by_session: ClassVar[bool] = True
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
@@ -97,6 +105,8 @@ class DSparkJsonDataSource(DataSource):
         cached: Query | None = self.__dict__.get("_query")
         if cached is None:
             cached = self.__dict__["_query"] = prepare(self.parsed_options)
+            if not self.registered_by_session:
+                _warn_unredacted(self.options)
         return cached
 
     @short_errors
@@ -105,17 +115,28 @@ class DSparkJsonDataSource(DataSource):
         passthrough = []
         if query.options.input.responses is None:
             passthrough = infer_passthrough(_listing(query.options))
-        return resolve_schema(query, passthrough)
+        resolved = self.__dict__["_resolved_schema"] = resolve_schema(query, passthrough)
+        return resolved
 
     @short_errors
     def reader(self, schema: StructType) -> DataSourceReader:
-        check_supported(schema)
+        self._check(schema)
+        _workers_start(self.query)
         return PromptBatchReader(self.query, schema)
 
     @short_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        check_supported(schema)
+        self._check(schema)
+        _workers_start(self.query)
         return PromptStreamReader(self.query, schema)
+
+    def _check(self, schema: StructType) -> None:
+        """A schema the parser can fill; a user's (``.schema(...)``: not the one
+        :meth:`schema` resolved) also one that keeps the answers
+        (:func:`~dspark_json.load.check_user_schema`)."""
+        check_supported(schema)
+        if schema != self.__dict__.get("_resolved_schema"):
+            check_user_schema(self.query, schema, lambda: _prompt_columns(self.query.options))
 
 
 class PromptBatchReader(DataSourceReader):
@@ -392,6 +413,47 @@ def _plan(
 def _option(options: Options) -> str:
     """The option that names the input directory, for messages."""
     return "responses" if options.input.responses is not None else "prompts"
+
+
+def _workers_start(query: Query) -> None:
+    """The first phase line: what the first seconds of the first (micro-)batch are spent on."""
+    phase(
+        ("workers", query.id),
+        "Python workers starting: Spark starts one for each task of the first batch and "
+        "imports pyspark and dspark-json there before any prompt is sent (often 10-40 s; "
+        "later batches reuse them).",
+    )
+
+
+def _warn_unredacted(options: Mapping[str, str]) -> None:
+    """One WARN (once per query: its settled :attr:`DSparkJsonDataSource.query`) where the format
+    was registered without ``register(spark)`` and an option holds a secret that Spark then
+    shows in plans (``explain()``, the UI)."""
+    secret = sorted(
+        key
+        for key, value in options.items()
+        if re.search(REDACTION_PATTERN, key) or re.search(REDACTION_PATTERN, str(value))
+    )
+    if secret:
+        logger.warning(
+            "Option(s) %s hold a secret, and format %r was registered by Spark itself, not by "
+            "dspark_json.register(spark): Spark shows their values in plans (explain(), the "
+            "UI). Call dspark_json.register(spark) once per session to redact them, or pass "
+            "the key with option 'apiKeyEnv' (an environment variable's name) instead.",
+            ", ".join(secret),
+            FORMAT,
+        )
+
+
+def _prompt_columns(options: Options) -> list[str] | None:
+    """The columns the prompt lines' fields pass through as, from a sample (none: recorded
+    answers); ``None`` where no prompt line is there yet."""
+    if options.input.responses is not None:
+        return []
+    listing = _listing(options)
+    if next(iter(listing.sample(1)), None) is None:
+        return None
+    return [f.name for f in infer_passthrough(listing)]
 
 
 def _listing(options: Options) -> PromptListing:

@@ -189,7 +189,7 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
         }
 
     plain = [record(), record(repair=None, reference_rows=None, reference_reasons=None)]
-    assert "re-asked" not in summary(plain, "b") and "reference parser" not in summary(plain, "b")
+    assert "re-asked" not in summary(plain, "b") and "row by row" not in summary(plain, "b")
     line = summary(
         [
             record(repair=repair(2, 1), reference_rows=3, reference_reasons={"content_misfit": 3}),
@@ -206,7 +206,7 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
         "tokens 0 in, 0 out; re-asked 3 (fixed 2, tokens 90 in / 30 out, 2 over budget); " in line
     )
     assert line.endswith(
-        "(3 partition(s)); reference parser 5 rows (content_misfit 4, values_to_convert 1)"
+        "(3 partition(s)); 5 rows parsed row by row (content_misfit 4, values_to_convert 1)"
     )
     shared = [record(repair=repair(1, 1) | {"budget": b}) for b in (203, 200, 100)]
     shared[0]["repair"]["over_budget"] = 4
@@ -219,7 +219,7 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     )
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
-    assert alone.endswith("; reference parser 1 rows")
+    assert alone.endswith("; 1 rows parsed row by row")
 
 
 def test_the_line_says_how_many_cache_hits_another_task_was_sending():

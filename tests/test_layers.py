@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dspark_json"
 
 #: Lowest first. Components in one layer must not import each other.
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "phases"},  # phases: the first minute's INFO lines, said from any stage
     {"compat"},  # what differs between Spark versions
     {"storage"},  # the object stores' settings: one per query
     {"fs", "memory"},  # where bytes live: files, and the process heap

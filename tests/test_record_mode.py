@@ -18,6 +18,21 @@ def test_failfast_on_a_malformed_row_says_how_to_keep_or_drop_it():
     )
 
 
+def test_failfast_on_a_schema_mismatch_names_the_value_and_where_permissive_keeps_it():
+    with pytest.raises(RecordError) as caught:
+        apply_mode(
+            "FAILFAST",
+            ["ok", "schema_mismatch"],
+            describe=lambda i: f"custom_id 'r{i}'",
+            detail=lambda i: ': parsed.score is double, the answer holds "high"',
+        )
+    assert str(caught.value) == (
+        "mode=FAILFAST: custom_id 'r1' is malformed (schema_mismatch: parsed.score is double, "
+        'the answer holds "high"). Use mode=PERMISSIVE to keep such rows with _rescued_data, '
+        "or DROPMALFORMED to drop them."
+    )
+
+
 def test_dropmalformed_counts_what_it_dropped_in_the_log(caplog):
     caplog.set_level(logging.INFO, logger="dspark_json")
     statuses = ["ok", "not_json", "http_error", "corrupt_content", "empty"]

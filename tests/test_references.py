@@ -85,8 +85,10 @@ def _resolves(dotted: str) -> bool:
 
 @functools.cache
 def _python_files() -> frozenset[str]:
-    """The names of the project's Python files (a file named on its own is one of them)."""
-    return frozenset(p.name for name in CODE for p in (ROOT / name).rglob("*.py"))
+    """The names of the project's Python files (a file named on its own is one of them): the
+    top-level modules beside the package (``pyspark_dspark_json.py``) too."""
+    top = {p.name for p in ROOT.glob("*.py")}
+    return frozenset({p.name for name in CODE for p in (ROOT / name).rglob("*.py")} | top)
 
 
 def dangling(text: str) -> list[str]:

@@ -21,7 +21,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
@@ -92,6 +92,10 @@ class DeltaSink(DataSource):
     """``format("dspark-delta")``: streaming (append) and batch (append, overwrite) writes into a
     Delta table, the data files written by the executors; batch reads of its snapshot."""
 
+    #: What ``reader()`` returns: one that pushes partition filters down (Spark asks for
+    #: ``spark.sql.python.filterPushdown.enabled``, which ``register(spark)`` sets).
+    reader_class: ClassVar[type[DeltaTableReader]] = DeltaTableReader
+
     @classmethod
     def name(cls) -> str:
         return SINK_FORMAT
@@ -118,7 +122,7 @@ class DeltaSink(DataSource):
                 f"{', '.join(missing)} that the Delta table {self.options.get('path')} does "
                 f"not have (its columns: {', '.join(columns)})."
             )
-        return DeltaTableReader(table, schema, storage=read_storage(self.options))
+        return self.reader_class(table, schema, storage=read_storage(self.options))
 
     @short_errors
     def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:

@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from dspark_json.errors import mask_uris
 from dspark_json.http.transport import BodyTooLarge
+from dspark_json.phases import phase
 
 __all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges"]
 
@@ -344,6 +346,14 @@ class Gate:
                 break
             if now >= deadline:
                 break
+            phase(
+                ("held", url, self.max_queue),
+                "Held by the pool: %s has %d request(s) waiting (over maxServerQueue=%d): new "
+                "requests wait for room; the seconds held are in the metrics.",
+                mask_uris(url),
+                reading.waiting,
+                self.max_queue,
+            )
             next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
             if budget.target is not None and budget.target > budget.start:  # paced: look again
                 next_step = min(next_step, self.gauges.refresh_s / (budget.target - budget.start))

@@ -23,7 +23,7 @@ _fallbacks_logged: set[str] = set()
 
 def select_backend(parse_mode: ParseMode) -> Backend:
     """The backend that will run: ``gpu`` fails loudly when it cannot; ``auto`` says when it
-    falls back to the CPU (once per process)."""
+    falls back to the CPU (once per process, at INFO: the usual case, no fault)."""
     if parse_mode == "cpu":
         return "cpu"
     reason = gpu.unavailable_reason()
@@ -51,7 +51,7 @@ def select_backend(parse_mode: ParseMode) -> Backend:
         )
     if reason not in _fallbacks_logged:
         _fallbacks_logged.add(reason)
-        logger.warning("parseMode=auto: parsing on the CPU because %s.", reason)
+        logger.info("parseMode=auto: parsing on the CPU because %s.", reason)
     return "cpu"
 
 

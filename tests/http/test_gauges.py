@@ -80,7 +80,8 @@ class Pool:
         return response(200, completion(json.dumps({"a": 1})))
 
 
-def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears():
+def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears(caplog):
+    caplog.set_level(logging.INFO, logger="dspark_json.phases")
     pool = Pool(metrics(5, 16, 1.0))  # 5 waiting > maxServerQueue 0: saturated
     with raw_server(pool) as server:
         config = HttpOptions(endpoints=(Endpoint(server.url),), max_server_queue=0)
@@ -97,6 +98,10 @@ def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears():
     assert min(pool.sent) >= clear_at  # nothing sent while saturated
     assert min(pool.sent) - clear_at < 1.6  # released within a reading of it clearing
     assert fetched.stats.held_s > 1.5
+    # The phase is said once, at INFO (dspark_json/phases.py), however many requests it held.
+    (held,) = [r for r in caplog.records if "Held by the pool" in r.getMessage()]
+    assert held.levelname == "INFO"
+    assert f"{server.url} has 5 request(s) waiting (over maxServerQueue=0)" in held.getMessage()
     # At most one /metrics read a second (and the first at once).
     elapsed = max(pool.reads) - min(pool.reads)
     assert len(pool.reads) <= elapsed / 1.0 + 1.5
