@@ -15,7 +15,7 @@ and every Python worker, ``--subprocesses``; ``pip install py-spy``): the collap
 
     .venv/bin/python benchmarks/end_to_end_cpu.py                   # results/end_to_end_cpu.*
     .venv/bin/python benchmarks/end_to_end_cpu.py --profile /tmp/p  # and the stage shares
-    .venv/bin/python benchmarks/end_to_end_cpu.py --smoke           # seconds
+    .venv/bin/python benchmarks/end_to_end_cpu.py --smoke --out /tmp/e2e  # a minute
 """
 
 from __future__ import annotations
@@ -175,6 +175,35 @@ def profiled(args: argparse.Namespace, journal: str, out: Path) -> None:
                "--concurrency", str(args.concurrency),
                "--out", str(out.parent / "figures")]  # fmt: skip
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def process_shares(collapsed: Path) -> dict[str, tuple[float, float]]:
+    """From py-spy's collapsed stacks: per kind of Python process (the driver, the task
+    workers, the data source's planning and streaming workers Spark starts per call), its share
+    of the busy samples and the share of those spent importing (the simulator left out)."""
+    busy: Counter[str] = Counter()
+    importing: Counter[str] = Counter()
+    for line in collapsed.read_text().splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        frames = stack.split(";")
+        processes = [f for f in frames if f.startswith("process ")]
+        frames = [f for f in frames if not f.startswith("process ")]
+        if not frames or any(" simulate " in f for f in processes) or _idle(frames[-1]):
+            continue
+        last = processes[-1] if processes else ""
+        if "pyspark.worker" in last:
+            kind = "task workers (pyspark.worker)"
+        elif "pyspark.sql" in last:
+            kind = "planning and streaming workers (pyspark.sql.*, one process per call)"
+        else:
+            kind = "driver"
+        busy[kind] += int(count_text)
+        if any(mark in f for f in frames for mark in _IMPORTS):
+            importing[kind] += int(count_text)
+    total = max(sum(busy.values()), 1)
+    return {k: (v / total, importing[k] / v) for k, v in busy.most_common()}
 
 
 def stage_shares(collapsed: Path) -> tuple[dict[str, float], list[tuple[str, float]], int]:
@@ -372,6 +401,12 @@ def markdown(meta: dict[str, Any], result: dict[str, Any]) -> str:
             "|---|---:|",
         ]
         lines += [f"| {s} | {v:.1%} |" for s, v in profile["stages"].items()]
+        lines += ["", "| Python process | share of busy samples | of which importing |"]
+        lines += ["|---|---:|---:|"]
+        lines += [
+            f"| {k} | {share:.1%} | {imports:.1%} |"
+            for k, (share, imports) in profile.get("processes", {}).items()
+        ]
         lines += ["", "| function (own time) | share |", "|---|---:|"]
         lines += [f"| `{f}` | {v:.1%} |" for f, v in profile["top"]]
     return "\n".join(lines) + "\n"
@@ -401,7 +436,12 @@ def main(argv: list[str] | None = None) -> int:
             out = args.profile / f"journal-{journal}.txt"
             profiled(args, journal, out)
             shares, top, samples = stage_shares(out)
-            result["profiles"][journal] = {"samples": samples, "stages": shares, "top": top}
+            result["profiles"][journal] = {
+                "samples": samples,
+                "stages": shares,
+                "top": top,
+                "processes": process_shares(out),
+            }
     meta = {
         **machine(),
         "spark_cores": args.cores,
@@ -411,12 +451,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     text = markdown(meta, result)
     print(text)
-    if not args.smoke:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "end_to_end_cpu.json").write_text(
-            json.dumps({"machine": meta, **result}, indent=2) + "\n"
-        )
-        (args.out / "end_to_end_cpu.md").write_text(text)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "end_to_end_cpu.json").write_text(
+        json.dumps({"machine": meta, **result}, indent=2) + "\n"
+    )
+    (args.out / "end_to_end_cpu.md").write_text(text)
     return 0
 
 
