@@ -240,14 +240,22 @@ def stage_shares(collapsed: Path) -> tuple[dict[str, float], list[tuple[str, flo
     return shares, top, total
 
 
-#: Leaf frames of a thread that waits, which py-spy's idle detection may still count.
-_IDLE = ("wait (threading.py", "select (selectors.py", "poll (selectors.py", "manager (daemon.py")
+#: Leaf frames of a thread that waits, which py-spy's idle detection may still count:
+#: (function, module file's stem).
+_IDLE = {
+    ("wait", "threading"),
+    ("select", "selectors"),
+    ("poll", "selectors"),
+    ("manager", "daemon"),
+}
 #: Frames of an import: a worker's start-up (or a module imported late).
 _IMPORTS = ("importlib._bootstrap", "zipimport")
 
 
 def _idle(leaf: str) -> bool:
-    return any(mark in leaf for mark in _IDLE)
+    name, _, where = leaf.partition(" (")
+    stem = where.split(":")[0].rsplit("/", 1)[-1].split(".")[0]
+    return (name.rsplit(".", 1)[-1], stem) in _IDLE
 
 
 def _short(frame: str) -> str:
@@ -263,6 +271,7 @@ def _short(frame: str) -> str:
 #: and the data source's planning and commit workers, one process per call) inherits the
 #: modules instead of importing them: the fix the profile points to, tried here without
 #: changing the library.
+PRELOAD_MODULE = "dspark_preload_daemon"
 PRELOAD_DAEMON = '''"""pyspark's daemon, with dspark-json imported before it forks workers."""
 import importlib
 
@@ -288,11 +297,11 @@ def preload(directory: Path) -> None:
     from pyspark.sql import SparkSession
 
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "dspark_preload_daemon.py").write_text(PRELOAD_DAEMON)
+    (directory / f"{PRELOAD_MODULE}.py").write_text(PRELOAD_DAEMON)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(directory), os.environ.get("PYTHONPATH")) if p
     )
-    SparkSession.builder.config("spark.python.daemon.module", "dspark_preload_daemon")
+    SparkSession.builder.config("spark.python.daemon.module", PRELOAD_MODULE)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:

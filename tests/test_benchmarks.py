@@ -327,7 +327,7 @@ def test_end_to_end_cpu_stage_shares(tmp_path):
                 f"{worker};<module> (dspark_json/__init__.py:1);"
                 "_find_and_load (<frozen importlib._bootstrap>:1) 4",
                 'process 3:"python -m dspark_json simulate --port 0";_chat (dev/simulator.py:1) 50',
-                f"{worker};manager (daemon.py:1) 20",
+                f"{worker};manager (pyspark/daemon.py:1) 20",
             ]
         )
         + "\n"
