@@ -407,77 +407,63 @@ class _Columns:
         self.nodes = table.nodes
         self.strings = strings  # per string node: its offsets and text, unescaped
         self.text_of = text_of
-        # Python ints, read once: a batch builds every node, and a numpy scalar per read of a
-        # node's bounds or kind costs more than the arrays' work in a small batch.
-        self._bounds: list[int] = bounds.tolist()
-        self._kind: list[int] = self.nodes.kind.tolist()
-        self._first: list[int] = self.nodes.first.tolist()
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
-        lo, hi = self._bounds[node], self._bounds[node + 1]
-        a = self.a[lo:hi]
-        kind = self._kind[node]
-        if kind == T_STRING:
-            return self._strings(node, a, arrow_type)
-        if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
-            null = a == -1
-            values = self.b[lo:hi].view(np.float64)
-            for i in np.flatnonzero(a >= 0).tolist():
-                values[i] = float(self.data[a[i] : self.b[lo + i]].tobytes())
-            values[null] = 0.0
-            return _as(pa.array(values, mask=null if null.any() else None), arrow_type)
+        lo, hi = int(self.bounds[node]), int(self.bounds[node + 1])
+        a, b = self.a[lo:hi], self.b[lo:hi]
         null = a < 0
-        has_null = bool(null.any())
+        mask = pa.array(null) if null.any() else None
+        kind = int(self.nodes.kind[node])
         if kind == T_STRUCT:
             fields = self._fields(node)
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
-            mask = pa.array(null) if has_null else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
-        b = self.b[lo:hi]
-        if kind == T_INT:
-            return _as(pa.array(b, mask=null if has_null else None), arrow_type)
-        if kind == T_BOOL:
-            return _as(pa.array(b != 0, mask=null if has_null else None), arrow_type)
-        if kind in {T_ARRAY, T_MAP}:
+        if kind == T_ARRAY:
+            lengths = np.where(null, 0, b)
             offsets = np.zeros(len(a) + 1, np.int32)
-            np.cumsum(np.where(null, 0, b) if has_null else b, out=offsets[1:])
-            mask = pa.array(null) if has_null else None
-            if kind == T_ARRAY:
-                values = self.build(self._first[node], arrow_type.value_type)
-                return pa.ListArray.from_arrays(
-                    pa.array(offsets), values, type=arrow_type, mask=mask
-                )
-            keys = self.build(self._first[node], arrow_type.key_type)
+            np.cumsum(lengths, out=offsets[1:])
+            values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
+            return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
+        if kind == T_MAP:
+            lengths = np.where(null, 0, b)
+            offsets = np.zeros(len(a) + 1, np.int32)
+            np.cumsum(lengths, out=offsets[1:])
+            keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
-        return pa.nulls(len(a), arrow_type)
-
-    def _strings(self, node: int, a: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-        """A string node's array: its unescaped strings, and the values held as their JSON
-        text."""
-        offsets, text = self.strings[node]
-        null = a < 0
-        as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)
-        held = bool(as_text.any())
-        if held:
+        if kind == T_STRING:
+            offsets, text = self.strings[node]
+            as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)
+            held = as_text.any()
+            if held:
+                null = a == -1
+            if arrow_type == pa.string() and offsets[-1] < 2**31 and not held:
+                return pa.StringArray.from_buffers(
+                    len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
+                    _validity(null),
+                )  # fmt: skip
+            strings = pa.LargeStringArray.from_buffers(
+                len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
+            )
+            if held:
+                strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
+            return _as(strings, arrow_type)
+        if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             null = a == -1
-        if arrow_type == pa.string() and offsets[-1] < 2**31 and not held:
-            return pa.StringArray.from_buffers(
-                len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
-                _validity(null),
-            )  # fmt: skip
-        strings = pa.LargeStringArray.from_buffers(
-            len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
-        )
-        if held:
-            lo = self._bounds[node]
-            b = self.b[lo : lo + len(a)]
-            strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
-        return _as(strings, arrow_type)
+            values = b.view(np.float64)
+            for i in np.flatnonzero(a >= 0).tolist():
+                values[i] = float(self.data[a[i] : b[i]].tobytes())
+            values[null] = 0.0
+            return _as(pa.array(values, mask=null if null.any() else None), arrow_type)
+        if kind == T_INT:
+            return _as(pa.array(b, mask=null if mask is not None else None), arrow_type)
+        if kind == T_BOOL:
+            return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
+        return pa.nulls(len(a), arrow_type)
 
     def _with_texts(
         self, strings: pa.Array, as_text: np.ndarray, starts: np.ndarray, ends: np.ndarray
