@@ -267,10 +267,10 @@ def _short(frame: str) -> str:
 
 
 #: ``--preload``: pyspark's daemon with dspark-json and what a worker imports imported before
-#: it forks (``spark.python.daemon.module``), so that each Python worker Spark starts (a task's,
-#: and the data source's planning and commit workers, one process per call) inherits the
-#: modules instead of importing them: the fix the profile points to, tried here without
-#: changing the library.
+#: it forks (``spark.python.daemon.module``), so that each task worker inherits the modules
+#: instead of importing them. Spark 4.1 starts the data source's planning and commit workers
+#: (``pyspark.sql.worker.*``) from ``pyspark.daemon`` whatever this setting says: they still
+#: import everything, one process per call (seen in the process list of a ``--preload`` run).
 PRELOAD_MODULE = "dspark_preload_daemon"
 PRELOAD_DAEMON = '''"""pyspark's daemon, with dspark-json imported before it forks workers."""
 import importlib
@@ -293,15 +293,17 @@ if __name__ == "__main__":
 
 
 def preload(directory: Path) -> None:
-    """Make the next Spark session fork its Python workers from :data:`PRELOAD_DAEMON`."""
-    from pyspark.sql import SparkSession
-
+    """Make the next Spark session (its JVM not started yet) fork its Python workers from
+    :data:`PRELOAD_DAEMON`: by ``PYSPARK_SUBMIT_ARGS``, which the JVM's launch reads
+    (``SparkSession.builder`` is a new builder at each access in PySpark 4)."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / f"{PRELOAD_MODULE}.py").write_text(PRELOAD_DAEMON)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(directory), os.environ.get("PYTHONPATH")) if p
     )
-    SparkSession.builder.config("spark.python.daemon.module", PRELOAD_MODULE)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = (
+        f"--conf spark.python.daemon.module={PRELOAD_MODULE} pyspark-shell"
+    )
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
