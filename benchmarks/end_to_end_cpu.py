@@ -268,7 +268,7 @@ def _short(frame: str) -> str:
 
 #: ``--preload``: pyspark's daemon with dspark-json and what a worker imports imported before
 #: it forks (``spark.python.daemon.module``), so that each task worker inherits the modules
-#: instead of importing them. Spark 4.1 starts the data source's planning and commit workers
+#: instead of importing them. Spark 4.3 starts the data source's planning and commit workers
 #: (``pyspark.sql.worker.*``) from ``pyspark.daemon`` whatever this setting says: they still
 #: import everything, one process per call (seen in the process list of a ``--preload`` run).
 PRELOAD_MODULE = "dspark_preload_daemon"
