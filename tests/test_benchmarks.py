@@ -292,3 +292,51 @@ def test_contract_before_after_refuses_a_tree_dspark_json_is_not_imported_from(t
     assert done.returncode != 0
     assert f"not from {tmp_path}" in done.stderr
     assert not (tmp_path / "contract_before_after.json").exists()
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_end_to_end_cpu_smoke(tmp_path):
+    """benchmarks/end_to_end_cpu.py: every prompt reaches the Delta table, journal on and off,
+    and the CPU seconds counted are our processes' (some, and not the simulator's alone)."""
+    run_smoke("end_to_end_cpu.py", tmp_path)
+    result = json.loads((tmp_path / "end_to_end_cpu.json").read_text())
+    figures = result["figures"]
+    assert sorted(f["journal"] for f in figures) == [False, True]
+    for f in figures:
+        assert f["rows"] == f["prompts"] == 200
+        assert f["cpu_s_by_process"]["Spark JVM"] > 0
+        assert f["cpu_s_by_process"]["Python workers"] > 0
+    assert "rows per CPU-second" in (tmp_path / "end_to_end_cpu.md").read_text()
+
+
+def test_end_to_end_cpu_stage_shares(tmp_path):
+    """The profile's shares leave the simulator and idle waits out, and put a sample in the
+    innermost stage its stack passes through (imports before all)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from end_to_end_cpu import stage_shares
+
+    collapsed = tmp_path / "stacks.txt"
+    worker = 'process 2:"python -m pyspark.daemon pyspark.worker"'
+    collapsed.write_text(
+        "\n".join(
+            [
+                f"{worker};main (pyspark/worker.py:1);"
+                "partition (dspark_json/pipeline.py:9);parse (dspark_json/parse/cpu.py:3) 3",
+                f"{worker};main (pyspark/worker.py:1);send (httpx/_client.py:5) 1",
+                f"{worker};<module> (dspark_json/__init__.py:1);"
+                "_find_and_load (<frozen importlib._bootstrap>:1) 4",
+                'process 3:"python -m dspark_json simulate --port 0";_chat (dev/simulator.py:1) 50',
+                f"{worker};manager (pyspark/daemon.py:1) 20",
+            ]
+        )
+        + "\n"
+    )
+    shares, top, samples = stage_shares(collapsed)
+    assert samples == 8
+    assert shares == {
+        "Python start-up (imports)": 0.5,
+        "parse (bodies -> Arrow)": 0.375,
+        "HTTP client (httpx, h11, sockets)": 0.125,
+    }
+    assert top[0] == ("_find_and_load (<frozen importlib._bootstrap>)", 0.5)
