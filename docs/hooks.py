@@ -1,12 +1,14 @@
 """MkDocs hooks of the docs site (``hooks:`` in mkdocs.yml; no plugin to install).
 
-- The how-to section of the nav lists the pages mkdocs.yml names, then every other
-  ``docs/guide/*.md`` in name order: a new guide page needs no edit here or in mkdocs.yml.
+- The how-to section of the nav lists the pages mkdocs.yml names, and every other
+  ``docs/guide/*.md`` in name order before its last page, troubleshooting: a new guide page
+  needs no edit here or in mkdocs.yml (place it in mkdocs.yml where a reader looks for it).
 - The reference pages are generated from the code (``docs/gen_reference.py``) at every build.
 - The benchmarks' own README, results and plots (``benchmarks/``) are served as they are.
 - Sphinx roles (``:func:``) the docstrings use are dropped from the rendered API page.
 - The changelog page takes in the fragments of ``docs/changes/*.md`` (one per change, written
-  by whoever made it) where it says ``<!-- changes -->``.
+  by whoever made it) where it says ``<!-- changes -->``, as one list: a fragment's headings
+  (its branch's title) are dropped.
 """
 
 from __future__ import annotations
@@ -22,6 +24,10 @@ DOCS = Path(__file__).resolve().parent
 ROOT = DOCS.parent
 #: The nav section that takes in every page of docs/guide/.
 GUIDES = "How-to guides"
+#: The how-to page that stays last: the pages mkdocs.yml does not name go before it.
+LAST_GUIDE = "guide/troubleshooting.md"
+#: A Markdown heading line of a changelog fragment (``# Changes: ...``): not a change.
+HEADING = re.compile(r"^#{1,6} .*$", re.MULTILINE)
 #: Where the changelog page takes in the fragments.
 CHANGES_MARK = "<!-- changes -->"
 #: A Sphinx role before an inline code span in a rendered docstring (``:func:`x```): dropped.
@@ -51,13 +57,18 @@ def guide_pages(nav: list[Any]) -> list[Any]:
     ]
     for entry in nav:
         if isinstance(entry, dict) and GUIDES in entry:
-            entry[GUIDES] = [*entry[GUIDES], *extra]
+            listed_guides = list(entry[GUIDES])
+            last = listed_guides[-1:] if listed_guides[-1:] == [LAST_GUIDE] else []
+            entry[GUIDES] = [*listed_guides[: len(listed_guides) - len(last)], *extra, *last]
     return nav
 
 
 def change_fragments() -> str:
-    """The fragments of docs/changes/, in name order, as one list."""
-    parts = [p.read_text(encoding="utf-8").strip() for p in sorted((DOCS / "changes").glob("*.md"))]
+    """The fragments of docs/changes/, in name order, as one list (headings dropped)."""
+    parts = [
+        HEADING.sub("", p.read_text(encoding="utf-8")).strip()
+        for p in sorted((DOCS / "changes").glob("*.md"))
+    ]
     return "\n".join(part for part in parts if part)
 
 

@@ -80,7 +80,7 @@ def register(spark: SparkSession) -> None:
     With the package installed, Spark 4 registers both formats by itself (the top-level modules
     ``pyspark_dspark_json`` and ``pyspark_dspark_delta``); what this call adds then is the
     redaction (without it, a query that passes ``apiKey`` gets one WARN) and Delta reads' filter
-    pushdown (docs/guide/schemas-and-errors.md).
+    pushdown (docs/getting-started/cluster.md).
 
     Parameters
     ----------

@@ -66,15 +66,22 @@ def test_a_new_guide_page_joins_the_how_to_section_of_the_nav():
     nav = [{"How-to guides": ["guide/prompt-input.md"]}, {"Reference": ["reference/cli.md"]}]
     (guides,) = (e[hooks.GUIDES] for e in hooks.guide_pages(nav) if hooks.GUIDES in e)
     assert guides[0] == "guide/prompt-input.md"
+    nav = [{"How-to guides": ["guide/prompt-input.md", hooks.LAST_GUIDE]}]
+    (guides,) = (e[hooks.GUIDES] for e in hooks.guide_pages(nav))
+    assert guides[0] == "guide/prompt-input.md" and guides[-1] == hooks.LAST_GUIDE
+    assert len(guides) == len(list((DOCS / "guide").glob("*.md")))
     assert {f"guide/{p.name}" for p in (DOCS / "guide").glob("*.md")} == set(guides)
 
 
 def test_the_changelog_takes_in_every_fragment(site):
     text = page(site, "changelog.md")
     for fragment in sorted((DOCS / "changes").glob("*.md")):
-        first = next(ln for ln in fragment.read_text().splitlines() if ln.strip())
+        lines = fragment.read_text().splitlines()
+        first = next(ln for ln in lines if ln.strip() and not ln.startswith("#"))
         words = re.sub(r"[`*\[\]]", "", first.lstrip("-# ")).split()[:4]
         assert " ".join(words) in re.sub(r"\s+", " ", text), fragment.name
+        for heading in (ln.lstrip("# ") for ln in lines if ln.startswith("# ")):
+            assert heading not in text, heading  # a fragment's title is no change
     assert hooks.CHANGES_MARK in (DOCS / "changelog.md").read_text()
 
 
