@@ -76,9 +76,13 @@ mutate: $(STAMP)  ## mutation testing of the core modules: benchmarks/results/mu
 docs: $(STAMP)  ## serve the docs site locally
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict
 
+# Everything of ours that is Python: the package, the two modules Spark finds by name, the tests,
+# the benchmarks and the docs site's generator.
+LINTED := dspark_json pyspark_dspark_json.py pyspark_dspark_delta.py tests benchmarks docs/*.py
+
 lint: $(STAMP)
-	$(BIN)/ruff check dspark_json tests benchmarks
-	$(BIN)/ruff format --check dspark_json tests benchmarks
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
 
 clean:

@@ -58,7 +58,10 @@ METRICS_DOCS: dict[str, str] = {
     "prompts": "rows in",
     "requests": "chat completion requests sent (re-asks excluded)",
     "retries": "requests sent again after a failure or a rate limit",
-    "shed": "requests the pool shed and asked again later (llm-d's 429 with `x-llm-d-request-dropped-reason`, a gateway's 503 with no endpoint yet)",
+    "shed": (
+        "requests the pool shed and asked again later (llm-d's 429 with "
+        "`x-llm-d-request-dropped-reason`, a gateway's 503 with no endpoint yet)"
+    ),
     "deduplicated": "rows answered by another row's identical request (option `dedupe`)",
     "cache_hits": "rows answered from the response cache (option `cache`)",
     "cache_misses": "cacheable requests the cache did not hold",
