@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -49,6 +50,7 @@ __all__ = [
     "show_progress",
     "snapshot",
     "task_progress",
+    "well_formed",
     "write_batch",
     "write_run",
 ]
@@ -396,11 +398,85 @@ def snapshot(
         record = _read(entry.path, storage)
         if record is None:
             continue
-        if record.get("kind") == "batch":
+        if not well_formed(record):
+            logger.debug("Progress record %s is not one of ours: skipped", entry.path)
+        elif record.get("kind") == "batch":
             batches[record["batch"]] = record
         elif record.get("kind") == "task":
             tasks.append(record)
+    if run is not None and not well_formed(run):
+        run = None
     return summarize(run, list(batches.values()), tasks, now=now)
+
+
+#: The fields of the records that hold a number (or ``null``), and those that hold an object
+#: of numbers.
+_NUMBERS = frozenset(
+    {
+        "batch",
+        "partition",
+        "started",
+        "updated",
+        "ended",
+        "first_batch",
+        "prompts",
+        "partitions",
+        "done",
+        "ok",
+        "requests",
+        "retries",
+        "held_seconds",
+        "inflight",
+        "cost_usd",
+    }
+)
+_COUNTS = frozenset({"errors", "http_status", "tokens", "latency_ms"})
+
+
+def _number(value: Any) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _counts(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and all(_number(v) for v in value.values()))
+
+
+def well_formed(record: Mapping[str, Any]) -> bool:
+    """Whether a record read back has the types :func:`summarize` adds up: a file truncated,
+    edited by hand or written by something else (a string, ``NaN``, a list where a number
+    goes) is skipped, not a crash of ``metrics``, ``report``, a scrape or ``show_progress``."""
+    if not all(_number(record.get(field)) for field in _NUMBERS):
+        return False
+    if record.get("kind") == "batch" and record.get("batch") is None:
+        return False
+    if not all(_counts(record.get(field)) for field in _COUNTS):
+        return False
+    models = record.get("models")
+    if models is not None and not (
+        isinstance(models, dict)
+        and all(
+            isinstance(figures, dict)
+            and _number(figures.get("done"))
+            and _number(figures.get("requests"))
+            and _number(figures.get("cost_usd"))
+            and _counts(figures.get("tokens"))
+            for figures in models.values()
+        )
+    ):
+        return False
+    samples = record.get("samples")
+    return samples is None or (
+        isinstance(samples, list)
+        and all(
+            isinstance(sample, list)
+            and len(sample) >= 5
+            and all(x is not None and _number(x) for x in sample)
+            for sample in samples
+        )
+        and (not samples or record.get("started") is not None)
+    )
 
 
 def summarize(

@@ -21,7 +21,7 @@ from typing import Any
 
 from dspark_json.fs import list_files, read_text
 from dspark_json.metrics import read_records
-from dspark_json.progress import progress_dir, snapshot
+from dspark_json.progress import progress_dir, snapshot, well_formed
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["render_html", "report_data", "write_report"]
@@ -38,6 +38,8 @@ def _tasks(metrics: str, storage: StorageSettings, first: int | None) -> list[di
         try:
             record = json.loads(read_text(entry.path, storage=storage))
         except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not well_formed(record):
             continue
         batch = record.get("batch")
         if first is not None and batch is not None and batch < first:
@@ -160,8 +162,7 @@ def render_html(data: Mapping[str, Any]) -> str:
         f"<td>{_usd(f.get('cost_usd'))}</td></tr>"
         for m, f in sorted(shot["models"].items())
     )
-    # In a <script> element only "</" could end it early: escaped, the JSON is the same.
-    embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    embedded = _in_script(json.dumps(data, sort_keys=True))
     return _PAGE.format(
         title=html.escape(data["title"]),
         cards="".join(
@@ -173,6 +174,14 @@ def render_html(data: Mapping[str, Any]) -> str:
         data=embedded,
         script=_SCRIPT,
     )
+
+
+def _in_script(text: str) -> str:
+    """JSON text safe inside a ``<script>`` element: ``</script>`` would end it, and
+    ``<!--`` then ``<script`` would make the parser swallow the rest of the page into it (a
+    model's name or an error's text may hold either). ``<``, ``>`` and ``&`` written as
+    ``\\u`` escapes: the same JSON, and no markup in it."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _usd(value: float | None) -> str:

@@ -189,3 +189,28 @@ def test_follow_draws_until_the_run_is_finished_and_show_progress_returns(tmp_pa
     shot = show_progress(Ended(), str(metrics))
     assert shot["state"] == "finished" and shot["prompts"] == {"done": 4, "total": 4}
     assert "100.0% 4/4 prompts" in capsys.readouterr().err
+
+
+def test_records_of_the_wrong_types_are_skipped_not_a_crash(tmp_path, capsys):
+    """A progress file truncated, edited by hand or written by something else (a string where
+    a count goes, NaN, a batch record without its batch) is skipped by metrics --json and the
+    report, which read the well-formed ones."""
+    from dspark_json.cli import main
+
+    where = tmp_path / "_progress"
+    where.mkdir()
+    good = {"version": 1, "kind": "task", "batch": 0, "partition": 0, "state": "done",
+            "started": 1.0, "updated": 3.0, "prompts": 4, "done": 4, "ok": 4,
+            "samples": [[0.0, 4, 4, 0.0, 2]]}  # fmt: skip
+    (where / "batch-000000-part-00000.json").write_text(json.dumps(good))
+    (where / "batch-000000-part-00001.json").write_text(json.dumps({**good, "done": "5"}))
+    (where / "batch-000000-part-00002.json").write_text('{"kind": "task", "ok": NaN}')
+    (where / "batch-000000-part-00003.json").write_text('{"kind": "task", "samples": [[1]]}')
+    (where / "batch-000000-part-00004.json").write_text('{"kind": "task", "models": {"m": 1}}')
+    (where / "batch-000000-part-00005.json").write_text('{"kind": "task", "done": 2')
+    (where / "batch-000000.json").write_text('{"kind": "batch"}')
+    assert main(["metrics", str(tmp_path), "--json"]) == 0
+    shot = json.loads(capsys.readouterr().out)
+    assert shot["prompts"]["done"] == 4 and shot["ok"] == 4
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0
+    assert "NaN" not in (tmp_path / "r.html").read_text()
