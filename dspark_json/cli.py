@@ -537,3 +537,7 @@ def _report(table_path: Path, elapsed: float, requests: int) -> None:
             f"{parsed.get('score')!s:<7} {parsed.get('stars')!s:<2} {parsed.get('topics')} "
             f"{row['created']:%Y-%m-%d %H:%M:%S}"
         )
+
+
+if __name__ == "__main__":  # python -m dspark_json.cli, as the docs write it
+    raise SystemExit(main())

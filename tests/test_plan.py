@@ -54,3 +54,22 @@ def test_plan_names_a_bad_option_as_load_does(tmp_path, capsys):
     ]
     assert main(argv) == 2
     assert "Option 'pricing'" in capsys.readouterr().err
+
+
+def test_python_m_dspark_json_cli_runs_the_command(tmp_path):
+    """The guides write ``python -m dspark_json.cli COMMAND``: it ran nothing (exit 0, no
+    output) while cli.py had no ``__main__`` block."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "dspark_json.cli", "metrics", str(tmp_path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["state"] == "waiting"
