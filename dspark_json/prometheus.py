@@ -84,6 +84,11 @@ def exposition(shot: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The servers this process started, by (host, port).
+_SERVING: dict[tuple[str, int], ThreadingHTTPServer] = {}
+_LOCK = threading.Lock()
+
+
 class _Handler(BaseHTTPRequestHandler):
     metrics = ""
     storage: StorageSettings = ENVIRONMENT_ONLY
@@ -112,7 +117,31 @@ def serve(
     port: int, metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, host: str = ""
 ) -> ThreadingHTTPServer | None:
     """Serve the run's figures on ``port`` (0: a free one) in a daemon thread; ``None`` (and a
-    WARN) where the port cannot be had: the query runs on without it."""
+    WARN) where the port cannot be had: the query runs on without it.
+
+    A port this process serves already (a query run again in the same driver, a notebook's
+    restarted query, each run of ``dspark_json.start`` on Spark 4.0 and 4.1) is pointed at the
+    new run's ``metrics``: the server of the run before would hold the port and go on showing
+    the old run's figures."""
+    with _LOCK:
+        running = _SERVING.get((host, port)) if port else None
+        if running is not None and running.socket.fileno() != -1:  # not closed since
+            handler_class = running.RequestHandlerClass
+            handler_class.metrics = metrics  # type: ignore[attr-defined]
+            handler_class.storage = storage  # type: ignore[attr-defined]
+            logger.info(
+                "prometheusPort: the figures of %s at http://%s:%d/metrics",
+                metrics,
+                host or "0.0.0.0",
+                port,
+            )
+            return running
+        return _start(port, metrics, storage, host)
+
+
+def _start(
+    port: int, metrics: str, storage: StorageSettings, host: str
+) -> ThreadingHTTPServer | None:
     handler = type("Handler", (_Handler,), {"metrics": metrics, "storage": storage})
     try:
         server = ThreadingHTTPServer((host, port), handler)
@@ -125,6 +154,8 @@ def serve(
         )
         return None
     server.daemon_threads = True
+    if port:
+        _SERVING[(host, port)] = server
     threading.Thread(
         target=server.serve_forever, name="dspark-json-prometheus", daemon=True
     ).start()

@@ -47,3 +47,28 @@ def test_a_port_taken_is_a_warning_not_a_failure(tmp_path, caplog):
         first.shutdown()
         first.server_close()
     assert "cannot listen" in caplog.text
+
+
+def test_a_query_run_again_in_the_same_driver_serves_the_new_run(tmp_path, caplog):
+    """A restarted query (a notebook's, or each run of start() on Spark 4.0/4.1) asks for the
+    port its earlier run holds: the earlier server is pointed at the new run's metrics, not a
+    WARN 'cannot listen' while the old server goes on showing the old run's figures."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    for where, prompts in ((old, 10), (new, 99)):
+        write_batch(where, storage=ENVIRONMENT_ONLY, batch=0, prompts=prompts, partitions=1)
+    first = serve(port, old, host="127.0.0.1")
+    assert first is not None
+    try:
+        again = serve(port, new, host="127.0.0.1")
+        answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    finally:
+        first.shutdown()
+        first.server_close()
+    assert again is first
+    assert "dspark_json_prompts_planned 99\n" in answer.text
+    assert "cannot listen" not in caplog.text
