@@ -238,10 +238,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "schema":
         return _schema(args)
-    if args.command == "metrics":
-        return _metrics(args)
-    if args.command == "report":
-        return _report_page(args)
+    if args.command in ("metrics", "report"):
+        from dspark_json.errors import DSparkJsonError, mask_uris
+
+        try:
+            return _metrics(args) if args.command == "metrics" else _report_page(args)
+        except DSparkJsonError as exc:  # a bad URI or storage setting: the message, no trace
+            sys.stderr.write(f"dspark-json {args.command}: {exc}\n")
+            return 2
+        except OSError as exc:
+            sys.stderr.write(
+                f"dspark-json {args.command}: {mask_uris(args.directory)} cannot be read: "
+                f"{mask_uris(str(exc))}\n"
+            )
+            return 2
     if args.command == "plan":
         return _plan(args)
     return _demo(args)
@@ -252,6 +262,7 @@ def _metrics(args: argparse.Namespace) -> int:
     the run (live while it runs: ``--follow`` refreshes it, ``--json`` prints it as JSON)."""
     import json
 
+    from dspark_json.errors import mask_uris
     from dspark_json.metrics import by_batch, read_records, summary
     from dspark_json.progress import render, snapshot
     from dspark_json.storage import parse_settings
@@ -266,7 +277,8 @@ def _metrics(args: argparse.Namespace) -> int:
     shot = snapshot(directory, storage=storage)
     if not records and shot["state"] == "waiting":
         sys.stderr.write(
-            f"dspark-json metrics: no metrics records in {directory} (the directory a query's "
+            f"dspark-json metrics: no metrics records in {mask_uris(directory)} (the directory a "
+            "query's "
             "option 'metrics' names)\n"
         )
         return 2
@@ -303,13 +315,14 @@ def _follow(directory: str, interval: float) -> int:
 
 
 def _report_page(args: argparse.Namespace) -> int:
+    from dspark_json.errors import mask_uris
     from dspark_json.report import write_report
     from dspark_json.storage import parse_settings
 
     written = write_report(args.directory, args.output, storage=parse_settings(None))
     if not written:
         sys.stderr.write(
-            f"dspark-json report: no metrics or progress records in {args.directory}\n"
+            f"dspark-json report: no metrics or progress records in {mask_uris(args.directory)}\n"
         )
         return 2
     _say(f"dspark-json report: {args.output}")

@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dspark_json.errors import mask_uris
 from dspark_json.fs import list_files, read_text
 from dspark_json.metrics import read_records
 from dspark_json.progress import progress_dir, snapshot, well_formed
@@ -114,7 +115,7 @@ def report_data(metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) ->
         rows.update({"ok": shot["ok"], **shot["errors"]})
     limits = [r.get("inflight_limit") or {} for r in records]
     return {
-        "title": f"dspark-json run: {metrics}",
+        "title": f"dspark-json run: {mask_uris(metrics)}",  # a SAS token's sig= not shown
         "summary": shot,
         "series": over_time(tasks),
         "latency": latency,

@@ -159,3 +159,25 @@ def test_a_model_name_of_markup_stays_data(tmp_path, name):
     assert "<" not in embedded
     assert name in json.loads(embedded)["summary"]["models"]
     assert page.count("<script") == 2
+
+
+def test_a_token_in_the_metrics_uri_is_not_in_the_page(tmp_path):
+    """A metrics directory given with a SAS token (``?sig=``) was the page's title: the token
+    was in the HTML three times."""
+    metrics = tmp_path / "m?sig=CANARY-SIG-7"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    page = tmp_path / "r.html"
+    assert main(["report", str(metrics), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "CANARY-SIG-7" not in text and "sig=***" in text
+
+
+def test_a_bad_uri_is_a_message_not_a_traceback(capsys):
+    for command in (
+        ["metrics", "gs://u:CANARY-PW@bucket/m", "--json"],
+        ["report", "gs://u:CANARY-PW@bucket/m", "-o", "x.html"],
+    ):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "carries credentials" in err and "Traceback" not in err and "CANARY-PW" not in err
