@@ -11,6 +11,7 @@ new dependency, and nothing runs between scrapes.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,19 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """A sample's value, exact: a count as its digits (``:g`` kept six: 98765432 tokens read
+    9.87654e+07, and a counter's increments under its sixth digit were lost to ``rate()``),
+    a float as its shortest round-trip text, infinities and NaN as Prometheus writes them."""
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
 
 
 def exposition(shot: Mapping[str, Any]) -> str:
@@ -80,7 +94,7 @@ def exposition(shot: Mapping[str, Any]) -> str:
     lines = []
     for name, kind, text in METRICS:
         lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
-        lines += [f"{name}{labels} {value:g}" for labels, value in samples[name]]
+        lines += [f"{name}{labels} {_number(value)}" for labels, value in samples[name]]
     return "\n".join(lines) + "\n"
 
 

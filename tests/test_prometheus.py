@@ -72,3 +72,18 @@ def test_a_query_run_again_in_the_same_driver_serves_the_new_run(tmp_path, caplo
     assert again is first
     assert "dspark_json_prompts_planned 99\n" in answer.text
     assert "cannot listen" not in caplog.text
+
+
+def test_large_counters_are_exact():
+    """A run's tokens pass a million quickly: written with ':g' a counter kept six digits
+    (98765432 read 9.87654e+07), so rate() saw steps, not the run."""
+    from dspark_json.progress import summarize
+    from dspark_json.prometheus import exposition
+
+    task = {"kind": "task", "state": "done", "done": 1234567, "ok": 1234567, "started": 1.0,
+            "updated": 2.0, "cost_usd": 12345.678901,
+            "tokens": {"input": 98765432, "output": 1, "cached": 0}}  # fmt: skip
+    text = exposition(summarize(None, [], [task], now=3.0))
+    assert "dspark_json_prompts_total 1234567\n" in text
+    assert 'dspark_json_tokens_total{kind="input"} 98765432\n' in text
+    assert "dspark_json_cost_usd_total 12345.678901\n" in text
