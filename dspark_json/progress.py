@@ -563,6 +563,13 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
+def _printable(text: str) -> str:
+    """``text`` without control characters: a model's name comes from the server's
+    ``/v1/models``, and an escape sequence in it would move the cursor or retitle the terminal
+    that ``metrics --follow`` draws in."""
+    return "".join("?" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
+
+
 def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
     """The snapshot as text: a bar line and the figures (``dspark-json metrics DIR``)."""
     prompts = shot["prompts"]
@@ -581,7 +588,7 @@ def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
             else ", finished"
         )
     )
-    errors = ", ".join(f"{k} {v}" for k, v in sorted(shot["errors"].items())) or "none"
+    errors = ", ".join(f"{_printable(k)} {v}" for k, v in sorted(shot["errors"].items())) or "none"
     tokens = shot["tokens"]
     cost = shot.get("cost_usd")
     lines = [
@@ -594,7 +601,7 @@ def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
     for model, figures in sorted(shot["models"].items()):
         each = figures["tokens"]
         lines.append(
-            f"  {model}: {figures['requests']} requests, tokens {each['input']} in / "
+            f"  {_printable(model)}: {figures['requests']} requests, tokens {each['input']} in / "
             f"{each['output']} out"
             + (f", ${figures['cost_usd']:.4f}" if figures.get("cost_usd") is not None else "")
         )

@@ -214,3 +214,14 @@ def test_records_of_the_wrong_types_are_skipped_not_a_crash(tmp_path, capsys):
     assert shot["prompts"]["done"] == 4 and shot["ok"] == 4
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0
     assert "NaN" not in (tmp_path / "r.html").read_text()
+
+
+def test_render_writes_no_control_character_of_a_model_name():
+    """A model's name is the server's (/v1/models): an escape sequence in it would drive the
+    terminal that metrics --follow draws in."""
+    task = {"kind": "task", "state": "running", "done": 1, "ok": 1, "started": 1.0,
+            "updated": 2.0, "errors": {"x\x1b[2J": 1},
+            "models": {"evil\x1b]0;owned\x07": {"done": 1, "requests": 1,
+                                                "tokens": {"input": 1, "output": 1}}}}  # fmt: skip
+    text = progress.render(progress.summarize(None, [], [task], now=3.0))
+    assert "\x1b" not in text and "\x07" not in text and "evil?]0;owned?" in text
