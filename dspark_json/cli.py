@@ -263,11 +263,17 @@ def _metrics(args: argparse.Namespace) -> int:
     import json
 
     from dspark_json.errors import mask_uris
+    from dspark_json.fs import kind_of
     from dspark_json.metrics import by_batch, read_records, summary
     from dspark_json.progress import render, snapshot
     from dspark_json.storage import parse_settings
 
     directory, storage = args.directory, parse_settings(None)
+    if (args.json or args.follow) and kind_of(directory, storage=storage) == "missing":
+        sys.stderr.write(  # a typo would wait forever, silently
+            f"dspark-json metrics: {mask_uris(directory)} does not exist (yet): waiting for a "
+            "run to write there. Check that it is the query's option 'metrics'.\n"
+        )
     if args.json:
         _say(json.dumps(snapshot(directory, storage=storage), sort_keys=True))
         return 0
@@ -278,8 +284,7 @@ def _metrics(args: argparse.Namespace) -> int:
     if not records and shot["state"] == "waiting":
         sys.stderr.write(
             f"dspark-json metrics: no metrics records in {mask_uris(directory)} (the directory a "
-            "query's "
-            "option 'metrics' names)\n"
+            "query's option 'metrics' names)\n"
         )
         return 2
     groups = by_batch(records)

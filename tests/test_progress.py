@@ -225,3 +225,16 @@ def test_render_writes_no_control_character_of_a_model_name():
                                                 "tokens": {"input": 1, "output": 1}}}}  # fmt: skip
     text = progress.render(progress.summarize(None, [], [task], now=3.0))
     assert "\x1b" not in text and "\x07" not in text and "evil?]0;owned?" in text
+
+
+def test_metrics_json_of_a_directory_that_does_not_exist_says_so(tmp_path, capsys):
+    """A typo in the directory: --json printed 'waiting' (and --follow waited) forever,
+    silently."""
+    from dspark_json.cli import main
+
+    assert main(["metrics", str(tmp_path / "typo"), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "waiting"
+    assert "does not exist (yet)" in captured.err
+    assert main(["metrics", str(tmp_path), "--json"]) == 0
+    assert capsys.readouterr().err == ""
