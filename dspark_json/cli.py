@@ -246,11 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except DSparkJsonError as exc:  # a bad URI or storage setting: the message, no trace
             sys.stderr.write(f"dspark-json {args.command}: {exc}\n")
             return 2
-        except OSError as exc:
-            sys.stderr.write(
-                f"dspark-json {args.command}: {mask_uris(args.directory)} cannot be read: "
-                f"{mask_uris(str(exc))}\n"
-            )
+        except OSError as exc:  # the directory not readable, or the page not writable
+            sys.stderr.write(f"dspark-json {args.command}: {mask_uris(str(exc))}\n")
             return 2
     if args.command == "plan":
         return _plan(args)

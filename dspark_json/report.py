@@ -135,7 +135,10 @@ def write_report(metrics: str, output: str, *, storage: StorageSettings = ENVIRO
     data = report_data(metrics, storage=storage)
     if not data["partitions"] and data["summary"]["state"] == "waiting":
         return False
-    Path(output).write_text(render_html(data), encoding="utf-8")
+    try:
+        Path(output).write_text(render_html(data), encoding="utf-8")
+    except OSError as exc:
+        raise OSError(f"cannot write the page to {output} ({exc.strerror or exc})") from exc
     return True
 
 

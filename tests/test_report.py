@@ -181,3 +181,12 @@ def test_a_bad_uri_is_a_message_not_a_traceback(capsys):
         assert main(command) == 2
         err = capsys.readouterr().err
         assert "carries credentials" in err and "Traceback" not in err and "CANARY-PW" not in err
+
+
+def test_a_page_that_cannot_be_written_says_where(tmp_path, capsys):
+    metrics = tmp_path / "metrics"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    assert main(["report", str(metrics), "-o", str(tmp_path)]) == 2  # a directory
+    err = capsys.readouterr().err
+    assert f"cannot write the page to {tmp_path}" in err and "Traceback" not in err
