@@ -143,6 +143,7 @@ def test_a_task_writes_live_counts_then_its_metrics_record(tmp_path, monkeypatch
     assert final["cost_usd"] == pytest.approx((40 * 1 + 10 * 0.5 + 15 * 2) / 1e6)
     assert final["models"]["m"]["requests"] == 5
     assert len(final["samples"]) >= 2
+    assert progress.well_formed(live) and progress.well_formed(final)  # a task's own: read
 
 
 def test_snapshot_reads_the_driver_totals_and_skips_earlier_runs(tmp_path):
