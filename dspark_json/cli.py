@@ -238,10 +238,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "schema":
         return _schema(args)
-    if args.command == "metrics":
-        return _metrics(args)
-    if args.command == "report":
-        return _report_page(args)
+    if args.command in ("metrics", "report"):
+        from dspark_json.errors import DSparkJsonError, mask_uris
+
+        try:
+            return _metrics(args) if args.command == "metrics" else _report_page(args)
+        except DSparkJsonError as exc:  # a bad URI or storage setting: the message, no trace
+            sys.stderr.write(f"dspark-json {args.command}: {exc}\n")
+            return 2
+        except OSError as exc:  # the directory not readable, or the page not writable
+            sys.stderr.write(f"dspark-json {args.command}: {mask_uris(str(exc))}\n")
+            return 2
     if args.command == "plan":
         return _plan(args)
     return _demo(args)
@@ -252,11 +259,18 @@ def _metrics(args: argparse.Namespace) -> int:
     the run (live while it runs: ``--follow`` refreshes it, ``--json`` prints it as JSON)."""
     import json
 
+    from dspark_json.errors import mask_uris
+    from dspark_json.fs import kind_of
     from dspark_json.metrics import by_batch, read_records, summary
     from dspark_json.progress import render, snapshot
     from dspark_json.storage import parse_settings
 
     directory, storage = args.directory, parse_settings(None)
+    if (args.json or args.follow) and kind_of(directory, storage=storage) == "missing":
+        sys.stderr.write(  # a typo would wait forever, silently
+            f"dspark-json metrics: {mask_uris(directory)} does not exist (yet): waiting for a "
+            "run to write there. Check that it is the query's option 'metrics'.\n"
+        )
     if args.json:
         _say(json.dumps(snapshot(directory, storage=storage), sort_keys=True))
         return 0
@@ -266,8 +280,8 @@ def _metrics(args: argparse.Namespace) -> int:
     shot = snapshot(directory, storage=storage)
     if not records and shot["state"] == "waiting":
         sys.stderr.write(
-            f"dspark-json metrics: no metrics records in {directory} (the directory a query's "
-            "option 'metrics' names)\n"
+            f"dspark-json metrics: no metrics records in {mask_uris(directory)} (the directory a "
+            "query's option 'metrics' names)\n"
         )
         return 2
     groups = by_batch(records)
@@ -303,13 +317,14 @@ def _follow(directory: str, interval: float) -> int:
 
 
 def _report_page(args: argparse.Namespace) -> int:
+    from dspark_json.errors import mask_uris
     from dspark_json.report import write_report
     from dspark_json.storage import parse_settings
 
     written = write_report(args.directory, args.output, storage=parse_settings(None))
     if not written:
         sys.stderr.write(
-            f"dspark-json report: no metrics or progress records in {args.directory}\n"
+            f"dspark-json report: no metrics or progress records in {mask_uris(args.directory)}\n"
         )
         return 2
     _say(f"dspark-json report: {args.output}")
@@ -537,3 +552,7 @@ def _report(table_path: Path, elapsed: float, requests: int) -> None:
             f"{parsed.get('score')!s:<7} {parsed.get('stars')!s:<2} {parsed.get('topics')} "
             f"{row['created']:%Y-%m-%d %H:%M:%S}"
         )
+
+
+if __name__ == "__main__":  # python -m dspark_json.cli, as the docs write it
+    raise SystemExit(main())

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from dspark_json.errors import OptionError
 
-__all__ = ["Price", "Pricing", "cost_usd", "parse_pricing"]
+__all__ = ["MAX_PRICE", "Price", "Pricing", "cost_usd", "parse_pricing"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,11 @@ class Pricing(dict[str, Price]):
         return self.get("*")
 
 
+#: The highest price taken, in USD per million tokens (a dollar a token): one above is a
+#: mistake (a price per token given per million tokens times a million, say), and its cost
+#: would overflow to infinity, which no JSON record can hold.
+MAX_PRICE = 1_000_000.0
+
 _EXAMPLE = '{"my-model": {"input": 0.2, "output": 0.6, "cached_input": 0.05}}'
 
 
@@ -54,8 +59,15 @@ def parse_pricing(name: str, text: str) -> Pricing:
             f'per million tokens, e.g. {_EXAMPLE} ("*" for any other model).'
         )
 
+    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        names = [name for name, _ in pairs]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise bad(f"{', '.join(map(repr, twice))} given twice (the last would win)")
+        return dict(pairs)
+
     try:
-        given = json.loads(text)
+        given = json.loads(text, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
         raise bad(f"not JSON ({exc.msg} at character {exc.pos})") from None
     if not isinstance(given, dict) or not given:
@@ -79,9 +91,12 @@ def parse_pricing(name: str, text: str) -> Pricing:
                 isinstance(value, bool)
                 or not isinstance(value, int | float)
                 or not math.isfinite(value)
-                or value < 0
+                or not 0 <= value <= MAX_PRICE
             ):
-                raise bad(f"model {model!r}'s {part!r} price is {value!r}, not a number >= 0")
+                raise bad(
+                    f"model {model!r}'s {part!r} price is {value!r}, not a number >= 0 and "
+                    f"<= {MAX_PRICE:g} (USD per million tokens, not per token)"
+                )
             values[part] = float(value)
         values.setdefault("cached_input", values["input"])
         pricing[str(model)] = Price(**values)

@@ -95,6 +95,7 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             check_line_models(
                 options.http, line_models(options.input.prompts, storage=options.storage.settings)
             )
+    check_priced(options, model)
     json_schema = options.request.response_format
     where = options.schema.schema_endpoint
     if where is not None and json_schema is None:
@@ -115,6 +116,21 @@ def prepare(options: Options, *, contact_server: bool = True) -> Query:
             "arguments)."
         )
     return Query(options=options, model=model, json_schema=json_schema, context=context)
+
+
+def check_priced(options: Options, model: str | None) -> None:
+    """A WARN where option ``pricing`` has no price for the query's model (nor ``"*"``): a
+    name spelled differently from the server's leaves every cost unknown, silently."""
+    pricing = options.rows.pricing
+    if pricing is None or model is None or pricing.of(model) is not None:
+        return
+    logger.warning(
+        "Option 'pricing' has no price for model %r (priced: %s) and no '*': this query's cost "
+        "is not counted. Use the model's name as the server lists it (GET /v1/models), or "
+        "add '*' for any model.",
+        model,
+        ", ".join(map(repr, sorted(pricing))),
+    )
 
 
 def check_backend(options: Options) -> None:

@@ -391,10 +391,59 @@ def read_records(
         if not entry.name.startswith(prefix):
             continue
         try:
-            records.append(json.loads(read_text(entry.path, storage=storage)))
+            record = json.loads(read_text(entry.path, storage=storage), parse_constant=_no_nan)
+            if not isinstance(record, dict) or not _well_formed(record):
+                raise ValueError("a field of the wrong type")
+            records.append(record)
         except (OSError, ValueError) as exc:  # a foreign file: said, not fatal
             logger.warning("metrics: %s is not a metrics record (%s); skipped", entry.path, exc)
     return records
+
+
+#: The fields of a metrics record that hold a number (or ``null``); those that hold an object
+#: of numbers; those of each model's figures (``models``) and of the re-asks (``repair``).
+_NUMBERS = frozenset(
+    {"partition", "prompts", "requests", "retries", "error_rows", "rescued_rows", "dropped",
+     "shed", "deduplicated", "cache_hits", "cache_misses", "cache_waits", "prompt_tokens",
+     "cached_tokens", "completion_tokens", "held_seconds", "parse_seconds", "cost_usd",
+     "reference_rows"}
+)  # fmt: skip
+_COUNTS = frozenset(
+    {"rows", "http_status", "latency_ms", "inflight_limit", "reference_reasons", "repair"}
+)
+_MODEL_NUMBERS = frozenset(
+    {"rows", "requests", "prompt_tokens", "completion_tokens", "cost_usd", "latency_p95_ms"}
+)
+
+
+def _no_nan(constant: str) -> float:
+    raise ValueError(f"{constant} is not a number a record holds")
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def _well_formed(record: Mapping[str, Any]) -> bool:
+    """Whether a record read back has the types :func:`summary`, the CLI and the report add
+    up (a file edited by hand, or another program's JSON, is skipped with a WARN, not a
+    crash)."""
+    if not all(_is_number(record.get(field)) for field in _NUMBERS):
+        return False
+    for field in _COUNTS:
+        value = record.get(field)
+        if value is not None and not (
+            isinstance(value, dict) and all(_is_number(v) for v in value.values())
+        ):
+            return False
+    models = record.get("models")
+    return models is None or (
+        isinstance(models, dict)
+        and all(
+            isinstance(figures, dict) and all(_is_number(figures.get(f)) for f in _MODEL_NUMBERS)
+            for figures in models.values()
+        )
+    )
 
 
 def by_batch(records: Iterable[Mapping[str, Any]]) -> dict[int | None, list[Mapping[str, Any]]]:

@@ -65,31 +65,51 @@ def plan_query(raw: Mapping[str, str]) -> dict[str, Any]:
     location = options.input.location
     listing = PromptListing(location, storage=options.storage.settings, option="prompts")
     segments = listing.segments(Position(), listing.end())
-    records = [r for segment in segments for r in read_segment(segment)]
     builder = RequestBuilder(options.request, query.model)
-    bodies = [builder.build(r) if r.problem is None else None for r in records]
-    deterministic = [builder.deterministic(r) for r in records]
+    cache = (
+        None
+        if options.reuse.cache is None
+        else ResponseCache(options.reuse.cache, query.model, storage=options.storage.settings)
+    )
     size = options.input.partition_size
-    leaders: list[int] = []
-    for start in range(0, len(records), size):
-        found = group(
-            bodies[start : start + size], deterministic[start : start + size], options.reuse.dedupe
-        )
-        leaders += [start + row for row in found.leaders]
-    cached = 0
-    if options.reuse.cache is not None:
-        cache = ResponseCache(options.reuse.cache, query.model, storage=options.storage.settings)
-        looked = [row for row in leaders if options.reuse.cache_mode == "all" or deterministic[row]]
-        found_bodies = cache.get_many([bodies[row] or b"" for row in looked])
-        cached = sum(1 for body in found_bodies if body)
-    sent = [row for row in leaders]
-    requests = len(sent) - cached
+    counted = {"prompts": 0, "invalid": 0, "sendable": 0, "leaders": 0, "cached": 0}
     prompt_tokens = 0
-    for row in sent:
-        body = json.loads(bodies[row] or b"{}")
-        prompt_tokens += estimate_tokens(body.get("messages"))
-    if sent:
-        prompt_tokens = round(prompt_tokens * requests / len(sent))
+
+    def partition(records: list[Any]) -> None:
+        """One partition of ``size`` rows, as a task groups them: counted, then let go (the
+        prompts of a run need not fit in memory at once)."""
+        nonlocal prompt_tokens
+        bodies = [builder.build(r) if r.problem is None else None for r in records]
+        deterministic = [builder.deterministic(r) for r in records]
+        leaders = group(bodies, deterministic, options.reuse.dedupe).leaders
+        counted["prompts"] += len(records)
+        counted["invalid"] += sum(1 for r in records if r.problem is not None)
+        counted["sendable"] += sum(1 for b in bodies if b is not None)
+        counted["leaders"] += len(leaders)
+        hits: set[int] = set()
+        if cache is not None:
+            looked = [
+                row for row in leaders if options.reuse.cache_mode == "all" or deterministic[row]
+            ]
+            found = cache.get_many([bodies[row] or b"" for row in looked])
+            hits = {row for row, body in zip(looked, found, strict=True) if body}
+            counted["cached"] += len(hits)
+        for row in leaders:
+            if row not in hits:
+                body = json.loads(bodies[row] or b"{}")
+                prompt_tokens += estimate_tokens(body.get("messages"))
+
+    chunk: list[Any] = []
+    for segment in segments:
+        for record in read_segment(segment):
+            chunk.append(record)
+            if len(chunk) == size:
+                partition(chunk)
+                chunk = []
+    if chunk:
+        partition(chunk)
+    cached = counted["cached"]
+    requests = counted["leaders"] - cached
     max_tokens = options.request.max_tokens
     output = None if max_tokens is None else max_tokens * requests
     pricing = options.rows.pricing
@@ -100,10 +120,10 @@ def plan_query(raw: Mapping[str, str]) -> dict[str, Any]:
     )
     return {
         "model": query.model,
-        "prompts": len(records),
-        "invalid_prompts": sum(1 for r in records if r.problem is not None),
-        "partitions": math.ceil(len(records) / size) if records else 0,
-        "deduplicated": sum(1 for b in bodies if b is not None) - len(leaders),
+        "prompts": counted["prompts"],
+        "invalid_prompts": counted["invalid"],
+        "partitions": math.ceil(counted["prompts"] / size),
+        "deduplicated": counted["sendable"] - counted["leaders"],
         "cache_hits": cached,
         "requests": requests,
         "prompt_tokens_estimate": prompt_tokens,

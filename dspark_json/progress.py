@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import sys
 import threading
@@ -49,6 +50,7 @@ __all__ = [
     "show_progress",
     "snapshot",
     "task_progress",
+    "well_formed",
     "write_batch",
     "write_run",
 ]
@@ -396,11 +398,85 @@ def snapshot(
         record = _read(entry.path, storage)
         if record is None:
             continue
-        if record.get("kind") == "batch":
+        if not well_formed(record):
+            logger.debug("Progress record %s is not one of ours: skipped", entry.path)
+        elif record.get("kind") == "batch":
             batches[record["batch"]] = record
         elif record.get("kind") == "task":
             tasks.append(record)
+    if run is not None and not well_formed(run):
+        run = None
     return summarize(run, list(batches.values()), tasks, now=now)
+
+
+#: The fields of the records that hold a number (or ``null``), and those that hold an object
+#: of numbers.
+_NUMBERS = frozenset(
+    {
+        "batch",
+        "partition",
+        "started",
+        "updated",
+        "ended",
+        "first_batch",
+        "prompts",
+        "partitions",
+        "done",
+        "ok",
+        "requests",
+        "retries",
+        "held_seconds",
+        "inflight",
+        "cost_usd",
+    }
+)
+_COUNTS = frozenset({"errors", "http_status", "tokens", "latency_ms"})
+
+
+def _number(value: Any) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _counts(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and all(_number(v) for v in value.values()))
+
+
+def well_formed(record: Mapping[str, Any]) -> bool:
+    """Whether a record read back has the types :func:`summarize` adds up: a file truncated,
+    edited by hand or written by something else (a string, ``NaN``, a list where a number
+    goes) is skipped, not a crash of ``metrics``, ``report``, a scrape or ``show_progress``."""
+    if not all(_number(record.get(field)) for field in _NUMBERS):
+        return False
+    if record.get("kind") == "batch" and record.get("batch") is None:
+        return False
+    if not all(_counts(record.get(field)) for field in _COUNTS):
+        return False
+    models = record.get("models")
+    if models is not None and not (
+        isinstance(models, dict)
+        and all(
+            isinstance(figures, dict)
+            and _number(figures.get("done"))
+            and _number(figures.get("requests"))
+            and _number(figures.get("cost_usd"))
+            and _counts(figures.get("tokens"))
+            for figures in models.values()
+        )
+    ):
+        return False
+    samples = record.get("samples")
+    return samples is None or (
+        isinstance(samples, list)
+        and all(
+            isinstance(sample, list)
+            and len(sample) >= 5
+            and all(x is not None and _number(x) for x in sample)
+            for sample in samples
+        )
+        and (not samples or record.get("started") is not None)
+    )
 
 
 def summarize(
@@ -487,6 +563,13 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
 
 
+def _printable(text: str) -> str:
+    """``text`` without control characters: a model's name comes from the server's
+    ``/v1/models``, and an escape sequence in it would move the cursor or retitle the terminal
+    that ``metrics --follow`` draws in."""
+    return "".join("?" if ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 else c for c in text)
+
+
 def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
     """The snapshot as text: a bar line and the figures (``dspark-json metrics DIR``)."""
     prompts = shot["prompts"]
@@ -505,7 +588,7 @@ def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
             else ", finished"
         )
     )
-    errors = ", ".join(f"{k} {v}" for k, v in sorted(shot["errors"].items())) or "none"
+    errors = ", ".join(f"{_printable(k)} {v}" for k, v in sorted(shot["errors"].items())) or "none"
     tokens = shot["tokens"]
     cost = shot.get("cost_usd")
     lines = [
@@ -518,7 +601,7 @@ def render(shot: Mapping[str, Any], *, width: int = 30) -> str:
     for model, figures in sorted(shot["models"].items()):
         each = figures["tokens"]
         lines.append(
-            f"  {model}: {figures['requests']} requests, tokens {each['input']} in / "
+            f"  {_printable(model)}: {figures['requests']} requests, tokens {each['input']} in / "
             f"{each['output']} out"
             + (f", ${figures['cost_usd']:.4f}" if figures.get("cost_usd") is not None else "")
         )

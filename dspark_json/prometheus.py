@@ -11,6 +11,7 @@ new dependency, and nothing runs between scrapes.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -44,6 +45,19 @@ METRICS: tuple[tuple[str, str, str], ...] = (
 
 def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """A sample's value, exact: a count as its digits (``:g`` kept six: 98765432 tokens read
+    9.87654e+07, and a counter's increments under its sixth digit were lost to ``rate()``),
+    a float as its shortest round-trip text, infinities and NaN as Prometheus writes them."""
+    if isinstance(value, int):
+        return str(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
 
 
 def exposition(shot: Mapping[str, Any]) -> str:
@@ -80,8 +94,13 @@ def exposition(shot: Mapping[str, Any]) -> str:
     lines = []
     for name, kind, text in METRICS:
         lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
-        lines += [f"{name}{labels} {value:g}" for labels, value in samples[name]]
+        lines += [f"{name}{labels} {_number(value)}" for labels, value in samples[name]]
     return "\n".join(lines) + "\n"
+
+
+#: The servers this process started, by (host, port).
+_SERVING: dict[tuple[str, int], ThreadingHTTPServer] = {}
+_LOCK = threading.Lock()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -112,7 +131,31 @@ def serve(
     port: int, metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, host: str = ""
 ) -> ThreadingHTTPServer | None:
     """Serve the run's figures on ``port`` (0: a free one) in a daemon thread; ``None`` (and a
-    WARN) where the port cannot be had: the query runs on without it."""
+    WARN) where the port cannot be had: the query runs on without it.
+
+    A port this process serves already (a query run again in the same driver, a notebook's
+    restarted query, each run of ``dspark_json.start`` on Spark 4.0 and 4.1) is pointed at the
+    new run's ``metrics``: the server of the run before would hold the port and go on showing
+    the old run's figures."""
+    with _LOCK:
+        running = _SERVING.get((host, port)) if port else None
+        if running is not None and running.socket.fileno() != -1:  # not closed since
+            handler_class = running.RequestHandlerClass
+            handler_class.metrics = metrics  # type: ignore[attr-defined]
+            handler_class.storage = storage  # type: ignore[attr-defined]
+            logger.info(
+                "prometheusPort: the figures of %s at http://%s:%d/metrics",
+                metrics,
+                host or "0.0.0.0",
+                port,
+            )
+            return running
+        return _start(port, metrics, storage, host)
+
+
+def _start(
+    port: int, metrics: str, storage: StorageSettings, host: str
+) -> ThreadingHTTPServer | None:
     handler = type("Handler", (_Handler,), {"metrics": metrics, "storage": storage})
     try:
         server = ThreadingHTTPServer((host, port), handler)
@@ -125,6 +168,8 @@ def serve(
         )
         return None
     server.daemon_threads = True
+    if port:
+        _SERVING[(host, port)] = server
     threading.Thread(
         target=server.serve_forever, name="dspark-json-prometheus", daemon=True
     ).start()

@@ -19,9 +19,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dspark_json.errors import mask_uris
 from dspark_json.fs import list_files, read_text
 from dspark_json.metrics import read_records
-from dspark_json.progress import progress_dir, snapshot
+from dspark_json.progress import progress_dir, snapshot, well_formed
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["render_html", "report_data", "write_report"]
@@ -38,6 +39,8 @@ def _tasks(metrics: str, storage: StorageSettings, first: int | None) -> list[di
         try:
             record = json.loads(read_text(entry.path, storage=storage))
         except (OSError, ValueError):
+            continue
+        if not isinstance(record, dict) or not well_formed(record):
             continue
         batch = record.get("batch")
         if first is not None and batch is not None and batch < first:
@@ -112,7 +115,7 @@ def report_data(metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) ->
         rows.update({"ok": shot["ok"], **shot["errors"]})
     limits = [r.get("inflight_limit") or {} for r in records]
     return {
-        "title": f"dspark-json run: {metrics}",
+        "title": f"dspark-json run: {mask_uris(metrics)}",  # a SAS token's sig= not shown
         "summary": shot,
         "series": over_time(tasks),
         "latency": latency,
@@ -132,7 +135,10 @@ def write_report(metrics: str, output: str, *, storage: StorageSettings = ENVIRO
     data = report_data(metrics, storage=storage)
     if not data["partitions"] and data["summary"]["state"] == "waiting":
         return False
-    Path(output).write_text(render_html(data), encoding="utf-8")
+    try:
+        Path(output).write_text(render_html(data), encoding="utf-8")
+    except OSError as exc:
+        raise OSError(f"cannot write the page to {output} ({exc.strerror or exc})") from exc
     return True
 
 
@@ -160,8 +166,7 @@ def render_html(data: Mapping[str, Any]) -> str:
         f"<td>{_usd(f.get('cost_usd'))}</td></tr>"
         for m, f in sorted(shot["models"].items())
     )
-    # In a <script> element only "</" could end it early: escaped, the JSON is the same.
-    embedded = json.dumps(data, sort_keys=True).replace("</", "<\\/")
+    embedded = _in_script(json.dumps(data, sort_keys=True))
     return _PAGE.format(
         title=html.escape(data["title"]),
         cards="".join(
@@ -173,6 +178,14 @@ def render_html(data: Mapping[str, Any]) -> str:
         data=embedded,
         script=_SCRIPT,
     )
+
+
+def _in_script(text: str) -> str:
+    """JSON text safe inside a ``<script>`` element: ``</script>`` would end it, and
+    ``<!--`` then ``<script`` would make the parser swallow the rest of the page into it (a
+    model's name or an error's text may hold either). ``<``, ``>`` and ``&`` written as
+    ``\\u`` escapes: the same JSON, and no markup in it."""
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _usd(value: float | None) -> str:

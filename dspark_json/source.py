@@ -27,6 +27,7 @@ from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_cap
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
 from dspark_json.http.secrets import REDACTION_PATTERN
+from dspark_json.http.tokens import COMPLETION_ESTIMATE
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
     Position,
@@ -394,6 +395,7 @@ def _plan(
     if per_minute is not None and partitions:  # the tasks' even shares (http.tokens)
         share = max(1, per_minute // len(partitions))
         partitions = [replace(p, tokens_per_minute=share) for p in partitions]
+        warn_small_share(per_minute, len(partitions), options.request.max_tokens)
     budget = options.repair.repair_token_budget
     if budget is None or not options.repair.repair_attempts:
         return partitions
@@ -408,6 +410,35 @@ def _plan(
         else:
             planned.append(replace(p, repair_token_budget=next(shares)))
     return planned
+
+
+_SHARES_WARNED: set[tuple[int, int]] = set()
+
+
+def warn_small_share(per_minute: int, tasks: int, max_tokens: int | None) -> None:
+    """A WARN (once per budget and number of tasks) where option maxTokensPerMinute shared by
+    ``tasks`` leaves each less than one request's completion tokens: a task still sends one
+    request at a time (one alone over its share goes once nothing else is counted, so that
+    it cannot wait forever), so the tasks together may pass the budget by up to that many
+    requests a minute."""
+    completion = max_tokens if max_tokens is not None else COMPLETION_ESTIMATE
+    share = per_minute // tasks
+    if share >= completion or (per_minute, tasks) in _SHARES_WARNED:
+        return
+    _SHARES_WARNED.add((per_minute, tasks))
+    logger.warning(
+        "Option maxTokensPerMinute=%d shared by the %d tasks of a micro-batch is %d tokens a "
+        "minute each, less than one request (%d completion tokens, %s): each task still sends "
+        "one request at a time, so together they may send up to %d requests a minute, past the "
+        "budget. Use fewer, larger partitions (option partitionSize, or fewer rows a batch), "
+        "or a lower maxTokens.",
+        per_minute,
+        tasks,
+        share,
+        completion,
+        "option maxTokens" if max_tokens is not None else "the estimate without maxTokens",
+        tasks,
+    )
 
 
 def _option(options: Options) -> str:

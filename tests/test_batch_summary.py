@@ -343,3 +343,28 @@ def test_a_url_like_model_s_credentials_are_masked_in_the_line_and_the_records(t
     for leaked in ("hunter22", "tok987654"):
         assert leaked not in line and leaked not in records
         assert not [r for r in caplog.records if leaked in r.getMessage()]
+
+
+def test_a_metrics_record_of_the_wrong_types_is_skipped_with_a_warning(tmp_path, caplog, capsys):
+    """A file edited by hand or another program's JSON in the metrics directory (a list where
+    latency goes, a string count, NaN): skipped with a WARN naming it, and the CLI, the report
+    and the driver's lines read the others (they failed with a traceback)."""
+    good = {"batch": 0, "partition": 0, "prompts": 2, "requests": 2, "rows": {"ok": 2},
+            "latency_ms": {"p50": 5.0, "p95": 9.0}}  # fmt: skip
+    (tmp_path / "batch-a-part-00000.json").write_text(json.dumps(good))
+    bad = [
+        {**good, "latency_ms": [1]},
+        {**good, "rows": {"ok": "x"}},
+        {**good, "inflight_limit": [2]},
+        {**good, "models": {"m": {"rows": "1"}}},
+    ]
+    for i, record in enumerate(bad, start=1):
+        (tmp_path / f"batch-a-part-{i:05d}.json").write_text(json.dumps(record))
+    (tmp_path / "batch-a-part-00009.json").write_text('{"batch": 0, "requests": NaN}')
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        records = read_records(str(tmp_path))
+    assert [r["partition"] for r in records] == [0]
+    assert caplog.text.count("is not a metrics record") == 5
+    assert main(["metrics", str(tmp_path)]) == 0
+    assert "2 rows (ok 2)" in capsys.readouterr().out
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0

@@ -69,3 +69,35 @@ def test_a_record_is_priced_by_model_and_the_lines_carry_cost_and_hold():
     line = summary([record], "batch 0")
     assert "cost $0.0007" in line and "held by the pool 2.5s" in line
     assert "; by model: a 2 rows" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"a": {"input": 1e308, "output": 1e308}}', "<= 1e+06"),
+        ('{"a": {"input": 1, "output": 1}, "a": {"input": 2, "output": 2}}', "'a' given twice"),
+    ],
+)
+def test_a_price_past_a_dollar_a_token_or_a_model_given_twice_is_refused(text, said):
+    """1e308 per million tokens made every cost infinite (no JSON record holds that); a model
+    given twice silently took the last price."""
+    with pytest.raises(OptionError) as caught:
+        Options.parse({"endpoint": "http://x", "prompts": "/tmp/p", "pricing": text})
+    assert said in str(caught.value)
+
+
+def test_pricing_without_the_query_model_warns_at_load(caplog):
+    from dspark_json.load import check_priced
+
+    options = Options.parse(
+        {
+            "endpoint": "http://x",
+            "prompts": "/tmp/p",
+            "pricing": '{"Qwen": {"input": 1, "output": 1}}',
+        }
+    )
+    with caplog.at_level("WARNING", logger="dspark_json"):
+        check_priced(options, "Qwen/Qwen2.5-7B-Instruct")
+        check_priced(options, "Qwen")  # priced: no word
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "'Qwen/Qwen2.5-7B-Instruct'" in warned[0] and "'Qwen'" in warned[0]

@@ -143,6 +143,7 @@ def test_a_task_writes_live_counts_then_its_metrics_record(tmp_path, monkeypatch
     assert final["cost_usd"] == pytest.approx((40 * 1 + 10 * 0.5 + 15 * 2) / 1e6)
     assert final["models"]["m"]["requests"] == 5
     assert len(final["samples"]) >= 2
+    assert progress.well_formed(live) and progress.well_formed(final)  # a task's own: read
 
 
 def test_snapshot_reads_the_driver_totals_and_skips_earlier_runs(tmp_path):
@@ -189,3 +190,52 @@ def test_follow_draws_until_the_run_is_finished_and_show_progress_returns(tmp_pa
     shot = show_progress(Ended(), str(metrics))
     assert shot["state"] == "finished" and shot["prompts"] == {"done": 4, "total": 4}
     assert "100.0% 4/4 prompts" in capsys.readouterr().err
+
+
+def test_records_of_the_wrong_types_are_skipped_not_a_crash(tmp_path, capsys):
+    """A progress file truncated, edited by hand or written by something else (a string where
+    a count goes, NaN, a batch record without its batch) is skipped by metrics --json and the
+    report, which read the well-formed ones."""
+    from dspark_json.cli import main
+
+    where = tmp_path / "_progress"
+    where.mkdir()
+    good = {"version": 1, "kind": "task", "batch": 0, "partition": 0, "state": "done",
+            "started": 1.0, "updated": 3.0, "prompts": 4, "done": 4, "ok": 4,
+            "samples": [[0.0, 4, 4, 0.0, 2]]}  # fmt: skip
+    (where / "batch-000000-part-00000.json").write_text(json.dumps(good))
+    (where / "batch-000000-part-00001.json").write_text(json.dumps({**good, "done": "5"}))
+    (where / "batch-000000-part-00002.json").write_text('{"kind": "task", "ok": NaN}')
+    (where / "batch-000000-part-00003.json").write_text('{"kind": "task", "samples": [[1]]}')
+    (where / "batch-000000-part-00004.json").write_text('{"kind": "task", "models": {"m": 1}}')
+    (where / "batch-000000-part-00005.json").write_text('{"kind": "task", "done": 2')
+    (where / "batch-000000.json").write_text('{"kind": "batch"}')
+    assert main(["metrics", str(tmp_path), "--json"]) == 0
+    shot = json.loads(capsys.readouterr().out)
+    assert shot["prompts"]["done"] == 4 and shot["ok"] == 4
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0
+    assert "NaN" not in (tmp_path / "r.html").read_text()
+
+
+def test_render_writes_no_control_character_of_a_model_name():
+    """A model's name is the server's (/v1/models): an escape sequence in it would drive the
+    terminal that metrics --follow draws in."""
+    task = {"kind": "task", "state": "running", "done": 1, "ok": 1, "started": 1.0,
+            "updated": 2.0, "errors": {"x\x1b[2J": 1},
+            "models": {"evil\x1b]0;owned\x07": {"done": 1, "requests": 1,
+                                                "tokens": {"input": 1, "output": 1}}}}  # fmt: skip
+    text = progress.render(progress.summarize(None, [], [task], now=3.0))
+    assert "\x1b" not in text and "\x07" not in text and "evil?]0;owned?" in text
+
+
+def test_metrics_json_of_a_directory_that_does_not_exist_says_so(tmp_path, capsys):
+    """A typo in the directory: --json printed 'waiting' (and --follow waited) forever,
+    silently."""
+    from dspark_json.cli import main
+
+    assert main(["metrics", str(tmp_path / "typo"), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["state"] == "waiting"
+    assert "does not exist (yet)" in captured.err
+    assert main(["metrics", str(tmp_path), "--json"]) == 0
+    assert capsys.readouterr().err == ""

@@ -47,3 +47,43 @@ def test_a_port_taken_is_a_warning_not_a_failure(tmp_path, caplog):
         first.shutdown()
         first.server_close()
     assert "cannot listen" in caplog.text
+
+
+def test_a_query_run_again_in_the_same_driver_serves_the_new_run(tmp_path, caplog):
+    """A restarted query (a notebook's, or each run of start() on Spark 4.0/4.1) asks for the
+    port its earlier run holds: the earlier server is pointed at the new run's metrics, not a
+    WARN 'cannot listen' while the old server goes on showing the old run's figures."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    old, new = str(tmp_path / "old"), str(tmp_path / "new")
+    for where, prompts in ((old, 10), (new, 99)):
+        write_batch(where, storage=ENVIRONMENT_ONLY, batch=0, prompts=prompts, partitions=1)
+    first = serve(port, old, host="127.0.0.1")
+    assert first is not None
+    try:
+        again = serve(port, new, host="127.0.0.1")
+        answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+    finally:
+        first.shutdown()
+        first.server_close()
+    assert again is first
+    assert "dspark_json_prompts_planned 99\n" in answer.text
+    assert "cannot listen" not in caplog.text
+
+
+def test_large_counters_are_exact():
+    """A run's tokens pass a million quickly: written with ':g' a counter kept six digits
+    (98765432 read 9.87654e+07), so rate() saw steps, not the run."""
+    from dspark_json.progress import summarize
+    from dspark_json.prometheus import exposition
+
+    task = {"kind": "task", "state": "done", "done": 1234567, "ok": 1234567, "started": 1.0,
+            "updated": 2.0, "cost_usd": 12345.678901,
+            "tokens": {"input": 98765432, "output": 1, "cached": 0}}  # fmt: skip
+    text = exposition(summarize(None, [], [task], now=3.0))
+    assert "dspark_json_prompts_total 1234567\n" in text
+    assert 'dspark_json_tokens_total{kind="input"} 98765432\n' in text
+    assert "dspark_json_cost_usd_total 12345.678901\n" in text

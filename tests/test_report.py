@@ -134,3 +134,59 @@ def test_report_draws_every_plot_in_headless_chromium(tmp_path):
 def test_report_of_nothing_says_so(tmp_path, capsys):
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 2
     assert "no metrics or progress records" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "name", ["<!--<script>", "</script><script>alert(1)</script>", "<img src=x onerror=alert(1)>"]
+)
+def test_a_model_name_of_markup_stays_data(tmp_path, name):
+    """A model's name (or an error's) holding markup cannot end the page's data early
+    (``</script>``) nor make the parser swallow the drawing script (``<!--<script>``): the
+    embedded JSON has no ``<`` at all, and reads back the same."""
+    from dspark_json.report import render_html, report_data
+
+    metrics = tmp_path / "metrics"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    for path in (metrics / "_progress").glob("batch-000000-part-*.json"):
+        record = json.loads(path.read_text())
+        record["models"] = {name: record["models"]["m<x>"]}
+        record["errors"] = {name: 3}
+        path.write_text(json.dumps(record))
+    page = render_html(report_data(str(metrics)))
+    embedded = page.split('<script type="application/json" id="data">', 1)[1]
+    embedded = embedded.split("</script>", 1)[0]
+    assert "<" not in embedded
+    assert name in json.loads(embedded)["summary"]["models"]
+    assert page.count("<script") == 2
+
+
+def test_a_token_in_the_metrics_uri_is_not_in_the_page(tmp_path):
+    """A metrics directory given with a SAS token (``?sig=``) was the page's title: the token
+    was in the HTML three times."""
+    metrics = tmp_path / "m?sig=CANARY-SIG-7"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    page = tmp_path / "r.html"
+    assert main(["report", str(metrics), "-o", str(page)]) == 0
+    text = page.read_text()
+    assert "CANARY-SIG-7" not in text and "sig=***" in text
+
+
+def test_a_bad_uri_is_a_message_not_a_traceback(capsys):
+    for command in (
+        ["metrics", "gs://u:CANARY-PW@bucket/m", "--json"],
+        ["report", "gs://u:CANARY-PW@bucket/m", "-o", "x.html"],
+    ):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert "carries credentials" in err and "Traceback" not in err and "CANARY-PW" not in err
+
+
+def test_a_page_that_cannot_be_written_says_where(tmp_path, capsys):
+    metrics = tmp_path / "metrics"
+    (metrics / "_progress").mkdir(parents=True)
+    a_run(metrics)
+    assert main(["report", str(metrics), "-o", str(tmp_path)]) == 2  # a directory
+    err = capsys.readouterr().err
+    assert f"cannot write the page to {tmp_path}" in err and "Traceback" not in err

@@ -431,7 +431,14 @@ class Simulator:
         sheddable (negative priority) is shed with a 429 and x-llm-d-request-dropped-reason
         while the pool is saturated. ``None``: the request goes on to the backend."""
         if path == "/gateway/backends" and method == "POST":
-            self.backend_ready = bool(json.loads(body or b"{}").get("ready", True))
+            try:
+                given = json.loads(body or b"{}")
+            except ValueError:
+                given = None
+            if not isinstance(given, dict) or not isinstance(given.get("ready", True), bool):
+                message = 'the body must be a JSON object {"ready": true} or {"ready": false}'
+                return Reply(400, self._error(message, 400))
+            self.backend_ready = given.get("ready", True)
             return Reply(200, {"ready": self.backend_ready})
         if not self.backend_ready and (path.startswith("/v1/") or path == "/metrics"):
             self.counts["no_backend"] += 1

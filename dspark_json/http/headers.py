@@ -20,6 +20,7 @@ prints as ``***`` in ``repr``, plans and messages.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator
 
@@ -28,7 +29,16 @@ from dspark_json.fs import MASK
 from dspark_json.http.secrets import Secret
 from dspark_json.rows import load_json
 
-__all__ = ["FORBIDDEN", "NO_HEADERS", "RequestHeaders", "looks_secret", "request_headers"]
+__all__ = [
+    "FORBIDDEN",
+    "MAX_HEADERS",
+    "MAX_HEADERS_BYTES",
+    "MAX_HEADER_BYTES",
+    "NO_HEADERS",
+    "RequestHeaders",
+    "looks_secret",
+    "request_headers",
+]
 
 #: Headers the client writes itself (the body's framing, the connection, the server's name):
 #: one given twice would be a request smuggling hazard or a broken request.
@@ -48,6 +58,12 @@ FORBIDDEN = frozenset(
         "expect",
     }
 )
+#: The most headers option ``requestHeaders`` takes, the bytes of one (name, value, ": " and
+#: the line's end: nginx's default buffer for a header line is 8 KiB), and of all of them
+#: (uvicorn's h11 reads 16 KiB of a request's head before it gives up; nginx 32 KiB).
+MAX_HEADERS = 100
+MAX_HEADER_BYTES = 8192
+MAX_HEADERS_BYTES = 12288
 #: Headers that carry credentials to the server: only where the user asks for them.
 _AUTHORIZATION = frozenset({"authorization", "proxy-authorization"})
 #: An HTTP token (RFC 9110's ``tchar``).
@@ -133,8 +149,19 @@ def request_headers(name: str, text: str) -> RequestHeaders:
     if not text.strip():
         return NO_HEADERS
     example = '{"x-llm-d-inference-objective": "batch-sheddable"}'
+
+    def unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+        for index, (header, _) in enumerate(pairs):  # json.loads keeps the last of a name
+            if any(header == earlier for earlier, _ in pairs[:index]):
+                raise OptionError(
+                    f"Option {name!r}: header {header[:60]!r} is given twice. Keep one."
+                )
+        return dict(pairs)
+
     try:
-        value = load_json(text)
+        value = load_json(text, object_pairs_hook=unique)
+    except OptionError:
+        raise
     except (json.JSONDecodeError, ValueError):
         # The text itself is not shown: it may hold a credential.
         raise OptionError(
@@ -148,8 +175,23 @@ def request_headers(name: str, text: str) -> RequestHeaders:
         )
     items: list[tuple[str, str | Secret]] = []
     seen: set[str] = set()
+    if len(value) > MAX_HEADERS:
+        raise OptionError(
+            f"Option {name!r} gives {len(value)} headers: {MAX_HEADERS} at most (servers and "
+            "gateways refuse a request with many more). Send only the ones the gateway reads."
+        )
+    total = 0
     for header, raw in value.items():
         items.append((_checked_name(name, header, seen), _checked_value(name, header, raw)))
+        size = len(header) + len(str(raw)) + 4
+        total += size
+        if size > MAX_HEADER_BYTES or total > MAX_HEADERS_BYTES:
+            raise OptionError(
+                f"Option {name!r}: header {header!r} makes the headers too long to send "
+                f"(a header {MAX_HEADER_BYTES} bytes at most, all {MAX_HEADERS_BYTES}: servers "
+                "and gateways close the connection on longer ones, which would read as a server "
+                "that cannot be reached). Shorten the value (not shown)."
+            )
     return RequestHeaders(tuple(items))
 
 
@@ -180,6 +222,11 @@ def _checked_value(option: str, header: str, raw: object) -> str | Secret:
         raise OptionError(
             f"Option {option!r}: header {header!r} must have a string (or number) value, got a "
             f"JSON {type(raw).__name__}. Write the value as a string."
+        )
+    if isinstance(raw, float) and not math.isfinite(raw):
+        raise OptionError(
+            f"Option {option!r}: header {header!r} has a number that is not finite (NaN or "
+            "Infinity). Write the value as a string."
         )
     value = raw if isinstance(raw, str) else json.dumps(raw)
     for position, char in enumerate(value, start=1):

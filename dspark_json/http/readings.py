@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import logging
 import os
+import stat
 import struct
 import tempfile
 import time
@@ -38,6 +39,8 @@ FRESH_S = 0.9
 #: How long a task waits for another task's fetch before it fetches on its own.
 _WAIT_S = 2.5
 _POLL_S = 0.05
+#: Bytes of a reading read back at most (the fetch bounds the body well under this).
+_MOST = 64 << 20
 _HEAD = struct.Struct("<dH")  # when fetched (time.time()), status
 
 Fetch = Callable[[int], Awaitable[tuple[int, bytes]]]
@@ -49,8 +52,8 @@ def directory() -> Path | None:
     path = Path(tempfile.gettempdir()) / f"dspark-json-metrics-{os.getuid()}"
     try:
         path.mkdir(mode=0o700, exist_ok=True)
-        info = path.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        info = path.lstat()  # a symbolic link planted there by another user is not followed
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
             return None  # not ours alone: each task fetches on its own
     except OSError:
         return None
@@ -90,10 +93,19 @@ def shared(url: str, fetch: Fetch, where: Path | None = None) -> Fetch:
 
 
 def _fresh(path: Path) -> tuple[int, bytes] | None:
-    try:
-        data = path.read_bytes()
+    try:  # not blocking: a FIFO there would block the task's loop at open
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return None
+        with os.fdopen(handle, "rb", closefd=False) as file:
+            data = file.read(_MOST)
+    except OSError:
+        return None
+    finally:
+        os.close(handle)
     if len(data) < _HEAD.size:
         return None
     at, status = _HEAD.unpack_from(data)

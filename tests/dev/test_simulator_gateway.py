@@ -101,3 +101,16 @@ def test_llm_d_mode_sheds_sheddable_objectives_under_load_and_says_when_no_backe
     assert shed.status_code == 429 and "saturated" in shed.headers["x-llm-d-request-dropped-reason"]
     assert interactive_waits.status_code == 200  # not sheddable: it waits for the place
     assert stats["shed"] == 1 and stats["no_backend"] == 1
+
+
+def test_llm_d_backends_switch_answers_400_to_a_body_it_cannot_read():
+    """The guide's ``curl -X POST .../gateway/backends -d '{"ready": false}'`` with a typo:
+    a 400 saying what to send, not a traceback and a connection closed without an answer."""
+    with SimulatorProcess(faults=Faults(gateway="llm-d")) as server:
+        url = f"{server.url}/gateway/backends"
+        answers = [httpx.post(url, content=body, timeout=10) for body in (b"[]", b'{"ready": tru')]
+        answers.append(httpx.post(url, content=b'{"ready": "no"}', timeout=10))
+        off = httpx.post(url, content=b'{"ready": false}', timeout=10)
+    assert [a.status_code for a in answers] == [400, 400, 400]
+    assert '{\\"ready\\": true}' in answers[0].text or '{"ready": true}' in answers[0].text
+    assert off.json() == {"ready": False}

@@ -70,3 +70,30 @@ def test_eight_tasks_of_a_machine_read_an_endpoint_about_once_a_second_in_all(tm
         reads = server.stats()["requests"] - before - 1  # the first /stats
     # 8 tasks x 10 a second x 3 s would be 240 reads; shared: about one per 0.9 s.
     assert 2 <= reads <= 12, reads
+
+
+def test_a_link_or_fifo_planted_in_place_is_not_followed_nor_waited_on(tmp_path, monkeypatch):
+    """The directory's path in the shared temp directory taken by a symbolic link (another
+    user's, to a directory its owner can write): not used. A FIFO where a reading goes: read
+    as no reading (a read of it would block the task's loop until someone writes)."""
+    import importlib
+    import os
+    import threading
+
+    importlib.reload(readings)  # the real directory(), not the fixture's (own_readings)
+    monkeypatch.setattr(readings.tempfile, "tempdir", str(tmp_path))
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (tmp_path / f"dspark-json-metrics-{os.getuid()}").symlink_to(target)
+    assert readings.directory() is None
+
+    fifo = tmp_path / "reading"
+    os.mkfifo(fifo)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(readings._fresh(fifo)), daemon=True)
+    reader.start()
+    reader.join(10)
+    if reader.is_alive():  # blocked at open: let it go before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert found == [None] and not reader.is_alive()

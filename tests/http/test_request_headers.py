@@ -103,3 +103,24 @@ def test_the_headers_go_with_every_completion_and_an_echo_is_masked(monkeypatch)
     assert error is not None and CANARY not in error["message"]
     assert all(headers["x-goog-api-key"] == CANARY for _, headers in seen)
     assert seen[-1][1]["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ('{"x-a": "1", "x-a": "2"}', ["'x-a' is given twice"]),
+        ('{"x-a": NaN}', ["'x-a'", "not finite"]),
+        ('{"x-big": "' + "a" * 1_000_000 + '"}', ["'x-big'", "too long", "8192"]),
+        ("{" + ", ".join(f'"x-h{i}": "v"' for i in range(10_000)) + "}", ["10000 headers"]),
+        ("{" + ", ".join(f'"x-h{i}": "{"v" * 4000}"' for i in range(4)) + "}", ["'x-h3'"]),
+    ],
+)
+def test_headers_a_server_would_refuse_fail_at_the_option(text, words):
+    """A name given twice in the same case (json.loads kept the last), NaN, a 1 MB value or
+    10,000 headers: found at the option, not as a server that 'cannot be reached' (it closes
+    the connection on a head that long)."""
+    with pytest.raises(OptionError) as caught:
+        request_headers("requestHeaders", text)
+    message = str(caught.value)
+    assert "Option 'requestHeaders'" in message and all(w in message for w in words), message
+    assert "vvvv" not in message and "aaaa" not in message  # a value is never shown

@@ -65,3 +65,18 @@ def test_the_minute_holds_what_the_answers_used_and_a_request_past_it_waits(no_w
     error = fetched.outcomes[1].error
     assert error is not None and "maxTokensPerMinute" in error["message"]
     assert len(sent) == 1 and fetched.stats.held_s > 0.3
+
+
+def test_a_share_under_one_request_warns_once(caplog):
+    """maxTokensPerMinute=200000 over 1000 tasks is 200 a task, less than one request of
+    maxTokens 256: each task still sends one request a minute (one alone over its share goes),
+    1000 of them: a WARN says so, once."""
+    from dspark_json.source import warn_small_share
+
+    with caplog.at_level("WARNING", logger="dspark_json"):
+        warn_small_share(200_000, 1000, 256)
+        warn_small_share(200_000, 1000, 256)
+        warn_small_share(200_000, 10, 256)  # 20000 each: room
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "maxTokensPerMinute=200000" in warned[0]
+    assert "200 tokens a minute each" in warned[0] and "partitionSize" in warned[0]
