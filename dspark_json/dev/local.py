@@ -117,6 +117,12 @@ class SimulatorProcess(Service):
         response = httpx.post(f"{self.url}/served-models", json={"models": list(models)}, timeout=5)
         response.raise_for_status()
 
+    def hold(self, after: int | None) -> None:
+        """Hold the completions past the ``after``-th (they wait, unanswered) until
+        ``hold(None)``: a run read half-done whatever the machine's speed."""
+        response = httpx.post(f"{self.url}/hold", json={"after": after}, timeout=5)
+        response.raise_for_status()
+
     def set_backend(self, ready: bool) -> None:
         """llm-d's gateway mode: the pool behind it has an endpoint (``ready``) or none
         (scaled to zero: every request is 503 ``no healthy upstream``)."""

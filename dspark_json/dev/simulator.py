@@ -337,6 +337,10 @@ class Simulator:
         #: checks does not hang on how fast the machine is.
         self.clock: Callable[[], float] = time.monotonic
         self.backend_ready = not self.faults.no_backend  # llm-d: the pool has an endpoint
+        #: ``POST /hold {"after": N}``: completions past the N-th wait until ``{"after": null}``
+        #: (a test reads a run half-done, whatever the machine's speed).
+        self.hold_after: int | None = None
+        self._released = asyncio.Event()
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
@@ -409,10 +413,14 @@ class Simulator:
             return Reply(200, self._models())
         if path == "/served-models" and method == "POST":
             return self._serve_models(body)
+        if path == "/hold" and method == "POST":
+            return self._hold(body)
         if path == "/v1/chat/completions":
             if method != "POST":
                 return Reply(405, self._error("Only POST is allowed", 405))
             self.counts["chat_completions"] += 1
+            if self.hold_after is not None and self.counts["chat_completions"] > self.hold_after:
+                await self._released.wait()
             arrived = time.perf_counter()
             reply = await self._complete(body)
             self.counts[f"status_{reply.status}" if reply.fault is None else reply.fault] += 1
@@ -421,6 +429,23 @@ class Simulator:
                 self.latencies.setdefault(tenant, []).append(time.perf_counter() - arrived)
             return reply
         return Reply(404, self._error(f"Not Found: {path}", 404))
+
+    def _hold(self, body: bytes) -> Reply:
+        """``POST /hold``: ``{"after": N}`` holds the completions past the N-th answered so far
+        (they wait, connections open); ``{"after": null}`` lets every held one go on."""
+        try:
+            given = json.loads(body or b"{}")
+        except ValueError:
+            given = None
+        after = given.get("after") if isinstance(given, dict) else "bad"
+        if after is not None and (not isinstance(after, int) or isinstance(after, bool)):
+            return Reply(400, self._error('the body must be {"after": N} or {"after": null}', 400))
+        self.hold_after = after
+        if after is None:
+            self._released.set()
+        else:
+            self._released.clear()
+        return Reply(200, {"after": after})
 
     def _llm_d(
         self, method: str, path: str, body: bytes, headers: Mapping[str, str]

@@ -48,7 +48,8 @@ def test_progress_read_mid_run_then_complete_with_cost(spark, tmp_path):
         [{"custom_id": f"r{i:03d}", "prompt": f"Review {i}: fine"} for i in range(80)],
     )
     port = free_port()
-    with SimulatorProcess(latency=0.5) as server:
+    with SimulatorProcess(latency=0.2) as server:
+        server.hold(after=30)  # the run waits half-done until the test has read it
         df = (
             spark.readStream.format("dspark-json")
             .option("endpoint", server.url)
@@ -70,7 +71,7 @@ def test_progress_read_mid_run_then_complete_with_cost(spark, tmp_path):
         )
         seen, scraped = [], None
         deadline = time.monotonic() + 240
-        while query.isActive and time.monotonic() < deadline:
+        while query.isActive and time.monotonic() < deadline and not (seen and scraped):
             shot = progress_json(metrics)
             if shot["state"] == "running" and 0 < shot["prompts"]["done"] < 80:
                 seen.append(shot)
@@ -78,6 +79,7 @@ def test_progress_read_mid_run_then_complete_with_cost(spark, tmp_path):
                     with contextlib.suppress(httpx.HTTPError):
                         scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
             time.sleep(1.0)
+        server.hold(None)
         query.awaitTermination()
         assert query.exception() is None
 
