@@ -21,6 +21,7 @@ import contextlib
 import errno
 import functools
 import os
+import stat
 import uuid
 from collections.abc import Callable
 from typing import Literal, ParamSpec, TypeVar
@@ -35,16 +36,20 @@ __all__ = [
     "MASK",
     "FileEntry",
     "Location",
+    "NotRegular",
     "RefusedFile",
-    "check_file",
+    "TooLarge",
     "check_writable",
     "is_remote_uri",
     "kind_of",
     "list_files",
     "mask_uris",
     "masked_copy",
+    "open_regular",
     "query_problem",
     "read_bytes",
+    "read_range",
+    "read_regular",
     "read_text",
     "resolve",
     "write_atomic",
@@ -204,26 +209,125 @@ def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file
 
 
 class RefusedFile(OSError):
-    """A file the source will not read: not a regular file (a FIFO, a device, a socket, a
-    directory), or over the bytes allowed. The message says which; the caller names the
-    option."""
+    """A file the source will not read: not a regular file (:class:`NotRegular`), or over the
+    bytes allowed (:class:`TooLarge`). Its text names the file; :attr:`reason` says why without
+    it (for a caller whose message names the file, or the option, itself)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{mask_uris(path)} is {reason}: it is not read")
+        self.path, self.reason = path, reason
 
 
-def check_file(fs: pafs.FileSystem, path: str) -> None:
-    """Raise :class:`RefusedFile` where ``path`` on a local filesystem is not a regular file:
-    opening a FIFO to read blocks until someone writes to it, a device may never end, and
-    ``requestDeadline`` cannot cut a blocked ``open``. ``FileNotFoundError`` where nothing is
-    there. Elsewhere (object stores, HDFS: no FIFO or device there) nothing is asked, so it
-    costs no request. The check comes before the open: a file swapped for a FIFO between the
-    two is not caught (a directory only its owner can write closes that)."""
+class NotRegular(RefusedFile):
+    """The path names something other than a regular file (a FIFO, a device, a socket, a
+    directory): never read. ``kind`` says which (``"a FIFO"``...)."""
+
+    def __init__(self, path: str, kind: str) -> None:
+        super().__init__(path, f"not a regular file ({kind})")
+        self.kind = kind
+
+
+class TooLarge(RefusedFile):
+    """The file holds more than ``limit`` bytes (``size``: as stored where known, else
+    ``None``: it grew past the limit as read, or once decompressed)."""
+
+    def __init__(self, path: str, limit: int, size: int | None, what: str) -> None:
+        shown = f"{size} bytes {what}" if size is not None else f"more than {limit} bytes {what}"
+        super().__init__(path, f"too large: {shown}, over the limit of {limit} bytes")
+        self.limit, self.size = limit, size
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
+        if test(mode):
+            return name
+    return "of an unknown type"
+
+
+def open_regular(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
+    """The regular file at ``path`` on ``fs``, open for reading (random access), for a file a
+    user or another machine can write (an input file, a journal entry, a cache entry, a claim,
+    an endpoints file): the one way such a file is opened.
+
+    On a local filesystem it is opened with ``O_NONBLOCK`` (opening a FIFO to read then returns
+    at once instead of waiting for a writer, which ``requestDeadline`` could not cut) and its
+    type checked with ``fstat`` on the descriptor opened: a file swapped for a FIFO or a device
+    between a look and the open is refused too (:class:`NotRegular`, nothing read).
+    ``FileNotFoundError`` where nothing is there. Elsewhere (object stores, HDFS: no FIFO or
+    device there) nothing is asked first, so it costs no request."""
     if fs.type_name != "local":
-        return
-    found = fs.get_file_info(path).type
-    if found == pafs.FileType.NotFound:
-        raise FileNotFoundError(errno.ENOENT, "no such file", path)
-    if found != pafs.FileType.File:
-        kind = "a directory" if found == pafs.FileType.Directory else "a FIFO, socket or device"
-        raise RefusedFile(f"{path} is not a regular file ({kind}): it is not read")
+        return fs.open_input_file(path)
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegular(path, _kind(mode))
+        source = os.fdopen(descriptor, "rb", buffering=0)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return pa.PythonFile(source, mode="r")
+
+
+def read_regular(
+    fs: pafs.FileSystem,
+    path: str,
+    limit: int | None = None,
+    *,
+    decompress: bool = False,
+    shown: str | None = None,
+) -> bytes:
+    """The content of the regular file at ``path`` on ``fs`` (:func:`open_regular`), at most
+    ``limit`` bytes as stored and, with ``decompress`` (by the name's extension: ``.gz``,
+    ``.bz2``, ``.zst``...), at most ``limit`` bytes decompressed (a small ``.gz`` may hold
+    gigabytes): no more than ``limit + 1`` bytes are ever held. With a ``limit``, on an
+    object store the size it says is checked before anything is read (one request).
+
+    Raises :class:`NotRegular`, :class:`TooLarge` (naming ``shown``, else ``path``),
+    :class:`FileNotFoundError` or another :class:`OSError`."""
+    name = path if shown is None else shown
+    codec = _codec(path) if decompress else None
+    if fs.type_name == "local":
+        with open_regular(fs, path) as source:
+            if limit is not None and source.size() > limit:
+                raise TooLarge(name, limit, source.size(), "as stored")
+            stream = source if codec is None else pa.CompressedInputStream(source, codec)
+            data = _read(stream, limit)
+    else:
+        if limit is not None:
+            found = fs.get_file_info(path)
+            if found.type == pafs.FileType.NotFound:
+                raise FileNotFoundError(errno.ENOENT, "no such file", name)
+            if found.type != pafs.FileType.File:
+                kind = "a directory" if found.type == pafs.FileType.Directory else "not a file"
+                raise NotRegular(name, kind)
+            if found.size is not None and found.size > limit:
+                raise TooLarge(name, limit, found.size, "as stored")
+        with fs.open_input_stream(path, compression=codec) as stream:
+            data = _read(stream, limit)
+    if limit is not None and len(data) > limit:
+        raise TooLarge(name, limit, None, "once decompressed" if codec is not None else "as read")
+    return data
+
+
+def _read(stream: pa.NativeFile, limit: int | None) -> bytes:
+    return bytes(stream.read() if limit is None else stream.read(limit + 1))
+
+
+def _codec(path: str) -> str | None:
+    """The compression a file's name says (pyarrow's codec name, as ``compression="detect"``
+    finds it), ``None`` where none."""
+    try:
+        found = pa.Codec.detect(path)
+    except (TypeError, ValueError, pa.ArrowException):  # no codec's suffix: TypeError
+        return None
+    return str(found.name) if found is not None else None
 
 
 @_masking
@@ -231,26 +335,10 @@ def read_bytes(
     uri: str, *, storage: StorageSettings, decompress: bool = True, limit: int | None = None
 ) -> bytes:
     """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
-    ``.zst``..., unless ``decompress`` is false: then the bytes as stored). A path that is not
-    a regular file (:func:`check_file`), or a content over ``limit`` bytes as read (after
-    decompression: a small ``.gz`` may hold gigabytes), is a :class:`RefusedFile`; no more
-    than ``limit + 1`` bytes are ever held."""
+    ``.zst``..., unless ``decompress`` is false: then the bytes as stored):
+    :func:`read_regular`, at most ``limit`` bytes (:class:`RefusedFile` past them)."""
     fs, path = resolve(uri, storage)
-    check_file(fs, path)
-    with fs.open_input_stream(path, compression="detect" if decompress else None) as stream:
-        data: bytes = stream.read() if limit is None else stream.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        packed = " once decompressed" if decompress and _compressed(path) else ""
-        raise RefusedFile(f"{uri} holds more than {limit} bytes{packed}: it is not read")
-    return data
-
-
-def _compressed(path: str) -> bool:
-    """Whether pyarrow's ``compression="detect"`` decompresses the file at ``path``."""
-    try:
-        return pa.Codec.detect(path) is not None
-    except (TypeError, ValueError, pa.ArrowException):  # no codec's suffix: TypeError
-        return False
+    return read_regular(fs, path, limit, decompress=decompress, shown=uri)
 
 
 @_masking
@@ -258,8 +346,7 @@ def read_range(uri: str, start: int, end: int | None, *, storage: StorageSetting
     """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
     on object stores."""
     fs, path = resolve(uri, storage)
-    check_file(fs, path)
-    with fs.open_input_file(path) as source:
+    with open_regular(fs, path) as source:
         stop = source.size() if end is None else min(end, source.size())
         data: bytes = source.read_at(max(stop - start, 0), start)
     return data

@@ -455,7 +455,7 @@ def test_a_fifo_lease_or_claim_blocks_no_task(tmp_path, caplog):
         fetched = run(server, str(tmp_path), [body("a"), body("b")], deadline=5.0)
     assert all(o.error is None for o in fetched.outcomes) and model.sent == 2
     assert fetched.stats.cache_waits == 0
-    assert "is not a regular file (FIFO); removed" in caplog.text
+    assert "is not a regular file (a FIFO); removed" in caplog.text
 
 
 def test_a_symlinked_claims_folder_deletes_nothing_where_it_points(tmp_path, caplog):
