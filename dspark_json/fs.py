@@ -21,7 +21,6 @@ import contextlib
 import errno
 import functools
 import os
-import stat
 import uuid
 from collections.abc import Callable
 from typing import Literal, ParamSpec, TypeVar
@@ -30,6 +29,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dspark_json.errors import MASK, mask_uris
+from dspark_json.regular import (
+    NotRegular,
+    RefusedFile,
+    TooLarge,
+    open_local,
+    read_local,
+    read_stream,
+)
 from dspark_json.storage import StorageSettings, filesystem
 
 __all__ = [
@@ -208,48 +215,6 @@ def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file
     return "missing"
 
 
-class RefusedFile(OSError):
-    """A file the source will not read: not a regular file (:class:`NotRegular`), or over the
-    bytes allowed (:class:`TooLarge`). Its text names the file; :attr:`reason` says why without
-    it (for a caller whose message names the file, or the option, itself)."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{mask_uris(path)} is {reason}: it is not read")
-        self.path, self.reason = path, reason
-
-
-class NotRegular(RefusedFile):
-    """The path names something other than a regular file (a FIFO, a device, a socket, a
-    directory): never read. ``kind`` says which (``"a FIFO"``...)."""
-
-    def __init__(self, path: str, kind: str) -> None:
-        super().__init__(path, f"not a regular file ({kind})")
-        self.kind = kind
-
-
-class TooLarge(RefusedFile):
-    """The file holds more than ``limit`` bytes (``size``: as stored where known, else
-    ``None``: it grew past the limit as read, or once decompressed)."""
-
-    def __init__(self, path: str, limit: int, size: int | None, what: str) -> None:
-        shown = f"{size} bytes {what}" if size is not None else f"more than {limit} bytes {what}"
-        super().__init__(path, f"too large: {shown}, over the limit of {limit} bytes")
-        self.limit, self.size = limit, size
-
-
-def _kind(mode: int) -> str:
-    for test, name in (
-        (stat.S_ISFIFO, "a FIFO"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISDIR, "a directory"),
-    ):
-        if test(mode):
-            return name
-    return "of an unknown type"
-
-
 def open_regular(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
     """The regular file at ``path`` on ``fs``, open for reading (random access), for a file a
     user or another machine can write (an input file, a journal entry, a cache entry, a claim,
@@ -263,16 +228,7 @@ def open_regular(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
     device there) nothing is asked first, so it costs no request."""
     if fs.type_name != "local":
         return fs.open_input_file(path)
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegular(path, _kind(mode))
-        source = os.fdopen(descriptor, "rb", buffering=0)
-    except BaseException:
-        os.close(descriptor)
-        raise
-    return pa.PythonFile(source, mode="r")
+    return pa.PythonFile(open_local(path), mode="r")
 
 
 def read_regular(
@@ -294,30 +250,18 @@ def read_regular(
     name = path if shown is None else shown
     codec = _codec(path) if decompress else None
     if fs.type_name == "local":
-        with open_regular(fs, path) as source:
-            if limit is not None and source.size() > limit:
-                raise TooLarge(name, limit, source.size(), "as stored")
-            stream = source if codec is None else pa.CompressedInputStream(source, codec)
-            data = _read(stream, limit)
-    else:
-        if limit is not None:
-            found = fs.get_file_info(path)
-            if found.type == pafs.FileType.NotFound:
-                raise FileNotFoundError(errno.ENOENT, "no such file", name)
-            if found.type != pafs.FileType.File:
-                kind = "a directory" if found.type == pafs.FileType.Directory else "not a file"
-                raise NotRegular(name, kind)
-            if found.size is not None and found.size > limit:
-                raise TooLarge(name, limit, found.size, "as stored")
-        with fs.open_input_stream(path, compression=codec) as stream:
-            data = _read(stream, limit)
-    if limit is not None and len(data) > limit:
-        raise TooLarge(name, limit, None, "once decompressed" if codec is not None else "as read")
-    return data
-
-
-def _read(stream: pa.NativeFile, limit: int | None) -> bytes:
-    return bytes(stream.read() if limit is None else stream.read(limit + 1))
+        return read_local(path, limit, codec=codec, shown=name)
+    if limit is not None:
+        found = fs.get_file_info(path)
+        if found.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such file", name)
+        if found.type != pafs.FileType.File:
+            kind = "a directory" if found.type == pafs.FileType.Directory else "not a file"
+            raise NotRegular(name, kind)
+        if found.size is not None and found.size > limit:
+            raise TooLarge(name, limit, found.size, "as stored")
+    with fs.open_input_stream(path, compression=codec) as stream:
+        return read_stream(stream, limit, name, decompressed=codec is not None)
 
 
 def _codec(path: str) -> str | None:
