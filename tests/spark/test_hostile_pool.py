@@ -10,7 +10,7 @@ from deltalake import DeltaTable
 
 import dspark_json
 from tests.helpers import home_like, write_prompts
-from tests.raw_servers import Request, alive, completion, raw_server, response
+from tests.raw_servers import gauges_server, raw_server
 
 pytestmark = pytest.mark.spark
 
@@ -19,15 +19,7 @@ INF_METRICS = (
     'vllm:num_requests_running{engine="0",model_name="m"} +Inf\n'
     'vllm:kv_cache_usage_perc{engine="0",model_name="m"} +Inf\n'
 )
-
-
-def server(request: Request) -> bytes | None:
-    if request.path == "/metrics":
-        return response(200, INF_METRICS)
-    known = alive(request)
-    if known is not None:
-        return known
-    return response(200, completion(json.dumps({"answer": "ok"})))
+server = gauges_server(INF_METRICS, json.dumps({"answer": "ok"}))
 
 
 def test_an_inf_gauge_and_a_symlinked_claims_folder_lose_no_row_and_no_file(spark, tmp_path):
