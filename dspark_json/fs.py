@@ -29,22 +29,34 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dspark_json.errors import MASK, mask_uris
+from dspark_json.regular import (
+    NotRegular,
+    RefusedFile,
+    TooLarge,
+    open_local,
+    read_local,
+    read_stream,
+)
 from dspark_json.storage import StorageSettings, filesystem
 
 __all__ = [
     "MASK",
     "FileEntry",
     "Location",
+    "NotRegular",
     "RefusedFile",
-    "check_file",
+    "TooLarge",
     "check_writable",
     "is_remote_uri",
     "kind_of",
     "list_files",
     "mask_uris",
     "masked_copy",
+    "open_regular",
     "query_problem",
     "read_bytes",
+    "read_range",
+    "read_regular",
     "read_text",
     "resolve",
     "write_atomic",
@@ -203,27 +215,63 @@ def kind_of(uri: str, *, storage: StorageSettings) -> Literal["directory", "file
     return "missing"
 
 
-class RefusedFile(OSError):
-    """A file the source will not read: not a regular file (a FIFO, a device, a socket, a
-    directory), or over the bytes allowed. The message says which; the caller names the
-    option."""
+def open_regular(fs: pafs.FileSystem, path: str) -> pa.NativeFile:
+    """The regular file at ``path`` on ``fs``, open for reading (random access), for a file a
+    user or another machine can write (an input file, a journal entry, a cache entry, a claim,
+    an endpoints file): the one way such a file is opened.
 
-
-def check_file(fs: pafs.FileSystem, path: str) -> None:
-    """Raise :class:`RefusedFile` where ``path`` on a local filesystem is not a regular file:
-    opening a FIFO to read blocks until someone writes to it, a device may never end, and
-    ``requestDeadline`` cannot cut a blocked ``open``. ``FileNotFoundError`` where nothing is
-    there. Elsewhere (object stores, HDFS: no FIFO or device there) nothing is asked, so it
-    costs no request. The check comes before the open: a file swapped for a FIFO between the
-    two is not caught (a directory only its owner can write closes that)."""
+    On a local filesystem it is opened with ``O_NONBLOCK`` (opening a FIFO to read then returns
+    at once instead of waiting for a writer, which ``requestDeadline`` could not cut) and its
+    type checked with ``fstat`` on the descriptor opened: a file swapped for a FIFO or a device
+    between a look and the open is refused too (:class:`NotRegular`, nothing read).
+    ``FileNotFoundError`` where nothing is there. Elsewhere (object stores, HDFS: no FIFO or
+    device there) nothing is asked first, so it costs no request."""
     if fs.type_name != "local":
-        return
-    found = fs.get_file_info(path).type
-    if found == pafs.FileType.NotFound:
-        raise FileNotFoundError(errno.ENOENT, "no such file", path)
-    if found != pafs.FileType.File:
-        kind = "a directory" if found == pafs.FileType.Directory else "a FIFO, socket or device"
-        raise RefusedFile(f"{path} is not a regular file ({kind}): it is not read")
+        return fs.open_input_file(path)
+    return pa.PythonFile(open_local(path), mode="r")
+
+
+def read_regular(
+    fs: pafs.FileSystem,
+    path: str,
+    limit: int | None = None,
+    *,
+    decompress: bool = False,
+    shown: str | None = None,
+) -> bytes:
+    """The content of the regular file at ``path`` on ``fs`` (:func:`open_regular`), at most
+    ``limit`` bytes as stored and, with ``decompress`` (by the name's extension: ``.gz``,
+    ``.bz2``, ``.zst``...), at most ``limit`` bytes decompressed (a small ``.gz`` may hold
+    gigabytes): no more than ``limit + 1`` bytes are ever held. With a ``limit``, on an
+    object store the size it says is checked before anything is read (one request).
+
+    Raises :class:`NotRegular`, :class:`TooLarge` (naming ``shown``, else ``path``),
+    :class:`FileNotFoundError` or another :class:`OSError`."""
+    name = path if shown is None else shown
+    codec = _codec(path) if decompress else None
+    if fs.type_name == "local":
+        return read_local(path, limit, codec=codec, shown=name)
+    if limit is not None:
+        found = fs.get_file_info(path)
+        if found.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such file", name)
+        if found.type != pafs.FileType.File:
+            kind = "a directory" if found.type == pafs.FileType.Directory else "not a file"
+            raise NotRegular(name, kind)
+        if found.size is not None and found.size > limit:
+            raise TooLarge(name, limit, found.size, "as stored")
+    with fs.open_input_stream(path, compression=codec) as stream:
+        return read_stream(stream, limit, name, decompressed=codec is not None)
+
+
+def _codec(path: str) -> str | None:
+    """The compression a file's name says (pyarrow's codec name, as ``compression="detect"``
+    finds it), ``None`` where none."""
+    try:
+        found = pa.Codec.detect(path)
+    except (TypeError, ValueError, pa.ArrowException):  # no codec's suffix: TypeError
+        return None
+    return str(found.name) if found is not None else None
 
 
 @_masking
@@ -231,26 +279,10 @@ def read_bytes(
     uri: str, *, storage: StorageSettings, decompress: bool = True, limit: int | None = None
 ) -> bytes:
     """The whole content of one file (decompressed where its name ends in ``.gz``, ``.bz2``,
-    ``.zst``..., unless ``decompress`` is false: then the bytes as stored). A path that is not
-    a regular file (:func:`check_file`), or a content over ``limit`` bytes as read (after
-    decompression: a small ``.gz`` may hold gigabytes), is a :class:`RefusedFile`; no more
-    than ``limit + 1`` bytes are ever held."""
+    ``.zst``..., unless ``decompress`` is false: then the bytes as stored):
+    :func:`read_regular`, at most ``limit`` bytes (:class:`RefusedFile` past them)."""
     fs, path = resolve(uri, storage)
-    check_file(fs, path)
-    with fs.open_input_stream(path, compression="detect" if decompress else None) as stream:
-        data: bytes = stream.read() if limit is None else stream.read(limit + 1)
-    if limit is not None and len(data) > limit:
-        packed = " once decompressed" if decompress and _compressed(path) else ""
-        raise RefusedFile(f"{uri} holds more than {limit} bytes{packed}: it is not read")
-    return data
-
-
-def _compressed(path: str) -> bool:
-    """Whether pyarrow's ``compression="detect"`` decompresses the file at ``path``."""
-    try:
-        return pa.Codec.detect(path) is not None
-    except (TypeError, ValueError, pa.ArrowException):  # no codec's suffix: TypeError
-        return False
+    return read_regular(fs, path, limit, decompress=decompress, shown=uri)
 
 
 @_masking
@@ -258,8 +290,7 @@ def read_range(uri: str, start: int, end: int | None, *, storage: StorageSetting
     """Bytes ``[start, end)`` of one file as stored (``end`` None: to its end); a ranged read
     on object stores."""
     fs, path = resolve(uri, storage)
-    check_file(fs, path)
-    with fs.open_input_file(path) as source:
+    with open_regular(fs, path) as source:
         stop = source.size() if end is None else min(end, source.size())
         data: bytes = source.read_at(max(stop - start, 0), start)
     return data

@@ -37,6 +37,7 @@ from dspark_json.cost import Pricing, cost_usd
 from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
 from dspark_json.http.secrets import MaskingFilter
 from dspark_json.parse import new_fields
+from dspark_json.phases import stderr_logger
 from dspark_json.records import Answers, RepairStats
 from dspark_json.rows import ERROR, RESCUED_DATA
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
@@ -611,13 +612,7 @@ def driver_logger() -> logging.Logger:
     # a child logger's records pass its handlers, never its filters.
     if not any(isinstance(f, MaskingFilter) for f in batches.filters):
         batches.addFilter(MaskingFilter())
-    if not batches.hasHandlers():
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s INFO dspark_json: %(message)s"))
-        batches.addHandler(handler)
-        batches.setLevel(logging.INFO)
-        batches.propagate = False
-    return batches
+    return stderr_logger(batches.name)
 
 
 def _non_null_count(table: pa.Table, column: str) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-__all__ = ["PHASES", "phase"]
+__all__ = ["PHASES", "phase", "stderr_logger"]
 
 #: The logger of the phase lines.
 PHASES = "dspark_json.phases"
@@ -26,11 +26,15 @@ def phase(key: Hashable, message: str, *args: object) -> None:
     if key in _said:
         return
     _said.add(key)
-    _logger().info(message, *args)
+    stderr_logger(PHASES).info(message, *args)
 
 
-def _logger() -> logging.Logger:
-    logger = logging.getLogger(PHASES)
+def stderr_logger(name: str) -> logging.Logger:
+    """The logger ``name``, which writes INFO lines to stderr itself where nobody configured
+    logging (Spark's Python workers, a stream reader's own Python process: their stderr is
+    Spark's console or the executor's log); where logging is configured, it follows that
+    configuration. The phase lines' and the driver's batch lines' (``metrics.driver_logger``)."""
+    logger = logging.getLogger(name)
     if not logger.hasHandlers():
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s INFO dspark_json: %(message)s"))

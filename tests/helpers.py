@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,16 @@ def assert_same_tables(ours: Any, reference: Any, bodies: list[str]) -> None:
         wrong = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
         assert not wrong, f"{name}: rows {wrong[:5]} differ, e.g. {bodies[wrong[0]][:300]!r}"
     assert ours.equals(reference)
+
+
+def home_like(directory: Path) -> list[Path]:
+    """A home-like directory at ``directory``: a ``.bashrc`` and an expired lease named as a
+    cache's claims name theirs, both written an hour ago (what a sweep of stale leases run where
+    a symbolic link points would delete). The files, which must all be kept."""
+    directory.mkdir()
+    kept = [directory / ".bashrc", directory / "otherhost-9-0123456789ab.lease"]
+    kept[0].write_text("alias ll='ls -l'\n")
+    kept[1].write_text(json.dumps({"expires": time.time() - 3600}))
+    for path in kept:
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    return kept

@@ -71,6 +71,18 @@ def alive(request: Request) -> bytes | None:
     return None
 
 
+def gauges_server(metrics: str, content: str = "{}") -> Handler:
+    """A server up with model 'm' (:func:`alive`) whose ``/metrics`` says ``metrics`` and
+    whose completions hold ``content``."""
+
+    def handle(request: Request) -> bytes | None:
+        if request.path == "/metrics":
+            return response(200, metrics)
+        return alive(request) or response(200, completion(content))
+
+    return handle
+
+
 class RawServer:
     """Records every request (``requests``) and answers with ``handler``."""
 

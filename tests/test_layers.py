@@ -24,6 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dspark_json"
 LAYERS: list[set[str]] = [
     {"errors", "phases"},  # phases: the first minute's INFO lines, said from any stage
     {"compat"},  # what differs between Spark versions
+    {"regular"},  # a local file others can write, opened without trusting it
     {"storage"},  # the object stores' settings: one per query
     {"fs", "memory"},  # where bytes live: files, and the process heap
     {"rows"},

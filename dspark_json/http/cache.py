@@ -33,8 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from dspark_json.fs import mask_uris, resolve, write_atomic
-from dspark_json.http.files import NotRegular, TooLarge, read_regular
+from dspark_json.fs import NotRegular, TooLarge, mask_uris, read_regular, resolve, write_atomic
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.secrets import redact
 from dspark_json.rows import load_json
@@ -100,12 +99,12 @@ class ResponseCache:
         path = f"{root}/{name}"
         try:
             # The type first: a FIFO or a device where an entry should be is never read
-            # (reading a FIFO blocks for as long as nobody writes to it): http.files.
-            data = read_regular(path, self._largest, fs=fs)
+            # (reading a FIFO blocks for as long as nobody writes to it): fs.read_regular.
+            data = read_regular(fs, path, self._largest)
         except FileNotFoundError:
             return None
         except NotRegular as exc:
-            return self._unusable(folder, name, str(exc))
+            return self._unusable(folder, name, exc.reason)
         except TooLarge as exc:
             size = f"over {self._largest} bytes" if exc.size is None else f"{exc.size} bytes"
             return self._unusable(folder, name, f"{size}, over maxResponseBytes={self.max_bytes}")

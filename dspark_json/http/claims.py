@@ -23,7 +23,7 @@ after it started; then it sends the request itself. A lease is believed for
 end in ``.claim`` and ``.lease``, never ``.answer``).
 
 Everything in the cache may be written by others (a shared mount): a claim or lease is read
-only where it is a regular file (:func:`~dspark_json.http.files.read_regular`; a FIFO there
+only where it is a regular file (:func:`~dspark_json.fs.read_regular`; a FIFO there
 would block the task), a claim that is not one is removed (WARN), and a ``_claims`` that is a
 symbolic link is refused (WARN, claims off): the sweep would delete files where it points. The
 sweep and the take-over delete through a descriptor of ``_claims`` opened without following a
@@ -48,9 +48,10 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-from dspark_json.fs import mask_uris, resolve
+import pyarrow.fs as pafs
+
+from dspark_json.fs import NotRegular, mask_uris, read_regular, resolve
 from dspark_json.http.cache import ResponseCache
-from dspark_json.http.files import NotRegular, read_regular
 
 __all__ = [
     "CLAIM_SUFFIX",
@@ -78,6 +79,8 @@ LEASE_RENEW_SECONDS = 5.0
 #: Seconds two hosts' clocks may differ: a lease expiring later than :data:`LEASE_SECONDS`
 #: and this from now, or a claim written further than this in the future, is not believed.
 CLOCK_SKEW_SECONDS = 5.0
+#: Claims and leases are local files (the filesystem the cache's directory is on, by path).
+_LOCAL = pafs.LocalFileSystem()
 #: The longest a claim or lease file is read (they hold a few dozen bytes).
 _READ_BYTES = 512
 #: The first and the longest pause between two looks at the entries waited for.
@@ -265,13 +268,13 @@ class Claims:
     def _claimant(self, path: str) -> str | None:
         """The owner a claim names; ``None`` where it is gone, empty or unreadable."""
         try:
-            owner = json.loads(read_regular(path, _READ_BYTES))["owner"]
+            owner = json.loads(read_regular(_LOCAL, path, _READ_BYTES))["owner"]
         except NotRegular as exc:  # a FIFO there would block whoever reads it: removed
             logger.warning(
                 "cache %s: claim %s is %s; removed, and the request is claimed again.",
                 self.cache,
                 mask_uris(path),
-                exc,
+                exc.reason,
             )
             with contextlib.suppress(OSError):
                 os.unlink(path)
@@ -301,7 +304,7 @@ class Claims:
             return True
         try:
             expires = float(
-                json.loads(read_regular(self._lease_path(owner), _READ_BYTES))["expires"]
+                json.loads(read_regular(_LOCAL, self._lease_path(owner), _READ_BYTES))["expires"]
             )
         except (OSError, ValueError, KeyError, TypeError, RecursionError, OverflowError):
             expires = 0.0

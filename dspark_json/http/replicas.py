@@ -37,9 +37,8 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from dspark_json.errors import OptionError
-from dspark_json.fs import resolve
+from dspark_json.fs import NotRegular, TooLarge, read_regular, resolve
 from dspark_json.http.endpoints import WAIT_WARN_S, Endpoint
-from dspark_json.http.files import NotRegular, TooLarge, read_regular
 from dspark_json.http.options import HttpOptions, _check_base_url
 from dspark_json.http.secrets import redact, split_credentials
 from dspark_json.http.transport import proxy_for
@@ -101,17 +100,17 @@ def read_endpoints_file(
     shown = redact(source)
     try:
         fs, path = resolve(source, storage)
-        data = read_regular(path, MAX_ENDPOINTS_FILE_BYTES, fs=fs, decompress=True)
+        data = read_regular(fs, path, MAX_ENDPOINTS_FILE_BYTES, decompress=True)
         text = data.decode("utf-8-sig")  # a byte order mark (an editor's) is no URL
     except TooLarge as exc:
         raise OptionError(
-            f"Option {option!r} names {shown}, which is too large: {exc} (the limit of an "
+            f"Option {option!r} names {shown}, which is {exc.reason} (the limit of an "
             f"endpoints file, as stored and decompressed; {MAX_ENDPOINTS} endpoints at most). "
             "List one base URL per line, or point option 'endpoint' at a load balancer."
         ) from None
     except NotRegular as exc:
         raise OptionError(
-            f"Option {option!r} names {shown}, which is {exc}: never opened. Point it to a "
+            f"Option {option!r} names {shown}, which is {exc.reason}: never opened. Point it to a "
             "regular file (one base URL per line, e.g. http://10.0.0.7:8000)."
         ) from None
     except UnicodeDecodeError as exc:

@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 from pyspark.sql.types import StructType
 
-from dspark_json.fs import check_file, resolve, write_atomic
+from dspark_json.fs import open_regular, resolve, write_atomic
 from dspark_json.inputs.listing import Position, Segment
 from dspark_json.records import Outcomes
 from dspark_json.response.convert import arrow_schema
@@ -96,8 +96,8 @@ class Journal:
         fs, root = resolve(self.directory, self.storage)
         path = f"{root}/{name}{_SUFFIX}"
         try:
-            check_file(fs, path)  # a FIFO named like an entry would block the task for good
-            with fs.open_input_file(path) as source:
+            # a FIFO named like an entry would block the task for good: refused, never read
+            with open_regular(fs, path) as source:
                 table = pa.ipc.open_file(source).read_all()
             table.column("body")
             table.column("error")

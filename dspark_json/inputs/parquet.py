@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from dspark_json.errors import DSparkJsonError
 from dspark_json.fs import resolve
-from dspark_json.inputs.streams import REPLACE_FIX, check_input
+from dspark_json.inputs.streams import REPLACE_FIX, open_input
 from dspark_json.storage import StorageSettings
 
 __all__ = ["PARQUET_SUFFIX", "open_parquet", "parquet_rows"]
@@ -28,8 +28,7 @@ def open_parquet(path: str, storage: StorageSettings) -> Iterator[Any]:
     import pyarrow.parquet as pq
 
     fs, inner = resolve(path, storage)
-    check_input(fs, inner, path)
-    with fs.open_input_file(inner) as source:
+    with open_input(fs, inner, path) as source:
         try:
             parquet = pq.ParquetFile(source)
         except (pa.ArrowInvalid, OSError) as exc:

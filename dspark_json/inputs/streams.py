@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from dspark_json.errors import DSparkJsonError
-from dspark_json.fs import RefusedFile, check_file, resolve
+from dspark_json.fs import RefusedFile, open_regular, resolve
 from dspark_json.storage import StorageSettings
 
-__all__ = ["PIECE", "REPLACE_FIX", "check_input", "file_version", "pieces"]
+__all__ = ["PIECE", "REPLACE_FIX", "file_version", "open_input", "pieces"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -72,8 +72,7 @@ def _decoded(path: str, storage: StorageSettings) -> Iterator[tuple[bytes, bool]
     """The file's content as UTF-8, :data:`PIECE` bytes (of the stream read) at a time:
     decompressed, wide encodings re-encoded; with whether that is the bytes as stored."""
     fs, inner = resolve(path, storage)
-    check_input(fs, inner, path)
-    with fs.open_input_file(inner) as source:
+    with open_input(fs, inner, path) as source:
         codec = _codec_of(source.read(16))
         source.seek(0)
         stream: Any = source
@@ -114,12 +113,13 @@ def _decoded(path: str, storage: StorageSettings) -> Iterator[tuple[bytes, bool]
                 stream.close()
 
 
-def check_input(fs: pafs.FileSystem, inner: str, path: str) -> None:
-    """An error naming the input file where it is no longer a regular file: the listing skips
-    FIFOs and devices, but one may take a listed file's place before it is read (opening it
-    would block the task for good)."""
+def open_input(fs: pafs.FileSystem, inner: str, path: str) -> pa.NativeFile:
+    """The input file ``path`` (``inner`` on ``fs``) open for reading (:func:`open_regular`);
+    an error naming it where it is no longer a regular file: the listing skips FIFOs and
+    devices, but one may take a listed file's place before it is read (opening it would block
+    the task for good)."""
     try:
-        check_file(fs, inner)
+        return open_regular(fs, inner)
     except RefusedFile as exc:
         raise DSparkJsonError(f"Input file {exc}. {REPLACE_FIX}") from None
 

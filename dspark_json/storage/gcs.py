@@ -22,12 +22,10 @@ metadata server answers or gcloud's application-default credentials file exists.
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import json
 import os
 import socket
-import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -40,6 +38,7 @@ from urllib.parse import urlsplit
 import pyarrow.fs as pafs
 
 from dspark_json.errors import OptionError
+from dspark_json.regular import RefusedFile, TooLarge, read_local
 from dspark_json.storage.base import StorageSettings, Store, refuse_userinfo
 
 __all__ = ["ENVIRONMENT_LOCK", "STORE", "emulator_account"]
@@ -101,7 +100,10 @@ def _account(settings: StorageSettings) -> dict[str, Any] | None:
         try:
             text = _key_file(path)
         except (OSError, UnicodeDecodeError) as exc:
-            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            if isinstance(exc, RefusedFile):
+                why = exc.reason + (": not a key file" if isinstance(exc, TooLarge) else "")
+            else:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise OptionError(
                 f"GCS: the service account file named by storageOptions' {source} cannot be "
                 f"read ({why}): give a readable JSON key file."
@@ -123,18 +125,9 @@ MAX_KEY_FILE_BYTES = 1 << 20
 
 
 def _key_file(path: str) -> str:
-    """The text of the key file at ``path``: opened without blocking and checked to be a
-    regular file first (a FIFO or a device would block ``.load()`` for good), at most
-    :data:`MAX_KEY_FILE_BYTES` read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "rb") as source:
-        found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a directory)")
-        data = source.read(MAX_KEY_FILE_BYTES + 1)
-    if len(data) > MAX_KEY_FILE_BYTES:
-        raise OSError(errno.EFBIG, f"over {MAX_KEY_FILE_BYTES} bytes: not a key file")
-    return data.decode("utf-8")
+    """The text of the key file at ``path``: :func:`~dspark_json.regular.read_local` (a FIFO
+    or a device would block ``.load()`` for good), at most :data:`MAX_KEY_FILE_BYTES`."""
+    return read_local(path, MAX_KEY_FILE_BYTES).decode("utf-8")
 
 
 def _base_url(settings: StorageSettings, account: dict[str, Any] | None) -> str | None:

@@ -29,6 +29,7 @@ from dspark_json.http.claims import CLAIM_SUFFIX, LEASE_FOLDER, LEASE_SUFFIX, Cl
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.reuse import ReuseOptions, send_once
+from tests.helpers import home_like
 from tests.http.conftest import request_body
 from tests.raw_servers import RawServer, completion, raw_server, response
 
@@ -455,7 +456,7 @@ def test_a_fifo_lease_or_claim_blocks_no_task(tmp_path, caplog):
         fetched = run(server, str(tmp_path), [body("a"), body("b")], deadline=5.0)
     assert all(o.error is None for o in fetched.outcomes) and model.sent == 2
     assert fetched.stats.cache_waits == 0
-    assert "is not a regular file (FIFO); removed" in caplog.text
+    assert "is not a regular file (a FIFO); removed" in caplog.text
 
 
 def test_a_symlinked_claims_folder_deletes_nothing_where_it_points(tmp_path, caplog):
@@ -463,12 +464,8 @@ def test_a_symlinked_claims_folder_deletes_nothing_where_it_points(tmp_path, cap
     ``*.lease`` files where it points (a home directory lost .bashrc). Refused with a WARN
     naming it; the rows are answered without claims."""
     home = tmp_path / "home"
-    home.mkdir()
-    kept = [home / ".bashrc", home / f"otherhost-9-0123456789ab{LEASE_SUFFIX}"]
-    kept[0].write_text("alias ll='ls -l'\n")
-    kept[1].write_text(json.dumps({"expires": time.time() - 3600}))
-    for path in kept:
-        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    kept = home_like(home)
+    assert kept[1].name.endswith(LEASE_SUFFIX)
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / LEASE_FOLDER).symlink_to(home)

@@ -67,7 +67,7 @@ def test_more_endpoints_than_the_limit_are_refused(tmp_path):
 def test_a_fifo_is_never_opened(tmp_path):
     path = tmp_path / "replicas.txt"
     os.mkfifo(path)
-    assert "not a regular file (FIFO)" in refused(path)
+    assert "not a regular file (a FIFO)" in refused(path)
 
 
 @pytest.mark.parametrize(
@@ -109,4 +109,4 @@ def test_a_byte_order_mark_and_crlf_line_ends_are_read(tmp_path):
 
 def test_a_directory_is_refused_as_not_a_regular_file(tmp_path):
     (tmp_path / "replicas.txt").mkdir()
-    assert "not a regular file (directory)" in refused(tmp_path / "replicas.txt")
+    assert "not a regular file (a directory)" in refused(tmp_path / "replicas.txt")

@@ -13,13 +13,11 @@ import pytest
 from dspark_json.errors import ServerError
 from dspark_json.load import prepare
 from dspark_json.options import Options
-from tests.raw_servers import Request, raw_server, response
+from tests.raw_servers import Request, alive, raw_server, response
 
 
 def serves_m(request: Request) -> bytes | None:
-    if request.path == "/v1/models":
-        return response(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
-    return response(200, {})
+    return alive(request) or response(200, {})
 
 
 def lines(directory: Path, models: list[str | None]) -> None:

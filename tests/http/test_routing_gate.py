@@ -19,7 +19,7 @@ from dspark_json.http import gauges
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
-from tests.raw_servers import Request, completion, raw_server, response
+from tests.raw_servers import Request, gauges_server, raw_server, response
 
 #: vLLM's gauges of a replica of model m with five requests waiting: saturated at maxServerQueue 0.
 SATURATED = (
@@ -28,16 +28,8 @@ SATURATED = (
     'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.95\n'
 )
 
-
-def saturated(request: Request) -> bytes | None:
-    """A replica of model m whose /metrics always shows it saturated."""
-    if request.path == "/health":
-        return response(200, {})
-    if request.path == "/v1/models":
-        return response(200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
-    if request.path == "/metrics":
-        return response(200, SATURATED)
-    return response(200, completion("{}"))
+#: A replica of model m whose /metrics always shows it saturated.
+saturated = gauges_server(SATURATED)
 
 
 def body(model: str, i: int) -> dict:

@@ -267,8 +267,8 @@ def test_a_response_format_path_that_is_a_fifo_fails_instead_of_blocking(tmp_pat
 
 def test_read_bytes_refuses_a_fifo_and_reads_at_most_its_limit_decompressed_too(tmp_path):
     """The one way the source reads a whole small file (an endpoints file, a schema file): a
-    FIFO or a device is refused before it is opened, and ``limit`` bounds the bytes held, after
-    decompression (a 10 KB ``.gz`` may hold gigabytes)."""
+    FIFO or a device is refused on the descriptor opened without blocking, never read, and
+    ``limit`` bounds the bytes held, after decompression (a 10 KB ``.gz`` may hold gigabytes)."""
     from dspark_json.fs import RefusedFile, read_bytes
 
     os.mkfifo(tmp_path / "pipe.txt")
@@ -283,18 +283,18 @@ def test_read_bytes_refuses_a_fifo_and_reads_at_most_its_limit_decompressed_too(
     worker = threading.Thread(target=read, daemon=True)
     worker.start()
     worker.join(timeout=60)  # a bound on blocking for good, not on this machine's speed
-    assert raised and "is not a regular file (a FIFO, socket or device)" in str(raised[0])
+    assert raised and "is not a regular file (a FIFO): it is not read" in str(raised[0])
     with pytest.raises(RefusedFile, match="is not a regular file \\(a directory\\)"):
         read_bytes(str(tmp_path), storage=ENVIRONMENT_ONLY)
     bomb = tmp_path / "urls.txt.gz"
     bomb.write_bytes(gzip.compress(b"#" * 10_000_000))
     assert bomb.stat().st_size < 20_000
-    with pytest.raises(RefusedFile, match="holds more than 1000000 bytes once decompressed"):
+    with pytest.raises(RefusedFile, match="too large: more than 1000000 bytes once decompressed"):
         read_bytes(str(bomb), storage=ENVIRONMENT_ONLY, limit=1_000_000)
     assert len(read_bytes(str(bomb), storage=ENVIRONMENT_ONLY, limit=10_000_000)) == 10_000_000
     plain = tmp_path / "urls.txt"
     plain.write_bytes(b"x" * 11)
-    with pytest.raises(RefusedFile, match="holds more than 10 bytes: it is not read"):
+    with pytest.raises(RefusedFile, match="11 bytes as stored, over the limit of 10 bytes: it is"):
         read_bytes(str(plain), storage=ENVIRONMENT_ONLY, limit=10)
 
 

@@ -4,15 +4,13 @@ with 0 of 12 rows (the gate's floor was NaN), and every task's sweep deleted the
 ``*.lease`` files where the link points while the query said all rows were ok."""
 
 import json
-import os
-import time
 
 import pytest
 from deltalake import DeltaTable
 
 import dspark_json
-from tests.helpers import write_prompts
-from tests.raw_servers import Request, alive, completion, raw_server, response
+from tests.helpers import home_like, write_prompts
+from tests.raw_servers import gauges_server, raw_server
 
 pytestmark = pytest.mark.spark
 
@@ -21,25 +19,12 @@ INF_METRICS = (
     'vllm:num_requests_running{engine="0",model_name="m"} +Inf\n'
     'vllm:kv_cache_usage_perc{engine="0",model_name="m"} +Inf\n'
 )
-
-
-def server(request: Request) -> bytes | None:
-    if request.path == "/metrics":
-        return response(200, INF_METRICS)
-    known = alive(request)
-    if known is not None:
-        return known
-    return response(200, completion(json.dumps({"answer": "ok"})))
+server = gauges_server(INF_METRICS, json.dumps({"answer": "ok"}))
 
 
 def test_an_inf_gauge_and_a_symlinked_claims_folder_lose_no_row_and_no_file(spark, tmp_path):
     home = tmp_path / "home"
-    home.mkdir()
-    kept = [home / ".bashrc", home / "otherhost-9-0123456789ab.lease"]
-    kept[0].write_text("alias ll='ls -l'\n")
-    kept[1].write_text(json.dumps({"expires": time.time() - 3600}))
-    for path in kept:
-        os.utime(path, (time.time() - 3600, time.time() - 3600))
+    kept = home_like(home)
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "_claims").symlink_to(home)
