@@ -594,12 +594,16 @@ def _reference(records: Sequence[Mapping[str, Any]]) -> str:
     reasons: Counter[str] = Counter()
     for record in records:
         reasons.update(record.get("reference_reasons") or {})
-    why = ", ".join(f"{_SAID.get(reason, reason)} {n}" for reason, n in reasons.most_common())
+    why = ", ".join(
+        f"{n} {_SAID[reason]}" if reason in _SAID else f"{reason} {n}"
+        for reason, n in reasons.most_common()
+    )
     return f"; {rows} rows parsed row by row" + (f" ({why})" if why else "")
 
 
-#: How the batch line says a reason for parsing row by row (the others: their word).
-_SAID = {"kernels_compiling": "while the kernels warm up in a new worker"}
+#: How the batch line says a reason for parsing row by row, after its count (the others: their
+#: word, then the count).
+_SAID = {"kernels_compiling": "while a new worker's kernels compiled"}
 
 
 def driver_logger() -> logging.Logger:

@@ -220,6 +220,12 @@ def test_the_line_counts_the_re_asks_and_the_reference_parser_rows_where_there_a
     alone = summary([record(repair=repair(1, 0), reference_rows=1)], "b")
     assert "re-asked 1 (fixed 0, tokens 30 in / 10 out); " in alone
     assert alone.endswith("; 1 rows parsed row by row")
+    # A new worker's first seconds are said as what they are, not as a fault of the fast path.
+    warming = summary(
+        [record(reference_rows=3, reference_reasons={"kernels_compiling": 3})], "batch 0"
+    )
+    assert warming.endswith("; 3 rows parsed row by row (3 while a new worker's kernels compiled)")
+    assert "reference parser" not in warming and "kernels_compiling" not in warming
 
 
 def test_the_line_says_how_many_cache_hits_another_task_was_sending():
