@@ -31,8 +31,10 @@ through; ``shed`` is the gateway's count of shed requests in the scenario.
 At width (``--tasks N --replicas R``: results in ``results/shared_pool_width_N.{md,json,png}``):
 ``R`` simulator replicas, the tenant at half their capacity in all (its requests spread over
 them in turn), and the stream as ``N`` task processes at once, each sending to all the
-replicas (as ``N`` Spark tasks of one executor machine do). Scenarios ``alone`` and ``both``
-by default. ``/metrics`` reads per second per replica: the simulators' count of ``/metrics``
+replicas (as ``N`` Spark tasks of one executor machine do). Scenarios ``alone``, ``both``
+and ``both unshared`` (each task taking the whole room a reading shows, as the gate did before
+the room was split: the side-by-side figure). ``/metrics`` reads per second per replica: the
+simulators' count of ``/metrics``
 requests in the window (``metrics_reads``), over the window and the replicas.
 
 The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
@@ -81,6 +83,14 @@ LLM_D_SCENARIOS: dict[str, dict[str, int] | None] = {
     "llm-d alone": None,
     "llm-d sheddable": {"sheddable": 1},
 }
+#: At width (``--tasks``): ``both unshared`` is ``both`` with each task taking the whole room a
+#: reading shows (``http.readings.tasks`` answering one task: the gate before its room was
+#: split), for the side-by-side figure.
+WIDTH_SCENARIOS: dict[str, dict[str, int] | None] = {
+    "alone": None,
+    "both": {"priority": 10, "max_server_queue": 0},
+    "both unshared": {"priority": 10, "max_server_queue": 0, "unshared": 1},
+}
 OBJECTIVE = '{"x-llm-d-inference-objective": "batch"}'
 
 
@@ -117,6 +127,10 @@ def stream_worker(
         max_server_queue=max_queue,
         request_headers=headers,
     )
+    if os.environ.get("SHARED_POOL_UNSHARED"):  # the gate as before: each task the whole room
+        from dspark_json.http import readings
+
+        readings.tasks = lambda url, task, where=None: readings.Share(1, 0)  # type: ignore[assignment]
     if ready:
         Path(ready).touch()
     complete_all(bodies, config)
@@ -186,7 +200,8 @@ def scenario(
                 command += [str(args.stream), str(options.get("priority", ""))]
                 command += [str(options.get("max_server_queue", ""))]
                 command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
-                streams.append(subprocess.Popen(command, start_new_session=True))
+                env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+                streams.append(subprocess.Popen(command, start_new_session=True, env=env))
             end = time.monotonic() + 300  # N processes importing on a busy machine
             while len(os.listdir(ready)) < args.tasks and time.monotonic() < end:
                 time.sleep(0.2)
@@ -267,7 +282,7 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         f"cores; load average 1/5/15 min before the run {load['before']}, after "
         f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py"
         + (" --llm-d" if shed else "")
-        + (f" --tasks {tasks} --replicas {replicas} --scenarios alone,both" if width else "")
+        + (f" --tasks {tasks} --replicas {replicas}" if width else "")
         + "`.",
         "",
         (f"{replicas} simulator replicas, each" if replicas > 1 else "One simulator replica")
@@ -376,6 +391,10 @@ def main() -> None:
         faults = Faults(capacity=args.capacity, gateway="llm-d", objectives={"batch": -1})
         scenarios = LLM_D_SCENARIOS
         args.scenarios = ",".join(LLM_D_SCENARIOS)
+    elif args.tasks > 1 or args.replicas > 1:
+        scenarios = WIDTH_SCENARIOS
+        if args.scenarios == ",".join(SCENARIOS):
+            args.scenarios = ",".join(WIDTH_SCENARIOS)
     with ExitStack() as stack:
         servers = [
             stack.enter_context(SimulatorProcess(latency=args.answer_ms / 1000, faults=faults))

@@ -315,14 +315,16 @@ def part(free: float, share: readings.Share, shift: int) -> float:
     """The room ``free`` that is one task's: split by this machine's tasks that send to the
     endpoint (``share.count``), whole requests each, the remainder to as many tasks as it holds
     (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
-    too many (``free`` negative), each task gives back its part of the excess."""
+    too many (``free`` negative), the excess is given back the same way, in whole requests (a
+    part of a request each would be lost in the rounding: 32 tasks would give back nothing of
+    an excess of 4)."""
     if not math.isfinite(free):
         return free
-    if free <= 0:
-        return free / share.count
-    whole, remainder = divmod(int(free), share.count)
+    amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
+    whole, remainder = divmod(amount, share.count)
     place = (share.rank + shift) % share.count
-    return float(whole + (1 if place < remainder else 0))
+    mine = float(whole + (1 if place < remainder else 0))
+    return mine if free >= 0 else -mine
 
 
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:

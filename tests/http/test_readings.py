@@ -150,7 +150,7 @@ def test_a_part_of_the_room_is_whole_requests_and_the_parts_add_up_to_it():
 
     from dspark_json.http.gauges import part
 
-    for free in (0, 1, 5, 31, 32, 100):
+    for free in (-33, -4, -1, 0, 1, 5, 31, 32, 100):
         for count in (1, 3, 8, 32):
             for shift in (0, 7):
                 parts = [part(free, readings.Share(count, r), shift) for r in range(count)]
