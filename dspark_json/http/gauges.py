@@ -317,9 +317,14 @@ def part(free: float, share: readings.Share, shift: int) -> float:
     (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
     too many (``free`` negative), the excess is given back the same way, in whole requests (a
     part of a request each would be lost in the rounding: 32 tasks would give back nothing of
-    an excess of 4)."""
+    an excess of 4). Where several tasks share the room, they take :data:`SMOOTHING` of it at
+    one reading: a task's own smoothing (:func:`target`) is lost in whole requests (a part of 1
+    smoothed to 0.5 is still one request), and a reading a second old does not show the
+    requests the others have just sent."""
     if not math.isfinite(free):
         return free
+    if free > 0 and share.count > 1:
+        free *= SMOOTHING
     amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
     whole, remainder = divmod(amount, share.count)
     place = (share.rank + shift) % share.count
