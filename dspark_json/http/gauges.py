@@ -45,9 +45,9 @@ held at a saturated endpoint whatever option ``model`` says.
   each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
   there (their leases in the shared readings directory:
   :func:`dspark_json.http.readings.tasks`), in whole requests, the remainder to as many tasks as
-  it holds. A reading's room split so still fills: each reading gives what is left again, so
-  the stream reaches the same level as one task would, without the ``k`` tasks each taking the
-  whole room at once. The tasks of other machines are not seen: each machine's tasks together
+  it holds (several tasks: of half the room, as one task's smoothing would take). A reading's
+  room split so still fills: each reading gives what is left again, so the stream reaches the
+  same level as one task would, without the ``k`` tasks each taking the whole room at once. The tasks of other machines are not seen: each machine's tasks together
   take the room once (``m`` machines: up to ``m`` times at one reading, taken back at the next,
   where requests queue beyond ``maxServerQueue``).
 """
