@@ -45,9 +45,9 @@ held at a saturated endpoint whatever option ``model`` says.
   each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
   there (their leases in the shared readings directory:
   :func:`dspark_json.http.readings.tasks`), in whole requests, the remainder to as many tasks as
-  it holds (several tasks: of half the room, as one task's smoothing would take). A reading's
-  room split so still fills: each reading gives what is left again, so the stream reaches the
-  same level as one task would, without the ``k`` tasks each taking the whole room at once. The tasks of other machines are not seen: each machine's tasks together
+  it holds. A reading's room split so still fills: each reading gives what is left again, so
+  the stream reaches the same level as one task would, without the ``k`` tasks each taking the
+  whole room at once. The tasks of other machines are not seen: each machine's tasks together
   take the room once (``m`` machines: up to ``m`` times at one reading, taken back at the next,
   where requests queue beyond ``maxServerQueue``).
 """
@@ -317,14 +317,9 @@ def part(free: float, share: readings.Share, shift: int) -> float:
     (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
     too many (``free`` negative), the excess is given back the same way, in whole requests (a
     part of a request each would be lost in the rounding: 32 tasks would give back nothing of
-    an excess of 4). Where several tasks share the room, they take :data:`SMOOTHING` of it at
-    one reading: a task's own smoothing (:func:`target`) is lost in whole requests (a part of 1
-    smoothed to 0.5 is still one request), and a reading a second old does not show the
-    requests the others have just sent."""
+    an excess of 4)."""
     if not math.isfinite(free):
         return free
-    if free > 0 and share.count > 1:
-        free *= SMOOTHING
     amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
     whole, remainder = divmod(amount, share.count)
     place = (share.rank + shift) % share.count

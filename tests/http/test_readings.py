@@ -129,8 +129,7 @@ def _gate_task(folder: str, barrier: object, targets: object) -> None:
 
 def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
     """Eight task processes see one reading with room for 10 more requests: together they
-    target 5 in flight (half the room at one reading: each its part, whole requests), not
-    8 x 10 (nor 8 x 5)."""
+    target 10 in flight (each its part, the remainder to two of them), not 8 x 10."""
     context = multiprocessing.get_context("fork")
     barrier, targets = context.Barrier(8), context.Queue()
     tasks = [
@@ -142,8 +141,8 @@ def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
         task.join(60)
     assert all(task.exitcode == 0 for task in tasks)
     parts = sorted(targets.get(timeout=5) for _ in range(8))
-    assert sum(parts) == 5, parts
-    assert parts[0] == 0 and parts[-1] == 1, parts
+    assert sum(parts) == 10, parts
+    assert parts[0] >= 1 and parts[-1] <= 2, parts
 
 
 def test_a_part_of_the_room_is_whole_requests_and_the_parts_add_up_to_it():
@@ -155,10 +154,9 @@ def test_a_part_of_the_room_is_whole_requests_and_the_parts_add_up_to_it():
         for count in (1, 3, 8, 32):
             for shift in (0, 7):
                 parts = [part(free, readings.Share(count, r), shift) for r in range(count)]
-                # Several tasks take half the room at one reading (one task: all of it).
-                assert sum(parts) == (free // 2 if count > 1 and free > 0 else free)
+                assert sum(parts) == free
                 assert max(parts) - min(parts) <= 1
     assert part(-8, readings.Share(4, 1), 0) == -2  # each gives back its part of the excess
     assert part(math.inf, readings.Share(4, 1), 0) == math.inf  # idle: no bound
     # The remainder turns with the shift: a task with nothing at one reading gets some later.
-    assert {part(6, readings.Share(8, 5), shift) for shift in range(8)} == {0.0, 1.0}
+    assert {part(3, readings.Share(8, 5), shift) for shift in range(8)} == {0.0, 1.0}
