@@ -28,6 +28,15 @@ stream with option ``requestHeaders`` naming the sheddable objective; today's ot
 the stream retries each shed request until ``requestDeadline`` and takes what the gateway lets
 through; ``shed`` is the gateway's count of shed requests in the scenario.
 
+At width (``--tasks N --replicas R``: results in ``results/shared_pool_width_N.{md,json,png}``):
+``R`` simulator replicas, the tenant at half their capacity in all (its requests spread over
+them in turn), and the stream as ``N`` task processes at once, each sending to all the
+replicas (as ``N`` Spark tasks of one executor machine do). Scenarios ``alone``, ``both``
+and ``both unshared`` (each task taking the whole room a reading shows, as the gate did before
+the room was split: the side-by-side figure). ``/metrics`` reads per second per replica: the
+simulators' count of ``/metrics``
+requests in the window (``metrics_reads``), over the window and the replicas.
+
 The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
 task sends its partition, with the same ``HttpOptions``) in a process of its own, not a Spark
 stream: Spark's start and the parse would only add time outside the window measured. The
@@ -48,7 +57,9 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -72,13 +83,28 @@ LLM_D_SCENARIOS: dict[str, dict[str, int] | None] = {
     "llm-d alone": None,
     "llm-d sheddable": {"sheddable": 1},
 }
+#: At width (``--tasks``): ``both unshared`` is ``both`` with each task taking the whole room a
+#: reading shows (``http.readings.tasks`` answering one task: the gate before its room was
+#: split), for the side-by-side figure.
+WIDTH_SCENARIOS: dict[str, dict[str, int] | None] = {
+    "alone": None,
+    "both": {"priority": 10, "max_server_queue": 0},
+    "both unshared": {"priority": 10, "max_server_queue": 0, "unshared": 1},
+}
 OBJECTIVE = '{"x-llm-d-inference-objective": "batch"}'
 
 
 def stream_worker(
-    url: str, prompts: int, priority: int | None, max_queue: int | None, sheddable: bool = False
+    url: str,
+    prompts: int,
+    priority: int | None,
+    max_queue: int | None,
+    *,
+    sheddable: bool = False,
+    ready: str = "",
 ) -> None:
-    """The stream: ``prompts`` requests through the source's client, as one task sends them."""
+    """The stream: ``prompts`` requests through the source's client, as one task sends them, to
+    the replicas ``url`` names (comma-separated); ``ready``: a file made once it starts."""
     from dspark_json.http.client import complete_all
     from dspark_json.http.endpoints import Endpoint
     from dspark_json.http.options import HttpOptions
@@ -97,14 +123,22 @@ def stream_worker(
 
     headers = request_headers("requestHeaders", OBJECTIVE if sheddable else "")
     config = HttpOptions(
-        endpoints=(Endpoint(url),), max_server_queue=max_queue, request_headers=headers
+        endpoints=tuple(Endpoint(u) for u in url.split(",")),
+        max_server_queue=max_queue,
+        request_headers=headers,
     )
+    if os.environ.get("SHARED_POOL_UNSHARED"):  # the gate as before: each task the whole room
+        from dspark_json.http import readings
+
+        readings.tasks = lambda url, task, where=None: readings.Share(1, 0)  # type: ignore[assignment]
+    if ready:
+        Path(ready).touch()
     complete_all(bodies, config)
 
 
-async def tenant(url: str, name: str, rate: float, seconds: float, seed: int) -> list[float]:
-    """Open-loop Poisson arrivals at ``rate`` per second for ``seconds``; when each answer came
-    (``time.time()``)."""
+async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
+    """Open-loop Poisson arrivals at ``rate`` per second for ``seconds``, to ``urls`` in turn;
+    when each answer came (``time.time()``)."""
     rng = random.Random(seed)
     done: list[float] = []
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=200)
@@ -113,7 +147,9 @@ async def tenant(url: str, name: str, rate: float, seconds: float, seed: int) ->
         async def ask(i: int) -> None:
             body = {"model": MODEL, "messages": [{"role": "user", "content": f"Hi {name} {i}"}]}
             answer = await client.post(
-                f"{url}/v1/chat/completions", json=body, headers={"x-dspark-tenant": name}
+                f"{urls[i % len(urls)]}/v1/chat/completions",
+                json=body,
+                headers={"x-dspark-tenant": name},
             )
             answer.raise_for_status()
             done.append(time.time())
@@ -151,33 +187,52 @@ def wait_idle(url: str, limit_s: float = 60) -> None:
         time.sleep(0.2)
 
 
-def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> dict[str, Any]:
-    wait_idle(url)
-    stream = None
-    if options is not None:
-        command = [sys.executable, __file__, "--stream-worker", url, str(args.stream)]
-        command += [str(options.get("priority", "")), str(options.get("max_server_queue", ""))]
-        command += [str(options.get("sheddable", ""))]
-        stream = subprocess.Popen(command, start_new_session=True)
-        time.sleep(args.warmup)
-    rate = args.capacity / (args.answer_ms / 1000) / 2
-    stats_before = httpx.get(f"{url}/stats", timeout=5).json()
-    before = stats_before.get("completions_ok", 0)
+def scenario(
+    urls: list[str], name: str, options: dict[str, int] | None, args: Any
+) -> dict[str, Any]:
+    for url in urls:
+        wait_idle(url)
+    streams: list[subprocess.Popen[bytes]] = []
+    with tempfile.TemporaryDirectory() as ready:
+        if options is not None:
+            for task in range(args.tasks):
+                command = [sys.executable, __file__, "--stream-worker", ",".join(urls)]
+                command += [str(args.stream), str(options.get("priority", ""))]
+                command += [str(options.get("max_server_queue", ""))]
+                command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
+                env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+                streams.append(subprocess.Popen(command, start_new_session=True, env=env))
+            end = time.monotonic() + 300  # N processes importing on a busy machine
+            while len(os.listdir(ready)) < args.tasks and time.monotonic() < end:
+                time.sleep(0.2)
+            time.sleep(args.warmup)
+    capacity_rps = len(urls) * args.capacity / (args.answer_ms / 1000)
+    rate = capacity_rps / 2
+    stats_before = [httpx.get(f"{url}/stats", timeout=5).json() for url in urls]
     t0 = time.time()
-    done = asyncio.run(tenant(url, name, rate, args.window, args.seed))
+    done = asyncio.run(tenant(urls, name, rate, args.window, args.seed))
     t1 = time.time()
-    stats_after = httpx.get(f"{url}/stats", timeout=5).json()
-    after = stats_after.get("completions_ok", 0)
-    if stream is not None:
+    stats_after = [httpx.get(f"{url}/stats", timeout=5).json() for url in urls]
+    for stream in streams:
         os.killpg(stream.pid, signal.SIGTERM)
-        stream.wait(timeout=30)
-    latencies = httpx.get(f"{url}/stats/latency", timeout=5).json()[name]
-    capacity_rps = args.capacity / (args.answer_ms / 1000)
-    stream_rps = (after - before - sum(1 for d in done if t0 <= d <= t1)) / (t1 - t0)
+    for stream in streams:
+        stream.wait(timeout=60)
+
+    def delta(key: str) -> int:
+        return sum(
+            a.get(key, 0) - b.get(key, 0) for a, b in zip(stats_after, stats_before, strict=True)
+        )
+
+    latencies = [
+        x for url in urls for x in httpx.get(f"{url}/stats/latency", timeout=5).json()[name]
+    ]
+    answers = delta("completions_ok")
+    stream_rps = (answers - sum(1 for d in done if t0 <= d <= t1)) / (t1 - t0)
     spare = capacity_rps - rate
     figures = {
         "scenario": name,
         "options": options,
+        "tasks": args.tasks if options is not None else 0,
         "tenant_requests": len(latencies),
         "tenant_rate_per_s": rate,
         "p50_ms": 1000 * quantile(latencies, 0.50),
@@ -186,7 +241,8 @@ def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> 
         "stream_per_s": stream_rps if options is not None else 0.0,
         "spare_per_s": spare,
         "stream_share_of_spare": stream_rps / spare if options is not None else 0.0,
-        "shed": stats_after.get("shed", 0) - stats_before.get("shed", 0),
+        "shed": delta("shed"),
+        "metrics_reads_per_s_per_replica": delta("metrics_reads") / (t1 - t0) / len(urls),
     }
     print(json.dumps(figures), flush=True)
     return figures
@@ -195,20 +251,28 @@ def scenario(url: str, name: str, options: dict[str, int] | None, args: Any) -> 
 def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
-    shed = stem != "shared_pool"  # behind llm-d: the requests it shed
+    shed = stem.startswith("shared_pool_llm_d")  # behind llm-d: the requests it shed
+    setup = result["setup"]
+    tasks, replicas = setup.get("tasks", 1), setup.get("replicas", 1)
+    width = tasks > 1 or replicas > 1
     alone = result["scenarios"][0]
     rows = [
         "| scenario | tenant p50 ms | p95 ms | p99 ms | p95 / alone | stream req/s | "
-        "share of spare |" + (" shed |" if shed else ""),
-        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if shed else ""),
+        "share of spare |"
+        + (" shed |" if shed else "")
+        + (" /metrics reads/s per replica |" if width else ""),
+        "|---|---:|---:|---:|---:|---:|---:|"
+        + ("---:|" if shed else "")
+        + ("---:|" if width else ""),
     ]
     for s in result["scenarios"]:
         rows.append(
             f"| {s['scenario']} | {s['p50_ms']:.0f} | {s['p95_ms']:.0f} | {s['p99_ms']:.0f} | "
             f"{s['p95_ms'] / alone['p95_ms']:.2f}x | {s['stream_per_s']:.1f} | "
-            f"{100 * s['stream_share_of_spare']:.0f}% |" + (f" {s['shed']} |" if shed else "")
+            f"{100 * s['stream_share_of_spare']:.0f}% |"
+            + (f" {s['shed']} |" if shed else "")
+            + (f" {s['metrics_reads_per_s_per_replica']:.1f} |" if width else "")
         )
-    setup = result["setup"]
     load = result["load_average_1_5_15_min"]
     text = [
         "# Shared pool: an interactive tenant beside the stream"
@@ -218,9 +282,11 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         f"cores; load average 1/5/15 min before the run {load['before']}, after "
         f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py"
         + (" --llm-d" if shed else "")
+        + (f" --tasks {tasks} --replicas {replicas}" if width else "")
         + "`.",
         "",
-        f"One simulator replica: {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
+        (f"{replicas} simulator replicas, each" if replicas > 1 else "One simulator replica")
+        + f": {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
         f"per answer ({setup['capacity_per_s']:.0f} answers/s), "
         + (
             "behind the gateway, first come first served. Interactive "
@@ -232,7 +298,13 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         f"{setup['window_s']:.0f} s per scenario, latency from arrival to answer on the "
         f"server. Stream: {setup['stream_prompts']} prompts through the source's executor "
         "client (`http.client.complete_all`, one task's HttpOptions, maxConcurrency 32) in a "
-        f"process of its own, measured after {setup['warmup_s']:.0f} s; its rate is the "
+        + (
+            f"process of its own, as {tasks} processes at once (tasks of one machine) each "
+            "sending to all the replicas, "
+            if width
+            else "process of its own, "
+        )
+        + f"measured after {setup['warmup_s']:.0f} s; its rate is the "
         "server's answers in the window minus the tenant's.",
         "",
         *rows,
@@ -270,7 +342,11 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
     right.axhline(50, color="grey", linestyle="--")
     right.set_ylabel("stream req/s, % of spare capacity")
     right.tick_params(axis="x", rotation=20)
-    fig.suptitle("Interactive tenant beside the stream (one vLLM-like replica)")
+    fig.suptitle(
+        f"Interactive tenant beside the stream ({tasks} task(s), {replicas} vLLM-like replica(s))"
+        if width
+        else "Interactive tenant beside the stream (one vLLM-like replica)"
+    )
     fig.savefig(out / f"{stem}.png", dpi=110, bbox_inches="tight")
 
 
@@ -290,16 +366,19 @@ def main() -> None:
     parser.add_argument(
         "--llm-d", action="store_true", help="behind the simulated llm-d gateway (its scenarios)"
     )
-    parser.add_argument("--stream-worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--tasks", type=int, default=1, help="stream task processes at once")
+    parser.add_argument("--replicas", type=int, default=1, help="simulator replicas")
+    parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_worker:
-        url, prompts, priority, max_queue, sheddable = args.stream_worker
+        url, prompts, priority, max_queue, sheddable, ready = args.stream_worker
         stream_worker(
             url,
             int(prompts),
             int(priority) if priority else None,
             int(max_queue) if max_queue else None,
-            bool(sheddable),
+            sheddable=bool(sheddable),
+            ready=ready,
         )
         return
     if args.smoke:
@@ -312,10 +391,19 @@ def main() -> None:
         faults = Faults(capacity=args.capacity, gateway="llm-d", objectives={"batch": -1})
         scenarios = LLM_D_SCENARIOS
         args.scenarios = ",".join(LLM_D_SCENARIOS)
-    with SimulatorProcess(latency=args.answer_ms / 1000, faults=faults) as server:
+    elif args.tasks > 1 or args.replicas > 1:
+        scenarios = WIDTH_SCENARIOS
+        if args.scenarios == ",".join(SCENARIOS):
+            args.scenarios = ",".join(WIDTH_SCENARIOS)
+    with ExitStack() as stack:
+        servers = [
+            stack.enter_context(SimulatorProcess(latency=args.answer_ms / 1000, faults=faults))
+            for _ in range(args.replicas)
+        ]
+        urls = [server.url for server in servers]
         chosen = args.scenarios.split(",")
-        figures = [scenario(server.url, n, o, args) for n, o in scenarios.items() if n in chosen]
-    capacity_rps = args.capacity / (args.answer_ms / 1000)
+        figures = [scenario(urls, n, o, args) for n, o in scenarios.items() if n in chosen]
+    capacity_rps = args.replicas * args.capacity / (args.answer_ms / 1000)
     result = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
@@ -328,7 +416,9 @@ def main() -> None:
             "stream_prompts": args.stream,
             "window_s": args.window,
             "warmup_s": args.warmup,
-            "stream_driver": "http.client.complete_all in a process (one task's client)",
+            "tasks": args.tasks,
+            "replicas": args.replicas,
+            "stream_driver": "http.client.complete_all in a process per task (a task's client)",
         },
         "load_average_1_5_15_min": {
             "before": [round(x, 2) for x in load_before],
@@ -336,7 +426,10 @@ def main() -> None:
         },
         "scenarios": figures,
     }
-    write(args.out, result, "shared_pool_llm_d" if args.llm_d else "shared_pool")
+    stem = "shared_pool_llm_d" if args.llm_d else "shared_pool"
+    if args.tasks > 1 or args.replicas > 1:
+        stem += f"_width_{args.tasks}"
+    write(args.out, result, stem)
 
 
 if __name__ == "__main__":

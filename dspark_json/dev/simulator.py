@@ -6,7 +6,8 @@ that conforms to it, the same for the same seed and messages; otherwise it is a 
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice;
 ``GET /stats/latency`` the seconds from arrival to answer of each request that carried an
 ``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency). ``GET /metrics``
-answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`).
+answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`); ``/stats``
+counts those reads (``metrics_reads``).
 
 Several models (``--served-model-name a,b``, or ``model="a,b"``): each name is a model of its own
 that the simulator serves (vLLM's flag of that name gives one model several aliases; here the
@@ -398,6 +399,7 @@ class Simulator:
         if path == "/stats/latency":
             return Reply(200, self.latencies)
         if path == "/metrics":
+            self.counts["metrics_reads"] += 1  # how often the gates read it (http.readings)
             text = prometheus_text(self.models, self.scheduler)
             return Reply(200, text, {"content-type": "text/plain; version=0.0.4; charset=utf-8"})
         if path == "/health/json-schema":

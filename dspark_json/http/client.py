@@ -278,6 +278,8 @@ class _Run:
             workers = min(self.config.max_concurrency, len(pending))
             await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
         finally:
+            if self.gate is not None:  # its share of the pools' room goes to the other tasks
+                self.gate.close()
             await self.replicas.close()
             await self.pool.close()
             if probes is not self.injected:

@@ -41,6 +41,15 @@ held at a saturated endpoint whatever option ``model`` says.
   the stream backs off within a reading (about a second) when interactive load rises. Rising
   to a higher target is spread over the refresh interval, so the workers waiting at the gate
   do not all start at once when a reading clears.
+- The room a reading shows is the pool's, shared by the tasks sending to the endpoint at once:
+  each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
+  there (their leases in the shared readings directory:
+  :func:`dspark_json.http.readings.tasks`), in whole requests, the remainder to as many tasks as
+  it holds. A reading's room split so still fills: each reading gives what is left again, so
+  the stream reaches the same level as one task would, without the ``k`` tasks each taking the
+  whole room at once. The tasks of other machines are not seen: each machine's tasks together
+  take the room once (``m`` machines: up to ``m`` times at one reading, taken back at the next,
+  where requests queue beyond ``maxServerQueue``).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -57,10 +67,11 @@ from dataclasses import dataclass, field
 import httpx
 
 from dspark_json.errors import mask_uris
+from dspark_json.http import readings
 from dspark_json.http.transport import BodyTooLarge
 from dspark_json.phases import phase
 
-__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges"]
+__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges", "part"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -300,6 +311,22 @@ def room(reading: Reading, max_queue: int) -> float:
     return math.floor(slots) + queue
 
 
+def part(free: float, share: readings.Share, shift: int) -> float:
+    """The room ``free`` that is one task's: split by this machine's tasks that send to the
+    endpoint (``share.count``), whole requests each, the remainder to as many tasks as it holds
+    (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
+    too many (``free`` negative), the excess is given back the same way, in whole requests (a
+    part of a request each would be lost in the rounding: 32 tasks would give back nothing of
+    an excess of 4)."""
+    if not math.isfinite(free):
+        return free
+    amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
+    whole, remainder = divmod(amount, share.count)
+    place = (share.rank + shift) % share.count
+    mine = float(whole + (1 if place < remainder else 0))
+    return mine if free >= 0 else -mine
+
+
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
     """This task's in-flight target after a reading that leaves ``free`` room while it has
     ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
@@ -318,9 +345,18 @@ def target(previous: float | None, inflight: int, free: float, queued: bool) -> 
 class Gate:
     """One task's hold on new requests, by endpoint (see the module's docstring)."""
 
-    def __init__(self, max_queue: int, gauges: Gauges = GAUGES) -> None:
+    def __init__(
+        self,
+        max_queue: int,
+        gauges: Gauges = GAUGES,
+        *,
+        tasks: Callable[[str, str], readings.Share] | None = None,
+    ) -> None:
         self.max_queue = max_queue
         self.gauges = gauges
+        #: This machine's tasks that send to an endpoint (``http.readings.tasks``).
+        self.tasks = tasks if tasks is not None else readings.tasks
+        self.name = f"{os.getpid()}-{id(self):x}"  # this task's lease among the machine's
         self._budgets: dict[str, _Budget] = {}
         self.held_s = 0.0
 
@@ -337,7 +373,12 @@ class Gate:
                 break
             now = time.monotonic()
             if reading is not budget.reading:
-                free = room(reading, self.max_queue)
+                shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
+                free = part(
+                    room(reading, self.max_queue),
+                    self.tasks(url, self.name),
+                    shift,
+                )
                 queued = reading.waiting > self.max_queue
                 budget.target = target(budget.target, budget.inflight, free, queued)
                 budget.reading, budget.since, budget.start = reading, now, budget.inflight
@@ -383,6 +424,11 @@ class Gate:
         in-flight limit): the readings' room is counted from the requests really out, not from
         those still waiting for the limit, which would otherwise all go at once when it grows."""
         self._budgets[url].inflight += 1
+
+    def close(self) -> None:
+        """The task sends no more: its leases go (http.readings.release)."""
+        for url in self._budgets:
+            readings.release(url, self.name)
 
     def ended(self, url: str) -> None:
         """A request to ``url`` ended: its place is free for the next one."""

@@ -12,6 +12,14 @@ others use the file. So each endpoint's ``/metrics`` is read at most about once 
 :data:`FRESH_S` per machine, whatever the number of tasks. Where the directory cannot be used
 (read-only, another user's), each task fetches on its own, as before.
 
+The room a reading shows is shared by the tasks that send to the endpoint at once: each task
+keeps a lease in the same directory (an empty file per endpoint and task, its modification time
+refreshed at each reading, about once a second), and :func:`tasks` counts the leases of an
+endpoint not older than :data:`LEASE_S` (a task gone stops counting within it) and gives the task
+its place among them, so that the gate (:class:`~dspark_json.http.gauges.Gate`) splits the room
+by the count instead of each task taking all of it. Only the entries' ``lstat`` is looked at
+(never their content, never through a symbolic link), at most :data:`MAX_ENTRIES` of them.
+
 The gauges are the server's load, not a secret; the body is bounded as the fetch bounds it.
 """
 
@@ -23,14 +31,16 @@ import fcntl
 import hashlib
 import logging
 import os
+import socket
 import stat
 import struct
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["FRESH_S", "directory", "shared"]
+__all__ = ["FRESH_S", "LEASE_S", "MAX_ENTRIES", "Share", "directory", "release", "shared", "tasks"]
 
 logger = logging.getLogger("dspark_json")
 
@@ -41,6 +51,13 @@ _WAIT_S = 2.5
 _POLL_S = 0.05
 #: Bytes of a reading read back at most (the fetch bounds the body well under this).
 _MOST = 64 << 20
+#: A task's lease not refreshed for this long (seconds, wall clock) is a task gone.
+LEASE_S = 3.0
+#: A lease older than this is removed by the next task that counts (its task was killed).
+_FORGET_LEASE_S = 60.0
+#: The most directory entries looked at when counting the leases (a directory filled by
+#: accident or malice costs a bounded scan, once a reading).
+MAX_ENTRIES = 4096
 _HEAD = struct.Struct("<dH")  # when fetched (time.time()), status
 
 Fetch = Callable[[int], Awaitable[tuple[int, bytes]]]
@@ -66,7 +83,7 @@ def shared(url: str, fetch: Fetch, where: Path | None = None) -> Fetch:
     folder = where if where is not None else directory()
     if folder is None:
         return fetch
-    path = folder / hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
+    path = folder / _name(url)
 
     async def read(limit: int) -> tuple[int, bytes]:
         kept = _fresh(path)
@@ -144,5 +161,85 @@ def _locked(path: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
+
+
+def _name(url: str) -> str:
+    """The file name of ``url``'s reading (no credentials in it)."""
+    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Share:
+    """The tasks of this machine that send to an endpoint now (``count``, at least 1: the task
+    that asks) and the asking task's place among them (``rank``, 0 to ``count - 1``, by the
+    leases' names: the same order in every task)."""
+
+    count: int
+    rank: int
+
+
+#: The machine's offset among the ranks of several machines (the room's remainder goes to
+#: different places on different machines, not to rank 0 on each).
+MACHINE = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8], 16)
+
+
+def tasks(url: str, task: str, where: Path | None = None) -> Share:
+    """Refresh the lease of ``task`` (a name unique on the machine: process and gate) on
+    ``url``'s room and count the live leases of ``url`` in ``where`` (default
+    :func:`directory`); ``Share(1, 0)`` where the directory cannot be used."""
+    folder = where if where is not None else directory()
+    if folder is None:
+        return Share(1, 0)
+    prefix = f"{_name(url)}.task."
+    mine = prefix + task
+    _touch(folder / mine)
+    now = time.time()
+    live = {mine}
+    try:
+        with os.scandir(folder) as entries:
+            for seen, entry in enumerate(entries):
+                if seen >= MAX_ENTRIES:
+                    break
+                if not entry.name.startswith(prefix) or entry.name == mine:
+                    continue
+                try:
+                    info = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue
+                if not stat.S_ISREG(info.st_mode):
+                    continue
+                age = now - info.st_mtime
+                if age < LEASE_S:
+                    live.add(entry.name)
+                elif age > _FORGET_LEASE_S:
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+    except OSError:
+        return Share(1, 0)
+    return Share(len(live), sorted(live).index(mine))
+
+
+def release(url: str, task: str, where: Path | None = None) -> None:
+    """``task`` sends no more to ``url``: its lease goes (the others count it no longer)."""
+    folder = where if where is not None else directory()
+    if folder is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(folder / f"{_name(url)}.task.{task}")
+
+
+def _touch(path: Path) -> None:
+    """The lease's time set to now (made where missing; never through a link, never a FIFO)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        handle = os.open(path, flags, 0o600)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(handle).st_mode):
+            os.utime(handle)
+    except OSError:
+        pass
     finally:
         os.close(handle)

@@ -97,3 +97,93 @@ def test_a_link_or_fifo_planted_in_place_is_not_followed_nor_waited_on(tmp_path,
         os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
         reader.join(10)
     assert found == [None] and not reader.is_alive()
+
+
+def test_leases_count_the_live_tasks_of_an_endpoint_and_nothing_else(tmp_path):
+    """A task's lease counts while refreshed; a stale one, a link, a FIFO, another endpoint's
+    do not (and are never followed or opened); a released one goes at once."""
+    import os
+
+    url = "http://10.0.0.1:8000"
+    assert readings.tasks(url, "1-a", tmp_path) == readings.Share(1, 0)
+    assert readings.tasks(url, "2-b", tmp_path) == readings.Share(2, 1)
+    assert readings.tasks("http://10.0.0.2:8000", "3-c", tmp_path) == readings.Share(1, 0)
+    prefix = readings._name(url) + ".task."
+    stale = tmp_path / f"{prefix}4-d"
+    stale.touch()
+    os.utime(stale, (time.time() - readings.LEASE_S - 1,) * 2)
+    target = tmp_path / "elsewhere"
+    target.touch()
+    (tmp_path / f"{prefix}5-e").symlink_to(target)  # a fresh file behind a link: not counted
+    os.mkfifo(tmp_path / f"{prefix}6-f")
+    assert readings.tasks(url, "1-a", tmp_path) == readings.Share(2, 0)
+    forgotten = tmp_path / f"{prefix}7-g"
+    forgotten.touch()
+    os.utime(forgotten, (time.time() - 3600,) * 2)
+    readings.tasks(url, "1-a", tmp_path)
+    assert not forgotten.exists()  # a killed task's lease is removed
+    readings.release(url, "2-b", tmp_path)
+    assert readings.tasks(url, "1-a", tmp_path) == readings.Share(1, 0)
+    # A link where this task's own lease would be is not written through.
+    (tmp_path / f"{prefix}8-h").symlink_to(target)
+    before = target.stat().st_mtime
+    readings.tasks(url, "8-h", tmp_path)
+    assert target.stat().st_mtime == before
+
+
+def _gate_task(folder: str, barrier: object, targets: object) -> None:
+    """One task's gate, registered on the machine, taking its part of one reading's room."""
+    from pathlib import Path
+
+    from dspark_json.http.gauges import Gate, Reading
+
+    class OneReading:
+        refresh_s = 1.0
+        reading = Reading(0, 2, 2 / 16, time.monotonic())  # 2 running of 16: room 10
+
+        async def read(self, url: str, fetch: object) -> Reading:
+            return self.reading
+
+    def tasks(url: str, name: str) -> readings.Share:
+        return readings.tasks(url, name, Path(folder))
+
+    gate = Gate(0, OneReading(), tasks=tasks)  # type: ignore[arg-type]
+    tasks("u", gate.name)  # registered before any task reads
+    barrier.wait()  # type: ignore[attr-defined]
+    asyncio.run(gate.wait("u", lambda limit: None, 5.0))  # type: ignore[arg-type]
+    targets.put(gate._budgets["u"].target)  # type: ignore[attr-defined]
+
+
+def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
+    """Eight task processes see one reading with room for 10 more requests: together they
+    target 10 in flight (each its part, the remainder to two of them), not 8 x 10."""
+    context = multiprocessing.get_context("fork")
+    barrier, targets = context.Barrier(8), context.Queue()
+    tasks = [
+        context.Process(target=_gate_task, args=(str(tmp_path), barrier, targets)) for _ in range(8)
+    ]
+    for task in tasks:
+        task.start()
+    for task in tasks:
+        task.join(60)
+    assert all(task.exitcode == 0 for task in tasks)
+    parts = sorted(targets.get(timeout=5) for _ in range(8))
+    assert sum(parts) == 10, parts
+    assert parts[0] >= 1 and parts[-1] <= 2, parts
+
+
+def test_a_part_of_the_room_is_whole_requests_and_the_parts_add_up_to_it():
+    import math
+
+    from dspark_json.http.gauges import part
+
+    for free in (-33, -4, -1, 0, 1, 5, 31, 32, 100):
+        for count in (1, 3, 8, 32):
+            for shift in (0, 7):
+                parts = [part(free, readings.Share(count, r), shift) for r in range(count)]
+                assert sum(parts) == free
+                assert max(parts) - min(parts) <= 1
+    assert part(-8, readings.Share(4, 1), 0) == -2  # each gives back its part of the excess
+    assert part(math.inf, readings.Share(4, 1), 0) == math.inf  # idle: no bound
+    # The remainder turns with the shift: a task with nothing at one reading gets some later.
+    assert {part(3, readings.Share(8, 5), shift) for shift in range(8)} == {0.0, 1.0}
