@@ -138,11 +138,12 @@ class DSparkJsonDataSource(DataSource):
         """A schema the parser can fill; a user's (``.schema(...)``: not the one
         :meth:`schema` resolved) also one that keeps the answers
         (:func:`~dspark_json.load.check_user_schema`)."""
-        from dspark_json.load import check_user_schema
         from dspark_json.response.convert import check_supported
 
         check_supported(schema)
         if schema != self.__dict__.get("_resolved_schema"):
+            from dspark_json.load import check_user_schema
+
             check_user_schema(self.query, schema, lambda: _prompt_columns(self.query.options))
 
 
