@@ -3,11 +3,11 @@
 Spark runs the data source's planning and commit calls (schema, partitions, latestOffset, commit:
 ``pyspark.sql.worker.*``) in a Python process per call; each unpickles the source's class (by
 reference: it imports ``dspark_json.source`` or ``pyspark_dspark_json``) and so imports the
-package. For each entry point, in a fresh interpreter per measurement: the wall time of the
-import alone (from a bare interpreter) and on top of the modules Spark's planning workers import
-anyway (``--floor``), the modules it adds, and which heavy ones (numba, httpx, ...) it pulls in.
-Checkouts (``--tree``, several) are measured in turns, each with ``PYTHONPATH=<tree>``; medians
-of ``--repeat`` rounds.
+package. For each entry point, in a fresh interpreter per measurement: the wall and CPU time of
+the import alone (from a bare interpreter) and on top of the modules Spark's planning workers
+import anyway (:data:`FLOOR`), the modules it adds, and which heavy ones (numba, httpx, ...) it
+pulls in. Checkouts (``--tree``, several) are measured in turns, each with
+``PYTHONPATH=<tree>``; medians of ``--repeat`` rounds.
 
     .venv/bin/python benchmarks/import_time.py --tree /tmp/before --tree . --repeat 7
 """
@@ -46,11 +46,11 @@ floor = {floor!r}
 for name in floor:
     importlib.import_module(name)
 before = set(sys.modules)
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 importlib.import_module({module!r})
-seconds = time.perf_counter() - t0
+seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
 added = set(sys.modules) - before
-print(json.dumps({{"seconds": seconds, "modules": len(added),
+print(json.dumps({{"seconds": seconds, "cpu": cpu, "modules": len(added),
     "heavy": [h for h in {heavy!r} if h in added]}}))
 """
 
@@ -80,11 +80,15 @@ def main() -> None:
                 for tree in trees:  # side by side: the trees in turns
                     key = (str(tree), module, setting)
                     runs.setdefault(key, []).append(probe(tree, module, floor))
-    print("| tree | module | setting | import ms (median) | range ms | modules added | heavy |")
-    print("|---|---|---|---:|---:|---:|---|")
+    print(
+        "| tree | module | setting | wall ms (median) | range ms | CPU ms (median) | "
+        "modules added | heavy |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---|")
     table = []
     for (tree, module, setting), results in runs.items():
         ms = [float(str(r["seconds"])) * 1000 for r in results]
+        cpu = [float(str(r["cpu"])) * 1000 for r in results]
         row = {
             "tree": tree,
             "module": module,
@@ -92,6 +96,7 @@ def main() -> None:
             "median_ms": statistics.median(ms),
             "min_ms": min(ms),
             "max_ms": max(ms),
+            "cpu_median_ms": statistics.median(cpu),
             "modules": results[0]["modules"],
             "heavy": results[0]["heavy"],
         }
@@ -100,7 +105,8 @@ def main() -> None:
         heavy = ", ".join(row["heavy"]) or "-"  # type: ignore[arg-type]
         print(
             f"| {row['tree']} | `{row['module']}` | {row['setting']} | {row['median_ms']:.0f} | "
-            f"{row['min_ms']:.0f}-{row['max_ms']:.0f} | {row['modules']} | {heavy} |"
+            f"{row['min_ms']:.0f}-{row['max_ms']:.0f} | {row['cpu_median_ms']:.0f} | "
+            f"{row['modules']} | {heavy} |"
         )
     if args.json:
         args.json.write_text(json.dumps(table, indent=1))
