@@ -11,7 +11,9 @@
 
     table = dspark_json.parse_responses(bodies, response_format=schema)  # bodies in hand
 
-Importing this package never imports cuDF, RMM or CUDA; the GPU parser loads them on use.
+Importing this package never imports cuDF, RMM or CUDA; the GPU parser loads them on use. Nor
+does it import the parser, the HTTP client or Delta: each name below is imported on first use
+(Spark starts a Python process for each planning call, which needs none of them).
 
 ``__all__`` is what users call. The rest is internal: importable from its module (the options
 as :class:`dspark_json.options.Options` and :data:`dspark_json.options.OPTION_SPECS`, the plan
