@@ -31,10 +31,8 @@ from dspark_json.http.preflight import (
 )
 from dspark_json.http.secrets import redact
 from dspark_json.inputs.listing import PromptListing
-from dspark_json.inputs.prompts import line_models, read_segment
-from dspark_json.inputs.recorded import read_recorded
+from dspark_json.inputs.prompts import line_models
 from dspark_json.options import OPTION_SPECS, Options, Query
-from dspark_json.pipeline import fetch
 from dspark_json.records import PromptRecord
 from dspark_json.response.envelope import ENVELOPE_COLUMNS, TOOL_CALLS
 from dspark_json.rows import OPTIONAL_COLUMNS, STATUS, SYSTEM_COLUMNS
@@ -401,6 +399,11 @@ def resolve_tools(query: Query, samples: Samples | None = None) -> dict[str, Dat
 
 def _sample_bodies(query: Query) -> list[str | None]:
     """The first ``inferSchemaSamples`` answers: recorded ones, or asked now."""
+    # Here, not at the top: the parser (numba) and the pipeline only where answers are sampled.
+    from dspark_json.inputs.prompts import read_segment
+    from dspark_json.inputs.recorded import read_recorded
+    from dspark_json.pipeline import fetch
+
     options = query.options
     n = options.schema.infer_schema_samples
     option = "responses" if options.input.responses is not None else "prompts"

@@ -31,12 +31,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dspark_json.cost import Pricing, cost_usd
 from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
 from dspark_json.http.secrets import MaskingFilter
-from dspark_json.parse import new_fields
 from dspark_json.phases import stderr_logger
 from dspark_json.records import Answers, RepairStats
 from dspark_json.rows import ERROR, RESCUED_DATA
@@ -172,7 +170,7 @@ def partition_metrics(
         "dropped": dropped,
         "rescued_rows": len(rescued) - rescued.null_count,
         "error_rows": _non_null_count(table, ERROR.name),
-        "new_fields": sorted(new_fields(rescued)),
+        "new_fields": _new_fields(rescued),
         "repair": None if repair is None else _repair(repair),
         "models": _by_model(answers, table, models),
     }
@@ -625,8 +623,19 @@ def _non_null_count(table: pa.Table, column: str) -> int:
     return int(table.num_rows - table.column(column).null_count)
 
 
+def _new_fields(rescued: pa.Array | pa.ChunkedArray) -> list[str]:
+    """The drift keys of ``_rescued_data`` (:func:`~dspark_json.parse.drift.new_fields`), sorted;
+    the parser is imported here, where a task writes its record, not where the driver reads
+    records back while Spark plans (a process started per call: issue 55)."""
+    from dspark_json.parse import new_fields
+
+    return sorted(new_fields(rescued))
+
+
 def _cached_tokens(table: pa.Table) -> int:
     """The rows' ``usage.prompt_tokens_details.cached_tokens``, summed (0 where not reported)."""
+    import pyarrow.compute as pc
+
     if "usage" not in table.column_names:
         return 0
     usage = table.column("usage")
@@ -642,6 +651,8 @@ def _cached_tokens(table: pa.Table) -> int:
 
 def _usage_by_row(table: pa.Table, field: str) -> list[int | None]:
     """Each row's ``usage.<field>`` (``None`` where there is none)."""
+    import pyarrow.compute as pc
+
     if "usage" not in table.column_names:
         return [None] * table.num_rows
     usage = table.column("usage")
@@ -652,6 +663,8 @@ def _usage_by_row(table: pa.Table, field: str) -> list[int | None]:
 
 
 def _usage(table: pa.Table, field: str) -> int:
+    import pyarrow.compute as pc
+
     if "usage" not in table.column_names:
         return 0
     usage = table.column("usage")

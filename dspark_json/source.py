@@ -36,20 +36,19 @@ from dspark_json.inputs.listing import (
     Segment,
     plan_partitions,
 )
-from dspark_json.inputs.prompts import infer_passthrough
-from dspark_json.load import check_user_schema, prepare, resolve_schema
 from dspark_json.metrics import batch_label, driver_logger, read_records, summary
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.phases import phase
-from dspark_json.pipeline import read_partition
 from dspark_json.progress import write_batch, write_run
-from dspark_json.prometheus import serve
-from dspark_json.reask.plan import share_budget
-from dspark_json.response.convert import check_supported
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 if TYPE_CHECKING:
     from pyspark.sql.streaming.datasource import ReadLimit
+
+# Spark starts a Python process for each planning or commit call (partitions, latestOffset,
+# commit), which unpickles this module's classes: what only the driver's ``schema()`` (the
+# server's checks: :mod:`dspark_json.load`, httpx) or a task's ``read`` (the pipeline, the
+# parser: numba) needs is imported where it is used (issue 55; tests/test_lazy_imports.py).
 
 __all__ = ["DSparkJsonDataSource"]
 
@@ -105,6 +104,8 @@ class DSparkJsonDataSource(DataSource):
         """
         cached: Query | None = self.__dict__.get("_query")
         if cached is None:
+            from dspark_json.load import prepare
+
             cached = self.__dict__["_query"] = prepare(self.parsed_options)
             if not self.registered_by_session:
                 _warn_unredacted(self.options)
@@ -112,6 +113,9 @@ class DSparkJsonDataSource(DataSource):
 
     @short_errors
     def schema(self) -> StructType:
+        from dspark_json.inputs.prompts import infer_passthrough
+        from dspark_json.load import resolve_schema
+
         query = self.query
         passthrough = []
         if query.options.input.responses is None:
@@ -135,8 +139,12 @@ class DSparkJsonDataSource(DataSource):
         """A schema the parser can fill; a user's (``.schema(...)``: not the one
         :meth:`schema` resolved) also one that keeps the answers
         (:func:`~dspark_json.load.check_user_schema`)."""
+        from dspark_json.response.convert import check_supported
+
         check_supported(schema)
         if schema != self.__dict__.get("_resolved_schema"):
+            from dspark_json.load import check_user_schema
+
             check_user_schema(self.query, schema, lambda: _prompt_columns(self.query.options))
 
 
@@ -154,6 +162,8 @@ class PromptBatchReader(DataSourceReader):
         return _plan(segments, self.query.options, listing) or [PromptPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from dspark_json.pipeline import read_partition
+
         assert isinstance(partition, PromptPartition)
         return read_partition(partition, self.query, self.schema)
 
@@ -246,6 +256,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             )
         rows = self.query.options.rows
         if rows.prometheus_port is not None and rows.metrics is not None:
+            from dspark_json.prometheus import serve
+
             serve(rows.prometheus_port, rows.metrics, storage=self.query.options.storage.settings)
         if self.query.options.rows.metrics is None:
             driver_logger().info(
@@ -325,6 +337,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         )
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from dspark_json.pipeline import read_partition
+
         assert isinstance(partition, PromptPartition)
         return read_partition(partition, self.query, self.schema)
 
@@ -399,6 +413,8 @@ def _plan(
     budget = options.repair.repair_token_budget
     if budget is None or not options.repair.repair_attempts:
         return partitions
+    from dspark_json.reask.plan import share_budget
+
     tasks = [unit for p in partitions for unit in (p.parts or (p,))]
     shares = iter(share_budget(budget, [unit.rows for unit in tasks]))
     planned = []
@@ -479,6 +495,8 @@ def _warn_unredacted(options: Mapping[str, str]) -> None:
 def _prompt_columns(options: Options) -> list[str] | None:
     """The columns the prompt lines' fields pass through as, from a sample (none: recorded
     answers); ``None`` where no prompt line is there yet."""
+    from dspark_json.inputs.prompts import infer_passthrough
+
     if options.input.responses is not None:
         return []
     listing = _listing(options)

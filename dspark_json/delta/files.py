@@ -18,9 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from dspark_json.delta.stats import FileStats
 from dspark_json.fs import resolve
@@ -152,6 +150,8 @@ class _OpenFile:
         self.fs = fs
         self.path = f"{root}/{self.relative}"
         fs.create_dir(f"{root}/{directory}" if directory else root, recursive=True)
+        import pyarrow.parquet as pq  # here: the sink's commit, in a process per call, writes none
+
         self.stats = FileStats(schema)
         self.writer = pq.ParquetWriter(self.path, schema, filesystem=fs, compression="snappy")
         self.closed = False
@@ -186,6 +186,8 @@ def _split(
     batch: pa.RecordBatch, partition_by: Sequence[str]
 ) -> Iterable[tuple[tuple[str | None, ...], pa.RecordBatch]]:
     """``batch`` cut by partition value: (the values as Delta writes them, the other columns)."""
+    import pyarrow.compute as pc
+
     if not partition_by:
         yield (), batch
         return

@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -239,6 +238,8 @@ def read_file(
 ) -> pa.Table:
     """One data file in ``target``: its partition values as columns, a column or struct field
     the file lacks (written before the schema widened) as nulls."""
+    import pyarrow.parquet as pq  # here: the sink's planning and commit workers read no file
+
     values = dict(partition.partition_values)
     filesystem, path = resolve(partition.uri, storage)
     present = set(pq.read_schema(path, filesystem=filesystem).names)

@@ -18,13 +18,16 @@ completions go through). Whether the endpoint is back is then said by its own co
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from dspark_json.http.secrets import Secret
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["PROBE_PATH", "Endpoint", "EndpointPool", "NoEndpoint", "NoServer"]
 
@@ -75,6 +78,8 @@ class EndpointPool:
         """``deadline``: the requestDeadline (for the WARNs, and how long an outage of every
         endpoint may last before prompts give up at once); ``backlog``: how many of the task's
         prompts have not started (for the WARNs); ``warn_every``: default :data:`WAIT_WARN_S`."""
+        import asyncio  # here: Spark's planning workers parse the endpoints, run no pool
+
         self.endpoints = tuple(endpoints)
         self._probe = probe
         self._fail_limit = fail_limit
@@ -104,6 +109,8 @@ class EndpointPool:
         waits up to ``timeout`` s while all of them rest. ``allowed``: only the endpoints it
         accepts (those that serve the request's model); :class:`NoServer` where it accepts
         none of the pool's endpoints."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         until = loop.time() + timeout
         began = loop.time()
@@ -168,6 +175,8 @@ class EndpointPool:
                 logger.info("Endpoint %s completes requests again.", endpoint.url)
 
     def failed(self, endpoint: Endpoint) -> None:
+        import asyncio
+
         if endpoint not in self._failures:  # removed while its request was in flight
             return
         self._failures[endpoint] += 1
@@ -195,6 +204,8 @@ class EndpointPool:
 
     async def _warn_while_down(self) -> None:
         """A WARN every ``warn_every`` s while any endpoint rests."""
+        import asyncio
+
         loop = asyncio.get_running_loop()
         while self._resting:
             await asyncio.sleep(self._warn_every)
@@ -224,6 +235,8 @@ class EndpointPool:
             )
 
     async def _watch(self, endpoint: Endpoint, wait: float) -> None:
+        import asyncio
+
         while True:
             await asyncio.sleep(wait)
             wait = min(_PROBE_CAP_S, wait * 2)
@@ -244,6 +257,8 @@ class EndpointPool:
         self._back.set()
 
     async def close(self) -> None:
+        import asyncio
+
         tasks = [*self._resting.values(), *([self._nag] if self._nag is not None else [])]
         for task in tasks:
             task.cancel()

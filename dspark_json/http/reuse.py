@@ -20,7 +20,6 @@ from typing import Literal
 
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.claims import Claims
-from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import DEDUPE_MODES, Dedupe, group
 from dspark_json.http.options import HttpOptions
 from dspark_json.option_spec import choice, directory, option
@@ -109,6 +108,8 @@ def send_once(
     send:
         Sends request bodies (default :func:`~dspark_json.http.client.complete_all`).
     """
+    from dspark_json.http.client import complete_all  # httpx: not where options are parsed
+
     sender = send or (lambda bodies: complete_all(bodies, http, stop_on_failure=stop_on_failure))
     groups = group(requests, deterministic, reuse.dedupe)
     cache = (

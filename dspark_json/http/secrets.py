@@ -19,8 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-from dspark_json.errors import OptionError
-from dspark_json.fs import MASK, mask_uris
+from dspark_json.errors import MASK, OptionError, mask_uris
 
 __all__ = [
     "MASK",

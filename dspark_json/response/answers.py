@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.types import ArrayType, DataType, StructField, StructType
 
 from dspark_json.response.convert import Converter, arrow_schema
@@ -170,6 +169,8 @@ def decode_answer(body: str | None) -> Answer:
 def _first(array: pa.Array) -> tuple[pa.Array, pa.Array]:
     """A list array's values, and where each list's first element is among them (null where
     the list is null or empty)."""
+    import pyarrow.compute as pc  # on use: options parse through here (schema.tools) in planning
+
     some = pc.greater(pc.list_value_length(array), 0)
     return array.values, pc.if_else(some, array.offsets[:-1], None)
 
@@ -180,6 +181,8 @@ def _column_at(
     """The column at ``path`` below ``array`` (of the envelope's type ``dtype``), of ``rows``
     only (default: all), or None where the table's type lacks a step or has the leaf with
     another type than the envelope's. The steps project every row; only the leaf is taken."""
+    import pyarrow.compute as pc
+
     for name in path:
         if isinstance(dtype, ArrayType):
             if not pa.types.is_list(array.type):
@@ -201,6 +204,7 @@ def _column_at(
 def _from_table(table: pa.Table, rows: pa.Array | None) -> list[Answer] | None:
     """The answers in the parser's ``table`` (of ``rows``), or None where its schema cannot
     say."""
+    import pyarrow.compute as pc
 
     tops: dict[str, pa.Array] = {}  # each top-level column in one piece, once
 
