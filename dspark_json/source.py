@@ -27,7 +27,6 @@ from dspark_json.compat import AvailableNowTrigger, default_read_limit, read_cap
 from dspark_json.errors import short_errors
 from dspark_json.fs import FileEntry
 from dspark_json.http.secrets import REDACTION_PATTERN
-from dspark_json.http.tokens import COMPLETION_ESTIMATE
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
     Position,
@@ -437,6 +436,8 @@ def warn_small_share(per_minute: int, tasks: int, max_tokens: int | None) -> Non
     request at a time (one alone over its share goes once nothing else is counted, so that
     it cannot wait forever), so the tasks together may pass the budget by up to that many
     requests a minute."""
+    from dspark_json.http.tokens import COMPLETION_ESTIMATE  # asyncio: not in planning workers
+
     completion = max_tokens if max_tokens is not None else COMPLETION_ESTIMATE
     share = per_minute // tasks
     if share >= completion or (per_minute, tasks) in _SHARES_WARNED:

@@ -26,7 +26,7 @@ DEFAULTED = {
     "committed_version",
     "table_partitioning",
     "open_table",
-    "DeltaTableReader",
+    "reader_class",  # delta.sink: DeltaTableReader, or the class that pushes no filters
     "read_file",
     "read_endpoints_file",
 }
