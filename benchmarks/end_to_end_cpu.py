@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -177,12 +178,9 @@ def profiled(args: argparse.Namespace, journal: str, out: Path) -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def process_shares(collapsed: Path) -> dict[str, tuple[float, float]]:
-    """From py-spy's collapsed stacks: per kind of Python process (the driver, the task
-    workers, the data source's planning and streaming workers Spark starts per call), its share
-    of the busy samples and the share of those spent importing (the simulator left out)."""
-    busy: Counter[str] = Counter()
-    importing: Counter[str] = Counter()
+def _busy_samples(collapsed: Path) -> Iterator[tuple[list[str], list[str], int]]:
+    """py-spy's collapsed stacks as (the process frames, the other frames, the samples), the
+    simulator's and the idle ones (a wait, a select, the daemon's accept loop) left out."""
     for line in collapsed.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack or not count_text.isdigit():
@@ -192,6 +190,16 @@ def process_shares(collapsed: Path) -> dict[str, tuple[float, float]]:
         frames = [f for f in frames if not f.startswith("process ")]
         if not frames or any(" simulate " in f for f in processes) or _idle(frames[-1]):
             continue
+        yield processes, frames, int(count_text)
+
+
+def process_shares(collapsed: Path) -> dict[str, tuple[float, float]]:
+    """From py-spy's collapsed stacks: per kind of Python process (the driver, the task
+    workers, the data source's planning and streaming workers Spark starts per call), its share
+    of the busy samples and the share of those spent importing (the simulator left out)."""
+    busy: Counter[str] = Counter()
+    importing: Counter[str] = Counter()
+    for processes, frames, count in _busy_samples(collapsed):
         last = processes[-1] if processes else ""
         if "pyspark.worker" in last:
             kind = "task workers (pyspark.worker)"
@@ -199,9 +207,9 @@ def process_shares(collapsed: Path) -> dict[str, tuple[float, float]]:
             kind = "planning and streaming workers (pyspark.sql.*, one process per call)"
         else:
             kind = "driver"
-        busy[kind] += int(count_text)
+        busy[kind] += count
         if any(mark in f for f in frames for mark in _IMPORTS):
-            importing[kind] += int(count_text)
+            importing[kind] += count
     total = max(sum(busy.values()), 1)
     return {k: (v / total, importing[k] / v) for k, v in busy.most_common()}
 
@@ -213,16 +221,7 @@ def stage_shares(collapsed: Path) -> tuple[dict[str, float], list[tuple[str, flo
     stages: Counter[str] = Counter()
     own: Counter[str] = Counter()
     total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        frames = stack.split(";")
-        processes = [f for f in frames if f.startswith("process ")]
-        frames = [f for f in frames if not f.startswith("process ")]
-        if not frames or any(" simulate " in f for f in processes) or _idle(frames[-1]):
-            continue
-        count = int(count_text)
+    for _, frames, count in _busy_samples(collapsed):
         total += count
         own[_short(frames[-1])] += count
         stage = "other (Python, outside the stages)"
