@@ -179,9 +179,10 @@ class RowOptions:
     )
     mode: RecordMode = option(
         "mode",
-        "What to do with a row that cannot be fetched or parsed, as in Spark's JSON source: "
-        "PERMISSIVE keeps it (raw text in _corrupt_record), DROPMALFORMED drops it, FAILFAST "
-        "fails the query.",
+        "What to do with a malformed row (a bad prompt line, an answer that does not parse or "
+        "fit), as in Spark's JSON source: PERMISSIVE keeps it (raw text in _corrupt_record), "
+        "DROPMALFORMED drops it (http_error and empty rows are kept), FAILFAST fails the query "
+        "(at an http_error row too).",
         "FAILFAST",
         convert=choice({m: m for m in RECORD_MODES}, upper=True),
         default="PERMISSIVE",
