@@ -348,8 +348,9 @@ class HttpOptions:
         "maxAttempts",
         "Attempts per request (first try included) on connection errors, timeouts, bodies cut "
         "short, 408 and 5xx. A rate limit (429, or a 503 with a retry hint; not a 429 for a "
-        "spent quota, insufficient_quota) is not counted: "
-        "it is retried while requestDeadline allows, after the server's hint (Retry-After, "
+        "spent quota, insufficient_quota), and a pool shedding the request (llm-d's 429 with "
+        "x-llm-d-request-dropped-reason, a gateway's 503 'no healthy upstream') are not counted: "
+        "they are retried while requestDeadline allows, after the server's hint (Retry-After, "
         "retry-after-ms, LiteLLM's llm_provider-retry-after, OpenAI's x-ratelimit-reset-*; "
         "0.1 s to 60 s) or backoff.",
         "8",
