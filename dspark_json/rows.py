@@ -176,9 +176,11 @@ class Attempt(TypedDict):
 #: ``BadRequestError``...), or ``http_<status>`` where the body names none.
 ERROR_TYPES: Mapping[str, str] = {
     "invalid_prompt": "the prompt line is not JSON, not an object, or has no prompt/messages",
-    "timeout": "no complete answer within requestTimeout / readTimeout",
+    "timeout": "no complete answer within requestTimeout / readTimeout; or held back by "
+    "maxServerQueue, maxTokensPerMinute or maxTokensInFlight until requestDeadline",
     "connect_timeout": "no connection within connectTimeout",
-    "endpoint_unavailable": "every endpoint rested (failing /v1/models) until requestDeadline",
+    "endpoint_unavailable": "every endpoint rested (failing /v1/models), or option endpointsFile "
+    "listed none (a pool scaled to zero), until requestDeadline",
     "model_unavailable": "no endpoint served the row's model (/v1/models) until requestDeadline; "
     "no request was sent for it",
     "batch_error": "a recorded batch-output line holds an error without a type",
