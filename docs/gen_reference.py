@@ -30,7 +30,7 @@ COLUMN_DOCS: dict[str, str] = {
     "_error": (
         "why a row has no response: `status` (HTTP), `type` (`response_too_large`, "
         "`endpoint_unavailable`, `model_unavailable`, the server's error type...), `message` and "
-        "`attempts`; null where the request succeeded"
+        "`attempts`; null where the request succeeded (the types: below)"
     ),
     "_schema_violations": (
         "each `path: message` by which the answer breaks its JSON Schema; `[]` when every JSON "
@@ -76,7 +76,8 @@ METRICS_DOCS: dict[str, str] = {
     "inflight_limit.peak": "its highest value",
     "inflight_limit.final": "its value at the end",
     "endpoint_rests": "times an endpoint was rested after failing",
-    "held_seconds": "seconds requests were held back by the gate (option `maxServerQueue`)",
+    "held_seconds": "seconds requests were held back by the gate (option `maxServerQueue`) and "
+    "the token budgets (options `maxTokensPerMinute`, `maxTokensInFlight`)",
     "prompt_tokens": "prompt tokens of the answers (the rows' `usage`)",
     "cached_tokens": "prompt tokens the server found in its prefix cache "
     "(`usage.prompt_tokens_details`)",
@@ -147,7 +148,7 @@ executor cores). Pick it so that this product stays near what the server can bat
 
 def columns_page() -> str:
     from dspark_json.response.envelope import envelope_fields
-    from dspark_json.rows import COLUMNS, STATUSES
+    from dspark_json.rows import COLUMNS, ERROR_TYPES, STATUSES
 
     lines = [
         "# Output columns",
@@ -187,6 +188,13 @@ def columns_page() -> str:
         )
     lines += ["", "## `_status`", "", "| status | meaning |", "|---|---|"]
     lines += [f"| `{word}` | {_cell(meaning)} |" for word, meaning in STATUSES.items()]
+    lines += ["", "## `_error.type`", "", "| type | meaning |", "|---|---|"]
+    lines += [f"| `{word}` | {_cell(meaning)} |" for word, meaning in ERROR_TYPES.items()]
+    lines += [
+        "",
+        "Any other type is the server's own (`NotFoundError`, `BadRequestError`...), or "
+        "`http_<status>` where its body names none.",
+    ]
     return "\n".join(lines) + "\n"
 
 

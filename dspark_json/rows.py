@@ -187,6 +187,8 @@ ERROR_TYPES: Mapping[str, str] = {
     "response_too_large": "the body is larger than maxResponseBytes, as received or decompressed",
     "headers_too_large": "the response has more header lines or bytes than the transport reads",
     "invalid_utf8": "the body of a 200 answer is not UTF-8 (the row's _status says so too)",
+    "DecodingError": "the body's Content-Encoding is not one read here, or its data is not valid "
+    "for it",
     "<transport error>": "httpx's exception name: ConnectError, ReadError, RemoteProtocolError...",
 }
 
