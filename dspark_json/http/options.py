@@ -247,7 +247,8 @@ class HttpOptions:
         "Base URL of the vLLM / OpenAI-compatible server (a trailing /v1 is accepted). Several, "
         "comma-separated, share the load; one that keeps failing rests until its /v1/models "
         "answers again (then one more failure rests it again). Credentials in the URL "
-        "(user:pass@) are sent as Basic auth and never shown.",
+        "(user:pass@) are sent as Basic auth and never shown. Required, except with option "
+        "endpointsFile (its replicas) or responses (recorded answers, no server).",
         "http://vllm-a:8000,http://vllm-b:8000",
         convert=_endpoints,
         aliases=("vllm_endpoint",),
