@@ -97,12 +97,13 @@ _REDACTION_CONF = "spark.sql.redaction.options.regex"
 def register(spark: SparkSession) -> None:
     """Register the ``dspark-json`` format with ``spark`` (batch and streaming reads) and the
     ``dspark-delta`` sink (Delta tables whose data files the executors write), and make Spark
-    redact the API key options from plans (``explain``) and the UI.
+    redact the secret options (``apiKey``, ``storageOptions``, ``requestHeaders``) and credentials
+    in URLs from plans (``explain``) and the UI.
 
     With the package installed, Spark 4 registers both formats by itself (the top-level modules
     ``pyspark_dspark_json`` and ``pyspark_dspark_delta``); what this call adds then is the
-    redaction (without it, a query that passes ``apiKey`` gets one WARN) and Delta reads' filter
-    pushdown (docs/getting-started/cluster.md).
+    redaction (without it, a query that passes one of those options gets one WARN) and Delta
+    reads' filter pushdown (docs/getting-started/cluster.md).
 
     Parameters
     ----------
