@@ -413,10 +413,12 @@ class HttpOptions:
         "endpointsFile",
         "A file (local path or object-store URL) with one base URL per line (blank lines and "
         "comments ignored: # at a line's start or after a space): replicas used besides "
-        "option endpoint, re-read every "
+        "option endpoint (or instead of it), re-read every "
         "endpointRefreshSeconds by the running tasks. A new replica gets requests once its "
         "/v1/models lists their model; a removed one gets no new request (its requests in "
-        "flight finish, or are retried elsewhere). Each listed URL receives the API key: "
+        "flight finish, or are retried elsewhere). A file that lists none is a pool scaled to "
+        "zero: sending pauses and rows wait until requestDeadline (at .load(), option model is "
+        "then needed). Each listed URL receives the API key: "
         "whoever can write the file can have the key sent to a server of theirs.",
         "s3://pool/replicas.txt",
         convert=directory,
