@@ -176,6 +176,8 @@ class _Task:
                 tokens[i] += tally.tokens[i]
             gate = getattr(run, "gate", None)
             held += gate.held_s if gate is not None else 0.0
+            budget = getattr(run, "budget", None)  # maxTokensPerMinute / maxTokensInFlight waits
+            held += budget.waited_s if budget is not None else 0.0
             limits = list(getattr(run, "limits", {}).values()) or [getattr(run, "limit", None)]
             inflight = max([inflight, *(int(x.limit) for x in limits if x is not None)])
             for model, sent in dict(tally.model_requests).items():

@@ -90,10 +90,16 @@ class FakeTally:
         self.model_tokens = {"m": [30, 9, 6]}
 
 
+class FakeHeld:
+    def __init__(self, held_s=0.0, waited_s=0.0):
+        self.held_s, self.waited_s = held_s, waited_s
+
+
 class FakeRun:
     def __init__(self):
         self.stats = FakeTally()
-        self.gate = None
+        self.gate = FakeHeld(held_s=0.25)  # maxServerQueue's gate
+        self.budget = FakeHeld(waited_s=0.5)  # maxTokensPerMinute / maxTokensInFlight
         self.limits = {}
         self.limit = None
 
@@ -136,6 +142,7 @@ def test_a_task_writes_live_counts_then_its_metrics_record(tmp_path, monkeypatch
     assert live["state"] == "running" and live["done"] == 3 and live["ok"] == 2
     assert live["errors"] == {"http_error": 1}
     assert live["tokens"] == {"input": 30, "output": 9, "cached": 6}
+    assert live["held_seconds"] == pytest.approx(0.75)  # the gate's and the token budgets'
     assert live["cost_usd"] == pytest.approx((24 * 1 + 6 * 0.5 + 9 * 2) / 1e6)
     final = json.loads(path.read_text())
     assert final["state"] == "done" and final["done"] == 5 and final["ok"] == 4
