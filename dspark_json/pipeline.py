@@ -199,6 +199,12 @@ def answer(
                 for i, listed in zip(changed, found or [], strict=True):
                     violations[i] = listed
     misfits = _misfits(rows, query, schema, responses, statuses)
+    if attempts:  # a row's last answer says what the row says (re-asks judge the parse)
+        for row, misfit in misfits.items():
+            tried = attempts.get(row)
+            if tried:
+                tried[-1]["status"] = Status.SCHEMA_MISMATCH.value
+                tried[-1]["reason"] = tried[-1]["reason"] or f"{misfit} (not re-asked)"
     return Answers(
         responses=responses,
         outcomes=outcomes,
