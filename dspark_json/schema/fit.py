@@ -140,6 +140,14 @@ def mark_misfits(statuses: MutableSequence[str], found: Mapping[int, Misfit]) ->
     return marked
 
 
+def _fitting(value: object) -> str:
+    """A Spark type that holds ``value``: the inferred one, and for a whole number past BIGINT
+    (which inference calls bigint) a decimal where 38 digits hold it, else double."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
+        return "decimal(38,0)" if len(str(abs(value))) <= 38 else "double"
+    return infer_type([value]).simpleString()
+
+
 def warn_once(
     key: Hashable,
     marked: Mapping[int, Misfit],
@@ -156,7 +164,7 @@ def warn_once(
     for row, misfit in sorted(marked.items()):
         first.setdefault(misfit.field, (row, misfit))
     named = [
-        f"{m.describe()} (in {describe(row)}; {infer_type([m.value]).simpleString()} fits it)"
+        f"{m.describe()} (in {describe(row)}; {_fitting(m.value)} fits it)"
         for row, m in list(first.values())[:_NAMED]
     ]
     more = f" and {len(first) - _NAMED} more field(s)" if len(first) > _NAMED else ""

@@ -83,6 +83,15 @@ def test_one_warning_per_query_names_the_field_type_and_a_value(caplog):
     assert "2 of 8 row(s)" in record.getMessage()
 
 
+@pytest.mark.parametrize(
+    ("value", "fits"), [(2**63, "decimal(38,0)"), (10**40, "double"), (-(2**64), "decimal(38,0)")]
+)
+def test_a_whole_number_past_bigint_is_told_a_type_that_holds_it(caplog, value, fits):
+    with caplog.at_level(logging.WARNING, logger="dspark_json"):
+        warn_once(("past", value), {0: Misfit("parsed.n", LongType(), value)}, str, rows=1)
+    assert f"; {fits} fits it)" in caplog.records[0].getMessage()
+
+
 def test_with_the_rescued_keys_at_hand_only_rows_holding_a_misfit_key_are_read():
     rescued = pa.array(
         [json.dumps({"parsed.extra": 1}), json.dumps({"parsed.ab": 2, "parsed.a": "x"})]

@@ -83,7 +83,8 @@ def test_stream_into_delta_with_a_response_format(spark, vllm, tmp_path):
             assert row["parsed"]["n"] is None and "parsed.n" in json.loads(row["_rescued_data"])
         else:
             assert row["_status"] == "corrupt_content", row
-    assert sum(r["_status"] == "ok" for r in rows) >= 4
+    # A random model's n is often past BIGINT: those rows say so (schema_mismatch), never ok.
+    assert sum(r["_status"] in ("ok", "schema_mismatch") for r in rows) >= 4
 
 
 def test_two_choices_and_a_small_max_tokens(spark, vllm, tmp_path):
