@@ -66,11 +66,14 @@ def _kind(mode: int) -> str:
     return "of an unknown type"
 
 
-def open_local(path: str) -> io.FileIO:
+def open_local(path: str, *, follow: bool = True) -> io.FileIO:
     """The regular file at the local ``path``, open for reading (unbuffered): opened with
-    ``O_NONBLOCK`` and checked on its descriptor. :class:`NotRegular` (nothing read),
-    ``FileNotFoundError`` or another :class:`OSError`."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    ``O_NONBLOCK`` and checked on its descriptor; with ``follow=False`` a symbolic link there
+    is not followed (``O_NOFOLLOW``: an ``OSError``), for a file in a directory others can
+    write. :class:`NotRegular` (nothing read), ``FileNotFoundError`` or another
+    :class:`OSError`."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    descriptor = os.open(path, flags if follow else flags | os.O_NOFOLLOW)
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):

@@ -40,6 +40,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dspark_json.regular import open_local
+
 __all__ = ["FRESH_S", "LEASE_S", "MAX_ENTRIES", "Share", "directory", "release", "shared", "tasks"]
 
 logger = logging.getLogger("dspark_json")
@@ -110,19 +112,11 @@ def shared(url: str, fetch: Fetch, where: Path | None = None) -> Fetch:
 
 
 def _fresh(path: Path) -> tuple[int, bytes] | None:
-    try:  # not blocking: a FIFO there would block the task's loop at open
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            return None
-        with os.fdopen(handle, "rb", closefd=False) as file:
+    try:  # not blocking (a FIFO there would block the task's loop), no link followed
+        with open_local(str(path), follow=False) as file:
             data = file.read(_MOST)
-    except OSError:
+    except OSError:  # NotRegular too
         return None
-    finally:
-        os.close(handle)
     if len(data) < _HEAD.size:
         return None
     at, status = _HEAD.unpack_from(data)
