@@ -63,6 +63,8 @@ MAX_HEAD_BYTES = 64 << 10
 #: opened 2,010 at once, and past a 1,024 file limit replicas silently got nothing).
 MAX_IDLE_CONNECTIONS = 8
 _NO_BODY = frozenset({204, 304})
+#: Methods sent once more on a new connection when a kept one turns out closed by the server.
+_SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "OPTIONS"})
 _PIECE = 1 << 16  # bytes read or decoded at a time
 #: ``Content-Encoding`` -> the ``wbits`` of the zlib stream (gzip: header; deflate: either form).
 _ENCODINGS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": 32 + 15}
@@ -124,20 +126,29 @@ class StreamTransport(httpx.AsyncBaseTransport):
         if connection is not None and (connection[0].at_eof() or connection[1].is_closing()):
             connection[1].close()  # the server closed it while it was idle
             connection = None
+        reused = connection is not None
         if connection is None:
             connection = await self._connect(request, key, timeouts.get("connect"))
-        reader, writer = connection
-        try:
-            status, headers, body, keep_alive = await self._exchange(
-                request, reader, writer, timeouts
-            )
-        except BaseException:
-            writer.close()
-            raise
+        while True:
+            try:
+                status, headers, body, keep_alive = await self._exchange(
+                    request, *connection, timeouts
+                )
+                break
+            except BaseException as exc:
+                connection[1].close()
+                # A kept connection the server closed as it was taken (its close not seen
+                # yet): a request safe to send twice goes once more, on a new connection. A
+                # POST is not sent again here: the client's retries (maxAttempts) decide.
+                stale = isinstance(exc, (httpx.RemoteProtocolError, httpx.NetworkError))
+                if not (reused and stale and request.method in _SAFE_TO_REPEAT):
+                    raise
+            reused = False
+            connection = await self._connect(request, key, timeouts.get("connect"))
         if keep_alive:
             self._keep(key, connection)
         else:
-            writer.close()
+            connection[1].close()
         if any(name.lower() == b"content-encoding" for name, _ in headers):
             # A stream, not content: httpx would decode content (a gzip bomb included) right
             # here; :func:`read_body` decodes it within the limit.

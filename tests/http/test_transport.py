@@ -102,6 +102,35 @@ def test_a_connection_lost_mid_answer_is_a_protocol_error(answer):
         asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_kept_connection_closed_as_it_is_taken(method):
+    """The server closes a kept-alive connection just as the next request goes out on it (its
+    close not seen yet; the CI failure of stop 51): a GET goes once more on a new connection, a
+    POST is not sent twice (the client's retries decide)."""
+
+    async def scenario():
+        # Each connection answers one request, then reads the next and closes unanswered.
+        server, url, seen = await serve([b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok", None])
+        transport = StreamTransport()
+        try:
+            first = await send(transport, url, method=method)
+            try:
+                second = await send(transport, url, method=method)
+            except httpx.RemoteProtocolError as exc:
+                second = exc
+            return first, second, len(seen)
+        finally:
+            await transport.aclose()
+            server.close()
+
+    first, second, requests = asyncio.run(scenario())
+    assert first.content == b"ok"
+    if method == "GET":
+        assert second.content == b"ok" and requests == 3
+    else:
+        assert isinstance(second, httpx.RemoteProtocolError) and requests == 2
+
+
 def test_timeouts_and_refused_connections_are_httpx_errors():
     async def silent():
         async def handle(reader, writer):
