@@ -58,6 +58,7 @@ __all__ = [
     "read_range",
     "read_regular",
     "read_text",
+    "remove",
     "resolve",
     "write_atomic",
 ]
@@ -323,6 +324,14 @@ def write_atomic(directory: str, name: str, data: bytes, *, storage: StorageSett
         with contextlib.suppress(OSError):  # a full disk, a rename refused: none left behind
             fs.delete_file(temporary)
         raise
+
+
+@_masking
+def remove(uri: str, *, storage: StorageSettings) -> None:
+    """Delete the file at ``uri``; one already gone is no error."""
+    fs, path = resolve(uri, storage)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_file(path)
 
 
 def _renames(fs: pafs.FileSystem) -> bool:

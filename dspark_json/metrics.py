@@ -47,6 +47,7 @@ __all__ = [
     "by_batch",
     "driver_logger",
     "file_prefix",
+    "fold_records",
     "partition_metrics",
     "priced",
     "read_records",
@@ -470,7 +471,7 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
     statuses = ", ".join(f"{status} {n}" for status, n in rows.most_common())
     p95 = [r["latency_ms"]["p95"] for r in records if (r.get("latency_ms") or {}).get("p95")]
     latency = f"latency p95 {max(p95):.0f} ms" if p95 else "no latency measured"
-    backends = "/".join(sorted({str(r.get("backend")) for r in records})) or "-"
+    backends = "/".join(sorted({b for r in records for b in _backends(r)})) or "-"
     dropped = sum(r.get("dropped") or 0 for r in records)
     return (
         f"{what}: {total} rows ({statuses or 'none'}){f', {dropped} dropped' if dropped else ''}; "
@@ -487,8 +488,75 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
         f"{latency}{_held(sum(r.get('held_seconds') or 0.0 for r in records))}; "
         f"parsed on {backends} in "
         f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
-        f"({len(records)} partition(s)){_reference(records)}{_models_line(records)}"
+        f"({sum(r.get(FOLDED) or 1 for r in records)} partition(s)){_reference(records)}"
+        f"{_models_line(records)}"
     )
+
+
+#: The field of a record :func:`fold_records` made: how many partitions' records it holds.
+FOLDED = "folded_partitions"
+
+
+def _backends(record: Mapping[str, Any]) -> list[str]:
+    backends = record.get("backends")
+    return [str(b) for b in backends] if backends is not None else [str(record.get("backend"))]
+
+
+def fold_records(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One record that :func:`summary` reads as it reads ``records`` (the same line): the
+    counts summed, the p95s their highest, the backends and partitions kept. The driver folds
+    a long run's records as they come, so that the whole-run line at stop holds in bounded
+    memory however many micro-batches the run had."""
+    counted = (
+        "dropped", "error_rows", "rescued_rows", "requests", "retries", "shed", *_REUSE,
+        "prompt_tokens", "cached_tokens", "completion_tokens", "reference_rows",
+    )  # fmt: skip
+    rows: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
+    models: dict[str, dict[str, Any]] = {}
+    repairs = [r["repair"] for r in records if r.get("repair")]
+    for record in records:
+        rows.update(record.get("rows") or {})
+        reasons.update(record.get("reference_reasons") or {})
+        for model, figures in (record.get("models") or {}).items():
+            into = models.setdefault(model, {})
+            for part in ("rows", "requests", "prompt_tokens", "completion_tokens"):
+                into[part] = (into.get(part) or 0) + (figures.get(part) or 0)
+            for part, pick in (("cost_usd", _plus), ("latency_p95_ms", _highest)):
+                if figures.get(part) is not None:
+                    into[part] = pick(into.get(part), figures[part])
+    p95s = [r["latency_ms"]["p95"] for r in records if (r.get("latency_ms") or {}).get("p95")]
+    budgets = [repair.get("budget") for repair in repairs]
+    repair_parts = (
+        "reasks", "fixed", "prompt_tokens", "completion_tokens", "over_budget",
+        "spent_tokens", "estimated_tokens",
+    )  # fmt: skip
+    return {
+        "rows": dict(rows),
+        **{key: sum(r.get(key) or 0 for r in records) for key in counted},
+        "held_seconds": sum(r.get("held_seconds") or 0.0 for r in records),
+        "parse_seconds": sum(r.get("parse_seconds") or 0.0 for r in records),
+        "cost_usd": _total_cost(records),
+        "latency_ms": {"p95": max(p95s) if p95s else None},
+        "backends": sorted({b for r in records for b in _backends(r)}),
+        "reference_reasons": dict(reasons),
+        "models": models,
+        "repair": {
+            **{part: sum(r.get(part) or 0 for r in repairs) for part in repair_parts},
+            "budget": sum(b for b in budgets if b is not None) if None not in budgets else None,
+        }
+        if repairs
+        else None,
+        FOLDED: sum(r.get(FOLDED) or 1 for r in records),
+    }
+
+
+def _plus(total: float | None, value: float) -> float:
+    return (total or 0.0) + value
+
+
+def _highest(highest: float | None, value: float) -> float:
+    return value if highest is None else max(highest, value)
 
 
 def _total_cost(records: Sequence[Mapping[str, Any]]) -> float | None:

@@ -17,6 +17,11 @@ The driver writes what it knows at planning: the prompts of each micro-batch
 object (:data:`VERSION`; the shape is documented in docs/guide/watching-a-run.md), which
 ``dspark-json metrics DIR --json`` prints, :func:`render` draws as a bar, and
 :func:`show_progress` refreshes in a terminal or a notebook.
+
+A long run stays bounded: at planning, the driver folds the records of the run's batches older
+than :data:`KEEP_BATCHES` into one (``rollup.json``: the figures summed, a coarse series for the
+report's plots) and deletes them (:func:`compact`), so the directory, and what each
+snapshot reads, holds a few batches whatever the run's length.
 """
 
 from __future__ import annotations
@@ -36,20 +41,23 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from dspark_json.cost import Pricing, cost_usd
-from dspark_json.fs import list_files, read_text, write_atomic
+from dspark_json.fs import FileEntry, list_files, read_text, remove, write_atomic
 from dspark_json.records import Watch, watching
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings, parse_settings
 
 __all__ = [
     "INTERVAL",
+    "KEEP_BATCHES",
     "PROGRESS_DIR",
     "VERSION",
+    "compact",
     "eta_seconds",
     "finished",
     "render",
     "show_progress",
     "snapshot",
     "task_progress",
+    "task_records",
     "well_formed",
     "write_batch",
     "write_run",
@@ -69,6 +77,13 @@ PROGRESS_DIR = "_progress"
 OFF = "DSPARK_JSON_NO_PROGRESS"
 #: The samples a task keeps for the report's plots (every other one dropped when full).
 SAMPLES = 64
+#: The micro-batches of a run whose records stay as written; older ones are folded into
+#: :data:`ROLLUP` at planning (:func:`compact`).
+KEEP_BATCHES = 8
+#: The record that holds the run's older batches, summed.
+ROLLUP = "rollup.json"
+#: The points of the rollup's series (every other one dropped when full).
+ROLLUP_SAMPLES = 256
 
 
 def progress_dir(metrics: str) -> str:
@@ -387,8 +402,70 @@ def snapshot(
     """The run so far, from the progress records under ``metrics``: the shape ``dspark-json
     metrics DIR --json`` prints (docs/guide/watching-a-run.md)."""
     now = time.time() if now is None else now
-    entries = list_files(progress_dir(metrics), suffixes=(".json",), storage=storage)
+    run, batches, tasks = _records(metrics, storage)
+    return summarize(run, batches, tasks, now=now)
+
+
+def task_records(
+    metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY
+) -> list[dict[str, Any]]:
+    """The run's task records under ``metrics`` (its older batches' as one rollup record,
+    ``kind`` ``rollup``), for the report's plots."""
+    return _records(metrics, storage)[2]
+
+
+def _records(
+    metrics: str, storage: StorageSettings
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The run record, its batch records and its task records (the rollup among them). Read
+    again where the driver folded batches meanwhile (the rollup's ``through_batch`` moved), so
+    that a snapshot never misses the batches being folded: the Prometheus counters made from
+    it never go down."""
+    for _ in range(3):
+        before = _rollup(metrics, storage)
+        entries = list_files(progress_dir(metrics), suffixes=(".json",), storage=storage)
+        found = _read_entries(entries, storage)
+        rollup = _rollup(metrics, storage)
+        if _through(before) == _through(rollup):
+            break
+    run, batches, tasks = found
+    first = (run or {}).get("first_batch")
+    if rollup is not None and rollup.get("first_batch") == first and first is not None:
+        through = _through(rollup)
+        batches = [b for b in batches if b["batch"] > through]
+        tasks = [t for t in tasks if _batch_number(t) > through]
+        tasks.append(rollup)
+    return run, batches, tasks
+
+
+def _batch_number(record: Mapping[str, Any]) -> int:
+    batch = record.get("batch")
+    return -1 if batch is None else int(batch)  # a batch read's task: before any stream's
+
+
+def _through(rollup: Mapping[str, Any] | None) -> int:
+    return int(rollup["through_batch"]) if rollup is not None else -(2**62)
+
+
+def _rollup(metrics: str, storage: StorageSettings) -> dict[str, Any] | None:
+    found = _read(progress_dir(metrics) + "/" + ROLLUP, storage)
+    if (
+        found is None
+        or found.get("kind") != "rollup"
+        or not well_formed(found)
+        or not isinstance(found.get("through_batch"), int)
+        or not isinstance(found.get("first_batch"), int)
+    ):
+        return None
+    return found
+
+
+def _read_entries(
+    entries: Sequence[FileEntry], storage: StorageSettings
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
     run = next((_read(e.path, storage) for e in entries if e.name == "run.json"), None)
+    if run is not None and not well_formed(run):
+        run = None
     first = (run or {}).get("first_batch")
     tasks, batches = [], {}
     for entry in entries:
@@ -406,9 +483,119 @@ def snapshot(
             batches[record["batch"]] = record
         elif record.get("kind") == "task":
             tasks.append(record)
-    if run is not None and not well_formed(run):
-        run = None
-    return summarize(run, list(batches.values()), tasks, now=now)
+    return run, list(batches.values()), tasks
+
+
+def compact(metrics: str, *, storage: StorageSettings, batch: int, first_batch: int) -> None:
+    """The driver, at planning of micro-batch ``batch`` (every batch before it has ended): the
+    records of the run's batches older than :data:`KEEP_BATCHES` are folded into
+    :data:`ROLLUP` and deleted, and those of earlier runs (before ``first_batch``) deleted.
+    The rollup is written first: a crash in between leaves files it covers, which snapshots
+    skip and the next call deletes."""
+    through = batch - KEEP_BATCHES
+    if through < first_batch:
+        return
+    try:
+        entries = list_files(progress_dir(metrics), suffixes=(".json",), storage=storage)
+        rollup = _rollup(metrics, storage)
+        if rollup is None or rollup["first_batch"] != first_batch:
+            rollup = _new_rollup(first_batch)
+        done = _through(rollup)
+        gone, folded = [], False
+        for entry in entries:
+            number = _batch_of(entry.name)
+            if number is None and entry.name.startswith("read-"):
+                number = -1  # a batch read's: never this run's
+            if number is None or number > through:
+                continue
+            gone.append(entry)
+            if number < first_batch or number <= done:
+                continue
+            record = _read(entry.path, storage)
+            if record is not None and well_formed(record):
+                _fold(rollup, record)
+                folded = True
+        if not gone:
+            return
+        if folded or rollup["through_batch"] < through:
+            rollup["through_batch"] = through
+            _put(metrics, ROLLUP, rollup, storage)
+        for entry in gone:
+            remove(entry.path, storage=storage)
+    except (OSError, pa.ArrowException) as exc:  # progress never fails a batch
+        logger.debug("progress: %s not compacted (%s)", metrics, exc)
+
+
+def _new_rollup(first_batch: int) -> dict[str, Any]:
+    return {
+        "version": VERSION,
+        "kind": "rollup",
+        "state": "done",
+        "first_batch": first_batch,
+        "through_batch": first_batch - 1,
+        "batches": 0,
+        "tasks": 0,
+        "planned": 0,
+        "started": None,
+        "updated": None,
+        "prompts": 0,
+        "done": 0,
+        "ok": 0,
+        "errors": {},
+        "requests": 0,
+        "retries": 0,
+        "http_status": {},
+        "tokens": dict.fromkeys(_KINDS, 0),
+        "held_seconds": 0.0,
+        "inflight": 0,
+        "cost_usd": None,
+        "models": {},
+        "samples": [],
+    }
+
+
+def _fold(rollup: dict[str, Any], record: Mapping[str, Any]) -> None:
+    """Add a batch's or a task's record to the rollup."""
+    if record.get("kind") == "batch":
+        rollup["batches"] += 1
+        rollup["planned"] += record.get("prompts") or 0
+        return
+    if record.get("kind") != "task":
+        return
+    rollup["tasks"] += 1
+    for field in ("prompts", "done", "ok", "requests", "retries"):
+        rollup[field] += record.get(field) or 0
+    rollup["held_seconds"] = round(rollup["held_seconds"] + (record.get("held_seconds") or 0), 3)
+    for field in ("errors", "http_status", "tokens"):
+        counts = Counter(rollup[field])
+        counts.update(record.get(field) or {})
+        rollup[field] = dict(counts)
+    if record.get("cost_usd") is not None:
+        rollup["cost_usd"] = round((rollup["cost_usd"] or 0.0) + record["cost_usd"], 6)
+    for model, figures in (record.get("models") or {}).items():
+        into = rollup["models"].setdefault(model, _model_figures())
+        into["done"] += figures.get("done") or 0
+        into["requests"] += figures.get("requests") or 0
+        for kind in _KINDS:
+            into["tokens"][kind] += (figures.get("tokens") or {}).get(kind) or 0
+        if figures.get("cost_usd") is not None:
+            into["cost_usd"] = round((into["cost_usd"] or 0.0) + figures["cost_usd"], 6)
+    started, updated = record.get("started"), record.get("updated")
+    if started is not None:
+        if rollup["started"] is not None and started < rollup["started"]:
+            shift = rollup["started"] - started  # the series counts from the earliest start
+            rollup["samples"] = [[s[0] + shift, *s[1:]] for s in rollup["samples"]]
+        earliest = rollup["started"]
+        rollup["started"] = started if earliest is None else min(earliest, started)
+    if updated is not None:
+        rollup["updated"] = max(rollup["updated"] or updated, updated)
+    if rollup["started"] is not None and updated is not None:
+        # The series of the report's plots: the folded tasks' totals at each one's end.
+        point = [round(updated - rollup["started"], 2), rollup["done"], rollup["requests"]]
+        rollup["samples"].append([*point, rollup["held_seconds"], 0])
+        rollup["samples"].sort(key=lambda sample: sample[0])
+        if len(rollup["samples"]) > ROLLUP_SAMPLES:
+            rollup["samples"] = rollup["samples"][:1] + rollup["samples"][2::2]
 
 
 #: The fields of the records that hold a number (or ``null``), and those that hold an object
@@ -430,6 +617,10 @@ _NUMBERS = frozenset(
         "held_seconds",
         "inflight",
         "cost_usd",
+        "tasks",
+        "batches",
+        "planned",
+        "through_batch",
     }
 )
 _COUNTS = frozenset({"errors", "http_status", "tokens", "latency_ms"})
@@ -490,7 +681,8 @@ def summarize(
 ) -> dict[str, Any]:
     """The snapshot of a run from its records (see :func:`snapshot`)."""
     done = sum(t.get("done") or 0 for t in tasks)
-    planned = sum(b.get("prompts") or 0 for b in batches)
+    rollups = [t for t in tasks if t.get("kind") == "rollup"]  # the older batches, summed
+    planned = sum(b.get("prompts") or 0 for b in batches) + sum(r["planned"] for r in rollups)
     total = (run or {}).get("prompts")
     if total is None:
         total = planned or (sum(t.get("prompts") or 0 for t in tasks) or None)
@@ -516,6 +708,7 @@ def summarize(
     began = min(started_at) if started_at else run_started
     ended = (run or {}).get("ended")
     running = sum(1 for t in tasks if t.get("state") == "running")
+    ended_tasks = sum(t["tasks"] if t.get("kind") == "rollup" else 1 for t in tasks) - running
     finished_all = bool(tasks) and running == 0
     complete = ended is not None or (
         total is not None and done >= total and finished_all and (run or {}).get("prompts")
@@ -529,8 +722,12 @@ def summarize(
         "state": "finished" if complete else ("running" if tasks or run else "waiting"),
         "trigger": (run or {}).get("trigger"),
         "first_batch": (run or {}).get("first_batch"),
-        "batches": len({t.get("batch") for t in tasks} | {b.get("batch") for b in batches}),
-        "tasks": {"running": running, "done": len(tasks) - running},
+        "batches": len(
+            {t.get("batch") for t in tasks if t.get("kind") != "rollup"}
+            | {b.get("batch") for b in batches}
+        )
+        + sum(r["batches"] for r in rollups),
+        "tasks": {"running": running, "done": ended_tasks},
         "prompts": {"done": done, "total": total},
         "ok": sum(t.get("ok") or 0 for t in tasks),
         "errors": dict(errors),

@@ -20,33 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from dspark_json.errors import mask_uris
-from dspark_json.fs import list_files, read_text
 from dspark_json.metrics import read_records
-from dspark_json.progress import progress_dir, snapshot, well_formed
+from dspark_json.progress import snapshot, task_records
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = ["render_html", "report_data", "write_report"]
 
 #: Points at most in a plot's time axis.
 POINTS = 120
-
-
-def _tasks(metrics: str, storage: StorageSettings, first: int | None) -> list[dict[str, Any]]:
-    tasks = []
-    for entry in list_files(progress_dir(metrics), suffixes=(".json",), storage=storage):
-        if "-part-" not in entry.name:
-            continue
-        try:
-            record = json.loads(read_text(entry.path, storage=storage))
-        except (OSError, ValueError):
-            continue
-        if not isinstance(record, dict) or not well_formed(record):
-            continue
-        batch = record.get("batch")
-        if first is not None and batch is not None and batch < first:
-            continue
-        tasks.append(record)
-    return tasks
 
 
 def over_time(tasks: Sequence[Mapping[str, Any]]) -> dict[str, list[list[float]]]:
@@ -94,7 +75,7 @@ def report_data(metrics: str, *, storage: StorageSettings = ENVIRONMENT_ONLY) ->
     first = shot.get("first_batch")
     if first is not None:
         records = [r for r in records if r.get("batch") is None or r["batch"] >= first]
-    tasks = _tasks(metrics, storage, first)
+    tasks = task_records(metrics, storage=storage)
     latency = []
     for record in sorted(records, key=lambda r: r.get("at") or ""):
         figures = record.get("latency_ms") or {}

@@ -35,10 +35,16 @@ from dspark_json.inputs.listing import (
     Segment,
     plan_partitions,
 )
-from dspark_json.metrics import batch_label, driver_logger, read_records, summary
+from dspark_json.metrics import (
+    batch_label,
+    driver_logger,
+    fold_records,
+    read_records,
+    summary,
+)
 from dspark_json.options import FORMAT, Options, Query
 from dspark_json.phases import phase
-from dspark_json.progress import write_batch, write_run
+from dspark_json.progress import compact, write_batch, write_run
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 if TYPE_CHECKING:
@@ -50,6 +56,10 @@ if TYPE_CHECKING:
 # parser: numba) needs is imported where it is used (issue 55; tests/test_lazy_imports.py).
 
 __all__ = ["DSparkJsonDataSource"]
+
+#: Partitions' records the driver keeps for the whole-run line before folding them into one
+#: (:func:`dspark_json.metrics.fold_records`: the same line, in bounded memory).
+_FOLD_PAST = 256
 
 logger = logging.getLogger("dspark_json")
 
@@ -207,6 +217,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: far (for the whole-run line at stop), for the progress records.
         self._run: dict[str, object] | None = None
         self._run_records: list[dict[str, object]] = []
+        self._run_batches = 0  # the batches reported in the records above
 
     def initialOffset(self) -> dict[str, object]:
         return Position().to_offset()
@@ -320,6 +331,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
                 "trigger": "availableNow" if self._cap is not None else "stream",
             }
             self._write_run()
+        compact(
+            metrics, storage=storage, batch=batch_id, first_batch=int(str(self._run["first_batch"]))
+        )
 
     def _write_run(self, ended: float | None = None) -> None:
         metrics, run = self.query.options.rows.metrics, self._run
@@ -354,7 +368,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         process finish; the next ``latestOffset`` call reports them otherwise)."""
         self._report(sorted(self._unreported), final=True)
         if self._run_records:  # the whole-run line, a run of one batch too
-            batches = len({r.get("batch") for r in self._run_records})
+            batches = self._run_batches
             driver_logger().info("%s", summary(self._run_records, f"run of {batches} batch(es)"))
         self._write_run(ended=time.time())
 
@@ -380,6 +394,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
                 self._run_records.extend(mine)
+                self._run_batches += 1
+                if len(self._run_records) > _FOLD_PAST:  # a long run, in bounded memory
+                    self._run_records = [fold_records(self._run_records)]
             elif metrics is not None:
                 logger.warning(
                     "batch %d: no metrics record of it in %s (looked %d times); its line is "

@@ -374,3 +374,64 @@ def test_a_metrics_record_of_the_wrong_types_is_skipped_with_a_warning(tmp_path,
     assert main(["metrics", str(tmp_path)]) == 0
     assert "2 rows (ok 2)" in capsys.readouterr().out
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "r.html")]) == 0
+
+
+def test_a_long_runs_records_folded_give_the_same_whole_run_line():
+    """The driver keeps a long run's records folded (bounded memory): the whole-run line of the
+    folded records is the line of the records, whatever was folded when."""
+    from dspark_json.metrics import fold_records
+
+    def record(i, **more):
+        return {
+            "batch": i, "rows": {"ok": 5 + i, "truncated": i % 2}, "dropped": i % 3,
+            "error_rows": i, "rescued_rows": 1, "requests": 9 + i, "retries": i, "shed": i % 2,
+            "deduplicated": 2, "cache_hits": i, "cache_misses": 1, "cache_waits": i % 2,
+            "prompt_tokens": 100 * i, "cached_tokens": 10, "completion_tokens": 7 * i,
+            "cost_usd": 0.01 * i if i else None, "held_seconds": 0.5 * i,
+            "latency_ms": {"p50": 3.0, "p95": 10.0 + i}, "backend": "gpu" if i == 3 else "cpu",
+            "parse_seconds": 0.125 * i, "reference_rows": i % 2,
+            "reference_reasons": {"kernels_compiling": i % 2},
+            "models": {
+                "a": {"rows": 3, "requests": 3, "prompt_tokens": 30, "completion_tokens": 9,
+                      "cost_usd": 0.002, "latency_p95_ms": 8.0 + i},
+                "b": {"rows": 2 + i, "requests": 6, "prompt_tokens": 40, "completion_tokens": 1,
+                      "latency_p95_ms": None},
+            },
+            "repair": {"reasks": i, "fixed": i // 2, "prompt_tokens": 5, "completion_tokens": 2,
+                       "over_budget": 1, "spent_tokens": 7, "estimated_tokens": i % 2,
+                       "budget": 50},
+            **more,
+        }  # fmt: skip
+
+    records = [record(i) for i in range(6)]
+    line = summary(records, "run of 6 batch(es)")
+    assert "cpu/gpu" in line and "(6 partition(s))" in line and "by model: " in line
+    assert summary([fold_records(records)], "run of 6 batch(es)") == line
+    folded = [fold_records(records[:2]), *records[2:4]]
+    assert summary([fold_records([fold_records(folded), *records[4:]])], "run of 6 batch(es)") == (
+        line
+    )
+    no_repair = [record(i, repair=None, cost_usd=None) for i in range(3)]
+    assert summary([fold_records(no_repair)], "x") == summary(no_repair, "x")
+
+
+def test_a_stream_of_many_batches_keeps_its_progress_folded(simulator, tmp_path, monkeypatch):
+    """The stream reader's own planning folds the older batches' progress (and its whole-run
+    line its records) as the batches go: a snapshot still counts every prompt once."""
+    from dspark_json import progress, source
+
+    monkeypatch.setattr(source, "_FOLD_PAST", 3)
+    rows = [{"custom_id": f"c{i:02d}", "prompt": f"Say {i}"} for i in range(12)]
+    write_prompts(tmp_path / "in", "a.jsonl", rows)
+    reader = stream_reader(simulator.url, tmp_path, maxRecordsPerTrigger="1")
+    start = reader.initialOffset()
+    for _ in range(12):
+        end = run_batch(reader, start)
+        reader.commit(end)
+        start = end
+    reader.stop()
+    shot = progress.snapshot(str(tmp_path / "metrics"))
+    assert shot["prompts"]["done"] == 12 and shot["batches"] == 12 and shot["ok"] == 12
+    names = {p.name for p in (tmp_path / "metrics" / "_progress").iterdir()}
+    assert "rollup.json" in names and "batch-000000.json" not in names
+    assert len(reader._run_records) <= 4  # folded past 3

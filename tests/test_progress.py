@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from dspark_json import progress
+from dspark_json import progress, report
 from dspark_json.cost import parse_pricing
 from dspark_json.progress import (
     eta_seconds,
@@ -246,3 +246,86 @@ def test_metrics_json_of_a_directory_that_does_not_exist_says_so(tmp_path, capsy
     assert "does not exist (yet)" in captured.err
     assert main(["metrics", str(tmp_path), "--json"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def long_run(metrics, batches, *, first=0, per_batch=2):
+    """A streaming run's records, as its driver and tasks leave them: ``batches`` batches of
+    ``per_batch`` finished tasks of 10 prompts each, an hour apart."""
+    write_run(
+        metrics, storage=ENVIRONMENT_ONLY, first_batch=first, started=0.0, prompts=None,
+        trigger="stream",
+    )  # fmt: skip
+    for batch in range(first, first + batches):
+        write_batch(metrics, storage=ENVIRONMENT_ONLY, batch=batch, prompts=10 * per_batch,
+                    partitions=per_batch)  # fmt: skip
+        for part in range(per_batch):
+            record = task(
+                10, 10, started=3600.0 * batch, updated=3600.0 * batch + 60, state="done",
+                batch=batch, partition=part, cost_usd=0.25,
+                models={"m": {"done": 10, "requests": 10, "cost_usd": 0.25,
+                              "tokens": {"input": 100, "output": 20, "cached": 0}}},
+                samples=[[0.0, 0, 0, 0.0, 4], [60.0, 10, 10, 0.5, 4]],
+            )  # fmt: skip
+            progress._put(metrics, progress._task_name(batch, part), record, ENVIRONMENT_ONLY)
+
+
+def shown(shot):
+    """A snapshot's figures that do not move with the clock."""
+    return {k: v for k, v in shot.items() if k not in ("elapsed_seconds", "rows_per_second")}
+
+
+def test_a_long_run_keeps_a_few_batches_of_records_and_the_same_figures(tmp_path):
+    """A stream of many micro-batches: at planning, the driver folds the batches older than
+    KEEP_BATCHES into one rollup record and deletes them; the snapshot (metrics --json, the
+    Prometheus counters, the report) says what it said before, and the directory holds a few
+    batches, not all of them."""
+    metrics = str(tmp_path)
+    long_run(metrics, 30, first=5)
+    progress._put(
+        metrics,
+        progress._task_name(2, 0),
+        task(7, 7, started=1.0, updated=2.0, batch=2),
+        ENVIRONMENT_ONLY,
+    )  # fmt: skip  (an earlier run's)
+    before = snapshot(metrics, now=200_000.0)
+    assert before["batches"] == 30 and before["prompts"] == {"done": 600, "total": 600}
+    for planning in range(6, 36):  # each planning call, as the driver makes them
+        progress.compact(metrics, storage=ENVIRONMENT_ONLY, batch=planning, first_batch=5)
+    names = sorted(p.name for p in (tmp_path / "_progress").iterdir())
+    assert "rollup.json" in names and "batch-000002-part-00000.json" not in names
+    # run.json, the rollup, 7 batches of 3 files (batch 35, being planned, is the eighth)
+    assert len(names) == 2 + 3 * (progress.KEEP_BATCHES - 1)
+    after = snapshot(metrics, now=200_000.0)
+    assert shown(after) == shown(before)
+    assert after["tasks"] == {"running": 0, "done": 60}
+    assert after["cost_usd"] == pytest.approx(15.0)
+    assert after["models"]["m"]["tokens"]["input"] == 6000
+    series = report.over_time(progress.task_records(metrics))
+    assert series["rows_per_second"] and max(r for _, r in series["rows_per_second"]) > 0
+
+
+def test_a_rollup_written_before_its_files_were_deleted_counts_them_once(tmp_path):
+    """The driver died between writing the rollup and deleting what it folded: snapshots skip
+    the files the rollup covers, and the next planning deletes them."""
+    metrics = str(tmp_path)
+    long_run(metrics, 20)
+    before = shown(snapshot(metrics, now=100_000.0))
+    saved = {p.name: p.read_bytes() for p in (tmp_path / "_progress").iterdir()}
+    progress.compact(metrics, storage=ENVIRONMENT_ONLY, batch=19, first_batch=0)
+    for name, data in saved.items():  # as if none had been deleted
+        (tmp_path / "_progress" / name).write_bytes(data) if name != "rollup.json" else None
+    assert shown(snapshot(metrics, now=100_000.0)) == before
+    progress.compact(metrics, storage=ENVIRONMENT_ONLY, batch=20, first_batch=0)
+    assert shown(snapshot(metrics, now=100_000.0)) == before
+    assert not (tmp_path / "_progress" / "batch-000003-part-00000.json").exists()
+
+
+def test_a_new_run_in_the_same_directory_starts_a_new_rollup(tmp_path):
+    metrics = str(tmp_path)
+    long_run(metrics, 12)
+    progress.compact(metrics, storage=ENVIRONMENT_ONLY, batch=12, first_batch=0)
+    long_run(metrics, 12, first=40, per_batch=1)  # the query restarted: batches 40-51
+    progress.compact(metrics, storage=ENVIRONMENT_ONLY, batch=52, first_batch=40)
+    shot = snapshot(metrics, now=300_000.0)
+    assert shot["batches"] == 12 and shot["prompts"]["done"] == 120
+    assert not (tmp_path / "_progress" / "batch-000011-part-00000.json").exists()
