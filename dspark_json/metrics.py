@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from dspark_json.cost import Pricing, cost_usd
-from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
+from dspark_json.fs import FileEntry, list_files, mask_uris, read_text, write_atomic
 from dspark_json.http.secrets import MaskingFilter
 from dspark_json.phases import stderr_logger
 from dspark_json.records import Answers, RepairStats
@@ -378,16 +378,29 @@ def file_prefix(record: Mapping[str, Any]) -> str:
 
 
 def read_records(
-    directory: str, *, storage: StorageSettings = ENVIRONMENT_ONLY, batch: str | None = None
+    directory: str,
+    *,
+    storage: StorageSettings = ENVIRONMENT_ONLY,
+    batch: str | None = None,
+    partitions: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
     """The metrics records under ``directory`` (a path or URI), in file name order; only those
-    of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`)."""
+    of one micro-batch where ``batch`` is what its partitions carried (:func:`batch_label`).
+    With ``partitions`` (the batch's partition numbers, which the driver planned) the records
+    are read by name, without listing the directory: a long run's driver reads a batch's
+    records in a few reads however many batches the directory holds."""
     prefix = ""
     if batch is not None:
         batch_id, offset, label = _batch_fields(batch)
         prefix = file_prefix({"batch": batch_id, "offset": offset, "label": label})
+    if batch is not None and partitions is not None:
+        root = directory.rstrip("/")
+        named = sorted(f"{prefix}part-{number:05d}.json" for number in set(partitions))
+        entries = [FileEntry(name, f"{root}/{name}", 0) for name in named]
+    else:
+        entries = list_files(directory, suffixes=(".json",), storage=storage)
     records = []
-    for entry in list_files(directory, suffixes=(".json",), storage=storage):
+    for entry in entries:
         if not entry.name.startswith(prefix):
             continue
         try:
@@ -395,6 +408,8 @@ def read_records(
             if not isinstance(record, dict) or not _well_formed(record):
                 raise ValueError("a field of the wrong type")
             records.append(record)
+        except FileNotFoundError:
+            continue  # a partition's record not written (yet): looked for again, or not there
         except (OSError, ValueError) as exc:  # a foreign file: said, not fatal
             logger.warning("metrics: %s is not a metrics record (%s); skipped", entry.path, exc)
     return records

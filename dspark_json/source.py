@@ -203,7 +203,8 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         self._next_offset: dict[str, object] = self.initialOffset()
         self._listed_for_next = False  # prepareForTriggerAvailableNow's listing is the first one
         #: The batches whose line is not logged yet, by id.
-        self._unreported: dict[int, tuple[Position, str]] = {}
+        #: Batches planned, not yet reported: their end, label and partition numbers.
+        self._unreported: dict[int, tuple[Position, str, tuple[int, ...]]] = {}
         #: How many times each unreported batch's records were looked for and none found.
         self._looked: dict[int, int] = {}
         journal = self.inputs.journal
@@ -299,10 +300,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         segments = self._listing.segments(first, last)
         batch_id = _batches(start)  # the batches before this one
         batch = batch_label(batch_id, end)
-        self._unreported[batch_id] = (last, batch)
         planned = [
             replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)
         ]
+        numbers = tuple(unit.index for p in planned for unit in (p.parts or (p,)))
+        self._unreported[batch_id] = (last, batch, numbers)
         self._progress(batch_id, first, planned)
         return planned
 
@@ -361,7 +363,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         if self._journal is not None:
             self._journal.prune(Position.from_offset(end))
         done = Position.from_offset(end)
-        self._report(sorted(i for i, (last, _) in self._unreported.items() if last <= done))
+        self._report(sorted(i for i, (last, *_) in self._unreported.items() if last <= done))
 
     def stop(self) -> None:
         """The query stops: batches not reported yet get their line now (where Spark lets this
@@ -379,9 +381,14 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         whose records landed late was never logged."""
         metrics = self.query.options.rows.metrics
         for batch_id in batch_ids:
-            label = self._unreported[batch_id][1]
+            _, label, numbers = self._unreported[batch_id]
             mine = (
-                read_records(metrics, storage=self.query.options.storage.settings, batch=label)
+                read_records(
+                    metrics,
+                    storage=self.query.options.storage.settings,
+                    batch=label,
+                    partitions=numbers,
+                )
                 if metrics is not None
                 else []
             )

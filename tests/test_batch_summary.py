@@ -435,3 +435,23 @@ def test_a_stream_of_many_batches_keeps_its_progress_folded(simulator, tmp_path,
     names = {p.name for p in (tmp_path / "metrics" / "_progress").iterdir()}
     assert "rollup.json" in names and "batch-000000.json" not in names
     assert len(reader._run_records) <= 4  # folded past 3
+
+
+def test_a_compressed_files_parts_are_all_in_its_batch_line(simulator, tmp_path, caplog):
+    """A compressed file's rows are read as the parts of one partition, each with a metrics
+    record of its own: the driver reads every part's record (by name) for the batch line."""
+    import gzip
+
+    caplog.set_level(logging.INFO, logger="dspark_json")
+    nine_prompts(tmp_path)
+    plain = tmp_path / "in" / "a.jsonl"
+    (tmp_path / "in" / "a.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    plain.unlink()
+    reader = stream_reader(simulator.url, tmp_path, maxRecordsPerTrigger="9")
+    end = run_batch(reader, reader.initialOffset())
+    reader.commit(end)
+    reader.stop()
+    planned = [p for p in reader.partitions(reader.initialOffset(), end)]
+    assert any(p.parts for p in planned)  # parts, or this test tests nothing new
+    lines = [r.getMessage() for r in caplog.records if r.name == "dspark_json.batches"]
+    assert lines[0].startswith("batch 0: 9 rows (ok 9); ")
