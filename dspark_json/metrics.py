@@ -377,6 +377,10 @@ def file_prefix(record: Mapping[str, Any]) -> str:
     return f"batch-{hashlib.sha256(named.encode()).hexdigest()[:16]}-"
 
 
+#: The bytes of a metrics record read at most (ours: a few KB; a file past it is not ours).
+RECORD_LIMIT = 16 << 20
+
+
 def read_records(
     directory: str,
     *,
@@ -404,7 +408,8 @@ def read_records(
         if not entry.name.startswith(prefix):
             continue
         try:
-            record = json.loads(read_text(entry.path, storage=storage), parse_constant=_no_nan)
+            text = read_text(entry.path, storage=storage, limit=RECORD_LIMIT)
+            record = json.loads(text, parse_constant=_no_nan)
             if not isinstance(record, dict) or not _well_formed(record):
                 raise ValueError("a field of the wrong type")
             records.append(record)

@@ -84,6 +84,8 @@ KEEP_BATCHES = 8
 ROLLUP = "rollup.json"
 #: The points of the rollup's series (every other one dropped when full).
 ROLLUP_SAMPLES = 256
+#: The bytes of a progress record read at most (ours: a few KB; a file past it is not ours).
+RECORD_LIMIT = 16 << 20
 
 
 def progress_dir(metrics: str) -> str:
@@ -381,7 +383,7 @@ def write_run(
 
 def _read(uri: str, storage: StorageSettings) -> dict[str, Any] | None:
     try:
-        found = json.loads(read_text(uri, storage=storage))
+        found = json.loads(read_text(uri, storage=storage, limit=RECORD_LIMIT))
     except (OSError, ValueError, pa.ArrowException):
         return None
     return found if isinstance(found, dict) else None
