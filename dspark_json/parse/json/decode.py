@@ -39,15 +39,19 @@ from dspark_json.buffers.bytes import (
     LOWER_U,
     MINUS,
     PLUS,
+    QUOTE,
     ZERO,
 )
 from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.buffers.words import (
     BLOCK,
+    COMPRESSES,
     WORD,
     backslashes,
     block_equal,
+    compress_block,
     copy_block,
+    escaping_backslashes,
     first_byte,
     load_word,
     lowest_bit,
@@ -205,8 +209,21 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
         base = j
         slashes = block_equal(data, base, BACKSLASH)
         stop = min(base + BLOCK, end)
+        inside = ~np.uint64(0)
         if stop - base < BLOCK:
-            slashes &= (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
+            inside = (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
+            slashes &= inside
+        if COMPRESSES and slashes and not slashes >> np.uint64(63):
+            # The block's escapes at once: its escaping backslashes dropped, the letters
+            # of \b \f \n \r \t made control characters, in one compress (a block
+            # with a \uXXXX, or a backslash run to its end, goes on below).
+            escaping = escaping_backslashes(slashes)
+            others = (escaping << np.uint64(1)) & ~slashes & ~block_equal(data, base, QUOTE)
+            if not others & block_equal(data, base, LOWER_U):
+                keep = ~escaping & inside
+                pos += compress_block(data, base, out, pos, keep, others)
+                j = stop
+                continue
         while slashes:
             at = base + lowest_bit(slashes)
             copy_block(data, j, out, pos)  # the run to the backslash, and bytes overwritten next
