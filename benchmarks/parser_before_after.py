@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.rows, args.rounds, args.parses = 300, 1, 1
     import pyarrow as pa
-    import pyarrow.feather as feather
+    from pyarrow import feather
 
     sides = {"before": args.base.resolve(), "after": args.after.resolve()}
     runs = []

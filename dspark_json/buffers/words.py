@@ -36,6 +36,7 @@ from dspark_json.buffers.compiled import leaf
 
 __all__ = [
     "BLOCK",
+    "COMPRESSES",
     "WORD",
     "backslashes",
     "block_below",
@@ -44,7 +45,6 @@ __all__ = [
     "bytes_equal",
     "compress_block",
     "copy_block",
-    "COMPRESSES",
     "escaped_bytes",
     "escaping_backslashes",
     "first_byte",
@@ -276,11 +276,13 @@ def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> 
 
 def _compresses() -> bool:
     """Whether the machine code numba writes here has a byte compress (AVX-512 VBMI2's
-    ``vpcompressb``): numba's target CPU when one is set (``NUMBA_CPU_NAME``), else this one.
-    Without it, LLVM writes :func:`compress_block` as 64 steps: the callers keep to a block at
-    an escape where it is False."""
-    if config.CPU_NAME:
-        return "+avx512vbmi2" in (config.CPU_FEATURES or "").split(",")
+    ``vpcompressb``): the features numba is told to compile for (``NUMBA_CPU_FEATURES``, set
+    too by ``NUMBA_CPU_NAME=generic``), else this CPU's. Without one, LLVM writes
+    :func:`compress_block` as 64 steps, slower than an escape at a time: the unescape uses it
+    only where this is True."""
+    features: str | None = getattr(config, "CPU_FEATURES", None)  # set at run time: untyped
+    if features is not None:  # numba's features, as numba reads them (codegen.py)
+        return "+avx512vbmi2" in features.split(",")
     return bool(binding.get_host_cpu_features().get("avx512vbmi2", False))
 
 
@@ -292,7 +294,7 @@ _CONTROLS = tuple((ord(letter), code) for letter, code in zip("bfnrt", b"\b\f\n\
 
 
 @intrinsic
-def _compress_block(
+def _compress_block(  # noqa: PLR0917  (numba passes an intrinsic its arguments by position)
     typingctx: Any, source: Any, pos: Any, target: Any, at: Any, keep: Any, letters: Any
 ) -> Any:
     if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
@@ -313,13 +315,13 @@ def _compress_block(
             context.cast(builder, named, signature.args[5], types.uint64), bits
         )
         for letter, code in _CONTROLS:  # an escaped b, f, n, r or t: its control character
-            at_letter = builder.and_(
-                named_bits, builder.icmp_unsigned("==", block, ir.Constant(_BLOCK_TYPE, [letter] * BLOCK))
-            )
+            letter_block = ir.Constant(_BLOCK_TYPE, [letter] * BLOCK)
+            at_letter = builder.and_(named_bits, builder.icmp_unsigned("==", block, letter_block))
             block = builder.select(at_letter, ir.Constant(_BLOCK_TYPE, [code] * BLOCK), block)
         kept_mask = context.cast(builder, kept, signature.args[4], types.uint64)
-        pointer = builder.gep(context.make_array(signature.args[2])(context, builder, dst).data, [write])
-        store = cgutils.get_or_insert_function(
+        target_data = context.make_array(signature.args[2])(context, builder, dst).data
+        pointer = builder.gep(target_data, [write])
+        store = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
             builder.module,
             ir.FunctionType(ir.VoidType(), [_BLOCK_TYPE, pointer.type, bits]),
             "llvm.masked.compressstore.v64i8",

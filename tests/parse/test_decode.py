@@ -212,8 +212,8 @@ def test_escape_dense_strings_of_every_length_unescape_as_json_reads_them():
         lengths = [len(t.encode()) for t in texts]
         ends = np.cumsum(lengths) + len(pad)
         events = np.stack([np.zeros(len(texts), np.int64), ends - lengths, ends], axis=1)
-        kind = np.array([T_STRING], np.int8)
-        _, _, _, strings = group_events([events.reshape(-1)], kind, data=np.frombuffer(raw, np.uint8))
+        kind, data = np.array([T_STRING], np.int8), np.frombuffer(raw, np.uint8)
+        _, _, _, strings = group_events([events.reshape(-1)], kind, data=data)
         offsets, out = strings[0]
         got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
         assert got == [json.loads(f'"{t}"') for t in texts]

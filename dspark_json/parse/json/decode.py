@@ -14,12 +14,13 @@ This module turns the events into Arrow arrays:
 
 Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
 an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
-(a string's without the quotes). The events are grouped by node in two passes over them
-(:func:`group_events`: a tally, then the scatter), and the second pass, in document order,
-also unescapes the strings (each node's strings into its own region) and converts the
-doubles, in one IEEE operation (Clinger's exact fast path: <= 15 digits, decimal exponent
-within +-22), the rest (rare for model output) by Python's ``float``, so every value is the
-one the reference parser reads.
+(a string's without the quotes). :func:`group_events` reads the events three times, in
+document order: a tally (each node's events and string bytes), the scatter by node (which
+converts the doubles on the way, in one IEEE operation: Clinger's exact fast path, <= 15
+digits, decimal exponent within +-22; the rest, rare for model output, by Python's
+``float``, so every value is the one the reference parser reads), and the strings'
+unescape, each node's strings into its own region (a plain string up to 64 bytes is one
+block copy; a block of escapes one byte compress where the CPU has one).
 """
 
 from __future__ import annotations
@@ -101,27 +102,14 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any,
-    events: Any,
-    at: Any,
-    a: Any,
-    b: Any,
-    b_doubles: Any,
-    kind: Any,
-    byte_at: Any,
-    ends: Any,
-    out: Any,
+    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
-    of a counting sort by node; parts with disjoint places may run at once. On the way, in
-    document order (a row's bytes are read while they are in cache, where converting or
-    unescaping by column reads each value's bytes from afar, a cache miss each):
-
-    - a double on the fast path is converted (``a`` :data:`CONVERTED`, the value in
-      ``b_doubles``, a float64 view of ``b``);
-    - a string is unescaped into its node's region of ``out`` (from ``byte_at[node]``,
-      advanced), and ``ends`` at its place says where it ends there (a null, or a value held
-      as JSON text, ends where it starts)."""
+    of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
+    ``T_DOUBLE``) on the fast path is converted on the way (``a`` :data:`CONVERTED`, the value
+    in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
+    are read in order, where converting by column reads each number's bytes from afar (a cache
+    miss each)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         place = at[node]
@@ -175,12 +163,8 @@ def group_events(
         byte_at = starts.copy()
         pieces.append((starts, byte_at, out))
         # scatter_events advances the places it is given: each job gets a copy of its own.
-        jobs.append(
-            partial(
-                scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind,
-                byte_at, ends, out,
-            )  # fmt: skip
-        )
+        job = partial(scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind)
+        jobs.append(job)
     on_threads(threads, jobs)
     jobs = [
         partial(unescape_in_order, data, part, is_string, byte_at, place.copy(), ends, out)
@@ -317,9 +301,12 @@ def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
         if a >= 0:
             length = events[3 * e + 2] - a
             # Most strings are short and plain: one block copied here, without a call.
-            if 0 < length <= BLOCK and a + 2 * BLOCK <= len(data) and not block_equal(
-                data, a, BACKSLASH
-            ) & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1)):
+            if (
+                0 < length <= BLOCK
+                and a + 2 * BLOCK <= len(data)
+                and not block_equal(data, a, BACKSLASH)
+                & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
+            ):
                 copy_block(data, a, out, byte_at[node])
                 byte_at[node] += length
             elif length > 0:
