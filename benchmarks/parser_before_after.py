@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
     """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
     meta = {
+        "before": _commit(args.base),
+        "after": _commit(args.after),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu_cores": os.cpu_count(),
         "load_average": os.getloadavg(),
@@ -161,6 +163,8 @@ def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
     load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
     lines = [
         f"# The CPU parser before and after, {meta['date']}",
+        "",
+        f"Before: {meta['before']}; after: {meta['after']}.",
         "",
         f"Command: `{meta['command']}`. {meta['cpu_cores']} cores shared with other jobs (load "
         f"average {load} at the end): each side's best of {args.rounds} processes x "
@@ -176,6 +180,23 @@ def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         for r in runs
     ]
     args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def _commit(tree: Path) -> str:
+    """The commit ``tree`` has checked out (with ``+`` where its files differ from it)."""
+    head = subprocess.run(
+        ["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return f"`{head[:70]}`" + (" +" if dirty else "")
 
 
 if __name__ == "__main__":
