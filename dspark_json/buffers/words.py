@@ -281,7 +281,7 @@ def _compresses() -> bool:
     :func:`compress_block` as 64 steps, slower than an escape at a time: the unescape uses it
     only where this is True."""
     features: str | None = getattr(config, "CPU_FEATURES", None)  # set at run time: untyped
-    if features is not None:  # numba's features, as numba reads them (codegen.py)
+    if features is not None:  # numba's features, as numba's code generator reads them
         return "+avx512vbmi2" in features.split(",")
     return bool(binding.get_host_cpu_features().get("avx512vbmi2", False))
 
