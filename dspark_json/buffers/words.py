@@ -26,8 +26,9 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import types
+from numba.core import cgutils, config
 from numba.extending import intrinsic
 
 from dspark_json.buffers.bytes import BACKSLASH, LOWER_U, QUOTE
@@ -35,14 +36,17 @@ from dspark_json.buffers.compiled import leaf
 
 __all__ = [
     "BLOCK",
+    "COMPRESSES",
     "WORD",
     "backslashes",
     "block_below",
     "block_equal",
     "block_high",
     "bytes_equal",
+    "compress_block",
     "copy_block",
     "escaped_bytes",
+    "escaping_backslashes",
     "first_byte",
     "leading_zeros",
     "load_word",
@@ -270,6 +274,64 @@ def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> 
     return sig, codegen
 
 
+def _compresses() -> bool:
+    """Whether the machine code numba writes here has a byte compress (AVX-512 VBMI2's
+    ``vpcompressb``): the features numba is told to compile for (``NUMBA_CPU_FEATURES``, set
+    too by ``NUMBA_CPU_NAME=generic``), else this CPU's. Without one, LLVM writes
+    :func:`compress_block` as 64 steps, slower than an escape at a time: the unescape uses it
+    only where this is True."""
+    features: str | None = getattr(config, "CPU_FEATURES", None)  # set at run time: untyped
+    if features is not None:  # numba's features, as numba's code generator reads them
+        return "+avx512vbmi2" in features.split(",")
+    return bool(binding.get_host_cpu_features().get("avx512vbmi2", False))
+
+
+#: Whether :func:`compress_block` is one instruction on the compiled code's CPU (numba's cache
+#: is kept per CPU and its features, so a kernel that reads it is compiled again elsewhere).
+COMPRESSES = _compresses()
+
+_CONTROLS = tuple((ord(letter), code) for letter, code in zip("bfnrt", b"\b\f\n\r\t", strict=True))
+
+
+@intrinsic
+def _compress_block(  # noqa: PLR0917  (numba passes an intrinsic its arguments by position)
+    typingctx: Any, source: Any, pos: Any, target: Any, at: Any, keep: Any, letters: Any
+) -> Any:
+    if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
+        return None
+    if not all(isinstance(t, types.Integer) for t in (pos, at, keep, letters)):
+        return None
+    sig = types.int64(source, pos, target, at, keep, letters)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        src, read_at, dst, write_at, kept, named = args
+        read = context.cast(builder, read_at, signature.args[1], types.intp)
+        write = context.cast(builder, write_at, signature.args[3], types.intp)
+        block = builder.load(
+            _block_pointer(context, builder, signature.args[0], src, read), align=1
+        )
+        bits = ir.VectorType(ir.IntType(1), BLOCK)
+        named_bits = builder.bitcast(
+            context.cast(builder, named, signature.args[5], types.uint64), bits
+        )
+        for letter, code in _CONTROLS:  # an escaped b, f, n, r or t: its control character
+            letter_block = ir.Constant(_BLOCK_TYPE, [letter] * BLOCK)
+            at_letter = builder.and_(named_bits, builder.icmp_unsigned("==", block, letter_block))
+            block = builder.select(at_letter, ir.Constant(_BLOCK_TYPE, [code] * BLOCK), block)
+        kept_mask = context.cast(builder, kept, signature.args[4], types.uint64)
+        target_data = context.make_array(signature.args[2])(context, builder, dst).data
+        pointer = builder.gep(target_data, [write])
+        store = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [_BLOCK_TYPE, pointer.type, bits]),
+            "llvm.masked.compressstore.v64i8",
+        )
+        builder.call(store, [block, pointer, builder.bitcast(kept_mask, bits)])
+        return builder.ctpop(kept_mask)
+
+    return sig, codegen
+
+
 @intrinsic
 def _leading_zeros_of(typingctx: Any, word: Any) -> Any:
     return _zeros_counted(word, leading=True)
@@ -283,6 +345,12 @@ block_below = cast(Callable[[Any, int, int], Any], _block_below)
 block_high = cast(Callable[[Any, int], Any], _block_high)
 #: ``copy_block(source, pos, target, at)``: ``target[at:at + 64] = source[pos:pos + 64]``.
 copy_block = cast(Callable[[Any, int, Any, int], None], _copy_block)
+#: ``compress_block(source, pos, target, at, keep, letters)``: the bytes of
+#: ``source[pos:pos + 64]`` whose bits are set in ``keep``, in order, written from
+#: ``target[at]`` on (nothing past them), each one marked in ``letters`` that is ``b``, ``f``,
+#: ``n``, ``r`` or ``t`` written as the control character its JSON escape stands for; how many
+#: were written. One instruction where :data:`COMPRESSES`, else 64 steps.
+compress_block = cast(Callable[[Any, int, Any, int, Any, Any], int], _compress_block)
 #: ``leading_zeros(mask)``: the zero bits above the highest set bit of a ``uint64`` (64 for 0).
 leading_zeros = cast(Callable[[Any], int], _leading_zeros_of)
 
@@ -306,3 +374,15 @@ def escaped_bytes(backslashes: np.uint64) -> np.uint64:
     even_ends = (backslashes + (starts & _EVEN)) & ~backslashes
     odd_ends = (backslashes + (starts & _ODD)) & ~backslashes
     return (even_ends & _ODD) | (odd_ends & _EVEN)
+
+
+@leaf
+def escaping_backslashes(backslashes: np.uint64) -> np.uint64:
+    """The backslashes that escape the byte after them (the first of each pair in a run:
+    ``\\\\`` is one escape, of a backslash), from the block's backslash mask; the block
+    starts outside an escape, and no run reaches its last byte (the caller looks at that
+    block otherwise). Each one's byte, the one after it, is the escaped character."""
+    starts = backslashes & ~(backslashes << np.uint64(1))
+    # Adding a run's lowest bit carries through the run: the runs that start at an even bit.
+    from_even = backslashes & ~(backslashes + (starts & _EVEN))
+    return (from_even & _EVEN) | (backslashes & ~from_even & _ODD)

@@ -23,11 +23,12 @@ from pyspark.sql.types import (
 
 from dspark_json.buffers.arrow import to_string_array
 from dspark_json.parse import warmup
+from dspark_json.parse.json import rescued_keys
 from dspark_json.parse.parser import Reason
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised, as_python
 from dspark_json.response.envelope import envelope_fields
-from dspark_json.rows import PARSER_COLUMNS, SYSTEM_FIELDS, Backend
+from dspark_json.rows import PARSER_COLUMNS, RESCUED_DATA, SYSTEM_FIELDS, Backend
 
 __all__ = ["CpuParser", "warm_kernels"]
 
@@ -109,4 +110,5 @@ def warm_kernels() -> None:
         "choices": [{"index": 0, "message": {"content": json.dumps(value)}}],
         "unexpected": [1],
     }
-    Vectorised(schema).parse([json.dumps(body)])
+    table = Vectorised(schema).parse([json.dumps(body)])
+    rescued_keys(table.column(RESCUED_DATA.name))  # the drift check's kernel (parse.drift)

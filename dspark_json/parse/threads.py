@@ -42,8 +42,13 @@ def by_row_ranges(
         fields: tuple[str, ...] = results[0]._fields
         return type(results[0])(
             *(
-                list(column) if field == apart else np.concatenate(column)
+                list(column) if field == apart else _joined(column)
                 for field, column in zip(fields, zip(*results, strict=True), strict=True)
             )
         )
-    return np.concatenate(results)
+    return _joined(results)
+
+
+def _joined(arrays: Sequence[np.ndarray]) -> np.ndarray:
+    """The arrays end to end: the one array itself where there is one (no copy)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)

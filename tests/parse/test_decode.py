@@ -10,7 +10,8 @@ import pytest
 
 from dspark_json import response_schema
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.json.decode import CONVERTED, group_events, strings_in_order
+from dspark_json.parse.json.conform import T_DOUBLE, T_INT, T_STRING
+from dspark_json.parse.json.decode import CONVERTED, group_events
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised
@@ -156,7 +157,7 @@ def test_doubles_match_python_float_on_every_form():
     starts = ends - [len(t) for t in texts]
     # As the decoder converts them: while the events (node 0, start, end) are grouped.
     events = np.stack([np.zeros(len(texts), np.int64), starts, ends], axis=1).reshape(-1)
-    a, b, _, _ = group_events([events], 1, data=data, is_double=np.array([True]))
+    a, b, _, _ = group_events([events], np.array([T_DOUBLE], np.int8), data=data)
     values, slow = b.view(np.float64), a != CONVERTED
     for text, value, is_slow in zip(texts, values.tolist(), slow.tolist(), strict=True):
         if not is_slow:
@@ -180,15 +181,42 @@ def test_strings_are_unescaped_in_order_into_each_nodes_column_across_parts():
     events.insert(5, (1, -1, -1, None))  # a null string
     flat = np.array([e[:3] for e in events], np.int64).reshape(-1)
     parts = [flat[: 3 * 7], flat[3 * 7 :]]
-    _, _, bounds, places = group_events(parts, 3)
-    is_string = np.array([True, True, False])
-    strings = strings_in_order(np.frombuffer(raw, np.uint8), parts, is_string, bounds, places)
+    kind = np.array([T_STRING, T_STRING, T_INT], np.int8)
+    _, _, _, strings = group_events(parts, kind, data=np.frombuffer(raw, np.uint8))
     assert sorted(strings) == [0, 1]
     for node in (0, 1):
         offsets, out = strings[node]
         got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(offsets) - 1)]
         mine = [text for n, _, _, text in events if n == node]
         assert got == [json.loads(f'"{t}"') if t is not None else "" for t in mine]
+
+
+def test_escape_dense_strings_of_every_length_unescape_as_json_reads_them():
+    """Strings with an escape every few bytes (a model's JSON inside the envelope's content),
+    runs of backslashes, ``\\uXXXX`` and control escapes, across the 64-byte blocks the
+    unescape reads at once (a block of escapes in one byte compress where the CPU has one):
+    each string as Python's json module reads it."""
+    rng = random.Random(5)
+    pieces = ["a", "b", "n", "t", "u", '"', "\\", "/", "\n", "\t", "\b", "\f", "\r", "é"]
+    pieces += ["😀", "\x01", " ", "x" * 20]
+    for _ in range(200):
+        texts = []
+        for _ in range(rng.randint(1, 30)):
+            size = rng.choice([0, 1, 5, 30, 63, 64, 65, 127, 128, 200, 500])
+            text = json.dumps("".join(rng.choice(pieces) for _ in range(size)))[1:-1]
+            if rng.random() < 0.3:
+                text = json.dumps(json.loads(f'"{text}"'), ensure_ascii=False)[1:-1]
+            texts.append(text.replace("/", "\\/") if rng.random() < 0.3 else text)
+        pad = "q" * rng.randint(0, 70)
+        raw = (pad + "".join(texts) + pad).encode()
+        lengths = [len(t.encode()) for t in texts]
+        ends = np.cumsum(lengths) + len(pad)
+        events = np.stack([np.zeros(len(texts), np.int64), ends - lengths, ends], axis=1)
+        kind, data = np.array([T_STRING], np.int8), np.frombuffer(raw, np.uint8)
+        _, _, _, strings = group_events([events.reshape(-1)], kind, data=data)
+        offsets, out = strings[0]
+        got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
+        assert got == [json.loads(f'"{t}"') for t in texts]
 
 
 def test_rows_split_over_threads_read_as_one_range():

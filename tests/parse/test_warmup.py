@@ -8,7 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pyarrow as pa
 import pytest
+
+from dspark_json.parse import warmup
 
 SCRIPT = textwrap.dedent(
     """
@@ -75,3 +78,24 @@ def test_a_process_that_ends_while_the_kernels_compile_waits_for_them(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert marker.read_text() == "done"
+
+
+def test_the_drift_check_of_a_small_batch_does_not_wait_for_the_compiler(monkeypatch):
+    """While the kernels compile in the background, a small batch's drift keys are read by
+    Python's json: a compiled call would wait for the compiler (the first 300 bodies of a cold
+    process took 24 s so). The keys are those the kernel reads."""
+    from dspark_json.parse import drift
+
+    rescued = pa.array(
+        ['{"a": 1, "b": {"c": 2}}', None, '{"b":3,"x\\"y":4,"model_extra":1}', " ", "{}"]
+    )
+    monkeypatch.setattr(warmup, "ready", lambda: True)
+    warm = drift.new_fields(rescued)
+    assert warm >= {"a", "b", 'x"y'}
+
+    def compiled(_: object) -> list[str]:
+        raise AssertionError("the kernel ran while the kernels compile")
+
+    monkeypatch.setattr(warmup, "ready", lambda: False)
+    monkeypatch.setattr(drift, "rescued_keys", compiled)
+    assert drift.new_fields(rescued) == warm

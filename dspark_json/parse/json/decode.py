@@ -14,11 +14,13 @@ This module turns the events into Arrow arrays:
 
 Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
 an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
-(a string's without the quotes). Strings are unescaped afterwards in one forward pass over
-the events in document order (each node's strings into its own region:
-:func:`strings_in_order`); doubles are converted column-wise, in one IEEE operation (Clinger's
-exact fast path: <= 15 digits, decimal exponent within +-22), the rest (rare for model output)
-by Python's ``float``, so every value is the one the reference parser reads.
+(a string's without the quotes). :func:`group_events` reads the events three times, in
+document order: a tally (each node's events and string bytes), the scatter by node (which
+converts the doubles on the way, in one IEEE operation: Clinger's exact fast path, <= 15
+digits, decimal exponent within +-22; the rest, rare for model output, by Python's
+``float``, so every value is the one the reference parser reads), and the strings'
+unescape, each node's strings into its own region (a plain string up to 64 bytes is one
+block copy; a block of escapes one byte compress where the CPU has one).
 """
 
 from __future__ import annotations
@@ -39,15 +41,19 @@ from dspark_json.buffers.bytes import (
     LOWER_U,
     MINUS,
     PLUS,
+    QUOTE,
     ZERO,
 )
 from dspark_json.buffers.compiled import kernel, leaf
 from dspark_json.buffers.words import (
     BLOCK,
+    COMPRESSES,
     WORD,
     backslashes,
     block_equal,
+    compress_block,
     copy_block,
+    escaping_backslashes,
     first_byte,
     load_word,
     lowest_bit,
@@ -76,12 +82,17 @@ _EXACT = 2**53
 
 
 @kernel
-def count_events(events: Any, nodes: int) -> Any:
-    """How many events each node has."""
-    counts = np.zeros(nodes, np.int64)
+def tally_events(events: Any, is_string: Any) -> tuple[Any, Any]:
+    """Per node, how many events it has, and the bytes of its strings as they stand
+    (escaped: room enough for them unescaped), in one pass."""
+    counts = np.zeros(len(is_string), np.int64)
+    totals = np.zeros(len(is_string), np.int64)
     for e in range(len(events) // 3):
-        counts[events[3 * e]] += 1
-    return counts
+        node = events[3 * e]
+        counts[node] += 1
+        if is_string[node] and events[3 * e + 1] >= 0:
+            totals[node] += events[3 * e + 2] - events[3 * e + 1]
+    return counts, totals
 
 
 #: ``a`` of a double's event once :func:`scatter_events` converted it (its ``b`` then holds the
@@ -91,19 +102,20 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, is_double: Any
+    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
-    of a counting sort by node; parts with disjoint places may run at once. A double on the
-    fast path is converted on the way (``a`` :data:`CONVERTED`, the value in ``b_doubles``, a
-    float64 view of ``b``): the events come in document order, so its bytes are read in order,
-    where converting by column reads each number's bytes from afar (a cache miss each)."""
+    of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
+    ``T_DOUBLE``) on the fast path is converted on the way (``a`` :data:`CONVERTED`, the value
+    in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
+    are read in order, where converting by column reads each number's bytes from afar (a cache
+    miss each)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         place = at[node]
         at[node] += 1
         start, end = events[3 * e + 1], events[3 * e + 2]
-        if is_double[node] and start >= 0:
+        if kind[node] == T_DOUBLE and start >= 0:
             fast, value = _double_of(data, start, end, _POW10)
             if fast:
                 a[place] = CONVERTED
@@ -115,64 +127,49 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
 
 def group_events(
     parts: Sequence[np.ndarray],
-    nodes: int,
+    kind: np.ndarray,
     threads: int = 1,
     *,
     data: np.ndarray | None = None,
-    is_double: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-    """The events of ``parts`` (in order) grouped by node, in order within each node: their
-    ``a`` and ``b``, where each node's run starts (``nodes + 1`` bounds), and per part, the
-    index in ``a`` / ``b`` where that part's events of each node begin (its *places*). The
-    doubles of the nodes ``is_double`` (in ``data``) are converted on the way, as
-    :func:`scatter_events` says."""
-    counts = [count_events(part, nodes) for part in parts]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
+    node's ``T_*``), in order within each node: their ``a`` and ``b``, where each node's run
+    starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
+    its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
+    way, as :func:`scatter_events` says (the strings and doubles are in ``data``)."""
+    nodes = len(kind)
+    is_string = kind == T_STRING
+    tallies = [tally_events(part, is_string) for part in parts]
     bounds = np.zeros(nodes + 1, np.int64)
-    np.cumsum(np.sum(counts, axis=0), out=bounds[1:])
+    np.cumsum(np.sum([counts for counts, _ in tallies], axis=0), out=bounds[1:])
     at, places = bounds[:-1].copy(), []
-    for c in counts:
+    for counts, _ in tallies:
         places.append(at.copy())
-        at += c
+        at += counts
     a = np.empty(bounds[-1], np.int64)
     b = np.empty(bounds[-1], np.int64)
-    if data is None or is_double is None:
-        data, is_double = np.zeros(1, np.uint8), np.zeros(nodes, np.bool_)
-    # scatter_events advances the places it is given: each job gets a copy of its own.
-    jobs = [
-        partial(scatter_events, data, p, w.copy(), a, b, b.view(np.float64), is_double)
-        for p, w in zip(parts, places, strict=True)
-    ]
-    on_threads(threads, jobs)
-    return a, b, bounds, places
-
-
-def strings_in_order(
-    data: np.ndarray,
-    parts: Sequence[np.ndarray],
-    is_string: np.ndarray,
-    bounds: np.ndarray,
-    places: Sequence[np.ndarray],
-    *,
-    threads: int = 1,
-) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Every string node's strings (``is_string``), unescaped by :func:`unescape_in_order`
-    (a part per thread): per node, its Arrow offsets and UTF-8 data, in the node's order."""
     # Indexed as a / b are (every event's place), though only the strings' entries are written.
     ends = np.empty(max(int(bounds[-1]), 1), np.int64)
-    pieces = []
-    jobs = []
-    for part, place in zip(parts, places, strict=True):
+    if data is None:
+        data = np.zeros(1, np.uint8)
+    pieces, jobs = [], []
+    for part, place, (_, totals) in zip(parts, places, tallies, strict=True):
         # Each node's region: its strings' room, and ROOM_AFTER bytes for the copies that
         # write past its last string's end.
-        totals = string_bytes(part, is_string) + ROOM_AFTER * is_string
-        starts = np.zeros(len(totals), np.int64)
-        np.cumsum(totals[:-1], out=starts[1:])
-        out = np.empty(max(int(totals.sum()), 1), np.uint8)
+        room = totals + ROOM_AFTER * is_string
+        starts = np.zeros(nodes, np.int64)
+        np.cumsum(room[:-1], out=starts[1:])
+        out = np.empty(max(int(room.sum()), 1), np.uint8)
         byte_at = starts.copy()
         pieces.append((starts, byte_at, out))
-        jobs.append(
-            partial(unescape_in_order, data, part, is_string, byte_at, place.copy(), ends, out)
-        )
+        # scatter_events advances the places it is given: each job gets a copy of its own.
+        job = partial(scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind)
+        jobs.append(job)
+    on_threads(threads, jobs)
+    jobs = [
+        partial(unescape_in_order, data, part, is_string, byte_at, place.copy(), ends, out)
+        for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
+    ]
     on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for node in np.flatnonzero(is_string).tolist():
@@ -186,11 +183,11 @@ def strings_in_order(
             size += int(byte_at[node] - starts[node])
         text = texts[0] if len(texts) == 1 else np.concatenate(texts)
         strings[node] = (np.concatenate(offsets), text)
-    return strings
+    return a, b, bounds, strings
 
 
 #: Bytes a string's unescape may write past its room (the room: its escaped length), which
-#: :func:`strings_in_order` leaves after each node's region.
+#: :func:`group_events` leaves after each node's region.
 ROOM_AFTER = BLOCK
 
 
@@ -205,8 +202,21 @@ def _unescape_blocks(data: Any, j: int, end: int, out: Any, pos: int) -> tuple[i
         base = j
         slashes = block_equal(data, base, BACKSLASH)
         stop = min(base + BLOCK, end)
+        inside = ~np.uint64(0)
         if stop - base < BLOCK:
-            slashes &= (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
+            inside = (np.uint64(1) << np.uint64(stop - base)) - np.uint64(1)
+            slashes &= inside
+        if COMPRESSES and slashes and not slashes >> np.uint64(63):
+            # The block's escapes at once: its escaping backslashes dropped, the letters
+            # of \b \f \n \r \t made control characters, in one compress (a block
+            # with a \uXXXX, or a backslash run to its end, goes on below).
+            escaping = escaping_backslashes(slashes)
+            others = (escaping << np.uint64(1)) & ~slashes & ~block_equal(data, base, QUOTE)
+            if not others & block_equal(data, base, LOWER_U):
+                keep = ~escaping & inside
+                pos += compress_block(data, base, out, pos, keep, others)
+                j = stop
+                continue
         while slashes:
             at = base + lowest_bit(slashes)
             copy_block(data, j, out, pos)  # the run to the backslash, and bytes overwritten next
@@ -274,18 +284,6 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
     return pos
 
 
-@kernel
-def string_bytes(events: Any, is_string: Any) -> Any:
-    """Per node, the bytes of its strings among ``events`` as they stand (escaped): room
-    enough for them unescaped."""
-    totals = np.zeros(len(is_string), np.int64)
-    for e in range(len(events) // 3):
-        node = events[3 * e]
-        if is_string[node] and events[3 * e + 1] >= 0:
-            totals[node] += events[3 * e + 2] - events[3 * e + 1]
-    return totals
-
-
 @leaf
 def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
     data: Any, events: Any, is_string: Any, byte_at: Any, index_at: Any, ends: Any, out: Any
@@ -301,7 +299,18 @@ def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
             continue
         a = events[3 * e + 1]
         if a >= 0:
-            byte_at[node] = _unescape_into(data, a, events[3 * e + 2], out, byte_at[node])
+            length = events[3 * e + 2] - a
+            # Most strings are short and plain: one block copied here, without a call.
+            if (
+                0 < length <= BLOCK
+                and a + 2 * BLOCK <= len(data)
+                and not block_equal(data, a, BACKSLASH)
+                & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
+            ):
+                copy_block(data, a, out, byte_at[node])
+                byte_at[node] += length
+            elif length > 0:
+                byte_at[node] = _unescape_into(data, a, a + length, out, byte_at[node])
         ends[index_at[node]] = byte_at[node]
         index_at[node] += 1
 
@@ -380,11 +389,7 @@ def read_events(
     one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
     JSON text (a table compiled with ``json_text``)."""
-    kind = table.nodes.kind
-    a, b, bounds, places = group_events(
-        events, len(kind), threads, data=data, is_double=kind == T_DOUBLE
-    )
-    strings = strings_in_order(data, events, kind == T_STRING, bounds, places, threads=threads)
+    a, b, bounds, strings = group_events(events, table.nodes.kind, threads, data=data)
     columns = _Columns(data, table, a, b, bounds, strings=strings, text_of=text_of)
     return columns.build(0, arrow_type)
 

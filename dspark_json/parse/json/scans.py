@@ -88,6 +88,12 @@ class ContentScan(NamedTuple):
     nested: np.ndarray
 
 
+#: The scans' events start with room for this many rows (16 events each); once they are full,
+#: :func:`~dspark_json.parse.json.conform.room` sizes them for the whole range from the rows
+#: scanned: a copy of a few rows' events, where room for every row at once grew (doubled) midway
+#: through a large batch and copied half of its events.
+_FIRST_ROWS = 256
+
 #: After a shape is learnt: once this many rows that fit have not matched it (since it last
 #: matched one, or since the last try to learn), the latest is learnt instead.
 _RELEARN = 8
@@ -192,7 +198,7 @@ def scan_envelope_fit(
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
-    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    events = np.empty(3 * 16 * max(min(hi - lo, _FIRST_ROWS), 1), np.int64)
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
@@ -280,7 +286,7 @@ def scan_content_fit(
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
-    events = np.empty(3 * 16 * max(hi - lo, 1), np.int64)
+    events = np.empty(3 * 16 * max(min(hi - lo, _FIRST_ROWS), 1), np.int64)
     n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
         n0 = n_events[0]
