@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from dspark_json.cost import Pricing, cost_usd
 from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
+from dspark_json.http.readings import MACHINE
 from dspark_json.http.secrets import MaskingFilter
 from dspark_json.phases import stderr_logger
 from dspark_json.records import Answers, RepairStats
@@ -59,7 +60,7 @@ logger = logging.getLogger("dspark_json")
 #: The records' schema (DDL) for ``spark.read.schema(METRICS_SCHEMA).json(dir)``: maps stay maps.
 METRICS_SCHEMA = (
     "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
-    "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
+    "at STRING, machine STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, cache_waits BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
@@ -127,6 +128,9 @@ def partition_metrics(
         "label": label,
         "partition": partition,
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        # Which machine ran the task (a digest of its host name): the driver counts a stream's
+        # machines from its records (the pool's width: dspark_json.source.pool_width).
+        "machine": f"{MACHINE:08x}",
         "source": answers.source,
         "prompts": rows,
         "requests": stats.requests,

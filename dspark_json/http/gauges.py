@@ -47,9 +47,13 @@ held at a saturated endpoint whatever option ``model`` says.
   :func:`dspark_json.http.readings.tasks`), in whole requests, the remainder to as many tasks as
   it holds. A reading's room split so still fills: each reading gives what is left again, so
   the stream reaches the same level as one task would, without the ``k`` tasks each taking the
-  whole room at once. The tasks of other machines are not seen: each machine's tasks together
-  take the room once (``m`` machines: up to ``m`` times at one reading, taken back at the next,
-  where requests queue beyond ``maxServerQueue``).
+  whole room at once. The tasks of other machines are not seen from here: from the second
+  micro-batch of a stream on, the driver tells each task how many machines ran the last
+  batches' tasks and how many ran at once (their metrics records), and the count is this
+  machine's times the machines, at most those at once (:func:`across`); in a batch read and
+  the first micro-batch, each machine's tasks together take the room once (``m`` machines: up
+  to ``m`` times at one reading, taken back at the next, where requests queue beyond
+  ``maxServerQueue``).
 """
 
 from __future__ import annotations
@@ -71,7 +75,16 @@ from dspark_json.http import readings
 from dspark_json.http.transport import BodyTooLarge
 from dspark_json.phases import phase
 
-__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges", "part"]
+__all__ = [
+    "Gate",
+    "Gauges",
+    "MetricsFetch",
+    "Reading",
+    "Unreadable",
+    "across",
+    "parse_gauges",
+    "part",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -195,11 +208,11 @@ class Gauges:
             entry.used = now
             return entry
 
-    async def read(self, url: str, fetch: MetricsFetch) -> Reading | None:
-        """The latest reading of the endpoint at ``url`` (fetched first with ``fetch`` when the
-        last fetch is older than the refresh interval); ``None`` where its /metrics is not
-        vLLM's."""
-        entry = self._entry(url)
+    async def read(self, url: str, fetch: MetricsFetch, *, route: str = "") -> Reading | None:
+        """The latest reading of the endpoint at ``url`` for requests sent with ``route`` (a
+        digest of their headers: :mod:`.readings`), fetched first with ``fetch`` when the last
+        fetch is older than the refresh interval; ``None`` where its /metrics is not vLLM's."""
+        entry = self._entry(f"{url}\n{route}" if route else url)
         now = time.monotonic()
         if now < entry.unsupported_until:
             return None
@@ -327,6 +340,19 @@ def part(free: float, share: readings.Share, shift: int) -> float:
     return mine if free >= 0 else -mine
 
 
+def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Share:
+    """The tasks that split a reading's room across the cluster: this machine's (``share``,
+    its leases), times the ``machines`` that ran the stream's tasks, at most the ``tasks`` that
+    ran at once (``width = (machines, tasks)``, learnt by the driver from the last
+    micro-batches' metrics records: :func:`dspark_json.source.pool_width`), never fewer than
+    this machine's. ``share`` as is without a width (a batch read, the first micro-batch)."""
+    if width is None:
+        return share
+    machines, most = width
+    count = max(share.count, min(share.count * max(machines, 1), most))
+    return readings.Share(count, share.rank)
+
+
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
     """This task's in-flight target after a reading that leaves ``free`` room while it has
     ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
@@ -351,11 +377,18 @@ class Gate:
         gauges: Gauges = GAUGES,
         *,
         tasks: Callable[[str, str], readings.Share] | None = None,
+        route: str = "",
+        width: tuple[int, int] | None = None,
     ) -> None:
         self.max_queue = max_queue
         self.gauges = gauges
+        #: The digest of the headers the task's requests carry (option requestHeaders): its
+        #: readings and leases are those of the tasks that send with the same (http.readings).
+        self.route = route
+        #: (machines, tasks at once) of the stream's cluster, or None: :func:`across`.
+        self.width = width
         #: This machine's tasks that send to an endpoint (``http.readings.tasks``).
-        self.tasks = tasks if tasks is not None else readings.tasks
+        self.tasks = tasks or (lambda url, task: readings.tasks(url, task, route=route))
         self.name = f"{os.getpid()}-{id(self):x}"  # this task's lease among the machine's
         self._budgets: dict[str, _Budget] = {}
         self.held_s = 0.0
@@ -368,7 +401,7 @@ class Gate:
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            reading = await self.gauges.read(url, fetch)
+            reading = await self.gauges.read(url, fetch, route=self.route)
             if reading is None:
                 break
             now = time.monotonic()
@@ -376,7 +409,7 @@ class Gate:
                 shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
                 free = part(
                     room(reading, self.max_queue),
-                    self.tasks(url, self.name),
+                    across(self.tasks(url, self.name), self.width),
                     shift,
                 )
                 queued = reading.waiting > self.max_queue
@@ -428,7 +461,7 @@ class Gate:
     def close(self) -> None:
         """The task sends no more: its leases go (http.readings.release)."""
         for url in self._budgets:
-            readings.release(url, self.name)
+            readings.release(url, self.name, route=self.route)
 
     def ended(self, url: str) -> None:
         """A request to ``url`` ended: its place is free for the next one."""

@@ -496,6 +496,15 @@ class HttpOptions:
     #: ``Options.storage.settings``, kept because the preflight and the endpoint reader are
     #: handed ``HttpOptions`` alone (the http layer sits below ``options``).
     storage: StorageSettings = field(default=ENVIRONMENT_ONLY, compare=False)
+    #: Set by the driver for a micro-batch's task (``dspark_json.source``), not an option:
+    #: (machines, tasks at once) of the stream's last micro-batches, so that the tasks of all
+    #: the machines split a ``/metrics`` reading's room (``http.gauges.across``); ``None``
+    #: where unknown (a batch read, the first micro-batch).
+    pool_width: tuple[int, int] | None = field(default=None, compare=False)
+    #: Set by the driver likewise: the task's share of the tokens the stream's last
+    #: micro-batches spent within the minute, as (wall time, tokens), so that option
+    #: maxTokensPerMinute's minute goes on across micro-batches (``http.tokens``).
+    tokens_spent: tuple[tuple[float, int], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -97,9 +97,13 @@ class Pool:
         self.replicas = Replicas(config, get, self._replaced, admit=admit)
         # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
         limit = config.max_server_queue
-        self.gate = Gate(limit) if limit is not None else None
-        # Options maxTokensPerMinute, maxTokensInFlight: http.tokens.
-        self.budget = TokenBudget(config.max_tokens_per_minute, config.max_tokens_in_flight)
+        route = config.request_headers.route()  # what readings and leases are shared by
+        self.gate = Gate(limit, route=route, width=config.pool_width) if limit is not None else None
+        # Options maxTokensPerMinute, maxTokensInFlight: http.tokens; the minute's spend of the
+        # stream's last micro-batches (the driver's) counted.
+        self.budget = TokenBudget(
+            config.max_tokens_per_minute, config.max_tokens_in_flight, spent=config.tokens_spent
+        )
         self.limit = self._new_limit()  # the task's one limit, where it does not route by model
         self.limits: dict[tuple[Endpoint, str | None], AdaptiveLimit] = {}  # by model
 
@@ -255,7 +259,9 @@ class Pool:
         assert self.gate is not None
         loop = asyncio.get_running_loop()
         # One reading per machine, shared by its tasks (http.readings).
-        fetch = shared(endpoint.url, lambda limit: self._metrics(endpoint, limit))
+        fetch = shared(
+            endpoint.url, lambda limit: self._metrics(endpoint, limit), route=self.gate.route
+        )
         wait = self.gate.wait(endpoint.url, fetch, deadline - loop.time())
         if not self.replicas.active:
             await wait
