@@ -184,7 +184,7 @@ class FakeGauges:
     def __init__(self) -> None:
         self.reading: Reading | None = None
 
-    async def read(self, url: str, fetch: object) -> Reading | None:
+    async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
         return self.reading
 
 
