@@ -396,7 +396,8 @@ class HttpOptions:
         "quota): the answers' usage over the last minute plus an estimate of the requests in "
         "flight (body bytes / 4 + max_tokens, else 512: set maxTokens) never passes it. Shared "
         "evenly by the tasks of a micro-batch (each gets its share, so all together stay under "
-        "it even at once). Off by default.",
+        "it even at once); with option metrics the minute goes on across micro-batches (each "
+        "starts with what the last ones spent in it). Off by default.",
         "200000",
         convert=positive(int),
     )
