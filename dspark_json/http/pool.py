@@ -299,7 +299,8 @@ class Pool:
         answered = verdict.next is Next.ANSWER
         self._release(endpoint, limit)
         if self.budget.active:
-            used = (used_tokens(answer) or place.tokens) if answered and answer else None
+            spent = answered and answer is not None
+            used = (used_tokens(answer) or place.tokens) if spent and answer is not None else None
             self.budget.release(endpoint, place.tokens, used)
         if answered:
             limit.on_success(time.perf_counter() - place.started)
