@@ -299,8 +299,9 @@ class Pool:
         answered = verdict.next is Next.ANSWER
         self._release(endpoint, limit)
         if self.budget.active:
-            spent = answered and answer is not None
-            used = (used_tokens(answer) or place.tokens) if spent and answer is not None else None
+            used = None  # an answer that is not a 200 spent nothing
+            if answered and answer is not None:
+                used = used_tokens(answer) or place.tokens
             self.budget.release(endpoint, place.tokens, used)
         if answered:
             limit.on_success(time.perf_counter() - place.started)
