@@ -147,9 +147,64 @@ def stream_worker(
     if os.environ.get("SHARED_POOL_WIDTH"):  # (machines, tasks at once), as the driver says
         machines, tasks = (int(x) for x in os.environ["SHARED_POOL_WIDTH"].split(","))
         config = replace(config, pool_width=(machines, tasks))
+    if os.environ.get("SHARED_POOL_TRACE"):
+        _trace(Path(os.environ["SHARED_POOL_TRACE"]))
     if ready:
         Path(ready).touch()
     complete_all(bodies, config)
+
+
+def _trace(folder: Path) -> None:
+    """``SHARED_POOL_TRACE=DIR`` (a diagnosis, not a figure of the results): the stream process
+    counts the gate's readings that were none (the fetch failed: nothing held), how late its own
+    loop woke (p95), and the targets it had; written to ``DIR/<pid>.json`` at SIGTERM."""
+    from dspark_json.http import client, gauges
+
+    counts = {"reads": 0, "none": 0, "lags": [], "targets": []}
+    read = gauges.GAUGES.read
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reading = await read(*args, **kwargs)
+        counts["reads"] += 1
+        counts["none"] += reading is None
+        return reading
+
+    gauges.GAUGES.read = counted  # type: ignore[method-assign]
+    original = client._Run.run
+
+    async def run(self: Any) -> Any:
+        async def probe() -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                asked = loop.time()
+                await asyncio.sleep(0.02)
+                counts["lags"].append(loop.time() - asked - 0.02)  # type: ignore[attr-defined]
+                gate = self.pool.gate
+                if gate is not None and len(counts["lags"]) % 25 == 0:  # type: ignore[arg-type]
+                    counts["targets"].append(  # type: ignore[attr-defined]
+                        [b.target for b in gate._budgets.values()]
+                    )
+
+        task = asyncio.ensure_future(probe())
+        try:
+            return await original(self)
+        finally:
+            task.cancel()
+
+    client._Run.run = run  # type: ignore[method-assign]
+
+    def dump(*_: Any) -> None:
+        lags = sorted(counts["lags"])  # type: ignore[type-var]
+        out = {
+            "reads": counts["reads"],
+            "none": counts["none"],
+            "lag_p95_ms": 1000 * lags[int(0.95 * len(lags))] if lags else None,
+            "targets": counts["targets"][-40:],  # type: ignore[index]
+        }
+        (folder / f"{os.getpid()}.json").write_text(json.dumps(out))
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, dump)
 
 
 async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
