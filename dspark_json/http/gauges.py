@@ -62,6 +62,7 @@ import asyncio
 import logging
 import math
 import os
+import random
 import re
 import threading
 import time
@@ -303,6 +304,7 @@ class _Budget:
     target: float | None = None  # requests this task may have in flight (None: no bound)
     start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
+    rounding: float = 0.5  # added before rounding the target down to whole requests (dither)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -390,6 +392,9 @@ class Gate:
         #: This machine's tasks that send to an endpoint (``http.readings.tasks``).
         self.tasks = tasks or (lambda url, task: readings.tasks(url, task, route=route))
         self.name = f"{os.getpid()}-{id(self):x}"  # this task's lease among the machine's
+        #: Where this task rounds its target up to a whole request, where several tasks split
+        #: the room (:meth:`_allowed`): its own point in [0, 1), drawn once.
+        self.dither = random.random()
         self._budgets: dict[str, _Budget] = {}
         self.held_s = 0.0
 
@@ -407,11 +412,9 @@ class Gate:
             now = time.monotonic()
             if reading is not budget.reading:
                 shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
-                free = part(
-                    room(reading, self.max_queue),
-                    across(self.tasks(url, self.name), self.width),
-                    shift,
-                )
+                share = across(self.tasks(url, self.name), self.width)
+                free = part(room(reading, self.max_queue), share, shift)
+                budget.rounding = 0.5 if share.count == 1 else self.dither
                 queued = reading.waiting > self.max_queue
                 budget.target = target(budget.target, budget.inflight, free, queued)
                 budget.reading, budget.since, budget.start = reading, now, budget.inflight
@@ -443,14 +446,18 @@ class Gate:
         """Requests this task may have in flight at ``now``: the target, reached at once when
         it is lower than what was in flight at the reading, else by a ramp over the refresh
         interval (so that the stream's requests start, and so end, spread out, not in one
-        burst a reading)."""
+        burst a reading). In whole requests: one task alone rounds half up; where several
+        split the room, each rounds at its own point (:attr:`dither`), so that their whole
+        requests add up to the sum of their targets on average. Half up for all of them put
+        the stream far past the room with many tasks: 32 tasks each with a target of 0.5 (the
+        room's line over them) had 32 requests out, not 16, and the replicas' queues burst."""
         if budget.target is None:
             return math.inf
         level = budget.target
         if level > budget.start:
             share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
             level = budget.start + (level - budget.start) * share
-        return math.floor(level + 0.5)
+        return math.floor(level + budget.rounding)
 
     def sent(self, url: str) -> None:
         """A request let through to ``url`` is sent now (it also had to wait for the task's
