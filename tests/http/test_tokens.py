@@ -147,3 +147,38 @@ def test_the_driver_carries_the_minute_and_learns_the_pool_width_from_records():
     assert pool_width(records, 2, now) == (2, 2)  # at most the batch's partitions
     assert pool_width([], 8, now) is None
     assert pool_width(records, 8, now + 10_000) is None  # too old to say
+
+
+def test_a_micro_batchs_partitions_carry_the_width_and_the_minute_to_their_tasks():
+    """The stream's planning hands each partition what the last micro-batches' records say: the
+    pool's width (with maxServerQueue) and its even share of the minute's spend (with
+    maxTokensPerMinute)."""
+    import time
+    from datetime import UTC, datetime
+
+    from dspark_json.inputs.listing import PromptPartition
+    from dspark_json.options import Options
+    from dspark_json.source import _carried
+
+    base = {"endpoint": "http://h:1", "prompts": "/p", "model": "m"}
+    options = Options.parse({**base, "maxServerQueue": "0", "maxTokensPerMinute": "100000"})
+    now = time.time()
+    records = [
+        {
+            "batch": 3,
+            "machine": m,
+            "at": datetime.fromtimestamp(now - 5, UTC).isoformat(),
+            "http_seconds": 12.0,
+            "parse_seconds": 0.0,
+            "prompt_tokens": 600,
+            "completion_tokens": 0,
+        }
+        for m in ("a", "b")
+    ]
+    planned = [PromptPartition(index=i, segments=()) for i in range(2)]
+    carried = _carried(planned, records, options)
+    assert [p.pool_width for p in carried] == [(2, 2), (2, 2)]
+    assert all(sum(t for _, t in p.tokens_spent) == 600 for p in carried)  # 1200 / 2 tasks
+    assert _carried(planned, [], options) == planned  # the first micro-batch: nothing known
+    plain = Options.parse(base)
+    assert _carried(planned, records, plain) == planned  # neither option: nothing carried
