@@ -34,7 +34,6 @@ import pyarrow as pa
 
 from dspark_json.cost import Pricing, cost_usd
 from dspark_json.fs import list_files, mask_uris, read_text, write_atomic
-from dspark_json.http.readings import MACHINE
 from dspark_json.http.secrets import MaskingFilter
 from dspark_json.phases import stderr_logger
 from dspark_json.records import Answers, RepairStats
@@ -122,6 +121,8 @@ def partition_metrics(
         else pa.nulls(0, pa.string())
     )
     batch_id, offset, label = _batch_fields(batch)
+    from dspark_json.http.readings import MACHINE  # executor side: planning imports no asyncio
+
     return {
         "batch": batch_id,
         "offset": offset,
