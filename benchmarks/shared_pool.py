@@ -54,12 +54,14 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,15 @@ WIDTH_SCENARIOS: dict[str, dict[str, int] | None] = {
     "alone": None,
     "both": {"priority": 10, "max_server_queue": 0},
     "both unshared": {"priority": 10, "max_server_queue": 0, "unshared": 1},
+}
+#: At width on several simulated machines (``--machines M``): the tasks split among ``M`` lease
+#: and reading directories (one per machine, each its own TMPDIR: no machine sees another's
+#: tasks), with the pool's width the driver learns from the records (``HttpOptions.pool_width``
+#: = (M, tasks)) and without it (each machine's tasks taking the room once: up to M times).
+MACHINE_SCENARIOS: dict[str, dict[str, int] | None] = {
+    "alone": None,
+    "both width told": {"priority": 10, "max_server_queue": 0, "width": 1},
+    "both width unknown": {"priority": 10, "max_server_queue": 0},
 }
 OBJECTIVE = '{"x-llm-d-inference-objective": "batch"}'
 
@@ -127,13 +138,73 @@ def stream_worker(
         max_server_queue=max_queue,
         request_headers=headers,
     )
-    if os.environ.get("SHARED_POOL_UNSHARED"):  # the gate as before: each task the whole room
-        from dspark_json.http import readings
+    from dspark_json.http import readings
 
-        readings.tasks = lambda url, task, where=None: readings.Share(1, 0)  # type: ignore[assignment]
+    if os.environ.get("SHARED_POOL_UNSHARED"):  # the gate as before: each task the whole room
+        readings.tasks = lambda url, task, where=None, route="": readings.Share(1, 0)  # type: ignore[assignment]
+    if os.environ.get("SHARED_POOL_MACHINE"):  # a simulated machine: its own place in the ranks
+        readings.MACHINE = 7919 * int(os.environ["SHARED_POOL_MACHINE"])
+    if os.environ.get("SHARED_POOL_WIDTH"):  # (machines, tasks at once), as the driver says
+        machines, tasks = (int(x) for x in os.environ["SHARED_POOL_WIDTH"].split(","))
+        config = replace(config, pool_width=(machines, tasks))
+    if os.environ.get("SHARED_POOL_TRACE"):
+        _trace(Path(os.environ["SHARED_POOL_TRACE"]))
     if ready:
         Path(ready).touch()
     complete_all(bodies, config)
+
+
+def _trace(folder: Path) -> None:
+    """``SHARED_POOL_TRACE=DIR`` (a diagnosis, not a figure of the results): the stream process
+    counts the gate's readings that were none (the fetch failed: nothing held), how late its own
+    loop woke (p95), and the targets it had; written to ``DIR/<pid>.json`` at SIGTERM."""
+    from dspark_json.http import client, gauges
+
+    counts = {"reads": 0, "none": 0, "lags": [], "targets": []}
+    read = gauges.GAUGES.read
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        reading = await read(*args, **kwargs)
+        counts["reads"] += 1
+        counts["none"] += reading is None
+        return reading
+
+    gauges.GAUGES.read = counted  # type: ignore[method-assign]
+    original = client._Run.run
+
+    async def run(self: Any) -> Any:
+        async def probe() -> None:
+            loop = asyncio.get_running_loop()
+            while True:
+                asked = loop.time()
+                await asyncio.sleep(0.02)
+                counts["lags"].append(loop.time() - asked - 0.02)  # type: ignore[attr-defined]
+                gate = self.pool.gate
+                if gate is not None and len(counts["lags"]) % 25 == 0:  # type: ignore[arg-type]
+                    counts["targets"].append(  # type: ignore[attr-defined]
+                        [b.target for b in gate._budgets.values()]
+                    )
+
+        task = asyncio.ensure_future(probe())
+        try:
+            return await original(self)
+        finally:
+            task.cancel()
+
+    client._Run.run = run  # type: ignore[method-assign]
+
+    def dump(*_: Any) -> None:
+        lags = sorted(counts["lags"])  # type: ignore[type-var]
+        out = {
+            "reads": counts["reads"],
+            "none": counts["none"],
+            "lag_p95_ms": 1000 * lags[int(0.95 * len(lags))] if lags else None,
+            "targets": counts["targets"][-40:],  # type: ignore[index]
+        }
+        (folder / f"{os.getpid()}.json").write_text(json.dumps(out))
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, dump)
 
 
 async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
@@ -193,6 +264,7 @@ def scenario(
     for url in urls:
         wait_idle(url)
     streams: list[subprocess.Popen[bytes]] = []
+    machines = tempfile.mkdtemp(prefix="shared-pool-machines-")  # a TMPDIR per machine
     with tempfile.TemporaryDirectory() as ready:
         if options is not None:
             for task in range(args.tasks):
@@ -201,6 +273,13 @@ def scenario(
                 command += [str(options.get("max_server_queue", ""))]
                 command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
                 env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+                if args.machines > 1:
+                    machine = task % args.machines
+                    Path(machines, str(machine)).mkdir(exist_ok=True)
+                    env["TMPDIR"] = str(Path(machines, str(machine)))
+                    env["SHARED_POOL_MACHINE"] = str(machine)
+                    if "width" in options:
+                        env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
                 streams.append(subprocess.Popen(command, start_new_session=True, env=env))
             end = time.monotonic() + 300  # N processes importing on a busy machine
             while len(os.listdir(ready)) < args.tasks and time.monotonic() < end:
@@ -217,6 +296,15 @@ def scenario(
         os.killpg(stream.pid, signal.SIGTERM)
     for stream in streams:
         stream.wait(timeout=60)
+    shutil.rmtree(machines, ignore_errors=True)
+    # How late the simulators' own loops woke in the window: the latency the machine's CPU
+    # added (the simulators starved), not the queue's.
+    lags = [
+        late
+        for url in urls
+        for when, late in httpx.get(f"{url}/stats/lag", timeout=5).json()
+        if t0 <= when <= t1
+    ]
 
     def delta(key: str) -> int:
         return sum(
@@ -243,6 +331,7 @@ def scenario(
         "stream_share_of_spare": stream_rps / spare if options is not None else 0.0,
         "shed": delta("shed"),
         "metrics_reads_per_s_per_replica": delta("metrics_reads") / (t1 - t0) / len(urls),
+        "server_loop_lag_p95_ms": 1000 * quantile(lags, 0.95) if lags else None,
     }
     print(json.dumps(figures), flush=True)
     return figures
@@ -254,16 +343,17 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
     shed = stem.startswith("shared_pool_llm_d")  # behind llm-d: the requests it shed
     setup = result["setup"]
     tasks, replicas = setup.get("tasks", 1), setup.get("replicas", 1)
+    machines = setup.get("machines", 1)
     width = tasks > 1 or replicas > 1
     alone = result["scenarios"][0]
     rows = [
         "| scenario | tenant p50 ms | p95 ms | p99 ms | p95 / alone | stream req/s | "
         "share of spare |"
         + (" shed |" if shed else "")
-        + (" /metrics reads/s per replica |" if width else ""),
+        + (" /metrics reads/s per replica | simulators' loop lag p95 ms |" if width else ""),
         "|---|---:|---:|---:|---:|---:|---:|"
         + ("---:|" if shed else "")
-        + ("---:|" if width else ""),
+        + ("---:|---:|" if width else ""),
     ]
     for s in result["scenarios"]:
         rows.append(
@@ -272,6 +362,7 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
             f"{100 * s['stream_share_of_spare']:.0f}% |"
             + (f" {s['shed']} |" if shed else "")
             + (f" {s['metrics_reads_per_s_per_replica']:.1f} |" if width else "")
+            + (f" {s.get('server_loop_lag_p95_ms') or 0:.0f} |" if width else "")
         )
     load = result["load_average_1_5_15_min"]
     text = [
@@ -283,7 +374,8 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py"
         + (" --llm-d" if shed else "")
         + (f" --tasks {tasks} --replicas {replicas}" if width else "")
-        + "`.",
+        + (f" --machines {machines}" if machines > 1 else "")
+        + f" --warmup {setup['warmup_s']:g}`.",
         "",
         (f"{replicas} simulator replicas, each" if replicas > 1 else "One simulator replica")
         + f": {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
@@ -299,8 +391,14 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         f"server. Stream: {setup['stream_prompts']} prompts through the source's executor "
         "client (`http.client.complete_all`, one task's HttpOptions, maxConcurrency 32) in a "
         + (
-            f"process of its own, as {tasks} processes at once (tasks of one machine) each "
-            "sending to all the replicas, "
+            f"process of its own, as {tasks} processes at once ("
+            + (
+                f"split among {machines} simulated machines: each its own TMPDIR, so its own "
+                "readings and leases, none seeing another's tasks"
+                if machines > 1
+                else "tasks of one machine"
+            )
+            + ") each sending to all the replicas, "
             if width
             else "process of its own, "
         )
@@ -310,6 +408,13 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         *rows,
         "",
     ]
+    if width:
+        text += [
+            "`simulators' loop lag p95 ms`: how late the simulators' own event loops woke in the "
+            "window (a 20 ms sleep's excess, p95 over the replicas): latency the machine's CPU "
+            "added to every answer, the tenant's too, whatever the queue.",
+            "",
+        ]
     if shed:
         text += [
             "Behind the simulated llm-d gateway, the stream's requests carry option "
@@ -368,6 +473,9 @@ def main() -> None:
     )
     parser.add_argument("--tasks", type=int, default=1, help="stream task processes at once")
     parser.add_argument("--replicas", type=int, default=1, help="simulator replicas")
+    parser.add_argument(
+        "--machines", type=int, default=1, help="machines the tasks are split among (simulated)"
+    )
     parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_worker:
@@ -392,9 +500,9 @@ def main() -> None:
         scenarios = LLM_D_SCENARIOS
         args.scenarios = ",".join(LLM_D_SCENARIOS)
     elif args.tasks > 1 or args.replicas > 1:
-        scenarios = WIDTH_SCENARIOS
+        scenarios = WIDTH_SCENARIOS if args.machines == 1 else MACHINE_SCENARIOS
         if args.scenarios == ",".join(SCENARIOS):
-            args.scenarios = ",".join(WIDTH_SCENARIOS)
+            args.scenarios = ",".join(scenarios)
     with ExitStack() as stack:
         servers = [
             stack.enter_context(SimulatorProcess(latency=args.answer_ms / 1000, faults=faults))
@@ -418,6 +526,7 @@ def main() -> None:
             "warmup_s": args.warmup,
             "tasks": args.tasks,
             "replicas": args.replicas,
+            "machines": args.machines,
             "stream_driver": "http.client.complete_all in a process per task (a task's client)",
         },
         "load_average_1_5_15_min": {
@@ -429,6 +538,8 @@ def main() -> None:
     stem = "shared_pool_llm_d" if args.llm_d else "shared_pool"
     if args.tasks > 1 or args.replicas > 1:
         stem += f"_width_{args.tasks}"
+    if args.machines > 1:
+        stem += f"_machines_{args.machines}"
     write(args.out, result, stem)
 
 

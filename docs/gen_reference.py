@@ -53,6 +53,9 @@ METRICS_DOCS: dict[str, str] = {
     "label": "`generate()`'s records: the stage and task (`generate stage 3 task 1`)",
     "partition": "the Spark partition",
     "at": "when the record was written (ISO 8601, UTC)",
+    "machine": "which machine ran the task: a digest of its host name, the same for every task "
+    "of one machine (the driver counts a stream's machines from it, to split the pool's room "
+    "across them)",
     "source": "where the answers came from: `server`, `journal` (a replay) or `recorded` "
     "(option `responses`)",
     "prompts": "rows in",

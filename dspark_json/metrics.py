@@ -60,7 +60,7 @@ logger = logging.getLogger("dspark_json")
 #: The records' schema (DDL) for ``spark.read.schema(METRICS_SCHEMA).json(dir)``: maps stay maps.
 METRICS_SCHEMA = (
     "batch BIGINT, offset STRUCT<file: STRING, row: BIGINT>, label STRING, `partition` INT, "
-    "at STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
+    "at STRING, machine STRING, source STRING, prompts BIGINT, requests BIGINT, retries BIGINT, "
     "deduplicated BIGINT, cache_hits BIGINT, cache_misses BIGINT, cache_waits BIGINT, "
     "http_status MAP<STRING, BIGINT>, latency_ms STRUCT<p50: DOUBLE, p95: DOUBLE, p99: DOUBLE>, "
     "inflight_limit STRUCT<lowest: INT, peak: INT, final: INT>, endpoint_rests INT, "
@@ -122,12 +122,17 @@ def partition_metrics(
         else pa.nulls(0, pa.string())
     )
     batch_id, offset, label = _batch_fields(batch)
+    from dspark_json.http.readings import MACHINE  # executor side: planning imports no asyncio
+
     return {
         "batch": batch_id,
         "offset": offset,
         "label": label,
         "partition": partition,
         "at": datetime.now(UTC).isoformat(timespec="milliseconds"),
+        # Which machine ran the task (a digest of its host name): the driver counts a stream's
+        # machines from its records (the pool's width: dspark_json.source.pool_width).
+        "machine": f"{MACHINE:08x}",
         "source": answers.source,
         "prompts": rows,
         "requests": stats.requests,

@@ -311,7 +311,11 @@ def read_partition(
     if partition.parts:
         for part in partition.parts:
             shared = replace(
-                part, batch=partition.batch, tokens_per_minute=partition.tokens_per_minute
+                part,
+                batch=partition.batch,
+                tokens_per_minute=partition.tokens_per_minute,
+                pool_width=partition.pool_width,
+                tokens_spent=partition.tokens_spent,
             )
             yield from read_partition(shared, query, schema)
         return
@@ -319,8 +323,15 @@ def read_partition(
     # parseMode=gpu without a usable GPU fails here, before the prompts are sent (and paid for).
     select_backend(query.options.rows.parse_mode)
     started = time.perf_counter()
-    if partition.tokens_per_minute is not None:  # the task's share of maxTokensPerMinute
-        http = replace(query.options.http, max_tokens_per_minute=partition.tokens_per_minute)
+    if partition.tokens_per_minute is not None or partition.pool_width is not None:
+        http = replace(  # the task's share of maxTokensPerMinute, the pool's width (planning)
+            query.options.http,
+            max_tokens_per_minute=partition.tokens_per_minute
+            if partition.tokens_per_minute is not None
+            else query.options.http.max_tokens_per_minute,
+            pool_width=partition.pool_width,
+            tokens_spent=partition.tokens_spent,
+        )
         query = replace(query, options=replace(query.options, http=http))
     options = query.options
     with task_progress(  # option metrics: the task's progress every few seconds

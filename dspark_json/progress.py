@@ -191,12 +191,9 @@ class _Task:
             failures.update(dict(tally.failures))
             for i in range(3):
                 tokens[i] += tally.tokens[i]
-            gate = getattr(run, "gate", None)
-            held += gate.held_s if gate is not None else 0.0
-            budget = getattr(run, "budget", None)  # maxTokensPerMinute / maxTokensInFlight waits
-            held += budget.waited_s if budget is not None else 0.0
-            limits = list(getattr(run, "limits", {}).values()) or [getattr(run, "limit", None)]
-            inflight = max([inflight, *(int(x.limit) for x in limits if x is not None)])
+            pool = run.pool  # held at the gate and by the token budgets; the in-flight limits
+            held += pool.held_s
+            inflight = max([inflight, *(int(x.limit) for x in pool.all_limits())])
             for model, sent in dict(tally.model_requests).items():
                 used = tally.model_tokens.get(model, [0, 0, 0])
                 figures = models.setdefault(model, _model_figures())

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 
 import pyarrow as pa
@@ -218,6 +219,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         #: far (for the whole-run line at stop), for the progress records.
         self._run: dict[str, object] | None = None
         self._run_records: list[dict[str, object]] = []
+        #: The records of the last WIDTH_SPAN_S seconds, as written: the pool's width and the
+        #: minute's tokens for the next micro-batch (:func:`_carried`).
+        self._recent: list[dict[str, object]] = []
         self._run_batches = 0  # the batches reported in the records above
 
     def initialOffset(self) -> dict[str, object]:
@@ -305,6 +309,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         ]
         numbers = tuple(unit.index for p in planned for unit in (p.parts or (p,)))
         self._unreported[batch_id] = (last, batch, numbers)
+        planned = _carried(planned, self._recent, self.query.options)
         self._progress(batch_id, first, planned)
         return planned
 
@@ -401,6 +406,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             if mine:
                 driver_logger().info("%s", summary(mine, f"batch {batch_id}"))
                 self._run_records.extend(mine)
+                self._recent = _still_recent([*self._recent, *mine], time.time())
                 self._run_batches += 1
                 if len(self._run_records) > _FOLD_PAST:  # a long run, in bounded memory
                     self._run_records = [fold_records(self._run_records)]
@@ -452,6 +458,112 @@ def _plan(
 
 
 _SHARES_WARNED: set[tuple[int, int]] = set()
+
+#: How far back the driver looks at the last micro-batches' records for the pool's width
+#: (seconds, wall clock): long enough to span a few batches, short enough to follow a cluster
+#: that shrinks.
+WIDTH_SPAN_S = 600.0
+#: Slices a task's spend of tokens is spread over, between its start and its end.
+_SLICES = 6
+
+
+def _window(record: Mapping[str, object]) -> tuple[float, float] | None:
+    """When a task sent its requests (wall clock): from its HTTP and parse time before ``at``,
+    to ``at`` (its record's writing); ``None`` where the record does not say."""
+    try:
+        end = datetime.fromisoformat(str(record["at"])).timestamp()
+        took = float(str(record.get("http_seconds") or 0)) + float(
+            str(record.get("parse_seconds") or 0)
+        )
+    except (KeyError, ValueError):
+        return None
+    return end - max(took, 0.0), end
+
+
+def pool_width(
+    records: Sequence[Mapping[str, object]], partitions: int, now: float
+) -> tuple[int, int] | None:
+    """(machines, tasks at once) for a micro-batch of ``partitions`` tasks, from the records
+    of the stream's last micro-batches (those written in the last :data:`WIDTH_SPAN_S`): the
+    machines that ran them, and the most tasks that ran at once in one batch, at most
+    ``partitions``; ``None`` where no record says (the first micro-batch). The gate's count of
+    the tasks that split a reading's room (:func:`dspark_json.http.gauges.across`): this
+    machine's times the machines, at most the tasks at once. It is learnt, not asked of Spark:
+    a data source's planning runs in a Python worker without a SparkContext (and Spark Connect
+    has none), and the tasks that really ran are what the room is shared by."""
+    machines: set[str] = set()
+    spans: dict[object, list[tuple[float, float]]] = {}
+    for record in records:
+        window = _window(record)
+        if window is None or window[1] < now - WIDTH_SPAN_S:
+            continue
+        if record.get("machine"):
+            machines.add(str(record["machine"]))
+        spans.setdefault(record.get("batch"), []).append(window)
+    if not machines or not spans:
+        return None
+    most = 1
+    for windows in spans.values():  # the most windows open at once, per batch
+        edges = sorted([(a, 1) for a, _ in windows] + [(b, -1) for _, b in windows])
+        running = 0
+        for _, step in edges:
+            running += step
+            most = max(most, running)
+    return len(machines), max(1, min(partitions, most))
+
+
+def _still_recent(records: Sequence[dict[str, object]], now: float) -> list[dict[str, object]]:
+    """The records whose task ended within the last :data:`WIDTH_SPAN_S` seconds (those
+    :func:`pool_width` and :func:`tokens_spent` read)."""
+    kept = []
+    for record in records:
+        window = _window(record)
+        if window is not None and window[1] >= now - WIDTH_SPAN_S:
+            kept.append(record)
+    return kept
+
+
+def tokens_spent(records: Sequence[Mapping[str, object]], now: float) -> list[tuple[float, int]]:
+    """What the stream's last micro-batches spent within the minute before ``now``, as (wall
+    time, tokens): each task's tokens (its first answers' and its re-asks') spread evenly over
+    its window (:data:`_SLICES` slices), the slices still in the minute kept (option
+    maxTokensPerMinute: the minute goes on across micro-batches)."""
+    slices: dict[float, int] = {}
+    for record in records:
+        window = _window(record)
+        if window is None or window[1] <= now - 60.0:
+            continue
+        repair = record.get("repair")
+        tokens = sum(
+            int(str(record.get(name) or 0)) for name in ("prompt_tokens", "completion_tokens")
+        ) + (int(str(repair.get("spent_tokens") or 0)) if isinstance(repair, Mapping) else 0)
+        start, end = window
+        for i in range(1, _SLICES + 1):
+            at = start + (end - start) * i / _SLICES
+            if at > now - 60.0:
+                slices[at] = slices.get(at, 0) + tokens // _SLICES
+    return sorted(slices.items())
+
+
+def _carried(
+    planned: list[PromptPartition], records: Sequence[Mapping[str, object]], options: Options
+) -> list[PromptPartition]:
+    """A micro-batch's partitions told what the stream's last micro-batches left (from their
+    metrics records: option metrics): the pool's width (option maxServerQueue) and each task's
+    even share of the minute's tokens spent (option maxTokensPerMinute)."""
+    if not planned or not records:
+        return planned
+    now = time.time()
+    width = None
+    if options.http.max_server_queue is not None:
+        width = pool_width(records, len(planned), now)
+    spent: tuple[tuple[float, int], ...] = ()
+    if options.http.max_tokens_per_minute is not None:
+        n = len(planned)
+        spent = tuple((at, tokens // n) for at, tokens in tokens_spent(records, now) if tokens >= n)
+    if width is None and not spent:
+        return planned
+    return [replace(p, pool_width=width, tokens_spent=spent) for p in planned]
 
 
 def warn_small_share(per_minute: int, tasks: int, max_tokens: int | None) -> None:

@@ -90,18 +90,17 @@ class FakeTally:
         self.model_tokens = {"m": [30, 9, 6]}
 
 
-class FakeHeld:
-    def __init__(self, held_s=0.0, waited_s=0.0):
-        self.held_s, self.waited_s = held_s, waited_s
+class FakePool:
+    held_s = 0.75  # at maxServerQueue's gate and for maxTokensPerMinute / maxTokensInFlight
+
+    def all_limits(self):
+        return []
 
 
 class FakeRun:
     def __init__(self):
         self.stats = FakeTally()
-        self.gate = FakeHeld(held_s=0.25)  # maxServerQueue's gate
-        self.budget = FakeHeld(waited_s=0.5)  # maxTokensPerMinute / maxTokensInFlight
-        self.limits = {}
-        self.limit = None
+        self.pool = FakePool()
 
 
 def test_a_task_writes_live_counts_then_its_metrics_record(tmp_path, monkeypatch):

@@ -5,9 +5,10 @@ vLLM's shape. When a request carries ``response_format`` with a JSON Schema, the
 that conforms to it, the same for the same seed and messages; otherwise it is a line of prose.
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice;
 ``GET /stats/latency`` the seconds from arrival to answer of each request that carried an
-``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency). ``GET /metrics``
-answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`); ``/stats``
-counts those reads (``metrics_reads``).
+``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency), ``GET /stats/lag``
+how late its own loop woke, with when (the part of a latency the machine's CPU added).
+``GET /metrics`` answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`);
+``/stats`` counts those reads (``metrics_reads``).
 
 Several models (``--served-model-name a,b``, or ``model="a,b"``): each name is a model of its own
 that the simulator serves (vLLM's flag of that name gives one model several aliases; here the
@@ -64,7 +65,7 @@ import logging
 import math
 import random
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -333,6 +334,8 @@ class Simulator:
         self.scheduler = Scheduler(self.faults.capacity, self.faults.scheduling_policy)
         #: Seconds from arrival to answer, by the x-dspark-tenant header of the request.
         self.latencies: dict[str, list[float]] = {}
+        #: (when, seconds late) of the loop's wakes: ``GET /stats/lag`` (the last 10 minutes).
+        self.lags: deque[tuple[float, float]] = deque(maxlen=30_000)
         self._window = (0.0, 0)  # option rpm: when the current window began, completions in it
         #: The clock of option rpm's windows (seconds): a test sets its own, so that what it
         #: checks does not hang on how fast the machine is.
@@ -344,7 +347,18 @@ class Simulator:
         self._released = asyncio.Event()
 
     async def serve(self, host: str, port: int) -> asyncio.Server:
+        self._lag_probe = asyncio.ensure_future(self._probe_lag())
         return await asyncio.start_server(self._connection, host, port, backlog=1024)
+
+    async def _probe_lag(self) -> None:
+        """How late the simulator's own loop wakes (a 20 ms sleep's excess, every 20 ms), kept
+        with when (``time.time()``) for ``GET /stats/lag``: a benchmark tells a tenant's latency
+        that the machine's CPU added (the simulator's timers late) from the queue's."""
+        loop = asyncio.get_running_loop()
+        while True:
+            asked = loop.time()
+            await asyncio.sleep(0.02)
+            self.lags.append((time.time(), loop.time() - asked - 0.02))
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -398,6 +412,8 @@ class Simulator:
             return Reply(200, dict(self.counts))
         if path == "/stats/latency":
             return Reply(200, self.latencies)
+        if path == "/stats/lag":
+            return Reply(200, list(self.lags))
         if path == "/metrics":
             self.counts["metrics_reads"] += 1  # how often the gates read it (http.readings)
             text = prometheus_text(self.models, self.scheduler)

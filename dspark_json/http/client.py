@@ -21,28 +21,16 @@ from typing import Any
 import httpx
 
 from dspark_json.errors import OptionError
-from dspark_json.http.concurrency import AdaptiveLimit
-from dspark_json.http.endpoints import PROBE_PATH, Endpoint, EndpointPool, NoEndpoint, NoServer
-from dspark_json.http.failures import (
-    body_error,
-    budget_error,
-    held_error,
-    http_error,
-    invalid_utf8_error,
-    model_unavailable_error,
-    no_endpoint_error,
-    transport_error,
-)
-from dspark_json.http.gauges import Gate
+from dspark_json.http.endpoints import PROBE_PATH, Endpoint
+from dspark_json.http.failures import http_error, invalid_utf8_error, transport_error
 from dspark_json.http.options import CHAT_COMPLETIONS, HttpOptions
 from dspark_json.http.order import plan
-from dspark_json.http.readings import shared
-from dspark_json.http.replicas import Replicas, model_not_found, request_model
+from dspark_json.http.pool import Place, Pool
+from dspark_json.http.replicas import request_model
 from dspark_json.http.retry import backoff, retry_hint
 from dspark_json.http.secrets import Secret, redact
-from dspark_json.http.tokens import TokenBudget, estimate, used_tokens
 from dspark_json.http.transport import BodyRefused, StreamTransport, proxy_for, read_body
-from dspark_json.http.verdicts import TRANSPORT, Next, Verdict, judge
+from dspark_json.http.verdicts import TRANSPORT, Next, judge
 from dspark_json.records import ClientStats, Fetched, Outcome, Outcomes, watch
 from dspark_json.rows import RowError, status_of_error
 
@@ -187,7 +175,9 @@ class _ByEndpoint(dict[Endpoint, Any]):
 
 class _Run:
     """One partition's requests: workers with their own keep-alive connections pull prompts
-    from a shared queue; the adaptive limit decides how many of them send at once."""
+    from a shared queue; each request takes its place in the task's pool
+    (:class:`~dspark_json.http.pool.Pool`: endpoint, gate, in-flight limit, token budgets),
+    is sent, judged (:mod:`.verdicts`), and the pool obeys the verdict."""
 
     def __init__(
         self,
@@ -208,11 +198,6 @@ class _Run:
             "pool": None,
         }
         self.stop_on_failure = stop_on_failure
-        self.secrets = [
-            api_key,
-            *(e.credentials for e in config.endpoints),
-            *config.request_headers.secrets(),
-        ]
         # By endpoint, made when an endpoint is first used (replicas come and go); a URL is
         # parsed once: httpx parses a URL given as text on every request.
         self.headers = _ByEndpoint(
@@ -227,28 +212,35 @@ class _Run:
         self.probe_urls = _ByEndpoint(lambda e: httpx.URL(e.url + PROBE_PATH))
         self.results = [Outcome()] * len(payloads)
         self.stats = _Tally()
-        # The task's live progress, where it has one, reads the tally, the gate and the limits.
-        self.stats.live = watch(self)
         self.stopped = False
-        # Option maxServerQueue: new requests wait while an endpoint's /metrics says it is full.
-        limit = config.max_server_queue
-        self.gate = Gate(limit) if limit is not None else None
-        # Options maxTokensPerMinute, maxTokensInFlight: http.tokens.
-        self.budget = TokenBudget(config.max_tokens_per_minute, config.max_tokens_in_flight)
+        self.started = 0
+        self.pending: list[int] = []
+        self.rankings: Mapping[int, Sequence[Endpoint]] = {}
+        # Options endpointsFile, resolveEndpoints, several models: http.replicas.
+        self.models = [None if p is None else request_model(p) for p in payloads]
+        # Option priority: a replica that appears is asked whether it schedules by it first.
+        self.priority = _priority_of(payloads)
+        secrets = [api_key, *(e.credentials for e in config.endpoints)]
+        self.pool = Pool(
+            config,
+            [*secrets, *config.request_headers.secrets()],
+            probe=lambda e: self._probe(self.probes, e),
+            get=lambda e, path: self._get(self.probes, e, path),
+            metrics=self._metrics,
+            admit=self._schedules_priority if self.priority else None,
+            changed=self._replicas_changed,
+            backlog=lambda: len(self.pending) - self.started,
+        )
+        self.secrets = self.pool.secrets
+        # The task's live progress, where it has one, reads the tally and the pool.
+        self.stats.live = watch(self)
 
     async def run(self) -> Fetched:
-        pending = [i for i, payload in enumerate(self.payloads) if payload is not None]
-        self.rankings: Mapping[int, Sequence[Endpoint]] = {}
+        pending = self.pending = [i for i, p in enumerate(self.payloads) if p is not None]
         if self.config.prefix_order:
             sent = plan(self.payloads, self.config.endpoints)
             pending, self.rankings = sent.order, sent.rankings
         queue = iter(pending)
-        self.limits: dict[tuple[Endpoint, str | None], AdaptiveLimit] = {}  # by model
-        self.limit = AdaptiveLimit(
-            self.config.initial_concurrency,
-            self.config.max_concurrency,
-            adaptive=self.config.adaptive_concurrency,
-        )
         # Loading the CA bundle is costly: once per partition, not per worker, and only
         # where an endpoint speaks https.
         secure = self.config.endpoints_file is not None or any(
@@ -256,36 +248,17 @@ class _Run:
         )  # the file's replicas may speak https
         self.ssl_context = httpx.create_ssl_context() if secure else None
         self.probes = probes = self._transport()
-        self.started = 0
-        self.pool = EndpointPool(
-            self.config.endpoints,
-            lambda e: self._probe(probes, e),
-            deadline=self.config.request_deadline,
-            backlog=lambda: len(pending) - self.started,
-        )
-        # Options endpointsFile, resolveEndpoints, several models: http.replicas.
-        self.models = [None if p is None else request_model(p) for p in self.payloads]
-        # Option priority: a replica that appears is asked whether it schedules by it first.
-        self.priority = _priority_of(self.payloads)
-        self.replicas = Replicas(
-            self.config,
-            lambda e, path: self._get(probes, e, path),
-            self._replicas_changed,
-            admit=self._schedules_priority if self.priority else None,
-        )
+        pool = self.pool
         try:
-            await self.replicas.start(self.models)
+            await pool.start(self.models)
             workers = min(self.config.max_concurrency, len(pending))
             await asyncio.gather(*(self._worker(queue) for _ in range(workers)))
         finally:
-            if self.gate is not None:  # its share of the pools' room goes to the other tasks
-                self.gate.close()
-            await self.replicas.close()
-            await self.pool.close()
+            await pool.close()
             if probes is not self.injected:
                 await probes.aclose()
         tally = self.stats
-        limits = list(self.limits.values()) or [self.limit]
+        limits = pool.all_limits()
         stats = ClientStats(
             requests=tally.requests,
             retries=tally.retries,
@@ -295,10 +268,10 @@ class _Run:
             limit_peak=max(x.peak for x in limits),
             limit_lowest=min(x.lowest for x in limits),
             limit_final=max(int(x.limit) for x in limits),
-            endpoint_rests=self.pool.rests,
+            endpoint_rests=pool.endpoints.rests,
             model_requests=dict(tally.model_requests),
             model_latencies={m: tuple(v) for m, v in tally.model_latencies.items()},
-            held_s=(self.gate.held_s if self.gate is not None else 0.0) + self.budget.waited_s,
+            held_s=pool.held_s,
             shed=tally.shed,
         )
         return Fetched(outcomes=Outcomes.of(self.results), stats=stats)
@@ -351,10 +324,8 @@ class _Run:
         return response.status_code, body, response.headers
 
     def _replicas_changed(self, endpoints: tuple[Endpoint, ...]) -> None:
-        """Replicas came or went: the pool takes them; the send plan's endpoint preferences
+        """Replicas came or went (the pool took them): the send plan's endpoint preferences
         (prefixOrder) are made again over them, for the requests not yet sent."""
-        self.pool.replace(endpoints)
-        self.secrets += [e.credentials for e in endpoints if e.credentials not in self.secrets]
         if self.config.prefix_order:  # replicas that came: their share of the prefixes
             self.rankings = plan(self.payloads, endpoints).rankings
 
@@ -466,249 +437,6 @@ class _Run:
             if transport is not self.injected:
                 await transport.aclose()
 
-    def _limit_for(self, endpoint: Endpoint, model: str | None) -> AdaptiveLimit:
-        """The in-flight limit of requests for ``model`` at ``endpoint`` where the client
-        routes by model (each adapts to its own latency: a 70B model's queue does not hold
-        back a 7B's); the task's one limit otherwise. The workers still bound the task's
-        requests in flight to maxConcurrency in all."""
-        if not self.replicas.active:
-            return self.limit
-        key = (endpoint, model)
-        limit = self.limits.get(key)
-        if limit is None:
-            config = self.config
-            limit = self.limits[key] = AdaptiveLimit(
-                config.initial_concurrency,
-                config.max_concurrency,
-                adaptive=config.adaptive_concurrency,
-            )
-        return limit
-
-    def _still_serves(self, endpoint: Endpoint, model: str | None) -> bool:
-        """Whether ``endpoint`` is still one of the pool's and, where the client routes by
-        model, still serves ``model`` (a request waited for its place meanwhile)."""
-        if not self.replicas.active:
-            return True
-        allowed = self.replicas.allows(model)
-        return endpoint in self.replicas.endpoints and (allowed is None or allowed(endpoint))
-
-    def _down(self, endpoint: Endpoint, prefer: Sequence[Endpoint]) -> Sequence[Endpoint]:
-        """``endpoint`` failed a request as a down server does: counted by the pool, and put
-        last in the request's ``prefer``, so that its retry tries the next endpoint first."""
-        self.pool.failed(endpoint)
-        return [*(e for e in prefer if e != endpoint), *(e for e in prefer if e == endpoint)]
-
-    def _up(
-        self, endpoint: Endpoint, prefer: Sequence[Endpoint], *, throttled: bool
-    ) -> Sequence[Endpoint]:
-        """``endpoint`` answered as a server that is up (counted so by the pool). Where it
-        rate-limited the request, the retry tries the pool's other endpoints first, from the
-        one after it, ``endpoint`` last: a key whose limit is spent at one gateway of several,
-        or one busy replica, would otherwise hold its rows there until requestDeadline while
-        the others have room."""
-        self.pool.succeeded(endpoint)
-        order = list(self.pool.endpoints)
-        if not throttled or endpoint not in order:
-            return prefer
-        at = order.index(endpoint)
-        return [*order[at + 1 :], *order[:at], endpoint]
-
-    async def _budgeted(self, endpoint: Endpoint, tokens: int, deadline: float) -> bool:
-        """Room for ``tokens`` in the token budgets (options maxTokensPerMinute,
-        maxTokensInFlight), waited for until ``deadline``; True at once without them."""
-        return not self.budget.active or await self.budget.acquire(endpoint, tokens, deadline)
-
-    def _spent(self, endpoint: Endpoint, tokens: int, answer: bytes | None) -> None:
-        """A request counted with ``tokens`` ended: a 200 ``answer`` spent its usage (else
-        the estimate); an answer that is not one, or none, spent nothing."""
-        if self.budget.active:
-            used = (used_tokens(answer) or tokens) if answer is not None else None
-            self.budget.release(endpoint, tokens, used)
-
-    def _obey(
-        self, verdict: Verdict, endpoint: Endpoint, prefer: Sequence[Endpoint], limit: AdaptiveLimit
-    ) -> Sequence[Endpoint]:
-        """What ``verdict`` does to the in-flight limit and the pool: the limit backs off; a
-        down server's answer counts towards its rest (:meth:`_down`), any other says it is up
-        (:meth:`_up`; a rate-limited or shed request tries the other endpoints first). The
-        endpoints the request prefers next."""
-        if verdict.back_off:
-            limit.on_overload()
-        if verdict.rest:
-            return self._down(endpoint, prefer)
-        return self._up(endpoint, prefer, throttled=verdict.elsewhere_first)
-
-    def _refused(
-        self, exc: BodyRefused, endpoint: Endpoint, attempt: int, limit: AdaptiveLimit
-    ) -> Outcome:
-        """A body not read (over maxResponseBytes, or not decodable): the server answered, so
-        it is not down, and the same request would get the same answer: no retry."""
-        self._release(endpoint, limit)
-        self.pool.succeeded(endpoint)
-        error = body_error(exc, attempt)
-        self.stats.statuses[error["type"]] += 1
-        return Outcome(error=error)
-
-    async def _admit(
-        self,
-        endpoint: Endpoint,
-        limit: AdaptiveLimit,
-        model: str | None,
-        deadline: float,
-        *,
-        error: RowError | None,
-        attempt: int,
-    ) -> Outcome | bool:
-        """A place for a new request to ``endpoint``: room on the server (option
-        maxServerQueue: :class:`~dspark_json.http.gauges.Gate`), then in ``limit`` (the
-        in-flight limit of the request's (endpoint, model) where the client routes by model).
-        False where the endpoint left the pool or stopped serving ``model`` while the request
-        waited at the gate (nothing taken: it picks again); the outcome of the prompt where a
-        hold at the gate spent its ``deadline`` (loop time): nothing is sent then."""
-        loop = asyncio.get_running_loop()
-        if self.gate is not None and not await self._gate(endpoint, model, deadline):
-            return False
-        await limit.acquire()
-        if self.gate is not None:
-            self.gate.sent(endpoint.url)
-        if self.gate is None or loop.time() < deadline:
-            return True
-        self._release(endpoint, limit)
-        return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
-
-    async def _gate(self, endpoint: Endpoint, model: str | None, deadline: float) -> bool:
-        """Wait at the gate for room at ``endpoint`` (until ``deadline`` at most); where the
-        client routes by model, stop waiting (False) once the endpoint left the pool or
-        stopped serving ``model``: a replica removed while saturated does not hold the
-        request to its deadline."""
-        assert self.gate is not None
-        loop = asyncio.get_running_loop()
-        # One reading per machine, shared by its tasks (http.readings).
-        fetch = shared(endpoint.url, lambda limit: self._metrics(endpoint, limit))
-        wait = self.gate.wait(endpoint.url, fetch, deadline - loop.time())
-        if not self.replicas.active:
-            await wait
-            return True
-        waiter = asyncio.ensure_future(wait)
-        try:
-            while True:
-                moved = asyncio.ensure_future(self.replicas.moved.wait())
-                try:
-                    await asyncio.wait((waiter, moved), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    moved.cancel()
-                if waiter.done():
-                    waiter.result()
-                    return True
-                if not self._still_serves(endpoint, model):
-                    return False
-        finally:
-            if not waiter.done():
-                waiter.cancel()
-                await asyncio.gather(waiter, return_exceptions=True)
-
-    def _release(self, endpoint: Endpoint, limit: AdaptiveLimit) -> None:
-        """A request to ``endpoint`` ended (answered or not): its places are free."""
-        limit.release()
-        if self.gate is not None:
-            self.gate.ended(endpoint.url)
-
-    async def _endpoint(
-        self,
-        deadline: float,
-        prefer: Sequence[Endpoint],
-        model: str | None,
-        error: RowError | None,
-        attempt: int,
-    ) -> Endpoint | Outcome:
-        """The endpoint of a request's next attempt (one that serves its ``model`` where the
-        client routes by model); the row's outcome where none comes before ``deadline``."""
-        loop = asyncio.get_running_loop()
-        while True:
-            left = deadline - loop.time()
-            try:
-                return await self.pool.pick(left, prefer, self.replicas.allows(model))
-            except NoServer:
-                if left <= 0:
-                    return self._unserved(model, error, attempt)
-                await self.replicas.wait_for(model or "", left)
-            except NoEndpoint:
-                return Outcome(
-                    error=no_endpoint_error(
-                        [e.url for e in self.pool.endpoints] or ["option endpointsFile lists none"],
-                        self.config.request_deadline,
-                        error,
-                        attempt,
-                        self.secrets,
-                    )
-                )
-
-    async def _place(
-        self,
-        deadline: float,
-        prefer: Sequence[Endpoint],
-        model: str | None,
-        error: RowError | None,
-        attempt: int,
-        *,
-        tokens: int = 0,
-    ) -> tuple[Endpoint, AdaptiveLimit] | Outcome:
-        """The endpoint of a request's attempt number ``attempt`` and the in-flight limit it
-        counts in, its place taken (:meth:`_admit`), then room for its ``tokens`` in the token
-        budgets (:meth:`_budgeted`); the row's outcome where none comes before
-        ``deadline``. A request that waited for its place while its replica left the pool or
-        stopped serving its model picks again, within what is left of the deadline."""
-        while True:
-            picked = await self._endpoint(deadline, prefer, model, error, attempt - 1)
-            if isinstance(picked, Outcome):
-                return picked
-            limit = self._limit_for(picked, model)
-            admitted = await self._admit(
-                picked, limit, model, deadline, error=error, attempt=attempt
-            )
-            if isinstance(admitted, Outcome):
-                return admitted
-            if admitted and self._still_serves(picked, model):
-                if await self._budgeted(picked, tokens, deadline):
-                    return picked, limit
-                self._release(picked, limit)
-                deadline_s = self.config.request_deadline
-                return Outcome(error=error or budget_error(deadline_s, attempt - 1))
-            if admitted:
-                self._release(picked, limit)
-
-    async def _misrouted(
-        self, endpoint: Endpoint, model: str | None, status: int, body: bytes, attempt: int
-    ) -> bool:
-        """Whether ``endpoint`` answered that it does not serve ``model`` (a 404 naming it)
-        and the request is tried again (attempts left, and another endpoint may serve it: a
-        lone gateway that does not know the model gets one request per prompt): the client
-        then routes by model, and sends no request for it there until its ``/v1/models``
-        lists it again."""
-        if model is None or not model_not_found(status, body):
-            return False
-        await self.replicas.activate()
-        self.replicas.not_serving(endpoint, model)
-        allowed = self.replicas.allows(model)
-        elsewhere = allowed is None or any(allowed(e) for e in self.replicas.endpoints)
-        if attempt >= self.config.max_attempts or not elsewhere:  # not to the same one again
-            return False
-        self.stats.retries += 1
-        return True
-
-    def _unserved(self, model: str | None, error: RowError | None, attempt: int) -> Outcome:
-        """No endpoint served ``model`` until the prompt's deadline: ``model_unavailable``."""
-        error = model_unavailable_error(
-            model or "",
-            served=self.replicas.describe(model or ""),
-            deadline=self.config.request_deadline,
-            last=error,
-            attempts=attempt,
-            secrets=self.secrets,
-        )
-        self.stats.statuses[error["type"]] += 1
-        return Outcome(error=error)
-
     async def _send(
         self,
         transport: httpx.AsyncBaseTransport,
@@ -716,59 +444,47 @@ class _Run:
         prefer: Sequence[Endpoint],
         model: str | None = None,
     ) -> Outcome:
-        # One request, retried as http.retry says; to the first endpoint of ``prefer`` that
-        # does not rest (one that failed it goes last for its retries), else round-robin.
+        """One request: place, send, judge, obey; again as the verdict and http.retry say, to
+        the first endpoint of ``prefer`` that does not rest (one that failed it goes last for
+        its retries), else round-robin."""
         config, pool, stats = self.config, self.pool, self.stats
         loop, attempt = asyncio.get_running_loop(), 0
         deadline = loop.time() + config.request_deadline
         error: RowError | None = None
         throttled = 0  # attempts answered with a rate limit: not counted against maxAttempts
-        tokens = estimate(payload) if self.budget.active else 0
+        tokens = pool.tokens(payload)
         while True:
-            placed = await self._place(deadline, prefer, model, error, attempt + 1, tokens=tokens)
-            if isinstance(placed, Outcome):
-                return placed
-            (endpoint, limit), attempt = placed, attempt + 1
-            wait_hint: float | None = None
+            place = await pool.place(deadline, prefer, model, error, attempt + 1, tokens=tokens)
+            if isinstance(place, Outcome):
+                if place.error is not None and place.error["type"] == "model_unavailable":
+                    stats.statuses["model_unavailable"] += 1  # no endpoint served its model
+                return place
+            attempt += 1
             stats.sent(model)
-            started = time.perf_counter()
-            try:  # what a hold at the gate left of the deadline bounds the attempt
-                async with asyncio.timeout(
-                    min(config.request_timeout, max(deadline - loop.time(), 0.001))
-                ):
-                    status, body, headers = await self._request(
-                        transport,
-                        "POST",
-                        self.urls[endpoint],
-                        self.headers[endpoint],
-                        content=payload,
-                        timeouts=self.timeouts,
-                    )
+            try:
+                status, body, headers = await self._post(transport, place, payload, deadline)
             except BodyRefused as exc:
-                self._spent(endpoint, tokens, None)
-                return self._refused(exc, endpoint, attempt, limit)
+                refused = pool.refused(exc, place, attempt)
+                assert refused.error is not None
+                stats.statuses[refused.error["type"]] += 1
+                return refused
             except (httpx.TransportError, TimeoutError) as exc:
-                self._spent(endpoint, tokens, None)
-                self._release(endpoint, limit)
-                prefer = self._obey(TRANSPORT, endpoint, prefer, limit)
+                prefer = pool.obey(TRANSPORT, place, prefer, None)
                 error = transport_error(exc, attempt, config.request_timeout, self.secrets)
                 stats.statuses[error["type"]] += 1
-                retry = TRANSPORT.next is Next.RETRY
+                retry, wait_hint = TRANSPORT.next is Next.RETRY, None
             else:
-                self._release(endpoint, limit)
                 stats.statuses[str(status)] += 1
                 verdict = judge(status, headers, body)
-                self._spent(endpoint, tokens, body if verdict.next is Next.ANSWER else None)
+                prefer = pool.obey(verdict, place, prefer, body)
                 if verdict.next is Next.ANSWER:
-                    limit.on_success(time.perf_counter() - started)
-                    stats.answered(model, time.perf_counter() - started, body)
-                    pool.succeeded(endpoint)
+                    stats.answered(model, time.perf_counter() - place.started, body)
                     return _answered(body, attempt)
-                prefer = self._obey(verdict, endpoint, prefer, limit)
                 error = http_error(status, body, attempt, self.secrets)
-                if verdict.next is Next.REROUTE and await self._misrouted(
-                    endpoint, model, status, body, attempt
+                if verdict.next is Next.REROUTE and await pool.misrouted(
+                    place.endpoint, model, status, body, attempt
                 ):
+                    stats.retries += 1
                     continue  # at once, to a replica that serves the model
                 later = verdict.next is Next.LATER
                 retry = later or verdict.next is Next.RETRY
@@ -786,3 +502,19 @@ class _Run:
             stats.retries += 1
             logger.debug("Retrying after %s (attempt %d) in %.2fs", error["type"], attempt, delay)
             await asyncio.sleep(delay)
+
+    async def _post(
+        self, transport: httpx.AsyncBaseTransport, place: Place, payload: bytes, deadline: float
+    ) -> tuple[int, bytes, httpx.Headers]:
+        """Send ``payload`` to ``place``'s endpoint: the answer's status, body and headers.
+        What a hold at the gate left of the deadline bounds the attempt."""
+        left = max(deadline - asyncio.get_running_loop().time(), 0.001)
+        async with asyncio.timeout(min(self.config.request_timeout, left)):
+            return await self._request(
+                transport,
+                "POST",
+                self.urls[place.endpoint],
+                self.headers[place.endpoint],
+                content=payload,
+                timeouts=self.timeouts,
+            )

@@ -47,9 +47,13 @@ held at a saturated endpoint whatever option ``model`` says.
   :func:`dspark_json.http.readings.tasks`), in whole requests, the remainder to as many tasks as
   it holds. A reading's room split so still fills: each reading gives what is left again, so
   the stream reaches the same level as one task would, without the ``k`` tasks each taking the
-  whole room at once. The tasks of other machines are not seen: each machine's tasks together
-  take the room once (``m`` machines: up to ``m`` times at one reading, taken back at the next,
-  where requests queue beyond ``maxServerQueue``).
+  whole room at once. The tasks of other machines are not seen from here: from the second
+  micro-batch of a stream on, the driver tells each task how many machines ran the last
+  batches' tasks and how many ran at once (their metrics records), and the count is this
+  machine's times the machines, at most those at once (:func:`across`); in a batch read and
+  the first micro-batch, each machine's tasks together take the room once (``m`` machines: up
+  to ``m`` times at one reading, taken back at the next, where requests queue beyond
+  ``maxServerQueue``).
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ import asyncio
 import logging
 import math
 import os
+import random
 import re
 import threading
 import time
@@ -71,7 +76,16 @@ from dspark_json.http import readings
 from dspark_json.http.transport import BodyTooLarge
 from dspark_json.phases import phase
 
-__all__ = ["Gate", "Gauges", "MetricsFetch", "Reading", "Unreadable", "parse_gauges", "part"]
+__all__ = [
+    "Gate",
+    "Gauges",
+    "MetricsFetch",
+    "Reading",
+    "Unreadable",
+    "across",
+    "parse_gauges",
+    "part",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -195,11 +209,11 @@ class Gauges:
             entry.used = now
             return entry
 
-    async def read(self, url: str, fetch: MetricsFetch) -> Reading | None:
-        """The latest reading of the endpoint at ``url`` (fetched first with ``fetch`` when the
-        last fetch is older than the refresh interval); ``None`` where its /metrics is not
-        vLLM's."""
-        entry = self._entry(url)
+    async def read(self, url: str, fetch: MetricsFetch, *, route: str = "") -> Reading | None:
+        """The latest reading of the endpoint at ``url`` for requests sent with ``route`` (a
+        digest of their headers: :mod:`.readings`), fetched first with ``fetch`` when the last
+        fetch is older than the refresh interval; ``None`` where its /metrics is not vLLM's."""
+        entry = self._entry(f"{url}\n{route}" if route else url)
         now = time.monotonic()
         if now < entry.unsupported_until:
             return None
@@ -290,6 +304,7 @@ class _Budget:
     target: float | None = None  # requests this task may have in flight (None: no bound)
     start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
+    rounding: float = 0.5  # added before rounding the target down to whole requests (dither)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
@@ -327,6 +342,19 @@ def part(free: float, share: readings.Share, shift: int) -> float:
     return mine if free >= 0 else -mine
 
 
+def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Share:
+    """The tasks that split a reading's room across the cluster: this machine's (``share``,
+    its leases), times the ``machines`` that ran the stream's tasks, at most the ``tasks`` that
+    ran at once (``width = (machines, tasks)``, learnt by the driver from the last
+    micro-batches' metrics records: :func:`dspark_json.source.pool_width`), never fewer than
+    this machine's. ``share`` as is without a width (a batch read, the first micro-batch)."""
+    if width is None:
+        return share
+    machines, most = width
+    count = max(share.count, min(share.count * max(machines, 1), most))
+    return readings.Share(count, share.rank)
+
+
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
     """This task's in-flight target after a reading that leaves ``free`` room while it has
     ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
@@ -351,12 +379,22 @@ class Gate:
         gauges: Gauges = GAUGES,
         *,
         tasks: Callable[[str, str], readings.Share] | None = None,
+        route: str = "",
+        width: tuple[int, int] | None = None,
     ) -> None:
         self.max_queue = max_queue
         self.gauges = gauges
+        #: The digest of the headers the task's requests carry (option requestHeaders): its
+        #: readings and leases are those of the tasks that send with the same (http.readings).
+        self.route = route
+        #: (machines, tasks at once) of the stream's cluster, or None: :func:`across`.
+        self.width = width
         #: This machine's tasks that send to an endpoint (``http.readings.tasks``).
-        self.tasks = tasks if tasks is not None else readings.tasks
+        self.tasks = tasks or (lambda url, task: readings.tasks(url, task, route=route))
         self.name = f"{os.getpid()}-{id(self):x}"  # this task's lease among the machine's
+        #: Where this task rounds its target up to a whole request, where several tasks split
+        #: the room (:meth:`_allowed`): its own point in [0, 1), drawn once.
+        self.dither = random.random()
         self._budgets: dict[str, _Budget] = {}
         self.held_s = 0.0
 
@@ -368,17 +406,15 @@ class Gate:
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            reading = await self.gauges.read(url, fetch)
+            reading = await self.gauges.read(url, fetch, route=self.route)
             if reading is None:
                 break
             now = time.monotonic()
             if reading is not budget.reading:
                 shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
-                free = part(
-                    room(reading, self.max_queue),
-                    self.tasks(url, self.name),
-                    shift,
-                )
+                share = across(self.tasks(url, self.name), self.width)
+                free = part(room(reading, self.max_queue), share, shift)
+                budget.rounding = 0.5 if share.count == 1 else self.dither
                 queued = reading.waiting > self.max_queue
                 budget.target = target(budget.target, budget.inflight, free, queued)
                 budget.reading, budget.since, budget.start = reading, now, budget.inflight
@@ -410,14 +446,18 @@ class Gate:
         """Requests this task may have in flight at ``now``: the target, reached at once when
         it is lower than what was in flight at the reading, else by a ramp over the refresh
         interval (so that the stream's requests start, and so end, spread out, not in one
-        burst a reading)."""
+        burst a reading). In whole requests: one task alone rounds half up; where several
+        split the room, each rounds at its own point (:attr:`dither`), so that their whole
+        requests add up to the sum of their targets on average. Half up for all of them put
+        the stream far past the room with many tasks: 32 tasks each with a target of 0.5 (the
+        room's line over them) had 32 requests out, not 16, and the replicas' queues burst."""
         if budget.target is None:
             return math.inf
         level = budget.target
         if level > budget.start:
             share = min(1.0, (now - budget.since) / self.gauges.refresh_s)
             level = budget.start + (level - budget.start) * share
-        return math.floor(level + 0.5)
+        return math.floor(level + budget.rounding)
 
     def sent(self, url: str) -> None:
         """A request let through to ``url`` is sent now (it also had to wait for the task's
@@ -428,7 +468,7 @@ class Gate:
     def close(self) -> None:
         """The task sends no more: its leases go (http.readings.release)."""
         for url in self._budgets:
-            readings.release(url, self.name)
+            readings.release(url, self.name, route=self.route)
 
     def ended(self, url: str) -> None:
         """A request to ``url`` ended: its place is free for the next one."""

@@ -19,6 +19,7 @@ prints as ``***`` in ``repr``, plans and messages.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -99,6 +100,16 @@ class RequestHeaders:
     def secrets(self) -> Iterator[Secret]:
         """The values masked in every text (an echo of one in an error is masked too)."""
         return (v for _, v in self._items if isinstance(v, Secret))
+
+    def route(self) -> str:
+        """A digest of what the headers may route by (names, and the values that are not
+        credentials: those count by name only), so that two queries whose headers send them to
+        different backends of one gateway do not share a ``/metrics`` reading or its room
+        (:mod:`.readings`); ``""`` without headers. No credential goes into it."""
+        if not self._items:
+            return ""
+        shown = sorted((n.lower(), "" if isinstance(v, Secret) else v) for n, v in self._items)
+        return hashlib.sha256(json.dumps(shown).encode("utf-8")).hexdigest()[:16]
 
     @property
     def names(self) -> tuple[str, ...]:

@@ -396,7 +396,8 @@ class HttpOptions:
         "quota): the answers' usage over the last minute plus an estimate of the requests in "
         "flight (body bytes / 4 + max_tokens, else 512: set maxTokens) never passes it. Shared "
         "evenly by the tasks of a micro-batch (each gets its share, so all together stay under "
-        "it even at once). Off by default.",
+        "it even at once); with option metrics the minute goes on across micro-batches (each "
+        "starts with what the last ones spent in it). Off by default.",
         "200000",
         convert=positive(int),
     )
@@ -496,6 +497,15 @@ class HttpOptions:
     #: ``Options.storage.settings``, kept because the preflight and the endpoint reader are
     #: handed ``HttpOptions`` alone (the http layer sits below ``options``).
     storage: StorageSettings = field(default=ENVIRONMENT_ONLY, compare=False)
+    #: Set by the driver for a micro-batch's task (``dspark_json.source``), not an option:
+    #: (machines, tasks at once) of the stream's last micro-batches, so that the tasks of all
+    #: the machines split a ``/metrics`` reading's room (``http.gauges.across``); ``None``
+    #: where unknown (a batch read, the first micro-batch).
+    pool_width: tuple[int, int] | None = field(default=None, compare=False)
+    #: Set by the driver likewise: the task's share of the tokens the stream's last
+    #: micro-batches spent within the minute, as (wall time, tokens), so that option
+    #: maxTokensPerMinute's minute goes on across micro-batches (``http.tokens``).
+    tokens_spent: tuple[tuple[float, int], ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,9 @@ machine with 32 task slots would read each replica 32 times a second, and a clus
 cores 200 times (vLLM renders ``/metrics`` in its API server process). :func:`shared` wraps a
 task's fetch so that the tasks of one machine share one: the last answer is kept in a small
 file in a machine-local directory (:func:`directory`: the system's temp directory, one per
-user, mode 0700), named by the sha256 of the endpoint's URL (no credentials in it), and a task
+user, mode 0700), named by the sha256 of the endpoint's URL and of the headers that may route
+its requests (option ``requestHeaders``, credentials by name only: two queries whose headers
+send them to different backends of one gateway read and share apart), and a task
 whose reading is older than :data:`FRESH_S` takes the file's ``flock`` and fetches, while the
 others use the file. So each endpoint's ``/metrics`` is read at most about once per
 :data:`FRESH_S` per machine, whatever the number of tasks. Where the directory cannot be used
@@ -42,7 +44,17 @@ from pathlib import Path
 
 from dspark_json.regular import open_local
 
-__all__ = ["FRESH_S", "LEASE_S", "MAX_ENTRIES", "Share", "directory", "release", "shared", "tasks"]
+__all__ = [
+    "FRESH_S",
+    "LEASE_S",
+    "MACHINE",
+    "MAX_ENTRIES",
+    "Share",
+    "directory",
+    "release",
+    "shared",
+    "tasks",
+]
 
 logger = logging.getLogger("dspark_json")
 
@@ -79,13 +91,15 @@ def directory() -> Path | None:
     return path
 
 
-def shared(url: str, fetch: Fetch, where: Path | None = None) -> Fetch:
-    """``fetch`` of ``url``'s ``/metrics``, shared by the tasks of this machine through a file
-    in ``where`` (default :func:`directory`)."""
+def shared(url: str, fetch: Fetch, where: Path | None = None, *, route: str = "") -> Fetch:
+    """``fetch`` of ``url``'s ``/metrics``, shared by the tasks of this machine that send with
+    the same ``route`` (the digest of option requestHeaders:
+    :meth:`~dspark_json.http.headers.RequestHeaders.route`) through a file in ``where``
+    (default :func:`directory`)."""
     folder = where if where is not None else directory()
     if folder is None:
         return fetch
-    path = folder / _name(url)
+    path = folder / _name(url, route)
 
     async def read(limit: int) -> tuple[int, bytes]:
         kept = _fresh(path)
@@ -159,9 +173,11 @@ def _locked(path: Path) -> Iterator[bool]:
         os.close(handle)
 
 
-def _name(url: str) -> str:
-    """The file name of ``url``'s reading (no credentials in it)."""
-    return hashlib.sha256(url.encode("utf-8")).hexdigest()[:32]
+def _name(url: str, route: str = "") -> str:
+    """The file name of ``url``'s reading for requests sent with ``route`` (a digest of their
+    headers): a digest itself, no credentials in it."""
+    key = f"{url}\n{route}" if route else url
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -179,14 +195,15 @@ class Share:
 MACHINE = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8], 16)
 
 
-def tasks(url: str, task: str, where: Path | None = None) -> Share:
+def tasks(url: str, task: str, where: Path | None = None, *, route: str = "") -> Share:
     """Refresh the lease of ``task`` (a name unique on the machine: process and gate) on
-    ``url``'s room and count the live leases of ``url`` in ``where`` (default
-    :func:`directory`); ``Share(1, 0)`` where the directory cannot be used."""
+    ``url``'s room (for requests sent with ``route``) and count the live leases of it in
+    ``where`` (default :func:`directory`); ``Share(1, 0)`` where the directory cannot be
+    used."""
     folder = where if where is not None else directory()
     if folder is None:
         return Share(1, 0)
-    prefix = f"{_name(url)}.task."
+    prefix = f"{_name(url, route)}.task."
     mine = prefix + task
     _touch(folder / mine)
     now = time.time()
@@ -215,12 +232,13 @@ def tasks(url: str, task: str, where: Path | None = None) -> Share:
     return Share(len(live), sorted(live).index(mine))
 
 
-def release(url: str, task: str, where: Path | None = None) -> None:
-    """``task`` sends no more to ``url``: its lease goes (the others count it no longer)."""
+def release(url: str, task: str, where: Path | None = None, *, route: str = "") -> None:
+    """``task`` sends no more to ``url`` (with ``route``): its lease goes (the others count it
+    no longer)."""
     folder = where if where is not None else directory()
     if folder is not None:
         with contextlib.suppress(OSError):
-            os.unlink(folder / f"{_name(url)}.task.{task}")
+            os.unlink(folder / f"{_name(url, route)}.task.{task}")
 
 
 def _touch(path: Path) -> None:

@@ -12,7 +12,9 @@ budget is sent once nothing else is counted, so that it cannot wait forever.
 
 ``maxTokensPerMinute`` is the stream's: each micro-batch's tasks share it evenly (the share set
 at planning, :mod:`dspark_json.source`), so that together they stay under it even when all run
-at once; micro-batches run one after another.
+at once; micro-batches run one after another, and the minute goes on across them: the driver
+hands each task its share of what the last micro-batches spent within the minute (from their
+metrics records, option ``metrics``: ``spent``), counted as answers at those times.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 __all__ = ["COMPLETION_ESTIMATE", "TokenBudget", "estimate", "used_tokens"]
 
@@ -54,11 +57,19 @@ def used_tokens(body: bytes) -> int | None:
 class TokenBudget:
     """A task's token budgets: per minute (all endpoints), and in flight per endpoint."""
 
-    def __init__(self, per_minute: int | None, in_flight: int | None) -> None:
+    def __init__(
+        self,
+        per_minute: int | None,
+        in_flight: int | None,
+        *,
+        spent: Sequence[tuple[float, int]] = (),
+    ) -> None:
         self.per_minute = per_minute
         self.in_flight = in_flight
-        self._spent: deque[tuple[float, int]] = deque()  # (when answered, tokens)
+        self._spent: deque[tuple[float, int]] = deque()  # (when answered, loop time; tokens)
         self._spent_total = 0
+        #: Spent before this task (wall time, tokens): counted from the first request on.
+        self._before = sorted(spent) if per_minute is not None else []
         self._pending = 0  # estimates of the requests in flight (per minute)
         self._at: dict[Hashable, int] = {}  # estimates in flight by endpoint
         self._changed = asyncio.Event()
@@ -74,6 +85,12 @@ class TokenBudget:
         (nothing counted) where ``deadline`` (loop time) comes first."""
         loop = asyncio.get_running_loop()
         started = loop.time()
+        if self._before:  # the last micro-batches' spend, in this loop's time
+            ago = time.time() - loop.time()
+            for wall, before in self._before:
+                self._spent.append((wall - ago, before))
+                self._spent_total += before
+            self._before = []
         try:
             while not self._room(endpoint, tokens, loop.time()):
                 left = deadline - loop.time()

@@ -111,6 +111,12 @@ class PromptPartition(InputPartition):
     #: Its share of option maxTokensPerMinute for its micro-batch, set at planning (``None``:
     #: the option as given).
     tokens_per_minute: int | None = None
+    #: (machines, tasks at once) of the stream's last micro-batches, set at planning (``None``:
+    #: unknown): the tasks of every machine split a /metrics reading's room (http.gauges).
+    pool_width: tuple[int, int] | None = None
+    #: Its share of what the stream's last micro-batches spent of maxTokensPerMinute's minute,
+    #: (wall time, tokens), set at planning (http.tokens).
+    tokens_spent: tuple[tuple[float, int], ...] = ()
 
     @property
     def rows(self) -> int:

@@ -184,7 +184,7 @@ class FakeGauges:
     def __init__(self) -> None:
         self.reading: Reading | None = None
 
-    async def read(self, url: str, fetch: object) -> Reading | None:
+    async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
         return self.reading
 
 
@@ -471,3 +471,23 @@ def test_an_answer_that_is_not_vllms_is_read_again_later(monkeypatch):
     assert isinstance(seen[2], Reading) and seen[2].waiting == 5
     assert answers == []  # each answer read, none twice
     assert cache._entries["u"].retry_s == module.UNSUPPORTED_RETRY_S * 2  # the next, longer
+
+
+def test_many_tasks_round_their_targets_to_whole_requests_without_adding_up_past_them():
+    """32 tasks of one machine, each with a target of 0.5 request at an endpoint (the room's
+    line split 32 ways, smoothed): their whole requests add up to about 16, not 32 (each
+    rounding half up sent 32, and the replicas' queues burst); one task alone rounds half up."""
+    import random
+
+    from dspark_json.http.gauges import Gate, _Budget
+
+    random.seed(7)
+    gates = [Gate(0) for _ in range(32)]
+    now = time.monotonic()
+    allowed = [
+        gate._allowed(_Budget(target=0.5, rounding=gate.dither), now)  # type: ignore[attr-defined]
+        for gate in gates
+    ]
+    assert 10 <= sum(allowed) <= 22, allowed
+    assert Gate(0)._allowed(_Budget(target=0.5), now) == 1  # alone: half up, as ever
+    assert Gate(0)._allowed(_Budget(target=3.0, rounding=0.99), now) == 3  # whole: whole

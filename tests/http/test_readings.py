@@ -141,7 +141,7 @@ def _gate_task(folder: str, barrier: object, targets: object) -> None:
         refresh_s = 1.0
         reading = Reading(0, 2, 2 / 16, time.monotonic())  # 2 running of 16: room 10
 
-        async def read(self, url: str, fetch: object) -> Reading:
+        async def read(self, url: str, fetch: object, route: str = "") -> Reading:
             return self.reading
 
     def tasks(url: str, name: str) -> readings.Share:
@@ -152,6 +152,92 @@ def _gate_task(folder: str, barrier: object, targets: object) -> None:
     barrier.wait()  # type: ignore[attr-defined]
     asyncio.run(gate.wait("u", lambda limit: None, 5.0))  # type: ignore[arg-type]
     targets.put(gate._budgets["u"].target)  # type: ignore[attr-defined]
+
+
+def _gate_on_machine(folder: str, barrier: object, targets: object, width: object) -> None:
+    """One task's gate on the "machine" of ``folder`` (its leases' directory), told the pool's
+    width by the driver, taking its part of one reading's room (16 more requests)."""
+    from pathlib import Path
+
+    from dspark_json.http.gauges import Gate, Reading
+
+    class OneReading:
+        refresh_s = 1.0
+        reading = Reading(0, 4, 0.16, time.monotonic())  # 4 running at KV 0.16: room 16
+
+        async def read(self, url: str, fetch: object, route: str = "") -> Reading:
+            return self.reading
+
+    def tasks(url: str, name: str) -> readings.Share:
+        return readings.tasks(url, name, Path(folder))
+
+    gate = Gate(0, OneReading(), tasks=tasks, width=width)  # type: ignore[arg-type]
+    tasks("u", gate.name)  # registered before any task reads
+    barrier.wait()  # type: ignore[attr-defined]
+    asyncio.run(gate.wait("u", lambda limit: None, 5.0))  # type: ignore[arg-type]
+    targets.put(gate._budgets["u"].target)  # type: ignore[attr-defined]
+
+
+def test_the_tasks_of_two_machines_split_the_room_once_with_the_pools_width(tmp_path):
+    """Two machines (two lease directories: neither sees the other's tasks), four tasks each,
+    one reading with room for 16: told the width (2 machines, 8 tasks at once) they target 16
+    in all, where each machine's tasks alone took the whole room (32)."""
+    context = multiprocessing.get_context("fork")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    barrier, targets = context.Barrier(8), context.Queue()
+    tasks = [
+        context.Process(target=_gate_on_machine, args=(str(tmp_path / m), barrier, targets, (2, 8)))
+        for m in "aaaabbbb"
+    ]
+    for task in tasks:
+        task.start()
+    for task in tasks:
+        task.join(60)
+    assert all(task.exitcode == 0 for task in tasks)
+    parts = sorted(targets.get(timeout=5) for _ in range(8))
+    assert parts == [2.0] * 8, parts
+
+
+def test_the_width_counts_this_machines_tasks_times_the_machines_at_most_those_at_once():
+    from dspark_json.http.gauges import across
+
+    share = readings.Share(3, 1)
+    assert across(share, None) == share  # unknown: this machine's tasks alone
+    assert across(share, (2, 8)) == readings.Share(6, 1)
+    assert across(share, (4, 8)) == readings.Share(8, 1)  # at most the tasks at once
+    assert across(readings.Share(9, 0), (2, 4)) == readings.Share(9, 0)  # never fewer than here
+
+
+def test_readings_and_leases_are_apart_for_requests_routed_by_other_headers(tmp_path):
+    """Two queries to one gateway with other routing headers (option requestHeaders) neither
+    share a reading nor split each other's room; a credential's value is in neither name."""
+    from dspark_json.http.headers import request_headers
+
+    url = "http://gw:8000"
+    calls: list[int] = []
+
+    async def fetch(limit: int) -> tuple[int, bytes]:
+        calls.append(limit)
+        return 200, b"vllm:num_requests_waiting 0\n"
+
+    one = request_headers("requestHeaders", '{"x-llm-d-inference-objective": "batch"}').route()
+    two = request_headers("requestHeaders", '{"x-llm-d-inference-objective": "chat"}').route()
+    assert one and two and one != two
+
+    async def read_both() -> None:
+        await readings.shared(url, fetch, tmp_path, route=one)(1000)
+        await readings.shared(url, fetch, tmp_path, route=two)(1000)
+        await readings.shared(url, fetch, tmp_path, route=one)(1000)  # the first's, kept
+
+    asyncio.run(read_both())
+    assert len(calls) == 2
+    assert readings.tasks(url, "1-a", tmp_path, route=one) == readings.Share(1, 0)
+    assert readings.tasks(url, "2-b", tmp_path, route=two) == readings.Share(1, 0)
+    secret = request_headers("requestHeaders", '{"x-api-key": "sk-hidden-1", "x-r": "1"}')
+    other = request_headers("requestHeaders", '{"x-api-key": "sk-hidden-2", "x-r": "1"}')
+    assert secret.route() == other.route()  # credentials count by name only
+    assert not any("sk-hidden" in p.name for p in tmp_path.iterdir())
 
 
 def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):

@@ -181,3 +181,42 @@ def test_an_endpoints_file_alone_follows_replicas_down_to_none_and_back(spark, t
     assert sorted(ids) == [f"p{i:03d}" for i in range(60)]  # each prompt once
     assert {r["_status"] for r in rows} == {"ok"}, [r["_error"] for r in rows if r["_error"]]
     assert from_c == 10
+
+
+def test_max_tokens_per_minute_goes_on_across_micro_batches(spark, tmp_path):
+    """maxTokensPerMinute=700 and each request counted at ~223 tokens in flight, ~39 once
+    answered: a micro-batch of 10 prompts (~390 tokens) fits in a fresh minute. The second
+    micro-batch starts with the first's spend (the driver reads it from the metrics records):
+    only a few of its requests fit before requestDeadline, the rest end held back; with a fresh
+    minute each micro-batch, all 20 were answered."""
+    with SimulatorProcess(model="alpha") as a:
+        write_prompts(tmp_path / "in", "a.jsonl", plain(0, 10))
+        reader = (
+            spark.readStream.format("dspark-json")
+            .option("endpoint", a.url)
+            .option("model", "alpha")
+            .option("responseFormat", json.dumps(REVIEW_SCHEMA))
+            .option("prompts", str(tmp_path / "in"))
+            .option("maxTokens", "32")
+            .option("maxTokensPerMinute", "700")
+            .option("requestDeadline", "4")
+            .option("metrics", str(tmp_path / "metrics"))
+        )
+        query = dspark_json.write_delta(
+            reader.load(),
+            str(tmp_path / "table"),
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"processingTime": "1 second"},
+        )
+        try:
+            landed(tmp_path / "table", 10)
+            write_prompts(tmp_path / "in", "b.jsonl", plain(10, 10))
+            rows = landed(tmp_path / "table", 20)
+        finally:
+            query.stop()
+        assert query.exception() is None
+    first = [r for r in rows if r["custom_id"] < "p010"]
+    second = [r for r in rows if r["custom_id"] >= "p010"]
+    assert [r["_error"] for r in first] == [None] * 10  # answered (cut at maxTokens: truncated)
+    held = [r for r in second if r["_error"] and "maxTokensPerMinute" in r["_error"]["message"]]
+    assert 3 <= len(held) <= 9, [r["_error"] for r in second]
