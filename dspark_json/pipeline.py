@@ -19,7 +19,7 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import SchemaError
-from dspark_json.http.request_body import RequestBuilder
+from dspark_json.request.body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition

@@ -15,7 +15,7 @@ from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import group, is_deterministic
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.request_body import RequestBuilder
+from dspark_json.request.body import RequestBuilder
 from dspark_json.http.reuse import ReuseOptions, send_once
 from dspark_json.records import PromptRecord
 from tests.helpers import chat

@@ -13,7 +13,7 @@ import pytest
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.request_body import RequestBuilder
+from dspark_json.request.body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (

@@ -1,6 +1,6 @@
 import json
 
-from dspark_json.http.request_body import RequestBuilder
+from dspark_json.request.body import RequestBuilder
 from dspark_json.inputs.prompts import prompt_record
 from dspark_json.options import Options
 
