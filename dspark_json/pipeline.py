@@ -19,7 +19,6 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import SchemaError
-from dspark_json.request.body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
@@ -34,6 +33,7 @@ from dspark_json.progress import finished, task_progress
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
+from dspark_json.request.body import RequestBuilder
 from dspark_json.response.answers import read_answers
 from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (

@@ -25,11 +25,11 @@ from typing import Any
 from dspark_json.cost import cost_usd
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.dedup import group
-from dspark_json.request.body import RequestBuilder
 from dspark_json.inputs.listing import Position, PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.load import prepare
 from dspark_json.options import Options
+from dspark_json.request.body import RequestBuilder
 
 __all__ = [
     "CHARS_PER_TOKEN",
