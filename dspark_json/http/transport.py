@@ -18,6 +18,7 @@ bomb from a misbehaving server or proxy stops at the limit instead of filling th
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl
 import zlib
 from typing import Any
@@ -44,11 +45,42 @@ _Key = tuple[bytes, bytes, int, str | None]
 
 
 def proxy_for(url: str) -> str | None:
-    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
-    host = urlsplit(url).hostname or ""
-    if proxy_bypass(host):
-        return None
-    return getproxies().get(urlsplit(url).scheme)
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``.
+
+    Asked by every worker of every task (each makes its own connections): the answer is kept
+    per scheme, host and the environment's proxy variables as they are now, so that a call
+    reads only those (the standard library's :func:`~urllib.request.getproxies` and
+    :func:`~urllib.request.proxy_bypass` decode the whole environment, twice, at each call:
+    6.7 % of a task worker's CPU samples end to end, benchmarks/results/end_to_end_cpu.md)."""
+    parts = urlsplit(url)
+    key = (_proxy_settings(), parts.scheme, parts.hostname or "")
+    if key in _PROXIES:
+        return _PROXIES[key]
+    proxy = None if proxy_bypass(key[2]) else getproxies().get(key[1])
+    if len(_PROXIES) >= _PROXIES_KEPT:
+        _PROXIES.clear()
+    _PROXIES[key] = proxy
+    return proxy
+
+
+#: :func:`proxy_for`'s answers, by the environment's proxy settings, scheme and host.
+_PROXIES: dict[tuple[tuple[tuple[Any, Any], ...], str, str], str | None] = {}
+_PROXIES_KEPT = 1024
+
+
+def _proxy_settings() -> tuple[tuple[Any, Any], ...]:
+    """The environment's entries that decide a proxy (any ``*_proxy``, any case, and
+    ``REQUEST_METHOD``, under which ``HTTP_PROXY`` is ignored), read undecoded where the
+    platform allows (``os.environb``)."""
+    if os.supports_bytes_environ:
+        return tuple(
+            (k, v)
+            for k, v in os.environb.items()
+            if k[-6:].lower() == b"_proxy" or k == b"REQUEST_METHOD"
+        )
+    return tuple(
+        (k, v) for k, v in os.environ.items() if k[-6:].lower() == "_proxy" or k == "REQUEST_METHOD"
+    )
 
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted

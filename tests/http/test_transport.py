@@ -5,7 +5,7 @@ import asyncio
 import httpx
 import pytest
 
-from dspark_json.http.transport import StreamTransport
+from dspark_json.http.transport import StreamTransport, proxy_for
 
 
 async def serve(answers):
@@ -159,3 +159,23 @@ def test_against_the_simulator(simulator):
 
     health, models = asyncio.run(scenario())
     assert health.status_code == 200 and models.json()["data"][0]["id"] == "dspark-sim"
+
+
+def test_the_proxy_follows_the_environment_as_it_changes(monkeypatch):
+    """proxy_for keeps its answers (every worker of every task asks), by the environment's
+    proxy variables: a variable set, changed or removed after an answer is seen at once."""
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_for("http://model.test:8000") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    assert proxy_for("http://model.test:8000") == "http://proxy.test:3128"
+    assert proxy_for("https://model.test") is None  # no HTTPS_PROXY
+    monkeypatch.setenv("http_proxy", "http://other.test:3128")  # lower case wins
+    assert proxy_for("http://model.test:8000") == "http://other.test:3128"
+    monkeypatch.setenv("no_proxy", "model.test")
+    assert proxy_for("http://model.test:8000") is None
+    assert proxy_for("http://elsewhere.test") == "http://other.test:3128"
+    monkeypatch.delenv("no_proxy")
+    monkeypatch.delenv("http_proxy")
+    monkeypatch.delenv("HTTP_PROXY")
+    assert proxy_for("http://model.test:8000") is None
