@@ -316,7 +316,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     dspark_json.register(spark)
     figures: list[dict[str, Any]] = []
     profiles: dict[str, Any] = {}
-    settings = [True, False] if args.journal == "both" else [args.journal == "on"]
+    settings = {"both": [True, False], "off-on": [False, True]}.get(
+        args.journal, [args.journal == "on"]
+    )
     try:
         with tempfile.TemporaryDirectory() as tmp, SimulatorProcess() as server:
             work = Path(tmp)
@@ -429,7 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument("--concurrency", type=int, default=64, help="option maxConcurrency")
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks go here")
-    parser.add_argument("--journal", choices=("on", "off", "both"), default="both")
+    parser.add_argument(
+        "--journal",
+        choices=("on", "off", "both", "off-on"),
+        default="both",
+        help="both: on, then off, in each round; off-on: the other order",
+    )
     parser.add_argument("--no-poll", action="store_true", help="(under py-spy) no CPU polling")
     parser.add_argument(
         "--preload", action="store_true", help="workers forked from a daemon that imported us"
