@@ -138,7 +138,15 @@ def write_prompts(directory: Path, rows: int) -> None:
 
 
 def run_once(
-    spark: Any, url: str, prompts: Path, run: Path, schema: str, *, journal: bool, concurrency: int
+    spark: Any,
+    url: str,
+    prompts: Path,
+    run: Path,
+    schema: str,
+    *,
+    journal: bool,
+    concurrency: int,
+    partition_size: int | None = None,
 ) -> float:
     import dspark_json
 
@@ -149,6 +157,8 @@ def run_once(
         .option("responseFormat", schema)
         .option("maxConcurrency", str(concurrency))
     )
+    if partition_size is not None:
+        reader = reader.option("partitionSize", str(partition_size))
     if journal:
         reader = reader.option("journal", str(run / "journal"))
     started = time.perf_counter()
@@ -180,6 +190,7 @@ def profiled(args: argparse.Namespace, journal: str, out: Path) -> None:
                *(["--as-is"] if args.as_is else []),
                "--prompts", str(args.prompts), "--repeat", "1", "--cores", str(args.cores),
                "--warm-prompts", str(args.warm_prompts),
+               *(["--partition-size", str(args.partition_size)] if args.partition_size else []),
                "--concurrency", str(args.concurrency),
                "--out", str(out.parent / "figures")]  # fmt: skip
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -390,7 +401,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             for journal in settings:  # warm-up
                 runs += 1
                 run_once(spark, server.url, work / "warm", work / f"run-{runs}", schema,
-                         journal=journal, concurrency=args.concurrency)  # fmt: skip
+                         journal=journal, concurrency=args.concurrency,
+                         partition_size=args.partition_size)  # fmt: skip
             for round_ in range(args.repeat):
                 for journal in settings:
                     runs += 1
@@ -399,6 +411,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         seconds = run_once(
                             spark, server.url, work / "prompts", run, schema,
                             journal=journal, concurrency=args.concurrency,
+                            partition_size=args.partition_size,
                         )  # fmt: skip
                     kinds = cpu.by_kind()
                     total = sum(kinds.values())
@@ -498,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument("--concurrency", type=int, default=64, help="option maxConcurrency")
+    parser.add_argument(
+        "--partition-size", type=int, help="option partitionSize (default: the option's, 256)"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks go here")
     parser.add_argument(
         "--journal",
