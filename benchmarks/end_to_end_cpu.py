@@ -325,14 +325,11 @@ def preload(directory: Path) -> None:
 
 def compiled_spark_home(directory: Path) -> Path:
     """A Spark home like the installed pyspark's (links to its ``bin``, ``jars``...) whose
-    ``python/lib/pyspark.zip`` holds each module's bytecode beside its source (``compileall
-    -b``: the legacy layout zipimport reads). Spark puts that zip first on every Python
-    worker's path, and zipimport compiles every module it imports from source, in every worker
-    that starts: ``_compile_source (<frozen zipimport>)`` in the profile. The deployment fix
-    ``docs/guide/performance.md`` describes, measured (``--compiled-pyspark``)."""
-    import compileall
-    import zipfile
-
+    ``python/lib/pyspark.zip`` also holds each module's bytecode (:func:`add_bytecode`). Spark
+    puts that zip first on every Python worker's path, and zipimport compiles every module it
+    imports from source, in every worker that starts: ``_compile_source (<frozen zipimport>)``
+    in the profile. The deployment fix ``docs/guide/performance.md`` gives, measured
+    (``--compiled-pyspark``)."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -348,16 +345,32 @@ def compiled_spark_home(directory: Path) -> Path:
     for entry in (home / "python" / "lib").iterdir():
         if entry.name != "pyspark.zip":
             (lib / entry.name).symlink_to(entry)
-    unpacked = directory / "unpacked"
-    with zipfile.ZipFile(home / "python" / "lib" / "pyspark.zip") as source:
-        source.extractall(unpacked)
-    compileall.compile_dir(unpacked, quiet=2, legacy=True)
-    with zipfile.ZipFile(lib / "pyspark.zip", "w", zipfile.ZIP_DEFLATED) as out:
-        for path in sorted(unpacked.rglob("*")):
-            if path.is_file():
-                out.write(path, path.relative_to(unpacked).as_posix())
-    shutil.rmtree(unpacked)
+    shutil.copyfile(home / "python" / "lib" / "pyspark.zip", lib / "pyspark.zip")
+    add_bytecode(lib / "pyspark.zip")
     return directory
+
+
+def add_bytecode(archive: Path) -> None:
+    """Add each module's bytecode to the zip ``archive`` beside its source, as zipimport reads
+    it: ``name.pyc`` next to ``name.py`` (``legacy``), unchecked hash-based (zipimport does not
+    compare it with the source's time, which unpacking changes). The snippet of
+    ``docs/guide/performance.md``, "pyspark.zip"."""
+    import compileall
+    import py_compile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(tmp)
+        compileall.compile_dir(
+            tmp,
+            quiet=2,
+            legacy=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        with zipfile.ZipFile(archive, "a", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(Path(tmp).rglob("*.pyc")):
+                z.write(path, path.relative_to(tmp).as_posix())
 
 
 def compile_tree() -> None:
