@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     result = measure(args)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-        for journal in ("on", "off"):
+        for journal in ("on", "off") if args.journal in ("both", "off-on") else (args.journal,):
             out = args.profile / f"journal-{journal}.txt"
             profiled(args, journal, out)
             shares, top, samples = stage_shares(out)
