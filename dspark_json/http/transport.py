@@ -63,6 +63,8 @@ def proxy_for(url: str) -> str | None:
     return proxy
 
 
+_SUFFIX = (b"_proxy", "_proxy")
+_CGI_METHOD = (b"REQUEST_METHOD", "REQUEST_METHOD")
 #: :func:`proxy_for`'s answers, by the environment's proxy settings, scheme and host.
 _PROXIES: dict[tuple[tuple[tuple[Any, Any], ...], str, str], str | None] = {}
 _PROXIES_KEPT = 1024
@@ -70,8 +72,15 @@ _PROXIES_KEPT = 1024
 
 def _proxy_settings() -> tuple[tuple[Any, Any], ...]:
     """The environment's entries that decide a proxy (any ``*_proxy``, any case, and
-    ``REQUEST_METHOD``, under which ``HTTP_PROXY`` is ignored), read undecoded where the
-    platform allows (``os.environb``)."""
+    ``REQUEST_METHOD``, under which ``HTTP_PROXY`` is ignored), read undecoded: from the dict
+    under ``os.environ`` where it is one (CPython), else ``os.environb`` where the platform has
+    it. Whatever the environment holds (a Spark worker's: a hundred variables), this is a scan
+    of one dict."""
+    raw = getattr(os.environ, "_data", None)  # CPython's own dict under os.environ: C speed
+    if isinstance(raw, dict):
+        return tuple(
+            (k, v) for k, v in raw.items() if k[-6:].lower() in _SUFFIX or k in _CGI_METHOD
+        )
     if os.supports_bytes_environ:
         return tuple(
             (k, v)
