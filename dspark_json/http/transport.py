@@ -18,6 +18,7 @@ bomb from a misbehaving server or proxy stops at the limit instead of filling th
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
 import socket
 import ssl
@@ -336,8 +337,14 @@ def _park(key: _Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
         return
     sock.setblocking(False)
     dropped: list[socket.socket] = []
+    now = time.monotonic()
     with _PARKED_LOCK:
-        _PARKED.setdefault(key, []).append((sock, time.monotonic(), os.getpid()))
+        for origin, waiting in list(_PARKED.items()):  # the expired ones go at once
+            dropped += [entry[0] for entry in waiting if now - entry[1] >= PARKED_SECONDS]
+            waiting[:] = [entry for entry in waiting if now - entry[1] < PARKED_SECONDS]
+            if not waiting:
+                del _PARKED[origin]
+        _PARKED.setdefault(key, []).append((sock, now, os.getpid()))
         parked = sum(len(v) for v in _PARKED.values())
         while parked > MAX_PARKED:
             oldest = min(_PARKED, key=lambda k: _PARKED[k][0][1])
@@ -347,6 +354,15 @@ def _park(key: _Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter)
             parked -= 1
     for old in dropped:
         old.close()
+
+
+@atexit.register
+def _close_parked() -> None:
+    with _PARKED_LOCK:
+        for waiting in _PARKED.values():
+            for entry in waiting:
+                entry[0].close()
+        _PARKED.clear()
 
 
 def _unpark(key: _Key) -> socket.socket | None:
