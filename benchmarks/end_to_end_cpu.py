@@ -352,9 +352,9 @@ def compiled_spark_home(directory: Path) -> Path:
 
 def add_bytecode(archive: Path) -> None:
     """Add each module's bytecode to the zip ``archive`` beside its source, as zipimport reads
-    it: each module's ``.pyc`` next to its ``.py`` (``legacy``), unchecked hash-based (zipimport does not
-    compare it with the source's time, which unpacking changes). The snippet of
-    ``docs/guide/performance.md``, "pyspark.zip"."""
+    it: each module's ``.pyc`` next to its ``.py`` (``legacy``), unchecked hash-based
+    (zipimport does not compare it with the source's time, which unpacking changes). The
+    snippet of ``docs/guide/performance.md``, "pyspark.zip"."""
     import compileall
     import py_compile
     import zipfile
