@@ -35,8 +35,8 @@ from dspark_json.dev.simulator import Faults
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions
-from dspark_json.http.request_body import response_format_body
 from dspark_json.records import Fetched
+from dspark_json.request.body import response_format_body
 
 RESULTS = Path(__file__).parent / "results"
 SCHEMA = json.loads(

@@ -37,9 +37,13 @@ from typing import Any
 import psutil
 
 sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+#: The checkout whose dspark_json is measured: this one, or ``DSPARK_TREE`` (another checkout,
+#: e.g. a worktree of main, measured side by side with this script; its Python workers get it
+#: through ``PYTHONPATH``, which the caller sets to the same directory).
+TREE = os.environ.get("DSPARK_TREE") or str(Path(__file__).resolve().parents[1])
+sys.path.insert(0, TREE)
 
-from parser_throughput import machine
+from parser_throughput import machine  # noqa: E402  (after TREE is on the path)
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -134,7 +138,15 @@ def write_prompts(directory: Path, rows: int) -> None:
 
 
 def run_once(
-    spark: Any, url: str, prompts: Path, run: Path, schema: str, *, journal: bool, concurrency: int
+    spark: Any,
+    url: str,
+    prompts: Path,
+    run: Path,
+    schema: str,
+    *,
+    journal: bool,
+    concurrency: int,
+    partition_size: int | None = None,
 ) -> float:
     import dspark_json
 
@@ -145,6 +157,8 @@ def run_once(
         .option("responseFormat", schema)
         .option("maxConcurrency", str(concurrency))
     )
+    if partition_size is not None:
+        reader = reader.option("partitionSize", str(partition_size))
     if journal:
         reader = reader.option("journal", str(run / "journal"))
     started = time.perf_counter()
@@ -172,7 +186,11 @@ def profiled(args: argparse.Namespace, journal: str, out: Path) -> None:
     command = [exe, "record", "--subprocesses", "--rate", "100", "--format", "raw",
                "--output", str(out), "--", sys.executable, __file__, "--journal", journal,
                "--no-poll", *(["--preload"] if args.preload else []),
+               *(["--compiled-pyspark"] if args.compiled_pyspark else []),
+               *(["--as-is"] if args.as_is else []),
                "--prompts", str(args.prompts), "--repeat", "1", "--cores", str(args.cores),
+               "--warm-prompts", str(args.warm_prompts),
+               *(["--partition-size", str(args.partition_size)] if args.partition_size else []),
                "--concurrency", str(args.concurrency),
                "--out", str(out.parent / "figures")]  # fmt: skip
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -305,30 +323,99 @@ def preload(directory: Path) -> None:
     )
 
 
+def compiled_spark_home(directory: Path) -> Path:
+    """A Spark home like the installed pyspark's (links to its ``bin``, ``jars``...) whose
+    ``python/lib/pyspark.zip`` also holds each module's bytecode (:func:`add_bytecode`). Spark
+    puts that zip first on every Python worker's path, and zipimport compiles every module it
+    imports from source, in every worker that starts: ``_compile_source (<frozen zipimport>)``
+    in the profile. The deployment fix ``docs/guide/performance.md`` gives, measured
+    (``--compiled-pyspark``)."""
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    for entry in home.iterdir():
+        if entry.name != "python":
+            (directory / entry.name).symlink_to(entry)
+    (directory / "python").mkdir()
+    for entry in (home / "python").iterdir():
+        if entry.name != "lib":
+            (directory / "python" / entry.name).symlink_to(entry)
+    lib = directory / "python" / "lib"
+    lib.mkdir()
+    for entry in (home / "python" / "lib").iterdir():
+        if entry.name != "pyspark.zip":
+            (lib / entry.name).symlink_to(entry)
+    shutil.copyfile(home / "python" / "lib" / "pyspark.zip", lib / "pyspark.zip")
+    add_bytecode(lib / "pyspark.zip")
+    return directory
+
+
+def add_bytecode(archive: Path) -> None:
+    """Add each module's bytecode to the zip ``archive`` beside its source, as zipimport reads
+    it: each module's ``.pyc`` next to its ``.py`` (``legacy``), unchecked hash-based
+    (zipimport does not compare it with the source's time, which unpacking changes). The
+    snippet of ``docs/guide/performance.md``, "pyspark.zip"."""
+    import compileall
+    import py_compile
+    import zipfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(archive) as z:
+            z.extractall(tmp)
+        compileall.compile_dir(
+            tmp,
+            quiet=2,
+            legacy=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
+        with zipfile.ZipFile(archive, "a", zipfile.ZIP_DEFLATED) as z:
+            for path in sorted(Path(tmp).rglob("*.pyc")):
+                z.write(path, path.relative_to(tmp).as_posix())
+
+
+def compile_tree() -> None:
+    """Bytecode for dspark_json's modules, as an installed package has (pip compiles at
+    install), where this checkout has none (``PYTHONDONTWRITEBYTECODE``): else every Python
+    worker compiles them from source, which no installed deployment does."""
+    import compileall
+
+    import dspark_json
+
+    compileall.compile_dir(Path(dspark_json.__file__).parent, quiet=2)
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import dspark_json
     from dspark_json.dev.local import SimulatorProcess, local_spark
 
     if args.preload:
         preload(Path(tempfile.mkdtemp(prefix="dspark-preload-")))
+    if args.compiled_pyspark:
+        home = compiled_spark_home(Path(tempfile.mkdtemp(prefix="dspark-spark-home-")))
+        os.environ["SPARK_HOME"] = str(home)
+    if not args.as_is:
+        compile_tree()
     schema = (Path(dspark_json.__file__).parent / "examples" / "review_schema.json").read_text()
     spark = local_spark("dspark-json end-to-end CPU", cores=args.cores)
     dspark_json.register(spark)
     figures: list[dict[str, Any]] = []
     profiles: dict[str, Any] = {}
-    settings = [True, False] if args.journal == "both" else [args.journal == "on"]
+    settings = {"both": [True, False], "off-on": [False, True]}.get(
+        args.journal, [args.journal == "on"]
+    )
     try:
         with tempfile.TemporaryDirectory() as tmp, SimulatorProcess() as server:
             work = Path(tmp)
             assert server._process is not None
             exclude = {server._process.pid}
             write_prompts(work / "prompts", args.prompts)
-            write_prompts(work / "warm", 200)
+            write_prompts(work / "warm", args.warm_prompts)
             runs = 0
             for journal in settings:  # warm-up
                 runs += 1
                 run_once(spark, server.url, work / "warm", work / f"run-{runs}", schema,
-                         journal=journal, concurrency=args.concurrency)  # fmt: skip
+                         journal=journal, concurrency=args.concurrency,
+                         partition_size=args.partition_size)  # fmt: skip
             for round_ in range(args.repeat):
                 for journal in settings:
                     runs += 1
@@ -337,6 +424,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                         seconds = run_once(
                             spark, server.url, work / "prompts", run, schema,
                             journal=journal, concurrency=args.concurrency,
+                            partition_size=args.partition_size,
                         )  # fmt: skip
                     kinds = cpu.by_kind()
                     total = sum(kinds.values())
@@ -379,8 +467,9 @@ def markdown(meta: dict[str, Any], result: dict[str, Any]) -> str:
     lines = [
         f"End to end CPU cost, {meta['date']}, {meta['cpu_cores']} cores, Spark "
         f"local[{meta['spark_cores']}], {meta['prompts']:,} prompts, a loaded machine (other "
-        f"jobs ran alongside: CPU seconds, not wall time, are the figure). "
-        f"Command: `{meta['command']}`",
+        f"jobs ran alongside: CPU seconds, not wall time, are the figure; load average at "
+        f"the end {meta['load_average_at_end']}). Command: `{meta['command']}` "
+        f"(dspark_json from `{meta['tree']}`)",
         "",
         "Prompts -> the source -> the simulator (answering at once) -> Arrow -> journal -> "
         "Delta (write_delta, availableNow). CPU seconds of this process tree (the driver's "
@@ -426,23 +515,50 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--warm-prompts",
+        type=int,
+        default=4_000,
+        help="prompts of the warm-up run of each setting: enough for the JVM's JIT (with 200, "
+        "the first measured run carried it: its JVM CPU twice the second's, either setting)",
+    )
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument("--concurrency", type=int, default=64, help="option maxConcurrency")
+    parser.add_argument(
+        "--partition-size", type=int, help="option partitionSize (default: the option's, 256)"
+    )
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks go here")
-    parser.add_argument("--journal", choices=("on", "off", "both"), default="both")
+    parser.add_argument(
+        "--journal",
+        choices=("on", "off", "both", "off-on"),
+        default="both",
+        help="both: on, then off, in each round; off-on: the other order",
+    )
     parser.add_argument("--no-poll", action="store_true", help="(under py-spy) no CPU polling")
     parser.add_argument(
         "--preload", action="store_true", help="workers forked from a daemon that imported us"
+    )
+    parser.add_argument(
+        "--compiled-pyspark",
+        action="store_true",
+        help="workers import pyspark from a pyspark.zip that holds bytecode (a Spark home "
+        "linked to the installed one, its zip rebuilt)",
+    )
+    parser.add_argument(
+        "--as-is",
+        action="store_true",
+        help="leave dspark_json without bytecode where it has none (default: compile it, as "
+        "pip does at install)",
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.smoke:
-        args.prompts, args.repeat = 200, 1
+        args.prompts, args.repeat, args.warm_prompts = 200, 1, 200
     result = measure(args)
     if args.profile:
         args.profile.mkdir(parents=True, exist_ok=True)
-        for journal in ("on", "off"):
+        for journal in ("on", "off") if args.journal in ("both", "off-on") else (args.journal,):
             out = args.profile / f"journal-{journal}.txt"
             profiled(args, journal, out)
             shares, top, samples = stage_shares(out)
@@ -458,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         "prompts": args.prompts,
         "repeat": args.repeat,
         "command": "python benchmarks/end_to_end_cpu.py " + " ".join(argv or sys.argv[1:]),
+        "tree": TREE,
+        "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
     }
     text = markdown(meta, result)
     print(text)

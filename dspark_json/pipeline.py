@@ -11,7 +11,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +19,6 @@ from pyspark.sql.types import StringType, StructType
 
 from dspark_json.buffers.arrow import contiguous_table
 from dspark_json.errors import SchemaError
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import send_once
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import Position, PromptPartition
@@ -32,8 +31,8 @@ from dspark_json.parse import make_parser, new_fields, select_backend
 from dspark_json.phases import phase
 from dspark_json.progress import finished, task_progress
 from dspark_json.reask.options import RepairOptions
-from dspark_json.reask.rounds import Judged, Repaired, RoundStore, repair
 from dspark_json.records import Answers, Fetched, Outcomes, PromptRecord, PromptRows
+from dspark_json.request.body import RequestBuilder
 from dspark_json.response.answers import read_answers
 from dspark_json.response.convert import Converter, arrow_schema, dump_json
 from dspark_json.rows import (
@@ -52,7 +51,10 @@ from dspark_json.rows import (
 )
 from dspark_json.schema.fit import PARSED, find_misfits, mark_misfits, warn_once
 from dspark_json.schema.output import RESPONSE_COLUMNS, drift_keys, response_fields
-from dspark_json.schema.validation import schema_violations, tool_violations
+
+if TYPE_CHECKING:  # imported where used: re-asks and validation need jsonschema, which a task
+    # without options repairAttempts and validateSchema never loads (issue 55: start-up)
+    from dspark_json.reask.rounds import Judged, Repaired, RoundStore
 
 __all__ = [
     "answer",
@@ -174,6 +176,8 @@ def answer(
     reference_reasons = dict(parser.reference_reasons)
     attempts, repaired, repair_seconds = None, None, 0.0
     if query.options.repair.repair_attempts and source != "recorded":
+        from dspark_json.reask.rounds import Judged
+
         started = time.perf_counter()
         judged = Judged(parsed=responses, statuses=statuses, violations=violations)
         done = _reask(
@@ -251,6 +255,8 @@ def _reask(
     """Option repairAttempts: re-ask the rows ``judged`` finds wrong; each round's answers are
     judged by the same parser and validator as the first ones."""
 
+    from dspark_json.reask.rounds import Judged, repair
+
     def judge(some: Outcomes) -> Judged:
         parsed = parse(some.bodies)
         found = pc.fill_null(parsed.column(STATUS.name), Status.OK.value).to_pylist()
@@ -283,6 +289,8 @@ def _violations(
     inside Spark (py-spy, issue 38), the option off as well."""
     if not query.options.schema.validate_schema:
         return None
+    from dspark_json.schema.validation import schema_violations, tool_violations
+
     answers = read_answers(parsed, bodies, rows)
     found = (
         schema_violations(query.json_schema, [a.content for a in answers])

@@ -3,7 +3,7 @@
 :func:`plan_query` takes the reader options as ``.option(...)`` does, runs the checks of
 ``.load()`` (:meth:`~dspark_json.options.Options.parse`, then :func:`~dspark_json.load.prepare`:
 the server's ``/v1/models``, ``healthPath``, the model, the JSON Schema), reads the prompts and
-builds each request as a task would (:class:`~dspark_json.http.request_body.RequestBuilder`),
+builds each request as a task would (:class:`~dspark_json.request.body.RequestBuilder`),
 and counts what would be sent: the requests left after option ``dedupe`` (within each
 partition of ``partitionSize`` rows, as the tasks group them) and the response cache (option
 ``cache``: the entries there now), an upper bound of the tokens and, with option ``pricing``,
@@ -25,11 +25,11 @@ from typing import Any
 from dspark_json.cost import cost_usd
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.dedup import group
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.listing import Position, PromptListing
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.load import prepare
 from dspark_json.options import Options
+from dspark_json.request.body import RequestBuilder
 
 __all__ = [
     "CHARS_PER_TOKEN",

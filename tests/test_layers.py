@@ -34,6 +34,7 @@ LAYERS: list[set[str]] = [
     {"response"},  # the response contract: envelope, content rule, Spark <-> Arrow types
     {"parse", "schema"},  # siblings: neither imports the other
     {"http"},
+    {"request"},  # request bodies: built above the transport that sends them
     {"inputs", "reask"},  # the stages above the transport: prompts in, answers judged again
     {"options"},
     {"metrics"},

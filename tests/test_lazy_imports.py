@@ -134,3 +134,12 @@ assert (table.version(), len(table.file_uris())) == (0, 1)
     loaded = _modules_after(code)
     assert "deltalake" in loaded  # the commit ran
     assert sorted(loaded & {"numba", "httpx", "jsonschema", "dspark_json.parse"}) == []
+
+
+def test_a_task_without_reasks_or_validation_imports_no_jsonschema():
+    """A task worker imports the pipeline; jsonschema (and the re-asks that use it) only where
+    options repairAttempts or validateSchema ask (issue 55: a worker's start-up)."""
+    loaded = _modules_after("import dspark_json.pipeline")
+    assert "dspark_json.pipeline" in loaded
+    for lazy in ("jsonschema", "dspark_json.reask.rounds", "dspark_json.schema.validation"):
+        assert lazy not in loaded, f"import dspark_json.pipeline imported {lazy}"

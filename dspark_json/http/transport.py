@@ -18,7 +18,12 @@ bomb from a misbehaving server or proxy stops at the limit instead of filling th
 from __future__ import annotations
 
 import asyncio
+import atexit
+import os
+import socket
 import ssl
+import threading
+import time
 import zlib
 from typing import Any
 from urllib.parse import urlsplit
@@ -30,6 +35,8 @@ __all__ = [
     "MAX_HEADER_LINES",
     "MAX_HEAD_BYTES",
     "MAX_IDLE_CONNECTIONS",
+    "MAX_PARKED",
+    "PARKED_SECONDS",
     "BodyRefused",
     "BodyTooLarge",
     "HeadersTooLarge",
@@ -44,11 +51,51 @@ _Key = tuple[bytes, bytes, int, str | None]
 
 
 def proxy_for(url: str) -> str | None:
-    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``."""
-    host = urlsplit(url).hostname or ""
-    if proxy_bypass(host):
-        return None
-    return getproxies().get(urlsplit(url).scheme)
+    """The proxy the environment (HTTP_PROXY, HTTPS_PROXY, NO_PROXY) sets for ``url``.
+
+    Asked by every worker of every task (each makes its own connections): the answer is kept
+    per scheme, host and the environment's proxy variables as they are now, so that a call
+    reads only those (the standard library's :func:`~urllib.request.getproxies` and
+    :func:`~urllib.request.proxy_bypass` decode the whole environment, twice, at each call:
+    6.7 % of a task worker's CPU samples end to end, benchmarks/results/end_to_end_cpu.md)."""
+    parts = urlsplit(url)
+    key = (_proxy_settings(), parts.scheme, parts.hostname or "")
+    if key in _PROXIES:
+        return _PROXIES[key]
+    proxy = None if proxy_bypass(key[2]) else getproxies().get(key[1])
+    if len(_PROXIES) >= _PROXIES_KEPT:
+        _PROXIES.clear()
+    _PROXIES[key] = proxy
+    return proxy
+
+
+_SUFFIX = (b"_proxy", "_proxy")
+_CGI_METHOD = (b"REQUEST_METHOD", "REQUEST_METHOD")
+#: :func:`proxy_for`'s answers, by the environment's proxy settings, scheme and host.
+_PROXIES: dict[tuple[tuple[tuple[Any, Any], ...], str, str], str | None] = {}
+_PROXIES_KEPT = 1024
+
+
+def _proxy_settings() -> tuple[tuple[Any, Any], ...]:
+    """The environment's entries that decide a proxy (any ``*_proxy``, any case, and
+    ``REQUEST_METHOD``, under which ``HTTP_PROXY`` is ignored), read undecoded: from the dict
+    under ``os.environ`` where it is one (CPython), else ``os.environb`` where the platform has
+    it. Whatever the environment holds (a Spark worker's: a hundred variables), this is a scan
+    of one dict."""
+    raw = getattr(os.environ, "_data", None)  # CPython's own dict under os.environ: C speed
+    if isinstance(raw, dict):
+        return tuple(
+            (k, v) for k, v in raw.items() if k[-6:].lower() in _SUFFIX or k in _CGI_METHOD
+        )
+    if os.supports_bytes_environ:
+        return tuple(
+            (k, v)
+            for k, v in os.environb.items()
+            if k[-6:].lower() == b"_proxy" or k == b"REQUEST_METHOD"
+        )
+    return tuple(
+        (k, v) for k, v in os.environ.items() if k[-6:].lower() == "_proxy" or k == "REQUEST_METHOD"
+    )
 
 
 _LINE_LIMIT = 1 << 20  # longest status/header/chunk-size line accepted
@@ -62,6 +109,13 @@ MAX_HEAD_BYTES = 64 << 10
 #: ``maxConcurrency`` x (1 + this) connections for its requests (2,000 replicas in one task
 #: opened 2,010 at once, and past a 1,024 file limit replicas silently got nothing).
 MAX_IDLE_CONNECTIONS = 8
+#: Plain-HTTP connections a transport leaves idle when it closes (a task's partition done) are
+#: parked for the next transports of this process, at most this many in all, each for at most
+#: :data:`PARKED_SECONDS` (under uvicorn's 5 s keep-alive, vLLM's server): the next partition's
+#: workers take them instead of connecting again (a fresh connection per worker per partition
+#: was 30 % of a task's fixed cost end to end, benchmarks/results/end_to_end_cpu.md).
+MAX_PARKED = 128
+PARKED_SECONDS = 2.0
 _NO_BODY = frozenset({204, 304})
 #: Methods sent once more on a new connection when a kept one turns out closed by the server.
 _SAFE_TO_REPEAT = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -128,7 +182,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
             connection = None
         reused = connection is not None
         if connection is None:
-            connection = await self._connect(request, key, timeouts.get("connect"))
+            connection, reused = await self._connect(request, key, timeouts.get("connect"))
         while True:
             try:
                 status, headers, body, keep_alive = await self._exchange(
@@ -143,8 +197,9 @@ class StreamTransport(httpx.AsyncBaseTransport):
                 stale = isinstance(exc, (httpx.RemoteProtocolError, httpx.NetworkError))
                 if not (reused and stale and request.method in _SAFE_TO_REPEAT):
                     raise
-            reused = False
-            connection = await self._connect(request, key, timeouts.get("connect"))
+            connection, reused = await self._connect(
+                request, key, timeouts.get("connect"), parked=False
+            )
         if keep_alive:
             self._keep(key, connection)
         else:
@@ -169,13 +224,24 @@ class StreamTransport(httpx.AsyncBaseTransport):
             self._idle.pop(next(iter(self._idle)))[1].close()
 
     async def _connect(
-        self, request: httpx.Request, key: _Key, timeout: float | None
-    ) -> Connection:
+        self, request: httpx.Request, key: _Key, timeout: float | None, *, parked: bool = True
+    ) -> tuple[Connection, bool]:
+        """A connection to ``key``'s origin, and whether it is a parked one (it may have been
+        closed by the server as it was taken, as a kept one may)."""
         host = key[1].decode("ascii")
         secure = key[0] == b"https"
         loop = asyncio.get_running_loop()
         reader = _SilenceReader(limit=_LINE_LIMIT, loop=loop)
         protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        sock = _unpark(key) if parked and not secure else None
+        if sock is not None:
+            try:
+                transport, _ = await loop.create_connection(lambda: protocol, sock=sock)
+                return (reader, asyncio.StreamWriter(transport, protocol, reader, loop)), True
+            except OSError:
+                sock.close()  # connect as if none was parked
+                reader = _SilenceReader(limit=_LINE_LIMIT, loop=loop)
+                protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
         try:
             async with asyncio.timeout(timeout):
                 transport, _ = await loop.create_connection(
@@ -188,7 +254,7 @@ class StreamTransport(httpx.AsyncBaseTransport):
                     if secure
                     else None,
                 )
-                return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+                return (reader, asyncio.StreamWriter(transport, protocol, reader, loop)), False
         except TimeoutError as exc:
             raise httpx.ConnectTimeout("timed out connecting", request=request) from exc
         except OSError as exc:
@@ -238,9 +304,95 @@ class StreamTransport(httpx.AsyncBaseTransport):
             raise httpx.RemoteProtocolError(f"malformed response: {exc}", request=request) from exc
 
     async def aclose(self) -> None:
-        for _, writer in self._idle.values():
+        """Close the transport: its idle plain-HTTP connections are parked for the next
+        transports of this process (:func:`_park`), the others closed."""
+        for key, (reader, writer) in self._idle.items():
+            _park(key, reader, writer)
             writer.close()
         self._idle.clear()
+
+
+#: Parked connections by origin: (socket, when parked, the process that parked it). A socket,
+#: not an asyncio connection: a connection belongs to the event loop that made it, and each
+#: partition's requests run in a loop of their own.
+_PARKED: dict[_Key, list[tuple[socket.socket, float, int]]] = {}
+_PARKED_LOCK = threading.Lock()
+
+
+def _park(key: _Key, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Keep a duplicate of the socket under ``writer`` (plain HTTP, idle: nothing unread, not
+    closed by the server) for :func:`_unpark`; the caller then closes ``writer``, which closes
+    its own descriptor only (no shutdown: the duplicate keeps the connection open). Past
+    :data:`MAX_PARKED`, the one parked longest is closed."""
+    if key[0] != b"http" or reader.at_eof() or writer.is_closing():
+        return
+    if getattr(reader, "_buffer", b""):  # bytes the server sent past its answer: not idle
+        return
+    raw = writer.get_extra_info("socket")
+    if raw is None:
+        return
+    try:
+        sock = raw.dup()
+    except OSError:
+        return
+    sock.setblocking(False)
+    dropped: list[socket.socket] = []
+    now = time.monotonic()
+    with _PARKED_LOCK:
+        for origin, waiting in list(_PARKED.items()):  # the expired ones go at once
+            dropped += [entry[0] for entry in waiting if now - entry[1] >= PARKED_SECONDS]
+            waiting[:] = [entry for entry in waiting if now - entry[1] < PARKED_SECONDS]
+            if not waiting:
+                del _PARKED[origin]
+        _PARKED.setdefault(key, []).append((sock, now, os.getpid()))
+        parked = sum(len(v) for v in _PARKED.values())
+        while parked > MAX_PARKED:
+            oldest = min(_PARKED, key=lambda k: _PARKED[k][0][1])
+            dropped.append(_PARKED[oldest].pop(0)[0])
+            if not _PARKED[oldest]:
+                del _PARKED[oldest]
+            parked -= 1
+    for old in dropped:
+        old.close()
+
+
+@atexit.register
+def _close_parked() -> None:
+    with _PARKED_LOCK:
+        for waiting in _PARKED.values():
+            for entry in waiting:
+                entry[0].close()
+        _PARKED.clear()
+
+
+def _unpark(key: _Key) -> socket.socket | None:
+    """A connection to ``key``'s origin parked by this process less than
+    :data:`PARKED_SECONDS` ago that the server has not closed (a peek sees neither its end nor
+    stray bytes), or ``None``; the ones that fail are closed."""
+    now = time.monotonic()
+    while True:
+        with _PARKED_LOCK:
+            waiting = _PARKED.get(key)
+            if not waiting:
+                return None
+            sock, parked, pid = waiting.pop()  # the most recent: the least likely closed
+            if not waiting:
+                del _PARKED[key]
+        if pid == os.getpid() and now - parked < PARKED_SECONDS and _quiet(sock):
+            return sock
+        sock.close()  # a forked child's copy, too old, or closed by the server
+
+
+def _quiet(sock: socket.socket) -> bool:
+    """Whether a parked connection is open with nothing to read (a server that closed it has
+    sent its end: the peek reads ``b""``)."""
+    try:
+        sock.recv(1, socket.MSG_PEEK)  # b"": closed; a byte: stray data; either way, not used
+    except BlockingIOError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 class _SilenceReader(asyncio.StreamReader):

@@ -24,7 +24,6 @@ import pyarrow as pa
 from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import Dedupe, is_deterministic
 from dspark_json.http.options import HttpOptions
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (
     REASKED,
@@ -44,6 +43,7 @@ from dspark_json.records import (
     PromptRecord,
     RepairStats,
 )
+from dspark_json.request.body import RequestBuilder
 from dspark_json.response.answers import Answer, read_answers
 from dspark_json.rows import Attempt, Status, status_of_error
 

@@ -8,10 +8,10 @@ import pytest
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.dev.simulator import Faults
 from dspark_json.errors import OptionError, ServerError
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.prompts import prompt_record
 from dspark_json.load import prepare
 from dspark_json.options import Options
+from dspark_json.request.body import RequestBuilder
 
 BASE = {"endpoint": "http://h:1", "prompts": "/p", "model": "dspark-sim"}
 

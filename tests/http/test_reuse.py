@@ -15,9 +15,9 @@ from dspark_json.http.client import complete_all
 from dspark_json.http.dedup import group, is_deterministic
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.http.reuse import ReuseOptions, send_once
 from dspark_json.records import PromptRecord
+from dspark_json.request.body import RequestBuilder
 from tests.helpers import chat
 
 HTTP = HttpOptions(endpoints=(Endpoint("http://model.test"),), max_concurrency=4, max_attempts=1)

@@ -1,11 +1,15 @@
 """The lean HTTP/1.1 transport against real sockets: the simulator and raw asyncio servers."""
 
 import asyncio
+import os
+import time
 
 import httpx
 import pytest
 
-from dspark_json.http.transport import StreamTransport
+from dspark_json.http import transport as transport_module
+from dspark_json.http.transport import StreamTransport, proxy_for
+from tests.raw_servers import socket_server
 
 
 async def serve(answers):
@@ -159,3 +163,115 @@ def test_against_the_simulator(simulator):
 
     health, models = asyncio.run(scenario())
     assert health.status_code == 200 and models.json()["data"][0]["id"] == "dspark-sim"
+
+
+def test_the_proxy_follows_the_environment_as_it_changes(monkeypatch):
+    """proxy_for keeps its answers (every worker of every task asks), by the environment's
+    proxy variables: a variable set, changed or removed after an answer is seen at once."""
+    for name in ("HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert proxy_for("http://model.test:8000") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.test:3128")
+    assert proxy_for("http://model.test:8000") == "http://proxy.test:3128"
+    assert proxy_for("https://model.test") is None  # no HTTPS_PROXY
+    monkeypatch.setenv("http_proxy", "http://other.test:3128")  # lower case wins
+    assert proxy_for("http://model.test:8000") == "http://other.test:3128"
+    monkeypatch.setenv("no_proxy", "model.test")
+    assert proxy_for("http://model.test:8000") is None
+    assert proxy_for("http://elsewhere.test") == "http://other.test:3128"
+    monkeypatch.delenv("no_proxy")
+    monkeypatch.delenv("http_proxy")
+    monkeypatch.delenv("HTTP_PROXY")
+    assert proxy_for("http://model.test:8000") is None
+
+
+def _keep_alive_server(connections, idle_s=30.0):
+    """socket_server's answer: HTTP/1.1 keep-alive, ``{}`` to every request, each connection
+    counted in ``connections``, closed by the server after ``idle_s`` seconds of silence."""
+
+    def answer(connection, stop):
+        connections.append(connection)
+        connection.settimeout(idle_s)
+        data = b""
+        with connection:
+            while not stop.is_set():
+                try:
+                    while b"\r\n\r\n" not in data:
+                        chunk = connection.recv(65536)
+                        if not chunk:
+                            return
+                        data += chunk
+                except OSError:  # silent for idle_s: the server closes it
+                    return
+                head, _, data = data.partition(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(v)
+                        for k, _, v in (h.partition(b":") for h in head.split(b"\r\n"))
+                        if k.strip().lower() == b"content-length"
+                    ),
+                    0,
+                )
+                while len(data) < length:
+                    data += connection.recv(65536)
+                data = data[length:]
+                connection.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    b"content-length: 2\r\n\r\n{}"
+                )
+
+    return answer
+
+
+def _one_partition(url, requests=3):
+    """What a task's partition does: a transport in a loop of its own, requests, closed."""
+
+    async def scenario():
+        transport = StreamTransport()
+        try:
+            for _ in range(requests):
+                answer = await transport.handle_async_request(
+                    httpx.Request("POST", f"{url}/v1/chat/completions", content=b"{}")
+                )
+                assert answer.status_code == 200
+        finally:
+            await transport.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_the_next_partition_takes_the_connection_the_last_one_left():
+    """Each partition runs in an event loop of its own; its idle connection is parked when its
+    transport closes, and the next partition of the process sends on it: one connection for
+    three partitions."""
+    connections = []
+    with socket_server(_keep_alive_server(connections)) as url:
+        for _ in range(3):
+            _one_partition(url)
+    assert len(connections) == 1
+
+
+def test_a_parked_connection_the_server_closed_is_not_used():
+    """The server closes an idle connection (its keep-alive timeout) while it is parked: the
+    next partition connects again, and its POST is answered (not failed on the closed one)."""
+    connections = []
+    with socket_server(_keep_alive_server(connections, idle_s=0.2)) as url:
+        _one_partition(url)
+        time.sleep(0.6)  # the server has closed it
+        _one_partition(url)
+    assert len(connections) == 2
+
+
+def test_parked_connections_are_neither_old_nor_another_process_s(monkeypatch):
+    """A connection parked longer than PARKED_SECONDS, or by another process (a forked child
+    holds copies of its parent's sockets), is closed, not used."""
+    connections = []
+    with socket_server(_keep_alive_server(connections)) as url:
+        _one_partition(url)
+        monkeypatch.setattr(transport_module, "PARKED_SECONDS", 0.0)
+        _one_partition(url)
+        monkeypatch.undo()
+        real = os.getpid()
+        monkeypatch.setattr(transport_module.os, "getpid", lambda: real + 1)
+        _one_partition(url)
+    assert len(connections) == 3

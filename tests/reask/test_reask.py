@@ -13,7 +13,6 @@ import pytest
 from dspark_json.http.client import complete_all
 from dspark_json.http.endpoints import Endpoint
 from dspark_json.http.options import HttpOptions, RequestOptions
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.parse import make_parser
 from dspark_json.reask.options import RepairOptions
 from dspark_json.reask.plan import (
@@ -23,6 +22,7 @@ from dspark_json.reask.plan import (
 )
 from dspark_json.reask.rounds import Judged, repair
 from dspark_json.records import Outcomes, PromptRecord
+from dspark_json.request.body import RequestBuilder
 from dspark_json.response.answers import decode_answer, read_answers
 from dspark_json.rows import Status, status_of_error
 from dspark_json.schema.output import output_schema, response_fields

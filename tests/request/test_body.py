@@ -1,8 +1,8 @@
 import json
 
-from dspark_json.http.request_body import RequestBuilder
 from dspark_json.inputs.prompts import prompt_record
 from dspark_json.options import Options
+from dspark_json.request.body import RequestBuilder
 
 BASE = {"endpoint": "http://h:1", "prompts": "/p", "model": "m"}
 
