@@ -369,8 +369,13 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         "# Shared pool: an interactive tenant beside the stream"
         + (", behind a simulated llm-d gateway" if shed else ""),
         "",
-        f"Run {result['date']} on {result['machine']} (a busy machine: other jobs shared its "
-        f"cores; load average 1/5/15 min before the run {load['before']}, after "
+        f"Run {result['date']} on {result['machine']} ("
+        + (
+            "a busy machine: other jobs shared its cores; "
+            if load["before"][0] > 1.0
+            else "no other job running; "
+        )
+        + f"load average 1/5/15 min before the run {load['before']}, after "
         f"{load['after']}). Reproduce: `.venv/bin/python benchmarks/shared_pool.py"
         + (" --llm-d" if shed else "")
         + (f" --tasks {tasks} --replicas {replicas}" if width else "")
