@@ -489,32 +489,23 @@ def summary(records: Sequence[Mapping[str, Any]], what: str) -> str:
     misses (where any), tokens (and of them, cached), the re-asks (where any), p95
     latency (the highest of the partitions'), the parse backend and time, and the rows of the
     reference parser by reason (where any)."""
-    rows: Counter[str] = Counter()
-    for record in records:
-        rows.update(record.get("rows") or {})
-    total = sum(rows.values())
+    whole = fold_records(records)  # how records add up: one definition, fold_records
+    rows = Counter(whole["rows"])
     statuses = ", ".join(f"{status} {n}" for status, n in rows.most_common())
-    p95 = [r["latency_ms"]["p95"] for r in records if (r.get("latency_ms") or {}).get("p95")]
-    latency = f"latency p95 {max(p95):.0f} ms" if p95 else "no latency measured"
-    backends = "/".join(sorted({b for r in records for b in _backends(r)})) or "-"
-    dropped = sum(r.get("dropped") or 0 for r in records)
+    p95 = whole["latency_ms"]["p95"]
+    latency = f"latency p95 {p95:.0f} ms" if p95 else "no latency measured"
+    dropped = whole["dropped"]
     return (
-        f"{what}: {total} rows ({statuses or 'none'}){f', {dropped} dropped' if dropped else ''}; "
-        f"{sum(r.get('error_rows') or 0 for r in records)} with errors, "
-        f"{sum(r.get('rescued_rows') or 0 for r in records)} with rescued data; "
-        f"{sum(r.get('requests') or 0 for r in records)} requests, "
-        f"{sum(r.get('retries') or 0 for r in records)} retries"
-        f"{_shed_line(sum(r.get('shed') or 0 for r in records))}"
-        f"{_reuse_line({k: sum(r.get(k) or 0 for r in records) for k in _REUSE})}; tokens "
-        f"{sum(r.get('prompt_tokens') or 0 for r in records)} in"
-        f"{_cached(sum(r.get('cached_tokens') or 0 for r in records))}, "
-        f"{sum(r.get('completion_tokens') or 0 for r in records)} out"
-        f"{_cost(_total_cost(records))}{_reasks(records)}; "
-        f"{latency}{_held(sum(r.get('held_seconds') or 0.0 for r in records))}; "
-        f"parsed on {backends} in "
-        f"{sum(r.get('parse_seconds') or 0.0 for r in records):.2f}s "
-        f"({sum(r.get(FOLDED) or 1 for r in records)} partition(s)){_reference(records)}"
-        f"{_models_line(records)}"
+        f"{what}: {sum(rows.values())} rows ({statuses or 'none'})"
+        f"{f', {dropped} dropped' if dropped else ''}; "
+        f"{whole['error_rows']} with errors, {whole['rescued_rows']} with rescued data; "
+        f"{whole['requests']} requests, {whole['retries']} retries{_shed_line(whole['shed'])}"
+        f"{_reuse_line(whole)}; tokens {whole['prompt_tokens']} in"
+        f"{_cached(whole['cached_tokens'])}, {whole['completion_tokens']} out"
+        f"{_cost(whole['cost_usd'])}{_reasks([whole])}; "
+        f"{latency}{_held(whole['held_seconds'])}; "
+        f"parsed on {'/'.join(whole['backends']) or '-'} in {whole['parse_seconds']:.2f}s "
+        f"({whole[FOLDED]} partition(s)){_reference([whole])}{_models_line([whole])}"
     )
 
 
