@@ -223,6 +223,18 @@ def _model_figures() -> dict[str, Any]:
     return {"done": 0, "requests": 0, "tokens": dict.fromkeys(_KINDS, 0), "cost_usd": None}
 
 
+def _add_models(into: dict[str, dict[str, Any]], models: Mapping[str, Mapping[str, Any]]) -> None:
+    """Add a record's figures by model to ``into`` (a snapshot's, or the rollup's)."""
+    for model, figures in models.items():
+        total = into.setdefault(model, _model_figures())
+        total["done"] += figures.get("done") or 0
+        total["requests"] += figures.get("requests") or 0
+        for kind in _KINDS:
+            total["tokens"][kind] += (figures.get("tokens") or {}).get(kind) or 0
+        if figures.get("cost_usd") is not None:
+            total["cost_usd"] = round((total["cost_usd"] or 0.0) + figures["cost_usd"], 6)
+
+
 def _from_metrics(record: Mapping[str, Any], model: str | None) -> dict[str, Any]:
     """A finished partition's figures, from its metrics record (``model``: the query's, where
     the record has no figures by model: one model in play)."""
@@ -571,14 +583,7 @@ def _fold(rollup: dict[str, Any], record: Mapping[str, Any]) -> None:
         rollup[field] = dict(counts)
     if record.get("cost_usd") is not None:
         rollup["cost_usd"] = round((rollup["cost_usd"] or 0.0) + record["cost_usd"], 6)
-    for model, figures in (record.get("models") or {}).items():
-        into = rollup["models"].setdefault(model, _model_figures())
-        into["done"] += figures.get("done") or 0
-        into["requests"] += figures.get("requests") or 0
-        for kind in _KINDS:
-            into["tokens"][kind] += (figures.get("tokens") or {}).get(kind) or 0
-        if figures.get("cost_usd") is not None:
-            into["cost_usd"] = round((into["cost_usd"] or 0.0) + figures["cost_usd"], 6)
+    _add_models(rollup["models"], record.get("models") or {})
     started, updated = record.get("started"), record.get("updated")
     if started is not None:
         if rollup["started"] is not None and started < rollup["started"]:
@@ -694,14 +699,7 @@ def summarize(
         errors.update(task.get("errors") or {})
         statuses.update(task.get("http_status") or {})
         tokens.update(task.get("tokens") or {})
-        for model, figures in (task.get("models") or {}).items():
-            into = models.setdefault(model, _model_figures())
-            into["done"] += figures.get("done") or 0
-            into["requests"] += figures.get("requests") or 0
-            for kind in _KINDS:
-                into["tokens"][kind] += (figures.get("tokens") or {}).get(kind) or 0
-            if figures.get("cost_usd") is not None:
-                into["cost_usd"] = round((into["cost_usd"] or 0.0) + figures["cost_usd"], 6)
+        _add_models(models, task.get("models") or {})
     started_at = [t["started"] for t in tasks if t.get("started")]
     run_started = (run or {}).get("started")
     began = min(started_at) if started_at else run_started
