@@ -178,24 +178,29 @@ def _gate_on_machine(folder: str, barrier: object, targets: object, width: objec
     targets.put(gate._budgets["u"].target)  # type: ignore[attr-defined]
 
 
+def gate_targets(task: object, each: list[tuple[object, ...]]) -> list[float]:
+    """Run one task process per ``each`` (its arguments, the barrier and the queue put in after
+    the first), all at once; their gates' targets, sorted."""
+    context = multiprocessing.get_context("fork")
+    barrier, targets = context.Barrier(len(each)), context.Queue()
+    tasks = [
+        context.Process(target=task, args=(args[0], barrier, targets, *args[1:])) for args in each
+    ]
+    for process in tasks:
+        process.start()
+    for process in tasks:
+        process.join(60)
+    assert all(process.exitcode == 0 for process in tasks)
+    return sorted(targets.get(timeout=5) for _ in each)
+
+
 def test_the_tasks_of_two_machines_split_the_room_once_with_the_pools_width(tmp_path):
     """Two machines (two lease directories: neither sees the other's tasks), four tasks each,
     one reading with room for 16: told the width (2 machines, 8 tasks at once) they target 16
     in all, where each machine's tasks alone took the whole room (32)."""
-    context = multiprocessing.get_context("fork")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    barrier, targets = context.Barrier(8), context.Queue()
-    tasks = [
-        context.Process(target=_gate_on_machine, args=(str(tmp_path / m), barrier, targets, (2, 8)))
-        for m in "aaaabbbb"
-    ]
-    for task in tasks:
-        task.start()
-    for task in tasks:
-        task.join(60)
-    assert all(task.exitcode == 0 for task in tasks)
-    parts = sorted(targets.get(timeout=5) for _ in range(8))
+    parts = gate_targets(_gate_on_machine, [(str(tmp_path / m), (2, 8)) for m in "aaaabbbb"])
     assert parts == [2.0] * 8, parts
 
 
@@ -243,17 +248,7 @@ def test_readings_and_leases_are_apart_for_requests_routed_by_other_headers(tmp_
 def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
     """Eight task processes see one reading with room for 10 more requests: together they
     target 10 in flight (each its part, the remainder to two of them), not 8 x 10."""
-    context = multiprocessing.get_context("fork")
-    barrier, targets = context.Barrier(8), context.Queue()
-    tasks = [
-        context.Process(target=_gate_task, args=(str(tmp_path), barrier, targets)) for _ in range(8)
-    ]
-    for task in tasks:
-        task.start()
-    for task in tasks:
-        task.join(60)
-    assert all(task.exitcode == 0 for task in tasks)
-    parts = sorted(targets.get(timeout=5) for _ in range(8))
+    parts = gate_targets(_gate_task, [(str(tmp_path),)] * 8)
     assert sum(parts) == 10, parts
     assert parts[0] >= 1 and parts[-1] <= 2, parts
 
