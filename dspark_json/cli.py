@@ -111,9 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     sim = commands.add_parser("simulate", help="run the vLLM-compatible simulator")
-    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--host", default="127.0.0.1", help="address to listen on")
     sim.add_argument("--port", type=int, default=8000, help="0 picks a free port")
-    sim.add_argument("--seed", type=int, default=0)
+    sim.add_argument("--seed", type=int, default=0, help="seed of the answers and the faults")
     sim.add_argument(
         "--model",
         "--served-model-name",
@@ -126,11 +126,20 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument(
         "--fail", action="append", default=[], metavar="STATUS=RATE", help="e.g. 429=0.1"
     )
-    faults.add_argument("--error-shape", choices=["nested", "flat"], default="nested")
+    faults.add_argument(
+        "--error-shape",
+        choices=["nested", "flat"],
+        default="nested",
+        help="error bodies as OpenAI's {\"error\": {...}} (nested) or vLLM's older flat object",
+    )
     faults.add_argument("--retry-after", help="Retry-After sent with 429/503 (s or HTTP date)")
     faults.add_argument("--retry-after-ms", type=int, help="retry-after-ms sent with 429/503")
-    faults.add_argument("--slow-rate", type=float, default=0.0)
-    faults.add_argument("--slow-seconds", type=float, default=5.0)
+    faults.add_argument(
+        "--slow-rate", type=float, default=0.0, help="share of answers delayed by --slow-seconds"
+    )
+    faults.add_argument(
+        "--slow-seconds", type=float, default=5.0, help="extra seconds of a slow answer"
+    )
     faults.add_argument("--reset-rate", type=float, default=0.0, help="close without answering")
     faults.add_argument("--truncate-rate", type=float, default=0.0, help="cut the body short")
     faults.add_argument("--malformed-rate", type=float, default=0.0, help="cut the content")
@@ -168,9 +177,18 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--decode-ms", type=float, default=0.0, help="ms per output token")
 
     demo = commands.add_parser("demo", help="stream sample prompts through the simulator to Delta")
-    demo.add_argument("--rows", type=int, default=300)
-    demo.add_argument("--workdir", default="demo-output")
-    demo.add_argument("--parse-mode", default="auto", choices=["auto", "cpu", "gpu"])
+    demo.add_argument("--rows", type=int, default=300, help="sample prompts to send")
+    demo.add_argument(
+        "--workdir",
+        default="demo-output",
+        help="folder for the prompts, the table and the checkpoint (emptied first)",
+    )
+    demo.add_argument(
+        "--parse-mode",
+        default="auto",
+        choices=["auto", "cpu", "gpu"],
+        help="option parseMode: where the answers are parsed",
+    )
 
     schema = commands.add_parser(
         "schema", help="print the schema a query gets (tree and DDL), to pin it"
@@ -182,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     schema.add_argument("--responses", help="a directory of recorded answers to infer from")
     schema.add_argument("--samples", default="8", help="answers to infer `parsed` from")
     schema.add_argument("--schema-hints", help="DDL hints, e.g. 'parsed.score DOUBLE'")
-    schema.add_argument("--model")
+    schema.add_argument("--model", help="the model to sample (option model)")
     schema.add_argument("--api-key-env", help="environment variable holding the API key")
 
     _run_commands(commands)

@@ -40,3 +40,20 @@ def test_the_simulator_page_names_every_flag_of_dspark_json_simulate():
     assert {"--vary", "--drift-after", "--served-schema"} <= flags
     missing = sorted(f for f in flags if f not in text)
     assert not missing, f"docs/reference/simulator.md does not name {missing}"
+
+
+def test_every_flag_of_every_command_says_what_it_is_for():
+    """The CLI reference is generated from argparse's help: a flag without one is an empty cell."""
+    import argparse
+
+    from dspark_json.cli import build_parser
+
+    (commands,) = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    silent = sorted(
+        f"{name} {action.option_strings[0]}"
+        for name, command in commands.choices.items()
+        for action in command._actions
+        if action.option_strings and action.option_strings[0] != "-h" and not action.help
+    )
+    assert len(commands.choices) >= 6
+    assert not silent, f"flags with no help= in dspark_json/cli.py: {silent}"
