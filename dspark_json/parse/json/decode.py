@@ -417,7 +417,7 @@ class _Columns:
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
         lo, hi = self.bounds_list[node], self.bounds_list[node + 1]
         a, b = self.a[lo:hi], self.b[lo:hi]
-        if node and (lo == hi or (a == -1).all()):
+        if node and (lo == hi or (a[0] == -1 and (a == -1).all())):
             # Null in every row (an extra nobody sends, a field below a null), or no value at
             # all (below an empty array): the nulls at once, without a walk of what is below.
             return pa.nulls(hi - lo, arrow_type)
