@@ -70,7 +70,9 @@ def _target(dtype: DataType) -> tuple[bool, pa.DataType | None]:
     known = _TARGETS.get(id(dtype))
     if known is None or known[0] is not dtype:
         has = _has_conversion(dtype)
-        target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type if has else None
+        target = None
+        if has:
+            target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
         if len(_TARGETS) > 4096:  # schemas built anew each batch: do not grow without end
             _TARGETS.clear()
         known = _TARGETS[id(dtype)] = (dtype, has, target)
