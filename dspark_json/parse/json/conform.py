@@ -22,7 +22,6 @@ The type is compiled once into flat arrays (:class:`TypeTable`), so the scan is 
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
