@@ -340,3 +340,13 @@ def test_end_to_end_cpu_stage_shares(tmp_path):
         "HTTP client (httpx, h11, sockets)": 0.125,
     }
     assert top[0] == ("_find_and_load (<frozen importlib._bootstrap>)", 0.5)
+
+
+@pytest.mark.slow
+def test_parser_fixed_cost_benchmark_smoke(tmp_path):
+    """benchmarks/parser_fixed_cost.py: this tree on both sides, each batch size timed."""
+    run_script("parser_fixed_cost.py", "--smoke", "--base", ".", "--out", str(tmp_path / "fc"))
+    figures = json.loads((tmp_path / "fc.json").read_text())["figures"]
+    assert set(figures) == {"before", "after"}
+    assert all(f["batch_256_ms"] > 0 and f["batch_1_ms"] > 0 for f in figures.values())
+    assert "| fixed cost a batch |" in (tmp_path / "fc.md").read_text()

@@ -58,12 +58,34 @@ def _has_conversion(dtype: DataType) -> bool:
     return isinstance(dtype, TimestampType | DateType | MapType)
 
 
+#: Per type (by identity, the type kept alive with its entry): whether it has a conversion,
+#: and its target Arrow type. The types come from the plans (:func:`~.plan.plan_of`), which
+#: live as long as the process: a batch of a few hundred rows would otherwise spend more on
+#: walking them (a pyspark type hashes by its text) than on converting.
+_TARGETS: dict[int, tuple[DataType, bool, pa.DataType | None]] = {}
+
+
+def _target(dtype: DataType) -> tuple[bool, pa.DataType | None]:
+    """Whether ``dtype`` has a conversion, and, where it has, its target Arrow type."""
+    known = _TARGETS.get(id(dtype))
+    if known is None or known[0] is not dtype:
+        has = _has_conversion(dtype)
+        target = None
+        if has:
+            target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
+        if len(_TARGETS) > 4096:  # schemas built anew each batch: do not grow without end
+            _TARGETS.clear()
+        known = _TARGETS[id(dtype)] = (dtype, has, target)
+    return known[1], known[2]
+
+
 def finish(array: pa.Array, dtype: DataType, rows: np.ndarray, bad: set[int]) -> pa.Array:
     """``array`` (as read for ``dtype``) in the target Arrow type. ``rows[i]`` is the row of
     element ``i``; rows with a value that does not convert are added to ``bad``."""
-    if not _has_conversion(dtype):
+    has, target = _target(dtype)
+    if not has:
         return array
-    target = arrow_schema(StructType([StructField("v", dtype)])).field("v").type
+    assert target is not None
     if isinstance(dtype, StructType):
         children = [
             finish(array.field(i), f.dataType, rows, bad) for i, f in enumerate(dtype.fields)

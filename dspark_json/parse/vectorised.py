@@ -318,9 +318,11 @@ class Vectorised:
             corrupt = pa.concat_arrays([corrupt, shown_as_text(texts.take(pa.array(invalid)))])
             corrupt = corrupt.take(pa.array(index))
         columns[CORRUPT_RECORD.name] = corrupt
-        columns[RESCUED_DATA.name] = self._rescue.column(
-            texts, codes, found, contents, aside.rows()
-        )
+        if RESCUED_DATA.name in self.target.names or (tools is not None and tools.drift):
+            columns[RESCUED_DATA.name] = self._rescue.column(
+                texts, codes, found, contents, aside.rows()
+            )
+        # else nobody asked for the unknown keys: none is gathered or written
         if tools is not None and tools.drift:
             columns[RESCUED_DATA.name] = self._tools_rescued(
                 columns[RESCUED_DATA.name], tools, aside

@@ -259,3 +259,19 @@ def test_the_partition_log_line_and_record_say_why_rows_took_the_reference_parse
     with caplog.at_level(logging.INFO, logger="dspark_json"):
         report(record, "partition 0", None)
     assert "3 row(s) by the reference parser: content_misfit 2, envelope_misfit 1" in caplog.text
+
+
+def test_a_schema_without_rescued_data_gathers_no_unknown_keys(monkeypatch):
+    """A pruned schema without ``_rescued_data``: the unknown keys are skipped (no rescue
+    built), and every other column is the full schema's."""
+    from dspark_json.parse.rescued import Rescued
+
+    pruned = StructType([f for f in SCHEMA.fields if f.name != "_rescued_data"])
+    full = CpuParser(SCHEMA).parse_vectorised(BODIES)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("rescued data built for a schema without _rescued_data")
+
+    monkeypatch.setattr(Rescued, "column", refused)
+    table = CpuParser(pruned).parse_vectorised(BODIES)
+    assert table.equals(full.drop_columns(["_rescued_data"]))

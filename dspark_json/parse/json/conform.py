@@ -21,6 +21,7 @@ The type is compiled once into flat arrays (:class:`TypeTable`), so the scan is 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -185,6 +186,23 @@ class TypeTable:
 
     nodes: TypeNodes
     names: tuple[str, ...]
+
+    @functools.cached_property
+    def fields(self) -> tuple[dict[str, int], ...]:
+        """Per node, a struct's fields: name -> the field's node (other nodes: empty). For
+        Python's reads, built once per table, not once per batch."""
+        nodes, names = self.nodes, self.names
+        out: list[dict[str, int]] = []
+        for node in range(len(nodes.kind)):
+            start = int(nodes.first[node]) if nodes.kind[node] == T_STRUCT else 0
+            count = int(nodes.field_count[node]) if nodes.kind[node] == T_STRUCT else 0
+            out.append({names[j]: int(nodes.field_node[j]) for j in range(start, start + count)})
+        return tuple(out)
+
+    @functools.cached_property
+    def kinds(self) -> tuple[int, ...]:
+        """Each node's ``T_*``, as Python ints (for Python's reads)."""
+        return tuple(int(k) for k in self.nodes.kind)
 
 
 class Scratch(NamedTuple):

@@ -409,18 +409,23 @@ class _Columns:
         text_of: TextOf | None = None,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
+        self.bounds_list: list[int] = bounds.tolist()
         self.nodes = table.nodes
         self.strings = strings  # per string node: its offsets and text, unescaped
         self.text_of = text_of
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
-        lo, hi = int(self.bounds[node]), int(self.bounds[node + 1])
+        lo, hi = self.bounds_list[node], self.bounds_list[node + 1]
         a, b = self.a[lo:hi], self.b[lo:hi]
+        if node and (lo == hi or (a[0] == -1 and (a == -1).all())):
+            # Null in every row (an extra nobody sends, a field below a null), or no value at
+            # all (below an empty array): the nulls at once, without a walk of what is below.
+            return pa.nulls(hi - lo, arrow_type)
         null = a < 0
         mask = pa.array(null) if null.any() else None
-        kind = int(self.nodes.kind[node])
+        kind = self.table.kinds[node]
         if kind == T_STRUCT:
-            fields = self._fields(node)
+            fields = self.table.fields[node]
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
@@ -480,12 +485,6 @@ class _Columns:
         index = np.cumsum(as_text) - 1
         spread = texts.take(pa.array(index, mask=~as_text))
         return pc.if_else(pa.array(as_text), spread, strings)
-
-    def _fields(self, node: int) -> dict[str, int]:
-        nodes, names = self.nodes, self.table.names
-        start = int(nodes.first[node])
-        fields = range(start, start + int(nodes.field_count[node]))
-        return {names[j]: int(nodes.field_node[j]) for j in fields}
 
 
 def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
