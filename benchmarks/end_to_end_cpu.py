@@ -404,7 +404,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         args.journal, [args.journal == "on"]
     )
     try:
-        with tempfile.TemporaryDirectory() as tmp, SimulatorProcess() as server:
+        with tempfile.TemporaryDirectory() as tmp, SimulatorProcess(latency=args.latency) as server:
             work = Path(tmp)
             assert server._process is not None
             exclude = {server._process.pid}
@@ -525,7 +525,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument("--concurrency", type=int, default=64, help="option maxConcurrency")
     parser.add_argument(
-        "--partition-size", type=int, help="option partitionSize (default: the option's, 256)"
+        "--partition-size",
+        type=int,
+        help="option partitionSize (default: left to the planner, docs/guide/performance.md)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="the simulator's seconds per completion"
     )
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks go here")
     parser.add_argument(
@@ -573,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
         "spark_cores": args.cores,
         "prompts": args.prompts,
         "repeat": args.repeat,
+        "latency_s": args.latency,
+        "partition_size": args.partition_size,
         "command": "python benchmarks/end_to_end_cpu.py " + " ".join(argv or sys.argv[1:]),
         "tree": TREE,
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
