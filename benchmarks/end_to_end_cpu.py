@@ -269,6 +269,57 @@ _IDLE = {
 _IMPORTS = ("importlib._bootstrap", "zipimport")
 
 
+#: The per-task work of a task worker, by the first of these frames found in a stack
+#: (``--per-task``): what one more task costs, from two profiles of the same rows in more and
+#: fewer tasks.
+TASK_STAGES = (
+    ("Spark's command unpickled (read_command)", ("read_command (",)),
+    ("Delta file per task (DeltaStreamWriter.write)", ("DeltaStreamWriter.write",)),
+    ("journal (Journal.save)", ("Journal.save", "Journal._write")),
+    ("connections (StreamTransport._connect)", ("StreamTransport._connect",)),
+    ("client, per request (complete_all, less connections)", ("complete_all",)),
+    ("parser (CpuParser.parse, Vectorised.parse)", ("CpuParser.parse", "Vectorised.parse")),
+    ("rest of the partition's work (read_partition)", ("read_partition",)),
+    ("Arrow hand-off to Spark (serialisers, outside the above)", ("dump_stream", "read_udfs")),
+)
+
+
+def task_stages(collapsed: Path) -> tuple[int, Counter[str]]:
+    """The task workers' busy samples, and their split by :data:`TASK_STAGES` (then importing,
+    then other)."""
+    stages: Counter[str] = Counter()
+    total = 0
+    for processes, frames, count in _busy_samples(collapsed):
+        if not processes or "pyspark.worker" not in processes[-1]:
+            continue
+        total += count
+        for name, marks in TASK_STAGES:
+            if any(mark in f for f in frames for mark in marks):
+                stages[name] += count
+                break
+        else:
+            importing = any(mark in f for f in frames for mark in _IMPORTS)
+            stages["importing (worker start)" if importing else "other"] += count
+    return total, stages
+
+
+def per_task(more: Path, more_tasks: int, fewer: Path, fewer_tasks: int) -> str:
+    """A markdown table: each stage's samples in the two profiles (py-spy at 100 Hz) and the
+    CPU milliseconds one more task costs."""
+    total_a, a = task_stages(more)
+    total_b, b = task_stages(fewer)
+    per = 10 / (more_tasks - fewer_tasks)  # a sample is 10 ms
+    lines = [
+        f"| per-task work | samples, {more_tasks} tasks | samples, {fewer_tasks} tasks | "
+        "ms of CPU per task |",
+        "|---|---:|---:|---:|",
+    ]
+    names = [name for name, _ in TASK_STAGES] + ["importing (worker start)", "other"]
+    lines += [f"| {n} | {a[n]} | {b[n]} | {(a[n] - b[n]) * per:.0f} |" for n in names]
+    lines.append(f"| all | {total_a} | {total_b} | {(total_a - total_b) * per:.0f} |")
+    return "\n".join(lines)
+
+
 def _idle(leaf: str) -> bool:
     name, _, where = leaf.partition(" (")
     stem = where.split(":")[0].rsplit("/", 1)[-1].split(".")[0]
@@ -568,9 +619,20 @@ def main(argv: list[str] | None = None) -> int:
         help="leave dspark_json without bytecode where it has none (default: compile it, as "
         "pip does at install)",
     )
+    parser.add_argument(
+        "--per-task",
+        nargs=4,
+        metavar=("MORE", "TASKS", "FEWER", "TASKS"),
+        help="print what a task costs, by stage, from two --profile outputs (journal-on.txt) of "
+        "the same rows in more and fewer tasks, and exit",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.per_task:
+        more, more_tasks, fewer, fewer_tasks = args.per_task
+        print(per_task(Path(more), int(more_tasks), Path(fewer), int(fewer_tasks)))
+        return 0
     if args.smoke:
         args.prompts, args.repeat, args.warm_prompts = 200, 1, 200
     result = measure(args)
