@@ -269,6 +269,57 @@ _IDLE = {
 _IMPORTS = ("importlib._bootstrap", "zipimport")
 
 
+#: The per-task work of a task worker, by the first of these frames found in a stack
+#: (``--per-task``): what one more task costs, from two profiles of the same rows in more and
+#: fewer tasks.
+TASK_STAGES = (
+    ("Spark's command unpickled (read_command)", ("read_command (",)),
+    ("Delta file per task (DeltaStreamWriter.write)", ("DeltaStreamWriter.write",)),
+    ("journal (Journal.save)", ("Journal.save", "Journal._write")),
+    ("connections (StreamTransport._connect)", ("StreamTransport._connect",)),
+    ("client, per request (complete_all, less connections)", ("complete_all",)),
+    ("parser (CpuParser.parse, Vectorised.parse)", ("CpuParser.parse", "Vectorised.parse")),
+    ("rest of the partition's work (read_partition)", ("read_partition",)),
+    ("Arrow hand-off to Spark (serialisers, outside the above)", ("dump_stream", "read_udfs")),
+)
+
+
+def task_stages(collapsed: Path) -> tuple[int, Counter[str]]:
+    """The task workers' busy samples, and their split by :data:`TASK_STAGES` (then importing,
+    then other)."""
+    stages: Counter[str] = Counter()
+    total = 0
+    for processes, frames, count in _busy_samples(collapsed):
+        if not processes or "pyspark.worker" not in processes[-1]:
+            continue
+        total += count
+        for name, marks in TASK_STAGES:
+            if any(mark in f for f in frames for mark in marks):
+                stages[name] += count
+                break
+        else:
+            importing = any(mark in f for f in frames for mark in _IMPORTS)
+            stages["importing (worker start)" if importing else "other"] += count
+    return total, stages
+
+
+def per_task(more: Path, more_tasks: int, fewer: Path, fewer_tasks: int) -> str:
+    """A markdown table: each stage's samples in the two profiles (py-spy at 100 Hz) and the
+    CPU milliseconds one more task costs."""
+    total_a, a = task_stages(more)
+    total_b, b = task_stages(fewer)
+    per = 10 / (more_tasks - fewer_tasks)  # a sample is 10 ms
+    lines = [
+        f"| per-task work | samples, {more_tasks} tasks | samples, {fewer_tasks} tasks | "
+        "ms of CPU per task |",
+        "|---|---:|---:|---:|",
+    ]
+    names = [name for name, _ in TASK_STAGES] + ["importing (worker start)", "other"]
+    lines += [f"| {n} | {a[n]} | {b[n]} | {(a[n] - b[n]) * per:.0f} |" for n in names]
+    lines.append(f"| all | {total_a} | {total_b} | {(total_a - total_b) * per:.0f} |")
+    return "\n".join(lines)
+
+
 def _idle(leaf: str) -> bool:
     name, _, where = leaf.partition(" (")
     stem = where.split(":")[0].rsplit("/", 1)[-1].split(".")[0]
@@ -382,6 +433,19 @@ def compile_tree() -> None:
     import dspark_json
 
     compileall.compile_dir(Path(dspark_json.__file__).parent, quiet=2)
+    warm_kernel_cache()
+
+
+def warm_kernel_cache() -> None:
+    """The parser's kernels in numba's cache before any measured run, as on a node that has
+    run a task before: in a fresh checkout the first Python workers compile them in the
+    background (about 50 CPU-seconds here), which a warm-up of a few thousand prompts does not
+    wait for (the runs of 2026-12-05 02:13 that this left out: the first rounds of each process
+    3-7x the CPU of the next)."""
+    from dspark_json.parse import warmup
+    from dspark_json.parse.cpu import warm_kernels
+
+    warmup.wait(warm_kernels)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -404,7 +468,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         args.journal, [args.journal == "on"]
     )
     try:
-        with tempfile.TemporaryDirectory() as tmp, SimulatorProcess() as server:
+        with tempfile.TemporaryDirectory() as tmp, SimulatorProcess(latency=args.latency) as server:
             work = Path(tmp)
             assert server._process is not None
             exclude = {server._process.pid}
@@ -525,7 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N]")
     parser.add_argument("--concurrency", type=int, default=64, help="option maxConcurrency")
     parser.add_argument(
-        "--partition-size", type=int, help="option partitionSize (default: the option's, 256)"
+        "--partition-size",
+        type=int,
+        help="option partitionSize (default: left to the planner, docs/guide/performance.md)",
+    )
+    parser.add_argument(
+        "--latency", type=float, default=0.0, help="the simulator's seconds per completion"
     )
     parser.add_argument("--profile", type=Path, help="py-spy's collapsed stacks go here")
     parser.add_argument(
@@ -550,9 +619,20 @@ def main(argv: list[str] | None = None) -> int:
         help="leave dspark_json without bytecode where it has none (default: compile it, as "
         "pip does at install)",
     )
+    parser.add_argument(
+        "--per-task",
+        nargs=4,
+        metavar=("MORE", "TASKS", "FEWER", "TASKS"),
+        help="print what a task costs, by stage, from two --profile outputs (journal-on.txt) of "
+        "the same rows in more and fewer tasks, and exit",
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.per_task:
+        more, more_tasks, fewer, fewer_tasks = args.per_task
+        print(per_task(Path(more), int(more_tasks), Path(fewer), int(fewer_tasks)))
+        return 0
     if args.smoke:
         args.prompts, args.repeat, args.warm_prompts = 200, 1, 200
     result = measure(args)
@@ -573,6 +653,8 @@ def main(argv: list[str] | None = None) -> int:
         "spark_cores": args.cores,
         "prompts": args.prompts,
         "repeat": args.repeat,
+        "latency_s": args.latency,
+        "partition_size": args.partition_size,
         "command": "python benchmarks/end_to_end_cpu.py " + " ".join(argv or sys.argv[1:]),
         "tree": TREE,
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],

@@ -103,7 +103,9 @@ def register(spark: SparkSession) -> None:
     With the package installed, Spark 4 registers both formats by itself (the top-level modules
     ``pyspark_dspark_json`` and ``pyspark_dspark_delta``); what this call adds then is the
     redaction (without it, a query that passes one of those options gets one WARN) and Delta
-    reads' filter pushdown (docs/getting-started/cluster.md).
+    reads' filter pushdown (docs/getting-started/cluster.md), and the cluster's task slots, by
+    which the planner sizes a micro-batch's tasks where option ``partitionSize`` is not given
+    (:func:`dspark_json.source.session_slots`; docs/guide/performance.md).
 
     Parameters
     ----------
@@ -111,9 +113,9 @@ def register(spark: SparkSession) -> None:
         The session to register the format with (classic or Spark Connect).
     """
     from dspark_json.delta.stream import register_once, register_sink
-    from dspark_json.source import DSparkJsonDataSource
+    from dspark_json.source import DSparkJsonDataSource, session_slots, with_slots
 
-    register_once(spark, DSparkJsonDataSource)
+    register_once(spark, with_slots(DSparkJsonDataSource, session_slots(spark)))
     register_sink(spark)
     current = spark.conf.get(_REDACTION_CONF) or "(?i)url"
     if _secrets.REDACTION_PATTERN not in current:

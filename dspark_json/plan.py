@@ -5,7 +5,8 @@
 the server's ``/v1/models``, ``healthPath``, the model, the JSON Schema), reads the prompts and
 builds each request as a task would (:class:`~dspark_json.request.body.RequestBuilder`),
 and counts what would be sent: the requests left after option ``dedupe`` (within each
-partition of ``partitionSize`` rows, as the tasks group them) and the response cache (option
+partition of ``partitionSize`` rows (its default where the slots are not known: 256), as the
+tasks group them) and the response cache (option
 ``cache``: the entries there now), an upper bound of the tokens and, with option ``pricing``,
 of the cost.
 
@@ -25,7 +26,7 @@ from typing import Any
 from dspark_json.cost import cost_usd
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.dedup import group
-from dspark_json.inputs.listing import Position, PromptListing
+from dspark_json.inputs.listing import Position, PromptListing, partition_size
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.load import prepare
 from dspark_json.options import Options
@@ -71,7 +72,10 @@ def plan_query(raw: Mapping[str, str]) -> dict[str, Any]:
         if options.reuse.cache is None
         else ResponseCache(options.reuse.cache, query.model, storage=options.storage.settings)
     )
-    size = options.input.partition_size
+    # the slots of a cluster are not known here: the size a query registered without them gets
+    size = partition_size(
+        sum(s.end - s.start for s in segments), given=options.input.partition_size, slots=None
+    )
     counted = {"prompts": 0, "invalid": 0, "sendable": 0, "leaders": 0, "cached": 0}
     prompt_tokens = 0
 

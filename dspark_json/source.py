@@ -30,10 +30,12 @@ from dspark_json.fs import FileEntry
 from dspark_json.http.secrets import REDACTION_PATTERN
 from dspark_json.inputs.journal import Journal
 from dspark_json.inputs.listing import (
+    MIN_PARTITION_SIZE,
     Position,
     PromptListing,
     PromptPartition,
     Segment,
+    partition_size,
     plan_partitions,
 )
 from dspark_json.metrics import (
@@ -49,6 +51,7 @@ from dspark_json.progress import compact, write_batch, write_run
 from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.datasource import ReadLimit
 
 # Spark starts a Python process for each planning or commit call (partitions, latestOffset,
@@ -56,7 +59,7 @@ if TYPE_CHECKING:
 # server's checks: :mod:`dspark_json.load`, httpx) or a task's ``read`` (the pipeline, the
 # parser: numba) needs is imported where it is used (issue 55; tests/test_lazy_imports.py).
 
-__all__ = ["DSparkJsonDataSource"]
+__all__ = ["DSparkJsonDataSource", "session_slots", "with_slots"]
 
 #: Partitions' records the driver keeps for the whole-run line before folding them into one
 #: (:func:`dspark_json.metrics.fold_records`: the same line, in bounded memory).
@@ -70,6 +73,11 @@ logger = logging.getLogger("dspark_json")
 #: from the offset Spark hands it; an offset before any batch (and one checkpointed before the
 #: count was kept) has none: 0.
 BATCHES = "batches"
+#: The key of a stream offset that keeps the prompts per task its micro-batch was planned with
+#: when option partitionSize leaves them to the planner: a batch Spark replays after a restart
+#: is cut into the same partitions (its journal entries are found), whatever the slots known
+#: then.
+PARTITION_SIZE = "partitionSize"
 
 
 def _batches(offset: Mapping[str, object]) -> int:
@@ -89,6 +97,10 @@ class DSparkJsonDataSource(DataSource):
     #: options from plans; ``False``: by Spark's lookup of installed modules
     #: (:mod:`pyspark_dspark_json`), which does not.
     registered_by_session: ClassVar[bool] = True
+    #: The cluster's task slots (Spark's default parallelism) when the format was registered by
+    #: ``dspark_json.register(spark)`` (:func:`with_slots`): what the planner shares a
+    #: micro-batch's prompts by where option partitionSize is not given; ``None``: not known.
+    task_slots: ClassVar[int | None] = None
 
     @classmethod
     def name(cls) -> str:
@@ -137,13 +149,13 @@ class DSparkJsonDataSource(DataSource):
     def reader(self, schema: StructType) -> DataSourceReader:
         self._check(schema)
         _workers_start(self.query)
-        return PromptBatchReader(self.query, schema)
+        return PromptBatchReader(self.query, schema, self.task_slots)
 
     @short_errors
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         self._check(schema)
         _workers_start(self.query)
-        return PromptStreamReader(self.query, schema)
+        return PromptStreamReader(self.query, schema, self.task_slots)
 
     def _check(self, schema: StructType) -> None:
         """A schema the parser can fill; a user's (``.schema(...)``: not the one
@@ -161,15 +173,19 @@ class DSparkJsonDataSource(DataSource):
 class PromptBatchReader(DataSourceReader):
     """``spark.read``: every prompt visible when the query is planned."""
 
-    def __init__(self, query: Query, schema: StructType) -> None:
+    def __init__(self, query: Query, schema: StructType, slots: int | None = None) -> None:
         self.query = query
         self.schema = schema
+        self.slots = slots
 
     def partitions(self) -> Sequence[InputPartition]:
         listing = _listing(self.query.options)
         segments = listing.segments(Position(), listing.end())
+        size = partition_size(
+            _rows(segments), given=self.query.options.input.partition_size, slots=self.slots
+        )
         # Spark reads one partition of its own when given none; make that one ours (empty).
-        return _plan(segments, self.query.options, listing) or [PromptPartition(0, ())]
+        return _plan(segments, self.query.options, listing, size) or [PromptPartition(0, ())]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         from dspark_json.pipeline import read_partition
@@ -187,10 +203,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
     replayed batch, gets the same ids, whatever other output the query has.
     """
 
-    def __init__(self, query: Query, schema: StructType) -> None:
+    def __init__(self, query: Query, schema: StructType, slots: int | None = None) -> None:
         self.query = query
         self.inputs = query.options.input
         self.schema = schema
+        self.slots = slots
         self._listing = _BatchListing(
             self.inputs.location,
             storage=query.options.storage.settings,
@@ -257,7 +274,11 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         end = self._listing.advance(begin, max_rows=max_rows, max_files=max_files, cap=self._cap)
         if end == begin:  # nothing new: the same offset, so that Spark runs no batch
             return first
-        return {**end.to_offset(), BATCHES: _batches(first) + 1}
+        offset: dict[str, object] = {**end.to_offset(), BATCHES: _batches(first) + 1}
+        if self.inputs.partition_size is None:  # the planner's choice, kept for a replay
+            rows = _rows(self._listing.segments(begin, end))
+            offset[PARTITION_SIZE] = partition_size(rows, given=None, slots=self.slots)
+        return offset
 
     def _say_what_is_missing(self) -> None:
         """Once per query run: here, not in ``__init__``, because Spark builds the stream
@@ -304,8 +325,12 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         segments = self._listing.segments(first, last)
         batch_id = _batches(start)  # the batches before this one
         batch = batch_label(batch_id, end)
+        size = partition_size(
+            _rows(segments), given=self.inputs.partition_size or _kept_size(end), slots=self.slots
+        )
         planned = [
-            replace(p, batch=batch) for p in _plan(segments, self.query.options, self._listing)
+            replace(p, batch=batch)
+            for p in _plan(segments, self.query.options, self._listing, size)
         ]
         numbers = tuple(unit.index for p in planned for unit in (p.parts or (p,)))
         self._unreported[batch_id] = (last, batch, numbers)
@@ -425,15 +450,30 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
 _LOOKS = 3
 
 
+def _kept_size(end: Mapping[str, object]) -> int:
+    """The prompts per task the micro-batch ending at ``end`` was planned with where option
+    partitionSize leaves them to the planner: the size its offset keeps; an offset without one
+    was written by a version whose default was a fixed :data:`MIN_PARTITION_SIZE` (a checkpoint
+    from before the planner chose): a replay cuts it the same way and finds its journal entries."""
+    kept = end.get(PARTITION_SIZE)
+    return kept if isinstance(kept, int) and kept > 0 else MIN_PARTITION_SIZE
+
+
+def _rows(segments: Sequence[Segment]) -> int:
+    """The prompts in ``segments``."""
+    return sum(s.end - s.start for s in segments)
+
+
 def _plan(
-    segments: Sequence[Segment], options: Options, listing: PromptListing
+    segments: Sequence[Segment], options: Options, listing: PromptListing, size: int
 ) -> list[PromptPartition]:
-    """A micro-batch's partitions (a batch read's: the whole read), each with its even share of
+    """A micro-batch's partitions of ``size`` prompts (:func:`partition_size`; a batch
+    read's: the whole read), each with its even share of
     option maxTokensPerMinute where given, and its share of
     option repairTokenBudget where re-asks have one: in proportion to its rows, so that the
     batch's tasks together spend at most the budget. A compressed file's ``parts`` each run
     their re-asks on their own: each gets a share of its own."""
-    partitions = plan_partitions(segments, options.input.partition_size, listing.locate)
+    partitions = plan_partitions(segments, size, listing.locate)
     per_minute = options.http.max_tokens_per_minute
     if per_minute is not None and partitions:  # the tasks' even shares (http.tokens)
         share = max(1, per_minute // len(partitions))
@@ -675,3 +715,53 @@ class _BatchListing(PromptListing):
         if self._snapshot is None:
             return False
         return any(e.name == end.file and self.rows(e) >= end.row for e in self._snapshot)
+
+
+def session_slots(spark: SparkSession) -> int | None:
+    """The task slots of ``spark``'s cluster, where its settings say: Spark's
+    ``spark.default.parallelism`` where set; with a local master, the session's default
+    parallelism (``local[N]``: N); a cluster of ``spark.executor.instances`` executors of
+    ``spark.executor.cores`` without dynamic allocation: their product. ``None`` otherwise (a
+    cluster that grows and shrinks, or whose executors are not up yet when the format is
+    registered: the planner then keeps :data:`~dspark_json.inputs.listing.MIN_PARTITION_SIZE`)."""
+
+    def conf(key: str) -> str | None:
+        try:
+            value = spark.conf.get(key, None)
+        except Exception:  # a conf Spark Connect does not answer: not known
+            return None
+        return None if value is None else str(value)
+
+    def count(text: str | None) -> int | None:
+        return int(text) if text is not None and text.strip().isdigit() else None
+
+    slots = count(conf("spark.default.parallelism"))
+    if slots is not None:
+        return slots or None
+    master = conf("spark.master") or ""
+    local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if local is not None:
+        if local.group(1) and local.group(1).isdigit():
+            return int(local.group(1)) or None
+        try:  # local, local[*]: the session knows (a classic one; Spark Connect: not known)
+            return int(spark.sparkContext.defaultParallelism) or None
+        except Exception:  # Spark Connect: no SparkContext
+            return 1 if not local.group(1) else None
+    if (conf("spark.dynamicAllocation.enabled") or "false").strip().lower() == "true":
+        return None
+    executors, cores = count(conf("spark.executor.instances")), count(conf("spark.executor.cores"))
+    return executors * cores if executors and cores else None
+
+
+def with_slots(source: type[DSparkJsonDataSource], slots: int | None) -> type[DSparkJsonDataSource]:
+    """``source`` told the cluster's task slots (:attr:`DSparkJsonDataSource.task_slots`): a
+    subclass made here, under the same name. The data source's planning runs in Python workers
+    without a SparkContext (Spark Connect has none at all); Spark's registration pickles the
+    class it is given, and pickles a class that no module holds under its name with its
+    attributes (cloudpickle), so the slots reach every worker that plans a read."""
+    if slots is None:
+        return source
+    attributes = {"task_slots": slots, "__module__": source.__module__, "__doc__": source.__doc__}
+    made = type(source.__name__, (source,), attributes)
+    made.__qualname__ = source.__qualname__
+    return made

@@ -41,10 +41,14 @@ from dspark_json.storage import ENVIRONMENT_ONLY, StorageSettings
 
 __all__ = [
     "INPUT_SUFFIXES",
+    "MAX_PARTITION_SIZE",
+    "MIN_PARTITION_SIZE",
+    "TASKS_PER_SLOT",
     "Position",
     "PromptListing",
     "PromptPartition",
     "Segment",
+    "partition_size",
     "plan_partitions",
     "read_rows",
     "rows_of",
@@ -497,6 +501,35 @@ class PromptListing:
 def _part(segment: Segment, start: int, end: int) -> Segment:
     """Rows ``[start, end)`` of ``segment``'s file, not yet located."""
     return Segment(segment.path, start, end, storage=segment.storage)
+
+
+#: Option partitionSize left to the planner: a task's prompts, at least (the fixed default it
+#: had: a small micro-batch is cut as before) and at most (a task holds its answers until its
+#: rows go to Spark, a retried task sends or reads back all of them, its first rows wait on its
+#: last answers).
+MIN_PARTITION_SIZE = 256
+MAX_PARTITION_SIZE = 2_500
+#: Tasks per task slot the planner aims at: more than one, so that a slot whose task ends early
+#: takes another and the tasks' own tails overlap.
+TASKS_PER_SLOT = 2
+
+
+def partition_size(rows: int, *, given: int | None, slots: int | None) -> int:
+    """The prompts per task of a micro-batch (a batch read) of ``rows`` prompts: option
+    partitionSize where ``given``; else, as Spark sizes its file sources' splits
+    (``maxPartitionBytes``, ``defaultParallelism``), the rows shared by :data:`TASKS_PER_SLOT`
+    tasks per slot of the cluster's ``slots``, within [:data:`MIN_PARTITION_SIZE`,
+    :data:`MAX_PARTITION_SIZE`]; :data:`MIN_PARTITION_SIZE` where the slots are not known.
+
+    A batch's tasks are never more than at the minimum (no task pays its fixed cost for fewer
+    rows), and never fewer than the slots while the minimum would fill them: the requests in
+    flight, option maxConcurrency per running task, are not fewer."""
+    if given is not None:
+        return given
+    if slots is None or slots < 1:
+        return MIN_PARTITION_SIZE
+    share = -(-rows // (slots * TASKS_PER_SLOT))
+    return max(MIN_PARTITION_SIZE, min(MAX_PARTITION_SIZE, share))
 
 
 def plan_partitions(

@@ -40,12 +40,15 @@ class InputOptions:
         "/data/_journal/answers",
         convert=directory,
     )
-    partition_size: int = option(
+    partition_size: int | None = option(
         "partitionSize",
-        "Prompts per Spark task (input partition).",
+        "Prompts per Spark task (input partition). Default: chosen per micro-batch (per read), "
+        "as Spark sizes the splits of its file sources: the batch's prompts shared by twice the "
+        "cluster's task slots (its default parallelism, which dspark_json.register(spark) "
+        "records), at least 256 and at most 2,500 prompts a task; 256 where the slots are not "
+        "known (the format registered without register(spark)).",
         "1000",
         convert=positive(int),
-        default="256",
     )
     max_records_per_trigger: int | None = option(
         "maxRecordsPerTrigger",

@@ -301,3 +301,33 @@ def test_parse_dataframe_over_a_tasks_many_batches_equals_one_parse_of_all_bodie
     assert {"ok", "corrupt_envelope", None} <= {r["_status"] for r in got}
     assert any(r["_rescued_data"] for r in got)
     assert kept_n == [i for i, e in enumerate(expected) if e["_status"] != "corrupt_envelope"]
+
+
+def test_a_default_run_cuts_its_batch_by_the_slots_and_lands_every_prompt_once(
+    spark, simulator, tmp_path
+):
+    """No option partitionSize: the session's two slots (``register(spark)``, local[2]) share the
+    micro-batch's 1,200 prompts as four tasks of 300 (the fixed 256 cut five); the offset Spark
+    checkpoints keeps the size, for a replay."""
+    prompt_dir, table, checkpoint = tmp_path / "prompts", tmp_path / "table", tmp_path / "_ckpt"
+    metrics = tmp_path / "metrics"
+    write_prompts(prompt_dir, "a.jsonl", prompts(0, 700))
+    write_prompts(prompt_dir, "b.jsonl", prompts(700, 500))
+    reader = (
+        spark.readStream.format("dspark-json")
+        .option("endpoint", simulator.url)
+        .option("prompts", str(prompt_dir))
+        .option("responseFormat", RESPONSE_FORMAT)
+        .option("journal", str(tmp_path / "journal"))
+        .option("metrics", str(metrics))
+    )
+    query = dspark_json.write_delta(
+        reader.load(), str(table), checkpoint=str(checkpoint), trigger={"availableNow": True}
+    )
+    query.awaitTermination()
+    assert query.exception() is None
+    assert [sum(r["rows"].values()) for r in read_records(str(metrics))] == [300] * 4
+    ids = DeltaTable(str(table)).to_pyarrow_table().column("custom_id").to_pylist()
+    assert sorted(ids) == [f"r{i:04d}" for i in range(1200)]
+    logged = (checkpoint / "offsets" / "0").read_text().splitlines()
+    assert json.loads(logged[-1])["partitionSize"] == 300
