@@ -336,6 +336,9 @@ class Simulator:
         self.latencies: dict[str, list[float]] = {}
         #: (when, seconds late) of the loop's wakes: ``GET /stats/lag`` (the last 10 minutes).
         self.lags: deque[tuple[float, float]] = deque(maxlen=30_000)
+        #: (when, running, waiting) at each of those wakes: ``GET /stats/load`` (a benchmark
+        #: traces the queue the gates saw once a second).
+        self.load: deque[tuple[float, int, int]] = deque(maxlen=30_000)
         self._window = (0.0, 0)  # option rpm: when the current window began, completions in it
         #: The clock of option rpm's windows (seconds): a test sets its own, so that what it
         #: checks does not hang on how fast the machine is.
@@ -358,7 +361,9 @@ class Simulator:
         while True:
             asked = loop.time()
             await asyncio.sleep(0.02)
-            self.lags.append((time.time(), loop.time() - asked - 0.02))
+            now = time.time()
+            self.lags.append((now, loop.time() - asked - 0.02))
+            self.load.append((now, self.scheduler.running, self.scheduler.waiting))
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -414,6 +419,8 @@ class Simulator:
             return Reply(200, self.latencies)
         if path == "/stats/lag":
             return Reply(200, list(self.lags))
+        if path == "/stats/load":
+            return Reply(200, list(self.load))
         if path == "/metrics":
             self.counts["metrics_reads"] += 1  # how often the gates read it (http.readings)
             text = prometheus_text(self.models, self.scheduler)
