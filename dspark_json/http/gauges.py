@@ -66,7 +66,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -305,13 +305,16 @@ class _Budget:
     start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
     rounding: float = 0.5  # added before rounding the target down to whole requests (dither)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def room(reading: Reading, max_queue: int) -> float:
     """How many more requests ``reading`` leaves room for before the endpoint is saturated
-    (negative: that many too many). ``inf`` where the KV gauge says nothing (nothing runs):
-    only the queue then bounds, and it is empty."""
+    (negative: that many too many), up to the KV line itself: a fraction of a request counts
+    (the tasks round their targets to whole requests, :meth:`Gate._allowed`, each at its own
+    point, so that a fraction of room is taken as often as it is there; rounded down here, a
+    room of 12.8 sequences was 12, and the stream stopped half a request short of the line on
+    average). ``inf`` where the KV gauge says nothing (nothing runs): only the queue then
+    bounds, and it is empty."""
     queue = max_queue - reading.waiting
     if reading.waiting > max_queue:
         return queue  # more wait than maxServerQueue
@@ -322,24 +325,18 @@ def room(reading: Reading, max_queue: int) -> float:
     if not math.isfinite(slots):  # a KV use so small the share overflows: all but empty
         return math.inf if slots > 0 else -1.0
     if reading.kv >= KV_SATURATED:
-        return min(-1.0, math.floor(slots))
-    return math.floor(slots) + queue
+        return slots  # at or past the line: nothing more, or that many too many
+    return slots + queue
 
 
-def part(free: float, share: readings.Share, shift: int) -> float:
-    """The room ``free`` that is one task's: split by this machine's tasks that send to the
-    endpoint (``share.count``), whole requests each, the remainder to as many tasks as it holds
-    (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
-    too many (``free`` negative), the excess is given back the same way, in whole requests (a
-    part of a request each would be lost in the rounding: 32 tasks would give back nothing of
-    an excess of 4)."""
+def part(free: float, share: readings.Share) -> float:
+    """The room ``free`` that is one task's: split evenly by the tasks that send to the
+    endpoint (``share.count``), fractions of a request and all (each task adds its part to a
+    target it rounds to whole requests at its own point: :meth:`Gate._allowed`). Where
+    requests are too many (``free`` negative), each gives back its part of the excess."""
     if not math.isfinite(free):
         return free
-    amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
-    whole, remainder = divmod(amount, share.count)
-    place = (share.rank + shift) % share.count
-    mine = float(whole + (1 if place < remainder else 0))
-    return mine if free >= 0 else -mine
+    return free / share.count
 
 
 def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Share:
@@ -356,18 +353,26 @@ def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Sha
 
 
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
-    """This task's in-flight target after a reading that leaves ``free`` room while it has
-    ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
-    beyond ``maxServerQueue`` (``queued``), at once what the reading allows if that is lower;
-    else :data:`SMOOTHING` of the way from ``previous`` to it."""
+    """This task's in-flight target after a reading that leaves it ``free`` room while it has
+    ``inflight`` requests out (``None``: no bound, the endpoint is idle). The target before it
+    takes :data:`SMOOTHING` of the room (the tenants' load within a reading is mostly noise),
+    and keeps what it had beyond the requests out, up to one request: a task whose target is
+    3.6 sends 3 or 4 by its rounding point (:meth:`Gate._allowed`), and keeps 3.6, not the 3
+    it sent; counted from the requests out instead, the fraction was lost at every reading,
+    the tasks' targets summed above their requests, and the stream stopped short of the room
+    by as much (half a request to a request per endpoint with 8 tasks; some tasks never sent).
+    More than a request beyond those out is not kept (requests let through the gate that wait
+    for the task's in-flight limit, a task with no prompt waiting for that endpoint): a target
+    not used would otherwise grow with every reading and go out at once later. Where requests
+    queue beyond ``maxServerQueue`` (``queued``), at once what the reading allows, if lower."""
     if free == math.inf:
         return None
-    alone = max(inflight + free, 0.0)
     if previous is None:
-        return alone
+        return max(inflight + free, 0.0)
+    kept = min(previous, inflight + 1.0)
     if queued:
-        return min(previous, alone)
-    return previous + SMOOTHING * (alone - previous)
+        return min(kept, max(inflight + free, 0.0))
+    return max(kept + SMOOTHING * free, 0.0)
 
 
 class Gate:
@@ -396,51 +401,81 @@ class Gate:
         #: the room (:meth:`_allowed`): its own point in [0, 1), drawn once.
         self.dither = random.random()
         self._budgets: dict[str, _Budget] = {}
+        #: Set when a request of this task ends (then replaced): the held requests look again.
+        self._changed = asyncio.Event()
         self.held_s = 0.0
 
-    async def wait(self, url: str, fetch: MetricsFetch, limit_s: float) -> None:
+    async def wait(
+        self,
+        url: str,
+        fetch: MetricsFetch,
+        limit_s: float,
+        also: Sequence[tuple[str, MetricsFetch]] = (),
+    ) -> str:
         """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
-        row); count the time held. ``fetch`` reads the endpoint's /metrics where the reading
-        is due (the requests' model does not matter: the module's docstring)."""
-        budget = self._budgets.setdefault(url, _Budget())
+        row), or to one of the endpoints ``also`` names (with their fetches) where ``url`` has
+        no room and one of them has: the endpoint it goes to. Counts the time held. ``fetch``
+        reads the endpoint's /metrics where the reading is due (the requests' model does not
+        matter: the module's docstring). A request that waited for room at the endpoint it
+        was sent to in turn, while another had room, left that room unused: a task's workers
+        gathered at the gate of the fuller endpoint (each picks the next in turn after an
+        answer, and stays where it is held), and the other's room went to no one."""
+        choices = [(url, fetch), *also]
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            reading = await self.gauges.read(url, fetch, route=self.route)
-            if reading is None:
+            chosen, next_step, waiting = None, math.inf, 0.0
+            for where, read in choices:
+                budget = self._budgets.setdefault(where, _Budget())
+                reading = await self.gauges.read(where, read, route=self.route)
+                if reading is None:  # no reading: not held
+                    chosen = where
+                    break
+                now = time.monotonic()
+                if reading is not budget.reading:
+                    self._read(where, budget, reading, now)
+                stale = now - reading.at > MAX_AGE_S
+                if not stale and budget.passed < self._allowed(budget, now):
+                    chosen = where
+                    break
+                if where == url:
+                    waiting = reading.waiting
+                step = max(reading.at + self.gauges.refresh_s - now, 0.01)
+                if budget.target is not None and budget.target > budget.start:  # paced
+                    step = min(step, self.gauges.refresh_s / (budget.target - budget.start))
+                next_step = min(next_step, step)
+            if chosen is not None:
                 break
             now = time.monotonic()
-            if reading is not budget.reading:
-                shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
-                share = across(self.tasks(url, self.name), self.width)
-                free = part(room(reading, self.max_queue), share, shift)
-                budget.rounding = 0.5 if share.count == 1 else self.dither
-                queued = reading.waiting > self.max_queue
-                budget.target = target(budget.target, budget.inflight, free, queued)
-                budget.reading, budget.since, budget.start = reading, now, budget.inflight
-            stale = now - reading.at > MAX_AGE_S
-            if not stale and budget.passed < self._allowed(budget, now):
-                break
             if now >= deadline:
+                chosen = url
                 break
             phase(
                 ("held", url, self.max_queue),
                 "Held by the pool: %s has %d request(s) waiting (over maxServerQueue=%d): new "
                 "requests wait for room; the seconds held are in the metrics.",
                 mask_uris(url),
-                reading.waiting,
+                waiting,
                 self.max_queue,
             )
-            next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
-            if budget.target is not None and budget.target > budget.start:  # paced: look again
-                next_step = min(next_step, self.gauges.refresh_s / (budget.target - budget.start))
+            changed = self._changed
             try:
                 async with asyncio.timeout(min(next_step, deadline - now)):
-                    await budget.changed.wait()
+                    await changed.wait()
             except TimeoutError:
                 pass
-        budget.passed += 1
+        self._budgets[chosen].passed += 1
         self.held_s += time.monotonic() - started
+        return chosen
+
+    def _read(self, url: str, budget: _Budget, reading: Reading, now: float) -> None:
+        """A new reading of ``url``: this task's part of its room moves the target."""
+        share = across(self.tasks(url, self.name), self.width)
+        free = part(room(reading, self.max_queue), share)
+        budget.rounding = 0.5 if share.count == 1 else self.dither
+        queued = reading.waiting > self.max_queue
+        budget.target = target(budget.target, budget.inflight, free, queued)
+        budget.reading, budget.since, budget.start = reading, now, budget.inflight
 
     def _allowed(self, budget: _Budget, now: float) -> float:
         """Requests this task may have in flight at ``now``: the target, reached at once when
@@ -471,10 +506,11 @@ class Gate:
             readings.release(url, self.name, route=self.route)
 
     def ended(self, url: str) -> None:
-        """A request to ``url`` ended: its place is free for the next one."""
+        """A request to ``url`` ended: its place is free for the next one (the requests held
+        look again, whatever endpoint they wait for: they may go to this one)."""
         budget = self._budgets.get(url)
         if budget is not None:
             budget.passed -= 1
             budget.inflight -= 1
-            budget.changed.set()
-            budget.changed = asyncio.Event()
+            self._changed.set()
+            self._changed = asyncio.Event()

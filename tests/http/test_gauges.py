@@ -45,12 +45,21 @@ def test_parse_older_vllm_gpu_cache_and_not_vllm():
 
 
 def test_room_is_the_free_kv_share_plus_the_queue():
-    assert room(Reading(0, 8, 0.5, 0), 0) == 4  # 8 seqs are 0.5: 12.8 fit below 0.8
+    assert room(Reading(0, 8, 0.5, 0), 0) == pytest.approx(4.8)  # 8 seqs are 0.5: 12.8 fit
     assert room(Reading(0, 0, 0.0, 0), 0) == float("inf")  # idle: nothing to go by
     assert room(Reading(3, 16, 1.0, 0), 1) == -2  # more wait than maxServerQueue
     assert room(Reading(0, 16, 1.0, 0), 5) < 0  # KV full
-    assert room(Reading(0, 8, 0.5, 0), 2) == 6  # and 2 may wait
+    assert room(Reading(0, 8, 0.5, 0), 2) == pytest.approx(6.8)  # and 2 may wait
     assert KV_SATURATED == 0.8
+
+
+def test_the_room_reaches_the_kv_line_itself_not_the_whole_request_below_it():
+    """12 of 16 sequences run: 12.8 fit below the line, so 0.8 of a request is room (taken as
+    often as the tasks' rounding points say: most of the time with 8 tasks, Gate._allowed);
+    rounded down to 0, the stream stopped short of the line at every reading."""
+    assert room(Reading(0, 12, 0.75, 0), 0) == pytest.approx(0.8)
+    assert room(Reading(0, 13, 13 / 16, 0), 0) == pytest.approx(-0.2)  # just past it
+    assert room(Reading(0, 16, 0.8, 0), 0) == 0  # at the line: nothing more
 
 
 def test_option_max_server_queue():
@@ -166,14 +175,28 @@ def test_a_reading_moves_the_target_half_way_and_a_queue_lowers_it_at_once():
 
     assert target(None, 3, 4, False) == 7  # the first reading: what it allows
     assert target(None, 3, float("inf"), False) is None  # idle: no bound
-    # The tenants' load swings within a reading: half of the way only, up or down.
+    # The tenants' load swings within a reading: half of the room only, up or down.
     assert SMOOTHING == 0.5
-    assert target(7, 3, 8, False) == 9
-    assert target(7, 5, -3, False) == 4.5  # over the KV line, nothing queued
+    assert target(7, 7, 4, False) == 9
+    assert target(5, 5, -3, False) == 3.5  # over the KV line, nothing queued
     # Requests queue beyond maxServerQueue: at once what the reading allows.
-    assert target(7, 5, -3, True) == 2
+    assert target(5, 5, -3, True) == 2
     assert target(1, 5, 3, True) == 1  # a queue never raises it
-    assert target(7, 2, -5, True) == 0  # never below nothing
+    assert target(3, 2, -5, True) == 0  # never below nothing
+
+
+def test_a_target_keeps_its_fraction_of_a_request_and_no_more_than_one_beyond_those_out():
+    """A task whose target is 3.6 sends 3 or 4 by its rounding point: with 3 out, the next
+    reading starts from 3.6 (counted from the 3 out, the 0.6 was lost at every reading, and
+    8 tasks stopped short of the room by their fractions); a target more than a request
+    beyond those out is not kept (not used: it would go out at once later)."""
+    from dspark_json.http.gauges import target
+
+    assert target(3.6, 3, 0.0, False) == 3.6
+    assert target(3.6, 3, 0.4, False) == pytest.approx(3.8)
+    assert target(0.4, 0, 0.0, False) == 0.4  # a task that has not sent yet keeps its part
+    assert target(7.0, 2, 0.0, False) == 3.0  # five not used: one kept
+    assert target(3.6, 3, -1.0, True) == 2.0  # a queue: at once from those out
 
 
 class FakeGauges:
@@ -200,19 +223,20 @@ def test_the_target_counts_requests_sent_not_those_waiting_for_the_in_flight_lim
         gauges = FakeGauges()
         gate = Gate(0, gauges)  # type: ignore[arg-type]
         now = time.monotonic()
-        gauges.reading = Reading(0, 2, 2 / 16, now)  # 2 running of 16: room 10
+        gauges.reading = Reading(0, 2, 2 / 16, now)  # 2 running of 16: room 10.8
         for _ in range(10):  # ten let through in a burst (the ramp is the next test's)
             await gate.wait("u", {}, 5.0)
         first = gate._budgets["u"].target
         for _ in range(3):  # only three got past the in-flight limit
             gate.sent("u")
-        gauges.reading = Reading(0, 12, 12 / 16, time.monotonic())  # room 0 (12.8 fit)
+        gauges.reading = Reading(0, 12, 12 / 16, time.monotonic())  # room 0.8 (12.8 fit)
         await gate.wait("u", {}, 0.0)
         return first, gate._budgets["u"].target
 
     first, second = asyncio.run(scenario())
-    assert first == 10
-    assert second == 10 + 0.5 * (3 - 10)  # counted from the 3 sent, not the 10 let through
+    assert first == pytest.approx(10.8)
+    # Counted from the 3 sent (and one more at most), not the 10.8 of those let through.
+    assert second == pytest.approx(3 + 1 + 0.5 * 0.8)
 
 
 def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it():
@@ -223,7 +247,7 @@ def test_the_gate_ramps_up_to_a_higher_target_over_a_reading_and_holds_above_it(
     async def scenario() -> tuple[list[float], bool]:
         gauges = FakeGauges()
         gate = Gate(0, gauges)  # type: ignore[arg-type]
-        gauges.reading = Reading(0, 4, 4 / 16, time.monotonic())  # room 8
+        gauges.reading = Reading(0, 4, 4 / 15, time.monotonic())  # room 8 (12 fit)
         started = time.monotonic()
         times = []
         for _ in range(8):
@@ -491,3 +515,78 @@ def test_many_tasks_round_their_targets_to_whole_requests_without_adding_up_past
     assert 10 <= sum(allowed) <= 22, allowed
     assert Gate(0)._allowed(_Budget(target=0.5), now) == 1  # alone: half up, as ever
     assert Gate(0)._allowed(_Budget(target=3.0, rounding=0.99), now) == 3  # whole: whole
+
+
+def test_the_stream_fills_the_room_to_the_line_at_any_number_of_tasks():
+    """A tenant whose sequences swing around 8 of 16 from one reading to the next; 1, 8 or 32
+    tasks split each reading's room. On average they keep the room up to the KV line in flight
+    (12.8 - 8 = 4.8), at every width alike: each target adds its part of the room and keeps
+    its fraction of a request. Counted from the requests out (the fraction lost at each
+    reading) and rounded down to whole requests, the stream's level moved with the number of
+    tasks (4.1 with one, 6.2 with eight, 7.0 with 32 in this model)."""
+    import random
+
+    from dspark_json.http.gauges import Gate, _Budget
+    from dspark_json.http.readings import Share
+
+    means = []
+    for count in (1, 8, 32):
+        random.seed(count)  # the tasks' rounding points
+        swings = random.Random(0)
+        gates = [Gate(0, tasks=lambda url, name, i=i, n=count: Share(n, i)) for i in range(count)]
+        budgets = [_Budget() for _ in gates]
+        levels = []
+        for _ in range(300):
+            stream = sum(b.inflight for b in budgets)
+            levels.append(stream)
+            running = sum(swings.random() < 0.5 for _ in range(16)) + stream
+            reading = Reading(0, running, running / 16, 0.0)
+            for gate, budget in zip(gates, budgets, strict=True):
+                gate._read("u", budget, reading, 0.0)  # type: ignore[attr-defined]
+                # Each sends up to what it may at the end of the reading's ramp.
+                budget.inflight = budget.passed = int(gate._allowed(budget, 1.0))  # type: ignore[attr-defined]
+        means.append(sum(levels[50:]) / len(levels[50:]))
+    assert all(4.5 <= m <= 5.1 for m in means), means
+
+
+def test_a_request_held_at_a_full_endpoint_goes_to_another_with_room():
+    """Two replicas, one saturated the whole time: the requests go to the one with room, none
+    waits at the full one's gate (each worker picked the endpoints in turn and stayed held
+    where its turn fell: half of them until requestDeadline, while the other replica idled)."""
+    full, free = Pool(metrics(5, 16, 1.0)), Pool(metrics(0, 2, 2 / 16))
+    with raw_server(full) as a, raw_server(free) as b:
+        config = HttpOptions(
+            endpoints=(Endpoint(a.url), Endpoint(b.url)), max_server_queue=0, request_deadline=3.0
+        )
+        started = time.monotonic()
+        fetched = complete_all([{"messages": [], "i": i} for i in range(20)], config)
+        took = time.monotonic() - started
+    assert fetched.stats.failed == 0
+    assert len(full.sent) == 0 and len(free.sent) == 20
+    assert took < 2.5  # none held until requestDeadline
+
+
+def test_the_gate_takes_the_endpoint_asked_for_where_it_has_room():
+    import asyncio
+
+    from dspark_json.http.gauges import Gate
+
+    class TwoReadings:
+        refresh_s = 1.0
+
+        def __init__(self) -> None:
+            self.readings = {"a": Reading(0, 2, 2 / 16, time.monotonic())}
+
+        async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
+            return self.readings[url]
+
+    async def scenario() -> list[str]:
+        gauges = TwoReadings()
+        gauges.readings["b"] = Reading(0, 2, 2 / 16, time.monotonic())
+        gate = Gate(0, gauges)  # type: ignore[arg-type]
+        chosen = [await gate.wait("a", {}, 1.0, [("b", {})])]  # type: ignore[list-item]
+        gauges.readings["a"] = Reading(3, 16, 1.0, time.monotonic())  # a full, b not
+        chosen.append(await gate.wait("a", {}, 1.0, [("b", {})]))  # type: ignore[list-item]
+        return chosen
+
+    assert asyncio.run(scenario()) == ["a", "b"]
