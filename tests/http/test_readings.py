@@ -140,7 +140,7 @@ def _gate_task(folder: str, barrier: object, targets: object) -> None:
 
     class OneReading:
         refresh_s = 1.0
-        reading = Reading(0, 2, 2 / 16, time.monotonic())  # 2 running of 16: room 10.8
+        reading = Reading(0, 2, 2 / 16, time.monotonic())  # 2 running of 16: room 10
 
         async def read(self, url: str, fetch: object, route: str = "") -> Reading:
             return self.reading
@@ -247,11 +247,11 @@ def test_readings_and_leases_are_apart_for_requests_routed_by_other_headers(tmp_
 
 
 def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
-    """Eight task processes see one reading with room for 10.8 more requests: together they
-    target 10.8 in flight (each its part), not 8 x 10.8."""
+    """Eight task processes see one reading with room for 10 more requests: together they
+    target 10 in flight (each its part), not 8 x 10."""
     parts = gate_targets(_gate_task, [(str(tmp_path),)] * 8)
-    assert sum(parts) == pytest.approx(10.8), parts
-    assert parts == pytest.approx([10.8 / 8] * 8), parts
+    assert sum(parts) == pytest.approx(10), parts
+    assert parts == pytest.approx([10 / 8] * 8), parts
 
 
 def test_a_part_of_the_room_is_an_even_split_and_the_parts_add_up_to_it():
