@@ -142,6 +142,8 @@ def stream_worker(
 
     if os.environ.get("SHARED_POOL_UNSHARED"):  # the gate as before: each task the whole room
         readings.tasks = lambda url, task, where=None, route="": readings.Share(1, 0)  # type: ignore[assignment]
+    if os.environ.get("SHARED_POOL_MACHINE"):  # a simulated machine: its own place in the ranks
+        readings.MACHINE = 7919 * int(os.environ["SHARED_POOL_MACHINE"])
     if os.environ.get("SHARED_POOL_WIDTH"):  # (machines, tasks at once), as the driver says
         machines, tasks = (int(x) for x in os.environ["SHARED_POOL_WIDTH"].split(","))
         config = replace(config, pool_width=(machines, tasks))
@@ -250,9 +252,9 @@ def _trace_decisions(seen: dict[str, Any], decisions: list[list[Any]]) -> None:
         seen["reading"] = (reading.waiting, reading.running, reading.kv, reading.at)
         return seen["room"]  # type: ignore[no-any-return]
 
-    def traced_part(free: float, share: Any) -> float:
+    def traced_part(free: float, share: Any, shift: int) -> float:
         seen["count"] = share.count
-        seen["part"] = part(free, share)
+        seen["part"] = part(free, share, shift)
         return seen["part"]  # type: ignore[no-any-return]
 
     def traced_target(previous: Any, inflight: int, free: float, queued: bool) -> Any:
@@ -338,6 +340,7 @@ def scenario(
                     machine = task % args.machines
                     Path(machines, str(machine)).mkdir(exist_ok=True)
                     env["TMPDIR"] = str(Path(machines, str(machine)))
+                    env["SHARED_POOL_MACHINE"] = str(machine)
                     if "width" in options:
                         env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
                 streams.append(subprocess.Popen(command, start_new_session=True, env=env))

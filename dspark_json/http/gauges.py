@@ -40,7 +40,8 @@ held at a saturated endpoint whatever option ``model`` says.
   mostly noise), and lowered at once where requests queue beyond ``maxServerQueue``, so that
   the stream backs off within a reading (about a second) when interactive load rises. Rising
   to a higher target is spread over the refresh interval, so the workers waiting at the gate
-  do not all start at once when a reading clears.
+  do not all start at once when a reading clears. A request held at an endpoint with no room
+  goes to another of its endpoints that has room (:meth:`Gate.wait`'s ``also``).
 - The room a reading shows is the pool's, shared by the tasks sending to the endpoint at once:
   each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
   there (their leases in the shared readings directory:
@@ -309,10 +310,8 @@ class _Budget:
 
 def room(reading: Reading, max_queue: int) -> float:
     """How many more requests ``reading`` leaves room for before the endpoint is saturated
-    (negative: that many too many), in whole requests below the KV line. ``inf`` where the KV
-    gauge says nothing (nothing runs): only the queue then bounds, and it is empty. (Counting
-    the fraction of a request up to the line itself was tried: the stream then sat about half
-    a request higher, and the tenant's p95 passed 1.2x with one task and with 32.)"""
+    (negative: that many too many). ``inf`` where the KV gauge says nothing (nothing runs):
+    only the queue then bounds, and it is empty."""
     queue = max_queue - reading.waiting
     if reading.waiting > max_queue:
         return queue  # more wait than maxServerQueue
@@ -327,14 +326,20 @@ def room(reading: Reading, max_queue: int) -> float:
     return math.floor(slots) + queue
 
 
-def part(free: float, share: readings.Share) -> float:
-    """The room ``free`` that is one task's: split evenly by the tasks that send to the
-    endpoint (``share.count``), fractions of a request and all (each task adds its part to a
-    target it rounds to whole requests at its own point: :meth:`Gate._allowed`). Where
-    requests are too many (``free`` negative), each gives back its part of the excess."""
+def part(free: float, share: readings.Share, shift: int) -> float:
+    """The room ``free`` that is one task's: split by this machine's tasks that send to the
+    endpoint (``share.count``), whole requests each, the remainder to as many tasks as it holds
+    (by rank, turned by ``shift`` each reading so that none waits for good). Where requests are
+    too many (``free`` negative), the excess is given back the same way, in whole requests (a
+    part of a request each would be lost in the rounding: 32 tasks would give back nothing of
+    an excess of 4)."""
     if not math.isfinite(free):
         return free
-    return free / share.count
+    amount = math.floor(free) if free >= 0 else math.ceil(-free)  # never more than the room
+    whole, remainder = divmod(amount, share.count)
+    place = (share.rank + shift) % share.count
+    mine = float(whole + (1 if place < remainder else 0))
+    return mine if free >= 0 else -mine
 
 
 def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Share:
@@ -351,26 +356,18 @@ def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Sha
 
 
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
-    """This task's in-flight target after a reading that leaves it ``free`` room while it has
-    ``inflight`` requests out (``None``: no bound, the endpoint is idle). The target before it
-    takes :data:`SMOOTHING` of the room (the tenants' load within a reading is mostly noise),
-    and keeps what it had beyond the requests out, up to one request: a task whose target is
-    3.6 sends 3 or 4 by its rounding point (:meth:`Gate._allowed`), and keeps 3.6, not the 3
-    it sent; counted from the requests out instead, the fraction was lost at every reading,
-    the tasks' targets summed above their requests, and the stream stopped short of the room
-    by as much (half a request to a request per endpoint with 8 tasks; some tasks never sent).
-    More than a request beyond those out is not kept (requests let through the gate that wait
-    for the task's in-flight limit, a task with no prompt waiting for that endpoint): a target
-    not used would otherwise grow with every reading and go out at once later. Where requests
-    queue beyond ``maxServerQueue`` (``queued``), at once what the reading allows, if lower."""
+    """This task's in-flight target after a reading that leaves ``free`` room while it has
+    ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
+    beyond ``maxServerQueue`` (``queued``), at once what the reading allows if that is lower;
+    else :data:`SMOOTHING` of the way from ``previous`` to it."""
     if free == math.inf:
         return None
+    alone = max(inflight + free, 0.0)
     if previous is None:
-        return max(inflight + free, 0.0)
-    kept = min(previous, inflight + 1.0)
+        return alone
     if queued:
-        return min(kept, max(inflight + free, 0.0))
-    return max(kept + SMOOTHING * free, 0.0)
+        return min(previous, alone)
+    return previous + SMOOTHING * (alone - previous)
 
 
 class Gate:
@@ -468,8 +465,9 @@ class Gate:
 
     def _read(self, url: str, budget: _Budget, reading: Reading, now: float) -> None:
         """A new reading of ``url``: this task's part of its room moves the target."""
+        shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
         share = across(self.tasks(url, self.name), self.width)
-        free = part(room(reading, self.max_queue), share)
+        free = part(room(reading, self.max_queue), share, shift)
         budget.rounding = 0.5 if share.count == 1 else self.dither
         queued = reading.waiting > self.max_queue
         budget.target = target(budget.target, budget.inflight, free, queued)

@@ -190,8 +190,8 @@ class Share:
     rank: int
 
 
-#: A digest of this machine's host name: the ``machine`` of its tasks' metrics records, by which
-#: the driver counts the machines a stream's tasks ran on (:func:`dspark_json.source.pool_width`).
+#: The machine's offset among the ranks of several machines (the room's remainder goes to
+#: different places on different machines, not to rank 0 on each).
 MACHINE = int(hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8], 16)
 
 

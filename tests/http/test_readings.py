@@ -6,7 +6,6 @@ import multiprocessing
 import time
 
 import httpx
-import pytest
 
 from dspark_json.dev.local import SimulatorProcess
 from dspark_json.http import readings
@@ -248,21 +247,24 @@ def test_readings_and_leases_are_apart_for_requests_routed_by_other_headers(tmp_
 
 def test_eight_tasks_of_a_machine_share_the_room_a_reading_shows(tmp_path):
     """Eight task processes see one reading with room for 10 more requests: together they
-    target 10 in flight (each its part), not 8 x 10."""
+    target 10 in flight (each its part, the remainder to two of them), not 8 x 10."""
     parts = gate_targets(_gate_task, [(str(tmp_path),)] * 8)
-    assert sum(parts) == pytest.approx(10), parts
-    assert parts == pytest.approx([10 / 8] * 8), parts
+    assert sum(parts) == 10, parts
+    assert parts[0] >= 1 and parts[-1] <= 2, parts
 
 
-def test_a_part_of_the_room_is_an_even_split_and_the_parts_add_up_to_it():
+def test_a_part_of_the_room_is_whole_requests_and_the_parts_add_up_to_it():
     import math
 
     from dspark_json.http.gauges import part
 
-    for free in (-33, -4, -1, 0, 0.8, 5, 31, 32, 100):
+    for free in (-33, -4, -1, 0, 1, 5, 31, 32, 100):
         for count in (1, 3, 8, 32):
-            parts = [part(free, readings.Share(count, r)) for r in range(count)]
-            assert sum(parts) == pytest.approx(free)
-            assert max(parts) == min(parts)
-    assert part(-8, readings.Share(4, 1)) == -2  # each gives back its part of the excess
-    assert part(math.inf, readings.Share(4, 1)) == math.inf  # idle: no bound
+            for shift in (0, 7):
+                parts = [part(free, readings.Share(count, r), shift) for r in range(count)]
+                assert sum(parts) == free
+                assert max(parts) - min(parts) <= 1
+    assert part(-8, readings.Share(4, 1), 0) == -2  # each gives back its part of the excess
+    assert part(math.inf, readings.Share(4, 1), 0) == math.inf  # idle: no bound
+    # The remainder turns with the shift: a task with nothing at one reading gets some later.
+    assert {part(3, readings.Share(8, 5), shift) for shift in range(8)} == {0.0, 1.0}
