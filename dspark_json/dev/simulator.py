@@ -6,7 +6,8 @@ that conforms to it, the same for the same seed and messages; otherwise it is a 
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice;
 ``GET /stats/latency`` the seconds from arrival to answer of each request that carried an
 ``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency), ``GET /stats/lag``
-how late its own loop woke, with when (the part of a latency the machine's CPU added).
+how late its own loop woke, with when (the part of a latency the machine's CPU added), and
+``GET /stats/load`` its running and waiting counts at those wakes (every 20 ms).
 ``GET /metrics`` answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`);
 ``/stats`` counts those reads (``metrics_reads``).
 
