@@ -157,19 +157,39 @@ def stream_worker(
 def _trace(folder: Path) -> None:
     """``SHARED_POOL_TRACE=DIR`` (a diagnosis, not a figure of the results): the stream process
     counts the gate's readings that were none (the fetch failed: nothing held), how late its own
-    loop woke (p95), and the targets it had; written to ``DIR/<pid>.json`` at SIGTERM."""
+    loop woke (p95), the targets it had, and writes the gate's decisions: at each reading
+    (``readings``: when, endpoint, the room it showed, the tasks splitting it, this task's part,
+    its in-flight and its target before and after) and every 20 ms (``samples``: when, endpoint,
+    target, in flight, let through, allowed); to ``DIR/<pid>.json`` at SIGTERM."""
     from dspark_json.http import client, gauges
 
-    counts = {"reads": 0, "none": 0, "lags": [], "targets": []}
+    counts: dict[str, Any] = {"reads": 0, "none": 0, "lags": [], "targets": []}
+    decisions: list[list[Any]] = []
+    samples: list[list[Any]] = []
+    seen: dict[str, Any] = {}
     read = gauges.GAUGES.read
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         reading = await read(*args, **kwargs)
+        seen["url"] = args[0]  # the gate goes on with this reading at once (no await between)
         counts["reads"] += 1
         counts["none"] += reading is None
         return reading
 
     gauges.GAUGES.read = counted  # type: ignore[method-assign]
+    _trace_decisions(seen, decisions)
+    wait = gauges.Gate.wait
+
+    waiters: dict[str, int] = {}
+
+    async def traced_wait(self: Any, url: str, *args: Any, **kwargs: Any) -> Any:
+        waiters[url] = waiters.get(url, 0) + 1  # by the endpoint it was sent to in turn
+        try:
+            return await wait(self, url, *args, **kwargs)
+        finally:
+            waiters[url] -= 1
+
+    gauges.Gate.wait = traced_wait  # type: ignore[method-assign]
     original = client._Run.run
 
     async def run(self: Any) -> Any:
@@ -178,12 +198,13 @@ def _trace(folder: Path) -> None:
             while True:
                 asked = loop.time()
                 await asyncio.sleep(0.02)
-                counts["lags"].append(loop.time() - asked - 0.02)  # type: ignore[attr-defined]
+                counts["lags"].append(loop.time() - asked - 0.02)
                 gate = self.pool.gate
-                if gate is not None and len(counts["lags"]) % 25 == 0:  # type: ignore[arg-type]
-                    counts["targets"].append(  # type: ignore[attr-defined]
-                        [b.target for b in gate._budgets.values()]
-                    )
+                if gate is None:
+                    continue
+                _sample(gate, samples, waiters)
+                if len(counts["lags"]) % 25 == 0:
+                    counts["targets"].append([b.target for b in gate._budgets.values()])
 
         task = asyncio.ensure_future(probe())
         try:
@@ -194,17 +215,55 @@ def _trace(folder: Path) -> None:
     client._Run.run = run  # type: ignore[method-assign]
 
     def dump(*_: Any) -> None:
-        lags = sorted(counts["lags"])  # type: ignore[type-var]
+        lags = sorted(counts["lags"])
         out = {
             "reads": counts["reads"],
             "none": counts["none"],
             "lag_p95_ms": 1000 * lags[int(0.95 * len(lags))] if lags else None,
-            "targets": counts["targets"][-40:],  # type: ignore[index]
+            "targets": counts["targets"][-40:],
+            "readings": decisions,
+            "samples": samples,
         }
         (folder / f"{os.getpid()}.json").write_text(json.dumps(out))
         os._exit(0)
 
     signal.signal(signal.SIGTERM, dump)
+
+
+def _sample(gate: Any, samples: list[list[Any]], waiters: dict[str, int]) -> None:
+    """Each endpoint's budget now: when, endpoint, target, in flight, let through, allowed
+    (None: no bound), requests waiting at its gate."""
+    now, wall = time.monotonic(), time.time()
+    for url, b in gate._budgets.items():
+        allowed = gate._allowed(b, now)
+        allowed = None if allowed == float("inf") else allowed
+        samples.append([wall, url, b.target, b.inflight, b.passed, allowed, waiters.get(url, 0)])
+
+
+def _trace_decisions(seen: dict[str, Any], decisions: list[list[Any]]) -> None:
+    """The gate's steps at each reading, kept in ``decisions`` (``seen["url"]``: the endpoint
+    whose reading the gate goes on with)."""
+    from dspark_json.http import gauges
+
+    room, part, target = gauges.room, gauges.part, gauges.target
+
+    def traced_room(reading: Any, max_queue: int) -> float:
+        seen["room"] = room(reading, max_queue)
+        seen["reading"] = (reading.waiting, reading.running, reading.kv, reading.at)
+        return seen["room"]  # type: ignore[no-any-return]
+
+    def traced_part(free: float, share: Any, shift: int) -> float:
+        seen["count"] = share.count
+        seen["part"] = part(free, share, shift)
+        return seen["part"]  # type: ignore[no-any-return]
+
+    def traced_target(previous: Any, inflight: int, free: float, queued: bool) -> Any:
+        after = target(previous, inflight, free, queued)
+        steps = [seen.get(k) for k in ("url", "reading", "room", "count", "part")]
+        decisions.append([time.time(), *steps, inflight, previous, after, queued])
+        return after
+
+    gauges.room, gauges.part, gauges.target = traced_room, traced_part, traced_target  # type: ignore[assignment]
 
 
 async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
@@ -273,6 +332,10 @@ def scenario(
                 command += [str(options.get("max_server_queue", ""))]
                 command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
                 env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+                if os.environ.get("SHARED_POOL_TRACE"):  # a folder per scenario
+                    traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
+                    traced.mkdir(parents=True, exist_ok=True)
+                    env["SHARED_POOL_TRACE"] = str(traced)
                 if args.machines > 1:
                     machine = task % args.machines
                     Path(machines, str(machine)).mkdir(exist_ok=True)
@@ -305,6 +368,12 @@ def scenario(
         for when, late in httpx.get(f"{url}/stats/lag", timeout=5).json()
         if t0 <= when <= t1
     ]
+
+    if os.environ.get("SHARED_POOL_TRACE") and options is not None:
+        loads = {url: httpx.get(f"{url}/stats/load", timeout=5).json() for url in urls}
+        window = {"t0": t0, "t1": t1, "urls": urls, "loads": loads}
+        traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
+        (traced / "window.json").write_text(json.dumps(window))
 
     def delta(key: str) -> int:
         return sum(

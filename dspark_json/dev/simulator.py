@@ -6,7 +6,8 @@ that conforms to it, the same for the same seed and messages; otherwise it is a 
 ``GET /stats`` reports request counts, so tests can prove that a prompt was not sent twice;
 ``GET /stats/latency`` the seconds from arrival to answer of each request that carried an
 ``x-dspark-tenant`` header, by tenant (the benchmarks' server-side latency), ``GET /stats/lag``
-how late its own loop woke, with when (the part of a latency the machine's CPU added).
+how late its own loop woke, with when (the part of a latency the machine's CPU added), and
+``GET /stats/load`` its running and waiting counts at those wakes (every 20 ms).
 ``GET /metrics`` answers vLLM's scheduler gauges in Prometheus text (:func:`prometheus_text`);
 ``/stats`` counts those reads (``metrics_reads``).
 
@@ -336,6 +337,9 @@ class Simulator:
         self.latencies: dict[str, list[float]] = {}
         #: (when, seconds late) of the loop's wakes: ``GET /stats/lag`` (the last 10 minutes).
         self.lags: deque[tuple[float, float]] = deque(maxlen=30_000)
+        #: (when, running, waiting) at each of those wakes: ``GET /stats/load`` (a benchmark
+        #: traces the queue the gates saw once a second).
+        self.load: deque[tuple[float, int, int]] = deque(maxlen=30_000)
         self._window = (0.0, 0)  # option rpm: when the current window began, completions in it
         #: The clock of option rpm's windows (seconds): a test sets its own, so that what it
         #: checks does not hang on how fast the machine is.
@@ -358,7 +362,9 @@ class Simulator:
         while True:
             asked = loop.time()
             await asyncio.sleep(0.02)
-            self.lags.append((time.time(), loop.time() - asked - 0.02))
+            now = time.time()
+            self.lags.append((now, loop.time() - asked - 0.02))
+            self.load.append((now, self.scheduler.running, self.scheduler.waiting))
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -414,6 +420,8 @@ class Simulator:
             return Reply(200, self.latencies)
         if path == "/stats/lag":
             return Reply(200, list(self.lags))
+        if path == "/stats/load":
+            return Reply(200, list(self.load))
         if path == "/metrics":
             self.counts["metrics_reads"] += 1  # how often the gates read it (http.readings)
             text = prometheus_text(self.models, self.scheduler)
