@@ -494,6 +494,11 @@ def contenders(
 
     yield f"{NARROW} (in process)", ours_narrow, parsed_rows(ours_narrow)
 
+    def ours_pruned() -> pa.Table:
+        return pruned_parse(array, narrow)
+
+    yield f"{NARROW}, no _rescued_data (in process)", ours_pruned, parsed_rows(ours_pruned)
+
     def orjson_rows() -> list[dict[str, Any]]:
         rows = []
         for body in bodies:
@@ -701,6 +706,25 @@ def narrow_schema() -> Any:
     return dspark_json.response_schema(schema=StructType(fields))
 
 
+def pruned_parse(array: pa.Array, schema: Any) -> pa.Table:
+    """The parse of a user ``.schema`` without ``_rescued_data`` (``schema`` less that column),
+    as the source's pipeline does it: the parser asked for rescue scope ``parsed`` (only the
+    answer's keys gathered, for the misfit check), the misfits found, the column dropped."""
+    from dspark_json.parse import make_parser, new_fields
+    from dspark_json.schema.fit import find_misfits
+
+    parser = make_parser(schema, "cpu", rescue="parsed")
+    table = parser.parse(array)
+    rescued = table.column("_rescued_data")
+    find_misfits(rescued, schema["parsed"].dataType, new_fields(rescued))
+    return table.drop_columns(["_rescued_data"])
+
+
+def without_rescued(schema: Any) -> Any:
+    """``schema`` less ``_rescued_data``: a user's ``.schema`` of Spark's columns."""
+    return type(schema)([f for f in schema.fields if f.name != "_rescued_data"])
+
+
 def spark_same_columns(schema: Any) -> tuple[Any, Any]:
     """What a Spark user writes to get dspark-json's columns of ``schema``: the envelope to
     read (no ``parsed``, ``created`` as a timestamp, plus ``_corrupt_record``), and the column
@@ -840,6 +864,12 @@ def spark_contenders(
 
     name = f"{NARROW}, source on recorded answers (inside Spark)"
     yield name, timed(source_narrow), counted(source_narrow)
+
+    def source_pruned() -> Any:
+        return source(without_rescued(narrow))
+
+    name = f"{NARROW}, no _rescued_data, source on recorded answers (inside Spark)"
+    yield name, timed(source_pruned), counted(source_pruned)
     yield from handoff_floors(spark, path, schema, source, cores=cores, scratch=scratch)
 
 
@@ -985,6 +1015,10 @@ def like_for_like(runs: list[dict[str, Any]]) -> list[tuple[str, dict[str, float
     pairs = {
         "in process, dspark-json's columns": ("dspark-json CPU (in process)", SPARK_SAME),
         "in process, Spark's columns": (f"{NARROW} (in process)", BASELINE),
+        "in process, Spark's columns, no _rescued_data": (
+            f"{NARROW}, no _rescued_data (in process)",
+            BASELINE,
+        ),
         "parse_dataframe, dspark-json's columns": (
             "dspark-json parse_dataframe (inside Spark)",
             SPARK_SAME,
@@ -999,6 +1033,10 @@ def like_for_like(runs: list[dict[str, Any]]) -> list[tuple[str, dict[str, float
         ),
         "source, Spark's columns": (
             f"{NARROW}, source on recorded answers (inside Spark)",
+            BASELINE,
+        ),
+        "source, Spark's columns, no _rescued_data": (
+            f"{NARROW}, no _rescued_data, source on recorded answers (inside Spark)",
             BASELINE,
         ),
         "ceiling inside Spark, parse_dataframe's path": (FLOOR_MAP, SPARK_SAME),

@@ -27,7 +27,7 @@ from dspark_json.inputs.recorded import read_recorded
 from dspark_json.memory import keep_freed_memory_if_asked
 from dspark_json.metrics import batch_id, partition_metrics, priced, report
 from dspark_json.options import Query
-from dspark_json.parse import make_parser, new_fields, select_backend
+from dspark_json.parse import RescueScope, make_parser, new_fields, select_backend
 from dspark_json.phases import phase
 from dspark_json.progress import finished, task_progress
 from dspark_json.reask.options import RepairOptions
@@ -156,17 +156,21 @@ def answer(
     http_done = time.perf_counter()
     # The parser always reports the status, even where the user's schema has no _status column,
     # and the rescued values where there is a parsed column: a value that does not fit its field
-    # is found there (schema_mismatch).
+    # is found there (schema_mismatch). Where the user's schema has no _rescued_data column,
+    # only what is rescued under parsed is read: the envelope's unknown keys are not gathered.
     response_schema = response_fields(schema)
+    rescue: RescueScope = "all"
     if STATUS.name not in response_schema.names:
         response_schema = response_schema.add(STATUS.field)
     if PARSED in response_schema.names and RESCUED_DATA.name not in response_schema.names:
         response_schema = response_schema.add(RESCUED_DATA.field)
+        rescue = "parsed"
     parser = make_parser(
         response_schema,
         backend,
         gpu_memory_fraction=options.gpu_memory_fraction,
         lenient=options.allow_unquoted_control_chars,
+        rescue=rescue,
     )
     outcomes = fetched.outcomes
     responses = parser.parse(outcomes.bodies)

@@ -57,6 +57,9 @@ def test_parser_benchmark_smoke(tmp_path):
         floors = [n for n in names if n.startswith("hand-off alone, no parse")]
         assert len(floors) == 2
         assert {parsed[n] for n in floors} == {parsed["dspark-json CPU (in process)"]}
+        # A .schema without _rescued_data (rescue scope parsed) parses the same rows.
+        narrow = [n for n in names if n.startswith("dspark-json CPU, Spark's columns")]
+        assert len(narrow) == 5 and len({parsed[n] for n in narrow}) == 1
     cold = result["machine"]["cold_start"]
     assert cold["bodies"] == 300 and 0 < cold["first_parse_s"] <= cold["kernels_ready_s"]
     assert result["machine"]["gpu"].startswith(("measured", "not measured"))

@@ -219,3 +219,37 @@ def test_validate_schema_reads_the_parsers_table_and_decodes_no_body(tmp_path, m
     monkeypatch.setattr(answers, "decode_answer", lambda body: read.append(body) or decoded(body))
     pruned = type(full)([f for f in full.fields if f.name != "usage"])
     assert violations(pruned) == listed and read == bodies
+
+
+def test_a_pruned_schema_rescues_only_the_answer_and_still_finds_its_misfits(tmp_path, monkeypatch):
+    """A user schema without _rescued_data (id, parsed, _status): the parser is asked to rescue
+    only under parsed (the envelope's unknown keys cost nothing and are no error), and an answer
+    value that does not fit its field still makes the row schema_mismatch, as with the whole
+    schema."""
+    from dspark_json.parse import make_parser
+
+    scopes = []
+
+    def spy(*args, **kwargs):
+        scopes.append(kwargs.get("rescue", "all"))
+        return make_parser(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "make_parser", spy)
+    bodies = [_body(0), _body(1).replace('\\"n\\": 1', '\\"n\\": \\"one\\"'), _body(2)]
+    drift = ', "reasoning": "why", "usage": {"prompt_tokens": 3, "details": {"cached": 1}}}'
+    bodies = [b[:-1] + drift for b in bodies]
+    (tmp_path / "r.jsonl").write_text("".join(b + "\n" for b in bodies))
+    source = DSparkJsonDataSource(
+        {"responses": str(tmp_path), "responseFormat": json.dumps(CONTENT), "parseMode": "cpu"}
+    )
+    whole = source.schema()
+    pruned = type(whole)([whole[name] for name in ("id", "parsed", "_status")])
+    statuses = {}
+    for name, schema in (("whole", whole), ("pruned", pruned)):
+        reader = source.reader(schema)
+        (partition,) = reader.partitions()
+        table = pa.Table.from_batches(list(reader.read(partition)))
+        assert table.column_names == schema.names
+        statuses[name] = table.column("_status").to_pylist()
+    assert scopes == ["all", "parsed"]
+    assert statuses["pruned"] == statuses["whole"] == ["ok", "schema_mismatch", "ok"]

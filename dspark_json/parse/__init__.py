@@ -25,11 +25,12 @@ from dspark_json.parse.choice import make_parser, select_backend
 from dspark_json.parse.drift import new_fields
 from dspark_json.parse.gpu import INSTALL_HINT
 from dspark_json.parse.json import holds_bytes, holds_escape
-from dspark_json.parse.parser import Parser
+from dspark_json.parse.parser import Parser, RescueScope
 
 __all__ = [
     "INSTALL_HINT",
     "Parser",
+    "RescueScope",
     "holds_bytes",
     "holds_escape",
     "make_parser",

@@ -11,7 +11,7 @@ from pyspark.sql.types import StructType
 from dspark_json.errors import BackendUnavailable
 from dspark_json.parse import gpu
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.parser import Parser
+from dspark_json.parse.parser import Parser, RescueScope
 from dspark_json.rows import Backend, ParseMode
 
 __all__ = ["make_parser", "select_backend"]
@@ -61,6 +61,7 @@ def make_parser(
     *,
     gpu_memory_fraction: float | None = None,
     lenient: bool = True,
+    rescue: RescueScope = "all",
 ) -> Parser:
     """A parser for the response columns of ``schema`` on ``backend``.
 
@@ -75,9 +76,14 @@ def make_parser(
     lenient:
         Accept raw control characters inside JSON strings in a message's content (option
         ``allowUnquotedControlChars``); the envelope is always strict.
+    rescue:
+        What ``_rescued_data`` gathers (:data:`~.parser.RescueScope`): ``all``, or ``parsed``
+        where the caller's output has no such column and only the misfit check reads it.
     """
     if backend == "gpu":  # pragma: no cover - needs a GPU
         from dspark_json.parse.gpu.parser import GpuParser
 
-        return GpuParser(schema, memory_fraction=gpu_memory_fraction, lenient=lenient)
-    return CpuParser(schema, lenient=lenient)
+        return GpuParser(
+            schema, memory_fraction=gpu_memory_fraction, lenient=lenient, rescue=rescue
+        )
+    return CpuParser(schema, lenient=lenient, rescue=rescue)

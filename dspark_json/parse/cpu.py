@@ -24,7 +24,7 @@ from pyspark.sql.types import (
 from dspark_json.buffers.arrow import to_string_array
 from dspark_json.parse import warmup
 from dspark_json.parse.json import rescued_keys
-from dspark_json.parse.parser import Reason
+from dspark_json.parse.parser import Reason, RescueScope
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised, as_python
 from dspark_json.response.envelope import envelope_fields
@@ -39,10 +39,12 @@ class CpuParser:
 
     backend: Backend = "cpu"
 
-    def __init__(self, schema: StructType, *, lenient: bool = True) -> None:
+    def __init__(
+        self, schema: StructType, *, lenient: bool = True, rescue: RescueScope = "all"
+    ) -> None:
         self.schema = schema
         self.lenient = lenient
-        self.vectorised = Vectorised(schema, lenient=lenient)
+        self.vectorised = Vectorised(schema, lenient=lenient, rescue=rescue)
         #: How many rows of the last batch the reference parser took, and why (:class:`Reason`).
         self.reference_rows = 0
         self.reference_reasons: dict[str, int] = {}

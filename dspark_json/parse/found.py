@@ -131,11 +131,14 @@ class RescuePaths:
         content: FoundKeys | None,
         row_of_choice: np.ndarray,
         first: np.ndarray,
+        *,
+        envelope_keys: bool = True,
     ) -> RescueEntries:
-        """The unknown keys of the rows where ``rows`` (the envelope's, and the contents' of
-        their choices: choice ``c`` is of row ``row_of_choice[c]``, its ``c - first[row]``-th)
-        laid out for :func:`~dspark_json.parse.json.rescue_entries`, in the reference's order:
-        by row, by place, and in the body's order within one object."""
+        """The unknown keys of the rows where ``rows`` (the envelope's, unless not
+        ``envelope_keys``, and the contents' of their choices: choice ``c`` is of row
+        ``row_of_choice[c]``, its ``c - first[row]``-th) laid out for
+        :func:`~dspark_json.parse.json.rescue_entries`, in the reference's order: by row, by
+        place, and in the body's order within one object."""
         places: list[Place] = []
         ids: dict[tuple[int, ...], int] = {}
 
@@ -147,11 +150,11 @@ class RescuePaths:
 
         parts: list[tuple[np.ndarray, int, np.ndarray, np.ndarray]] = []
         top_rows = envelope.rows
-        keep = rows[top_rows]
+        keep = rows[top_rows] & envelope_keys
         at = place_of((0,), self.envelope_place(()))
         spans = envelope.spans.reshape(-1, 4)[keep]
         parts.append((top_rows[keep], 0, spans, np.full(len(spans), at, np.int64)))
-        keep = rows[envelope.nested_rows]
+        keep = rows[envelope.nested_rows] & envelope_keys
         spans, paths, inverse = _nested(envelope, keep)
         found = [place_of((1, *steps), self.envelope_place(steps)) for steps in paths]
         parts.append((envelope.nested_rows[keep], 0, spans, _ids(found, inverse)))

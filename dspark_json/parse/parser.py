@@ -6,14 +6,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Protocol
+from typing import Literal, Protocol
 
 import pyarrow as pa
 from pyspark.sql.types import StructType
 
 from dspark_json.rows import Backend
 
-__all__ = ["Parser", "Reason"]
+__all__ = ["Parser", "Reason", "RescueScope"]
+
+#: What a parser gathers into ``_rescued_data`` (:func:`~.choice.make_parser`'s ``rescue``):
+#: ``all``, every key and value the schema does not know (the column the user reads); or
+#: ``parsed``, for a caller whose output has no ``_rescued_data`` column and reads only what is
+#: rescued under ``parsed`` (the schema-misfit check, :mod:`dspark_json.schema.fit`): the
+#: answer's keys are gathered as with ``all``, the envelope's unknown keys are not, on the
+#: kernels' path (rows the reference parser or a walk in Python takes rescue everything; the
+#: keys under ``parsed`` are the same either way).
+RescueScope = Literal["all", "parsed"]
 
 
 class Reason(StrEnum):

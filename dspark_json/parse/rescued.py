@@ -40,11 +40,20 @@ class Rescued:
     the rows walked in Python."""
 
     def __init__(
-        self, schema: StructType, plan: Plan, extras: Callable[[Any], dict[str, Any]]
+        self,
+        schema: StructType,
+        plan: Plan,
+        extras: Callable[[Any], dict[str, Any]],
+        *,
+        envelope_keys: bool = True,
     ) -> None:
         self.schema = schema
         self.plan = plan
         self.extras = extras
+        #: Whether the envelope's unknown keys are gathered (rescue scope ``all``); else only
+        #: the contents' (scope ``parsed``: rows that rescue nothing from their answer are not
+        #: visited, and those that do rescue only its keys, but rows walked in Python).
+        self.envelope_keys = envelope_keys
         #: Whether the schema has a top-level ``parsed`` column.
         self.top_parsed = "parsed" in data_fields(schema).names
 
@@ -62,9 +71,13 @@ class Rescued:
         rows with more keys than the scans record, values whose canonical form needs Python, or
         a path written twice, in Python."""
         n = len(codes)
-        needs = codes == scan_codes.CODE_EXTRA
-        # Rows to walk in Python (more unknown keys than a scan records): not compiled.
-        walk = found.deep.copy()
+        if self.envelope_keys:
+            needs = codes == scan_codes.CODE_EXTRA
+            # Rows to walk in Python (more unknown keys than a scan records): not compiled.
+            walk = found.deep.copy()
+        else:  # only the answers' keys are asked for: the envelope's are not looked at
+            needs = np.zeros(n, np.bool_)
+            walk = np.zeros(n, np.bool_)
         content_keys = np.zeros(n, np.bool_)  # rows whose choices' contents record keys
         row_of_choice = first = np.zeros(0, np.int64)
         if contents is not None:
@@ -82,6 +95,7 @@ class Rescued:
             None if contents is None else contents.found,
             row_of_choice,
             first,
+            envelope_keys=self.envelope_keys,
         )
         none = np.zeros(0, np.uint8)
         offsets, data, valid, fallback, checks = rescue_entries(
@@ -128,7 +142,7 @@ class Rescued:
         :meth:`_rescued_in_python`; the gathering was a cost per row: benchmarks/README.md).
         Walked rows, and rows with their contents' keys too, are rendered each on its own."""
         group = np.full(len(slow), -1, np.int64)
-        if found.repeats_keys_of is not None:
+        if found.repeats_keys_of is not None and self.envelope_keys:
             alone = (walk | content_keys)[slow]
             group = np.where(alone, -1, found.repeats_keys_of[slow])
         shared = group >= 0
@@ -188,7 +202,8 @@ class Rescued:
                 column = where + name if where else name[1:]
                 entries.append(((*order, seq), column, value))
 
-        add(keys.get(row, []), paths.envelope_place)
+        if self.envelope_keys:
+            add(keys.get(row, []), paths.envelope_place)
         if contents is not None:
             first = int(contents.first[row])
             for k in range(int(contents.lengths[row])):

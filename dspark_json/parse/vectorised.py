@@ -66,7 +66,7 @@ from dspark_json.parse.outcomes import (
     STATUSES,
     SetAside,
 )
-from dspark_json.parse.parser import Reason
+from dspark_json.parse.parser import Reason, RescueScope
 from dspark_json.parse.plan import plan_of
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser, loads
@@ -117,9 +117,12 @@ class Vectorised:
         lines: JsonLines | None = None,
         fit: Fit | None = None,
         lenient: bool = True,
+        rescue: RescueScope = "all",
     ) -> None:
         self.schema = schema
         self.lenient = lenient
+        #: What ``_rescued_data`` gathers (:data:`~.parser.RescueScope`).
+        self.rescue = rescue
         self.target = arrow_schema(schema)
         self.threads = _threads()
         keep_freed_memory_if_asked()  # DSPARK_JSON_KEEP_MEMORY=1: the next batch reuses them
@@ -144,7 +147,7 @@ class Vectorised:
     def _rescue(self) -> Rescued:
         """``_rescued_data`` for the rows that fit but for unknown keys."""
         assert self._plan is not None
-        return Rescued(self.schema, self._plan, self._extras)
+        return Rescued(self.schema, self._plan, self._extras, envelope_keys=self.rescue == "all")
 
     def _extras(self, envelope: Any) -> dict[str, Any]:
         """What the reference parser rescues from a whole envelope (the reference parser is

@@ -371,3 +371,46 @@ def test_a_key_beside_the_first_choices_parsed_is_rescued_not_dropped():
     assert_same(bodies, schema)
     rescued = json.loads(ReferenceParser(schema).parse(bodies).column("_rescued_data")[0].as_py())
     assert rescued == {"choices[0].message.parsed_note": "x", "parsed.extra": 1}
+
+
+def test_a_parsed_rescue_scope_gathers_the_answers_keys_alone():
+    """Rescue scope ``parsed`` (the pipeline's where the output has no ``_rescued_data``): the
+    other columns and the misfits found are those of scope ``all``; a row whose answer rescues
+    nothing rescues nothing (its envelope's unknown keys are not gathered), and the keys under
+    ``parsed`` are those of ``all``."""
+    from dspark_json.schema.fit import find_misfits
+
+    content = {
+        "type": "object",
+        "properties": {"label": {"type": "string"}, "score": {"type": "integer"}},
+    }
+    schema = dspark_json.response_schema(response_format=content)
+    usage = '{"prompt_tokens": 3, "details": {"cached": 1}}'
+    bodies = [
+        body('{"label": "x", "score": 1}', reasoning='"why"', usage_more=usage),  # envelope only
+        body('{"label": "x", "score": 1}'),  # nothing to rescue
+        body('{"label": "x", "score": "high"}', reasoning='"why"'),  # a misfit value
+        body('{"label": "x", "more": [1, {"a": 2}]}', reasoning='"why"'),  # answer drift
+        body('{"label": "x", "deep": {"a": {"b": {"c": {"d": 1}}}}}', extra="[1]"),
+        body(['{"label": "x"}', '{"z": 1}'], extra="2"),  # a second choice
+        body("not json", extra="2"),
+        None,
+    ]
+    whole = CpuParser(schema).parse(bodies)
+    scoped = CpuParser(schema, rescue="parsed").parse(bodies)
+    others = [name for name in whole.column_names if name != "_rescued_data"]
+    assert scoped.select(others).equals(whole.select(others))
+
+    def under_parsed(text):
+        kept = {k: v for k, v in json.loads(text or "{}").items() if k.startswith("parsed")}
+        return kept or None
+
+    rescued = scoped.column("_rescued_data").to_pylist()
+    assert rescued[0] is None  # the envelope's keys alone: not gathered
+    assert [under_parsed(t) for t in rescued] == [
+        under_parsed(t) for t in whole.column("_rescued_data").to_pylist()
+    ]
+    parsed = schema["parsed"].dataType
+    found = find_misfits(scoped.column("_rescued_data"), parsed)
+    assert found == find_misfits(whole.column("_rescued_data"), parsed)
+    assert list(found) == [2]

@@ -23,6 +23,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from dspark_json.parse.gpu import use_memory_pool
 from dspark_json.parse.gpu.fit import DeviceFit
 from dspark_json.parse.gpu.reader import CudfLines
+from dspark_json.parse.parser import RescueScope
 from dspark_json.parse.plan import plan_of
 from dspark_json.parse.vectorised import Vectorised
 from dspark_json.response.convert import is_tuple
@@ -51,6 +52,7 @@ class GpuParser:
         memory_fraction: float | None = None,
         lenient: bool = True,
         lines: CudfLines | None = None,
+        rescue: RescueScope = "all",
     ) -> None:
         if memory_fraction is not None:
             use_memory_pool(memory_fraction)
@@ -62,10 +64,10 @@ class GpuParser:
         self.cpu_kernels = beyond_lines(data_fields(schema))
         if self.cpu_kernels is None:
             self.vectorised = Vectorised(
-                schema, lines=self.lines, fit=self.device_fit, lenient=lenient
+                schema, lines=self.lines, fit=self.device_fit, lenient=lenient, rescue=rescue
             )
         else:
-            self.vectorised = Vectorised(schema, lenient=lenient)
+            self.vectorised = Vectorised(schema, lenient=lenient, rescue=rescue)
             self.backend = "cpu"  # where its batches are parsed: the metrics report it
         #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0

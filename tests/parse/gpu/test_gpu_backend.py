@@ -343,3 +343,30 @@ def test_a_tuple_in_the_envelope_is_the_cpu_backend_s_too():
     cpu_kernels = vectorised.Vectorised(schema)
     cpu_kernels.parse(bodies)
     assert parser.reference_reasons == cpu_kernels.reference_reasons
+
+
+def test_rescue_scope_parsed_is_the_cpu_backend_s():
+    """Rescue scope ``parsed`` (the pipeline's for a ``.schema`` without ``_rescued_data``):
+    the GPU backend's table equals the CPU backend's of that scope, and the same misfits are
+    found as with scope ``all``."""
+    from dspark_json.schema.fit import find_misfits
+
+    misfit = conformance.vllm_body(conformance.dumps(conformance.GOOD | {"n": "many"}))
+    bodies = [
+        *(b[:-1] + ', "reasoning": "why", "extra": {"a": [1]}}' for b in GOOD[:3]),
+        conformance.dumps(misfit)[:-1] + ', "reasoning": "why"}',
+        conformance.dumps(
+            conformance.vllm_body(conformance.dumps(conformance.GOOD | {"more": [1, {"b": 2}]}))
+        ),
+    ]
+    scoped = GpuParser(SCHEMA, lines=StandInLines(), rescue="parsed").parse(bodies)
+    assert scoped.equals(CpuParser(SCHEMA, rescue="parsed").parse(bodies))
+    whole = _gpu().parse(bodies)
+    others = [n for n in whole.column_names if n != "_rescued_data"]
+    assert scoped.select(others).equals(whole.select(others))
+    rescued = scoped.column("_rescued_data").to_pylist()
+    assert rescued[:3] == [None] * 3  # the envelope's keys alone: not gathered
+    parsed = SCHEMA["parsed"].dataType
+    found = find_misfits(scoped.column("_rescued_data"), parsed)
+    assert found == find_misfits(whole.column("_rescued_data"), parsed)
+    assert list(found) == [3]
