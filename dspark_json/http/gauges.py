@@ -40,8 +40,7 @@ held at a saturated endpoint whatever option ``model`` says.
   mostly noise), and lowered at once where requests queue beyond ``maxServerQueue``, so that
   the stream backs off within a reading (about a second) when interactive load rises. Rising
   to a higher target is spread over the refresh interval, so the workers waiting at the gate
-  do not all start at once when a reading clears. A request held at an endpoint with no room
-  goes to another of its endpoints that has room (:meth:`Gate.wait`'s ``also``).
+  do not all start at once when a reading clears.
 - The room a reading shows is the pool's, shared by the tasks sending to the endpoint at once:
   each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
   there (their leases in the shared readings directory:
@@ -67,7 +66,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import httpx
@@ -306,6 +305,7 @@ class _Budget:
     start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
     rounding: float = 0.5  # added before rounding the target down to whole requests (dither)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def room(reading: Reading, max_queue: int) -> float:
@@ -396,82 +396,51 @@ class Gate:
         #: the room (:meth:`_allowed`): its own point in [0, 1), drawn once.
         self.dither = random.random()
         self._budgets: dict[str, _Budget] = {}
-        #: Set when a request of this task ends (then replaced): the held requests look again.
-        self._changed = asyncio.Event()
         self.held_s = 0.0
 
-    async def wait(
-        self,
-        url: str,
-        fetch: MetricsFetch,
-        limit_s: float,
-        also: Sequence[tuple[str, MetricsFetch]] = (),
-    ) -> str:
+    async def wait(self, url: str, fetch: MetricsFetch, limit_s: float) -> None:
         """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
-        row), or to one of the endpoints ``also`` names (with their fetches) where ``url`` has
-        no room and one of them has: the endpoint it goes to. Counts the time held. ``fetch``
-        reads the endpoint's /metrics where the reading is due (the requests' model does not
-        matter: the module's docstring). A request that waited for room at the endpoint it
-        was sent to in turn, while another had room, left that room unused: a task's workers
-        gathered at the gate of the fuller endpoint (each picks the next in turn after an
-        answer, and stays where it is held), and the other's room went to no one."""
-        choices = [(url, fetch), *also]
+        row); count the time held. ``fetch`` reads the endpoint's /metrics where the reading
+        is due (the requests' model does not matter: the module's docstring)."""
+        budget = self._budgets.setdefault(url, _Budget())
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            chosen, next_step, waiting = None, math.inf, 0.0
-            for where, read in choices:
-                budget = self._budgets.setdefault(where, _Budget())
-                reading = await self.gauges.read(where, read, route=self.route)
-                if reading is None:  # no reading: not held
-                    chosen = where
-                    break
-                now = time.monotonic()
-                if reading is not budget.reading:
-                    self._read(where, budget, reading, now)
-                stale = now - reading.at > MAX_AGE_S
-                if not stale and budget.passed < self._allowed(budget, now):
-                    chosen = where
-                    break
-                if where == url:
-                    waiting = reading.waiting
-                step = max(reading.at + self.gauges.refresh_s - now, 0.01)
-                if budget.target is not None and budget.target > budget.start:  # paced
-                    step = min(step, self.gauges.refresh_s / (budget.target - budget.start))
-                next_step = min(next_step, step)
-            if chosen is not None:
+            reading = await self.gauges.read(url, fetch, route=self.route)
+            if reading is None:
                 break
             now = time.monotonic()
+            if reading is not budget.reading:
+                shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
+                share = across(self.tasks(url, self.name), self.width)
+                free = part(room(reading, self.max_queue), share, shift)
+                budget.rounding = 0.5 if share.count == 1 else self.dither
+                queued = reading.waiting > self.max_queue
+                budget.target = target(budget.target, budget.inflight, free, queued)
+                budget.reading, budget.since, budget.start = reading, now, budget.inflight
+            stale = now - reading.at > MAX_AGE_S
+            if not stale and budget.passed < self._allowed(budget, now):
+                break
             if now >= deadline:
-                chosen = url
                 break
             phase(
                 ("held", url, self.max_queue),
                 "Held by the pool: %s has %d request(s) waiting (over maxServerQueue=%d): new "
                 "requests wait for room; the seconds held are in the metrics.",
                 mask_uris(url),
-                waiting,
+                reading.waiting,
                 self.max_queue,
             )
-            changed = self._changed
+            next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
+            if budget.target is not None and budget.target > budget.start:  # paced: look again
+                next_step = min(next_step, self.gauges.refresh_s / (budget.target - budget.start))
             try:
                 async with asyncio.timeout(min(next_step, deadline - now)):
-                    await changed.wait()
+                    await budget.changed.wait()
             except TimeoutError:
                 pass
-        self._budgets[chosen].passed += 1
+        budget.passed += 1
         self.held_s += time.monotonic() - started
-        return chosen
-
-    def _read(self, url: str, budget: _Budget, reading: Reading, now: float) -> None:
-        """A new reading of ``url``: this task's part of its room moves the target."""
-        shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
-        share = across(self.tasks(url, self.name), self.width)
-        free = part(room(reading, self.max_queue), share, shift)
-        budget.rounding = 0.5 if share.count == 1 else self.dither
-        queued = reading.waiting > self.max_queue
-        budget.target = target(budget.target, budget.inflight, free, queued)
-        budget.reading, budget.since, budget.start = reading, now, budget.inflight
 
     def _allowed(self, budget: _Budget, now: float) -> float:
         """Requests this task may have in flight at ``now``: the target, reached at once when
@@ -502,11 +471,10 @@ class Gate:
             readings.release(url, self.name, route=self.route)
 
     def ended(self, url: str) -> None:
-        """A request to ``url`` ended: its place is free for the next one (the requests held
-        look again, whatever endpoint they wait for: they may go to this one)."""
+        """A request to ``url`` ended: its place is free for the next one."""
         budget = self._budgets.get(url)
         if budget is not None:
             budget.passed -= 1
             budget.inflight -= 1
-            self._changed.set()
-            self._changed = asyncio.Event()
+            budget.changed.set()
+            budget.changed = asyncio.Event()

@@ -101,9 +101,9 @@ def test_a_model_nobody_serves_ends_unavailable_without_a_request_or_a_hold(othe
     waited: list[str] = []
     wait = gauges.Gate.wait
 
-    async def spy(self, url, headers, limit_s, also=()):
+    async def spy(self, url, headers, limit_s):
         waited.append(url)
-        return await wait(self, url, headers, limit_s, also)
+        await wait(self, url, headers, limit_s)
 
     monkeypatch.setattr(gauges.Gate, "wait", spy)
     options = HttpOptions(
