@@ -146,20 +146,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["same_table"] for r in runs) else 1
 
 
-def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
+def write_json(args: argparse.Namespace, script: str, key: str, figures: Any) -> dict[str, Any]:
+    """The machine and the two trees compared (``args.base``, ``args.after``), written with
+    ``figures`` under ``key`` to ``args.out`` + ``.json``: what a before/after benchmark of this
+    folder records beside its figures. Returns the machine's part."""
     meta = {
         "before": _commit(args.base),
         "after": _commit(args.after),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu_cores": os.cpu_count(),
         "load_average": os.getloadavg(),
-        "command": "python benchmarks/parser_before_after.py " + " ".join(sys.argv[1:]),
+        "command": f"python benchmarks/{script} " + " ".join(sys.argv[1:]),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(
-        json.dumps({"machine": meta, "corpora": runs}, indent=2) + "\n"
+        json.dumps({"machine": meta, key: figures}, indent=2) + "\n"
     )
+    return meta
+
+
+def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
+    meta = write_json(args, "parser_before_after.py", "corpora", runs)
     load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
     lines = [
         f"# The CPU parser before and after, {meta['date']}",

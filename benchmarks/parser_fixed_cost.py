@@ -20,7 +20,6 @@ import os
 import subprocess
 import sys
 import textwrap
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -117,20 +116,9 @@ def main(argv: list[str] | None = None) -> int:
 def write(figures: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
     sys.path.insert(0, str(HERE))
-    from parser_before_after import _commit
+    from parser_before_after import write_json
 
-    meta = {
-        "before": _commit(args.base),
-        "after": _commit(args.after),
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu_cores": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "command": "python benchmarks/parser_fixed_cost.py " + " ".join(sys.argv[1:]),
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(
-        json.dumps({"machine": meta, "figures": figures}, indent=2) + "\n"
-    )
+    meta = write_json(args, "parser_fixed_cost.py", "figures", figures)
     load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
     lines = [
         f"# The CPU parser's fixed cost per batch, before and after, {meta['date']}",
