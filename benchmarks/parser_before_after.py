@@ -74,17 +74,26 @@ def corpora(rows: int, names: list[str] | None) -> dict[str, tuple[list[str], di
 
 def side(tree: Path, files: tuple[Path, Path], table: Path | None, parses: int) -> dict[str, Any]:
     """One process of ``tree`` parsing the corpus in ``files``."""
+    result: dict[str, Any] = run_in(
+        tree, _SIDE, str(files[0]), str(files[1]), str(table or "-"), str(parses)
+    )
+    return result
+
+
+def run_in(tree: Path, script: str, *argv: str) -> Any:
+    """What ``script`` (Python source, given ``argv``) prints last as JSON, run in a process of
+    its own with ``tree``'s dspark_json first on its path: one side of a before/after
+    benchmark."""
     env = {**os.environ, "PYTHONPATH": str(tree), "DSPARK_JSON_KEEP_MEMORY": "1"}
     done = subprocess.run(
-        [sys.executable, "-c", _SIDE, str(files[0]), str(files[1]), str(table or "-"), str(parses)],
+        [sys.executable, "-c", script, *argv],
         check=True,
         capture_output=True,
         text=True,
         env=env,
         cwd=tree,
     )
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return result
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,18 +201,15 @@ def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
 def _commit(tree: Path) -> str:
     """The commit ``tree`` has checked out (with ``+`` where its files differ from it)."""
-    head = subprocess.run(
-        ["git", "-C", str(tree), "log", "-1", "--format=%h %s"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
-    dirty = subprocess.run(
-        ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(tree), *argv], capture_output=True, text=True, check=False
+        )
+        return done.stdout.strip()
+
+    head = git("log", "-1", "--format=%h %s")
+    dirty = git("status", "--porcelain", "--untracked-files=no")
     return f"`{head[:70]}`" + (" +" if dirty else "")
 
 

@@ -15,13 +15,11 @@ batch; a batch of 1 row is shown too (nearly all fixed cost).
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+from parser_before_after import run_in, write_json  # the before/after benchmarks' parts
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -62,16 +60,7 @@ _SIDE = textwrap.dedent(
 
 def side(tree: Path, rows: int, repeat: int) -> dict[str, float]:
     """One process of ``tree``: its best CPU seconds per batch size."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "DSPARK_JSON_KEEP_MEMORY": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", _SIDE, str(HERE), str(rows), str(repeat)],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tree,
-    )
-    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, float] = run_in(tree, _SIDE, str(HERE), str(rows), str(repeat))
     return result
 
 
@@ -115,9 +104,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def write(figures: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
-    sys.path.insert(0, str(HERE))
-    from parser_before_after import write_json
-
     meta = write_json(args, "parser_fixed_cost.py", "figures", figures)
     load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
     lines = [
