@@ -26,7 +26,7 @@ from typing import Any
 from dspark_json.cost import cost_usd
 from dspark_json.http.cache import ResponseCache
 from dspark_json.http.dedup import group
-from dspark_json.inputs.listing import Position, PromptListing, partition_size
+from dspark_json.inputs.listing import Position, PromptListing, partition_size, row_count
 from dspark_json.inputs.prompts import read_segment
 from dspark_json.load import prepare
 from dspark_json.options import Options
@@ -73,9 +73,7 @@ def plan_query(raw: Mapping[str, str]) -> dict[str, Any]:
         else ResponseCache(options.reuse.cache, query.model, storage=options.storage.settings)
     )
     # the slots of a cluster are not known here: the size a query registered without them gets
-    size = partition_size(
-        sum(s.end - s.start for s in segments), given=options.input.partition_size, slots=None
-    )
+    size = partition_size(row_count(segments), given=options.input.partition_size, slots=None)
     counted = {"prompts": 0, "invalid": 0, "sendable": 0, "leaders": 0, "cached": 0}
     prompt_tokens = 0
 

@@ -37,6 +37,7 @@ from dspark_json.inputs.listing import (
     Segment,
     partition_size,
     plan_partitions,
+    row_count,
 )
 from dspark_json.metrics import (
     batch_label,
@@ -182,7 +183,7 @@ class PromptBatchReader(DataSourceReader):
         listing = _listing(self.query.options)
         segments = listing.segments(Position(), listing.end())
         size = partition_size(
-            _rows(segments), given=self.query.options.input.partition_size, slots=self.slots
+            row_count(segments), given=self.query.options.input.partition_size, slots=self.slots
         )
         # Spark reads one partition of its own when given none; make that one ours (empty).
         return _plan(segments, self.query.options, listing, size) or [PromptPartition(0, ())]
@@ -276,7 +277,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
             return first
         offset: dict[str, object] = {**end.to_offset(), BATCHES: _batches(first) + 1}
         if self.inputs.partition_size is None:  # the planner's choice, kept for a replay
-            rows = _rows(self._listing.segments(begin, end))
+            rows = row_count(self._listing.segments(begin, end))
             offset[PARTITION_SIZE] = partition_size(rows, given=None, slots=self.slots)
         return offset
 
@@ -326,7 +327,9 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         batch_id = _batches(start)  # the batches before this one
         batch = batch_label(batch_id, end)
         size = partition_size(
-            _rows(segments), given=self.inputs.partition_size or _kept_size(end), slots=self.slots
+            row_count(segments),
+            given=self.inputs.partition_size or _kept_size(end),
+            slots=self.slots,
         )
         planned = [
             replace(p, batch=batch)
@@ -355,7 +358,7 @@ class PromptStreamReader(DataSourceStreamReader, AvailableNowTrigger):
         if self._run is None:
             total = None
             if self._cap is not None:
-                total = sum(s.end - s.start for s in self._listing.segments(first, self._cap))
+                total = row_count(self._listing.segments(first, self._cap))
             self._run = {
                 "first_batch": batch_id,
                 "started": time.time(),
@@ -457,11 +460,6 @@ def _kept_size(end: Mapping[str, object]) -> int:
     from before the planner chose): a replay cuts it the same way and finds its journal entries."""
     kept = end.get(PARTITION_SIZE)
     return kept if isinstance(kept, int) and kept > 0 else MIN_PARTITION_SIZE
-
-
-def _rows(segments: Sequence[Segment]) -> int:
-    """The prompts in ``segments``."""
-    return sum(s.end - s.start for s in segments)
 
 
 def _plan(

@@ -51,6 +51,7 @@ __all__ = [
     "partition_size",
     "plan_partitions",
     "read_rows",
+    "row_count",
     "rows_of",
     "segment_lines",
     "segment_packed",
@@ -125,7 +126,7 @@ class PromptPartition(InputPartition):
     @property
     def rows(self) -> int:
         """How many prompt rows it holds."""
-        return sum(segment.end - segment.start for segment in self.segments)
+        return row_count(self.segments)
 
 
 def read_rows(segment: Segment) -> list[tuple[bytes, str]]:
@@ -501,6 +502,11 @@ class PromptListing:
 def _part(segment: Segment, start: int, end: int) -> Segment:
     """Rows ``[start, end)`` of ``segment``'s file, not yet located."""
     return Segment(segment.path, start, end, storage=segment.storage)
+
+
+def row_count(segments: Sequence[Segment]) -> int:
+    """How many prompt rows ``segments`` hold."""
+    return sum(segment.end - segment.start for segment in segments)
 
 
 #: Option partitionSize left to the planner: a task's prompts, at least (the fixed default it
