@@ -35,7 +35,10 @@ replicas (as ``N`` Spark tasks of one executor machine do). Scenarios ``alone``,
 and ``both unshared`` (each task taking the whole room a reading shows, as the gate did before
 the room was split: the side-by-side figure). ``/metrics`` reads per second per replica: the
 simulators' count of ``/metrics``
-requests in the window (``metrics_reads``), over the window and the replicas.
+requests in the window (``metrics_reads``), over the window and the replicas. With ``--base
+DIR`` (a worktree of main), a scenario named ``NAME@base`` in ``--scenarios`` runs ``NAME`` with
+the stream on that tree's ``dspark_json`` (the simulators and the tenant stay this tree's), side
+by side with this tree's in the same run; a name given twice runs twice (in turns).
 
 The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
 task sends its partition, with the same ``HttpOptions``) in a process of its own, not a Spark
@@ -317,6 +320,28 @@ def wait_idle(url: str, limit_s: float = 60) -> None:
         time.sleep(0.2)
 
 
+def _worker_env(
+    name: str, options: dict[str, int], task: int, machines: str, args: Any
+) -> dict[str, str]:
+    """The environment of stream task ``task`` in scenario ``name``: its tree, its trace folder,
+    its simulated machine (a TMPDIR of its own under ``machines``) and the width told."""
+    env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+    if "base" in options:  # the stream on the other tree (option --base)
+        env["PYTHONPATH"] = str(args.base.resolve())
+    if os.environ.get("SHARED_POOL_TRACE"):  # a folder per scenario
+        traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
+        traced.mkdir(parents=True, exist_ok=True)
+        env["SHARED_POOL_TRACE"] = str(traced)
+    if args.machines > 1:
+        machine = task % args.machines
+        Path(machines, str(machine)).mkdir(exist_ok=True)
+        env["TMPDIR"] = str(Path(machines, str(machine)))
+        env["SHARED_POOL_MACHINE"] = str(machine)
+        if "width" in options:
+            env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
+    return env
+
+
 def scenario(
     urls: list[str], name: str, options: dict[str, int] | None, args: Any
 ) -> dict[str, Any]:
@@ -331,18 +356,7 @@ def scenario(
                 command += [str(args.stream), str(options.get("priority", ""))]
                 command += [str(options.get("max_server_queue", ""))]
                 command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
-                env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
-                if os.environ.get("SHARED_POOL_TRACE"):  # a folder per scenario
-                    traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
-                    traced.mkdir(parents=True, exist_ok=True)
-                    env["SHARED_POOL_TRACE"] = str(traced)
-                if args.machines > 1:
-                    machine = task % args.machines
-                    Path(machines, str(machine)).mkdir(exist_ok=True)
-                    env["TMPDIR"] = str(Path(machines, str(machine)))
-                    env["SHARED_POOL_MACHINE"] = str(machine)
-                    if "width" in options:
-                        env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
+                env = _worker_env(name, options, task, machines, args)
                 streams.append(subprocess.Popen(command, start_new_session=True, env=env))
             end = time.monotonic() + 300  # N processes importing on a busy machine
             while len(os.listdir(ready)) < args.tasks and time.monotonic() < end:
@@ -404,6 +418,24 @@ def scenario(
     }
     print(json.dumps(figures), flush=True)
     return figures
+
+
+def chosen(
+    names: str, scenarios: dict[str, dict[str, int] | None]
+) -> list[tuple[str, dict[str, int] | None]]:
+    """The scenarios ``names`` asks for (comma-separated), in its order, a name twice run twice;
+    ``NAME@base``: ``NAME`` with the stream on option ``--base``'s tree (``NAME, base``)."""
+    picked: list[tuple[str, dict[str, int] | None]] = []
+    for name in names.split(","):
+        plain = name.removesuffix("@base")
+        if plain not in scenarios:
+            continue
+        options = scenarios[plain]
+        if plain != name and options is not None:
+            picked.append((f"{plain}, base", {**options, "base": 1}))
+        else:
+            picked.append((plain, options))
+    return picked
 
 
 def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
@@ -482,6 +514,12 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         *rows,
         "",
     ]
+    if any(s["scenario"].endswith(", base") for s in result["scenarios"]):
+        text += [
+            "`, base`: the same scenario with the stream on main's tree (option `--base`), "
+            "side by side in the same run, in turns with this tree's.",
+            "",
+        ]
     if width:
         text += [
             "`simulators' loop lag p95 ms`: how late the simulators' own event loops woke in the "
@@ -550,6 +588,12 @@ def main() -> None:
     parser.add_argument(
         "--machines", type=int, default=1, help="machines the tasks are split among (simulated)"
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="another tree (a worktree of main): scenario NAME@base runs its stream with that "
+        "tree's dspark_json, side by side with NAME in the same run",
+    )
     parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_worker:
@@ -583,8 +627,7 @@ def main() -> None:
             for _ in range(args.replicas)
         ]
         urls = [server.url for server in servers]
-        chosen = args.scenarios.split(",")
-        figures = [scenario(urls, n, o, args) for n, o in scenarios.items() if n in chosen]
+        figures = [scenario(urls, n, o, args) for n, o in chosen(args.scenarios, scenarios)]
     capacity_rps = args.replicas * args.capacity / (args.answer_ms / 1000)
     result = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

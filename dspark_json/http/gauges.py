@@ -364,9 +364,9 @@ def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Sha
 
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
     """This task's in-flight target after a reading that leaves ``free`` room while it has
-    ``inflight`` requests out (``None``: no bound, a KV use too small to divide). Where requests queue
-    beyond ``maxServerQueue`` (``queued``), at once what the reading allows if that is lower;
-    else :data:`SMOOTHING` of the way from ``previous`` to it."""
+    ``inflight`` requests out (``None``: no bound, a KV use too small to divide). Where
+    requests queue beyond ``maxServerQueue`` (``queued``), at once what the reading allows if
+    that is lower; else :data:`SMOOTHING` of the way from ``previous`` to it."""
     if free == math.inf:
         return None
     alone = max(inflight + free, 0.0)
