@@ -466,13 +466,16 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
             + (f" {s.get('server_loop_lag_p95_ms') or 0:.0f} |" if width else "")
         )
     load = result["load_average_1_5_15_min"]
+    based = any(s["scenario"].endswith(", base") for s in result["scenarios"])
     text = [
         "# Shared pool: an interactive tenant beside the stream"
         + (", behind a simulated llm-d gateway" if shed else ""),
         "",
         f"Run {result['date']} on {result['machine']} ("
         + (
-            "a busy machine: other jobs shared its cores; "
+            "no other job running: under the machine's quiet lock, the load its own; "
+            if setup.get("quiet")
+            else "a busy machine: other jobs shared its cores; "
             if load["before"][0] > 1.0
             else "no other job running; "
         )
@@ -481,7 +484,16 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         + (" --llm-d" if shed else "")
         + (f" --tasks {tasks} --replicas {replicas}" if width else "")
         + (f" --machines {machines}" if machines > 1 else "")
-        + f" --warmup {setup['warmup_s']:g}`.",
+        + f" --warmup {setup['warmup_s']:g}"
+        + (f" --window {setup['window_s']:g}" if setup["window_s"] != 30 else "")
+        + (
+            " --base <a worktree of main> --scenarios '"
+            + ",".join(s["scenario"].replace(", base", "@base") for s in result["scenarios"])
+            + "'"
+            if based
+            else ""
+        )
+        + "`.",
         "",
         (f"{replicas} simulator replicas, each" if replicas > 1 else "One simulator replica")
         + f": {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
@@ -514,7 +526,7 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         *rows,
         "",
     ]
-    if any(s["scenario"].endswith(", base") for s in result["scenarios"]):
+    if based:
         text += [
             "`, base`: the same scenario with the stream on main's tree (option `--base`), "
             "side by side in the same run, in turns with this tree's.",
@@ -594,6 +606,11 @@ def main() -> None:
         help="another tree (a worktree of main): scenario NAME@base runs its stream with that "
         "tree's dspark_json, side by side with NAME in the same run",
     )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="say that the run had the machine to itself (a lock kept other jobs out)",
+    )
     parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.stream_worker:
@@ -644,6 +661,7 @@ def main() -> None:
             "tasks": args.tasks,
             "replicas": args.replicas,
             "machines": args.machines,
+            "quiet": args.quiet,
             "stream_driver": "http.client.complete_all in a process per task (a task's client)",
         },
         "load_average_1_5_15_min": {

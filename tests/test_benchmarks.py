@@ -255,6 +255,20 @@ def test_shared_pool_benchmark_smoke(tmp_path):
     assert (tmp_path / "shared_pool.png").stat().st_size > 0
 
 
+def test_shared_pool_runs_the_scenarios_asked_in_turns_with_the_base_tree():
+    """--scenarios in its order, a name twice run twice, NAME@base on option --base's tree."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from shared_pool import MACHINE_SCENARIOS, chosen
+    finally:
+        sys.path.pop(0)
+    told = "both width told"
+    picked = chosen(f"alone,{told},{told}@base,{told}@base,{told},nonesuch", MACHINE_SCENARIOS)
+    assert [name for name, _ in picked] == ["alone", told, f"{told}, base", f"{told}, base", told]
+    assert picked[2][1] == {**(MACHINE_SCENARIOS[told] or {}), "base": 1}
+    assert "base" not in (picked[1][1] or {})
+
+
 def test_answer_reads_benchmark_smoke(tmp_path):
     """benchmarks/answer_reads.py: both reads timed, their results asserted equal in the run."""
     run_smoke("answer_reads.py", tmp_path)
