@@ -226,6 +226,7 @@ def _trace(folder: Path) -> None:
             "targets": counts["targets"][-40:],
             "readings": decisions,
             "samples": samples,
+            "machine": os.environ.get("SHARED_POOL_MACHINE", ""),
         }
         (folder / f"{os.getpid()}.json").write_text(json.dumps(out))
         os._exit(0)
@@ -267,6 +268,53 @@ def _trace_decisions(seen: dict[str, Any], decisions: list[list[Any]]) -> None:
         return after
 
     gauges.room, gauges.part, gauges.target = traced_room, traced_part, traced_target  # type: ignore[assignment]
+
+
+def summarise_trace(folder: Path, bin_s: float = 0.1) -> dict[str, Any]:
+    """What one scenario's trace (``SHARED_POOL_TRACE``'s folder of it) says, over the window
+    measured: each task's mean requests in flight (sorted), and per replica the simulator's
+    running and waiting counts, the stream's requests in flight and the sum of the tasks'
+    targets there (by ``bin_s`` bins), the requests held at its gates, and the most waiting in
+    the 10 s before the window and at its start (a start that flooded the pool)."""
+    window = json.loads((folder / "window.json").read_text())
+    t0, t1, urls = window["t0"], window["t1"], window["urls"]
+    traces = [
+        json.loads(path.read_text()) for path in folder.glob("*.json") if path.stem != "window"
+    ]
+    bins = int((t1 - t0) / bin_s)
+    per_task = []
+    summed = {
+        url: [[0.0, 0.0, 0.0] for _ in range(bins)] for url in urls
+    }  # in flight, target, held
+    for trace in traces:
+        last: dict[tuple[str, int], list[Any]] = {}
+        for sample in trace["samples"]:
+            if t0 <= sample[0] < t0 + bins * bin_s:
+                last[(sample[1], int((sample[0] - t0) / bin_s))] = sample
+        means = {url: 0.0 for url in urls}
+        for (url, at), sample in last.items():
+            summed[url][at][0] += sample[3]
+            summed[url][at][1] += sample[2] or 0.0
+            summed[url][at][2] += sample[6]
+            means[url] += sample[3] / bins
+        per_task.append(round(sum(means.values()), 2))
+    replicas = {}
+    for i, url in enumerate(urls):
+        load = window["loads"][url]
+        inside = [(r, w) for when, r, w in load if t0 <= when <= t1]
+        before = [w for when, _, w in load if t0 - 10 <= when < t0]
+        start = [w for when, _, w in load if t0 <= when < t0 + 1]
+        replicas[f"replica {i}"] = {
+            "running": round(sum(r for r, _ in inside) / max(len(inside), 1), 2),
+            "waiting": round(sum(w for _, w in inside) / max(len(inside), 1), 2),
+            "waiting_share": round(sum(w > 0 for _, w in inside) / max(len(inside), 1), 2),
+            "stream_in_flight": round(sum(b[0] for b in summed[url]) / max(bins, 1), 2),
+            "targets_summed": round(sum(b[1] for b in summed[url]) / max(bins, 1), 2),
+            "held_at_its_gates": round(sum(b[2] for b in summed[url]) / max(bins, 1), 1),
+            "most_waiting_10s_before": max(before, default=0),
+            "most_waiting_first_second": max(start, default=0),
+        }
+    return {"tasks": len(traces), "in_flight_per_task": sorted(per_task), **replicas}
 
 
 async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
@@ -611,8 +659,16 @@ def main() -> None:
         action="store_true",
         help="say that the run had the machine to itself (a lock kept other jobs out)",
     )
+    parser.add_argument(
+        "--summarise-trace",
+        type=Path,
+        help="print what a scenario's SHARED_POOL_TRACE folder (DIR/<scenario>) says, and stop",
+    )
     parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.summarise_trace:
+        print(json.dumps(summarise_trace(args.summarise_trace), indent=1))
+        return
     if args.stream_worker:
         url, prompts, priority, max_queue, sheddable, ready = args.stream_worker
         stream_worker(
