@@ -35,7 +35,10 @@ replicas (as ``N`` Spark tasks of one executor machine do). Scenarios ``alone``,
 and ``both unshared`` (each task taking the whole room a reading shows, as the gate did before
 the room was split: the side-by-side figure). ``/metrics`` reads per second per replica: the
 simulators' count of ``/metrics``
-requests in the window (``metrics_reads``), over the window and the replicas.
+requests in the window (``metrics_reads``), over the window and the replicas. With ``--base
+DIR`` (a worktree of main), a scenario named ``NAME@base`` in ``--scenarios`` runs ``NAME`` with
+the stream on that tree's ``dspark_json`` (the simulators and the tenant stay this tree's), side
+by side with this tree's in the same run; a name given twice runs twice (in turns).
 
 The stream is the source's executor-side client (``http.client.complete_all``, as one Spark
 task sends its partition, with the same ``HttpOptions``) in a process of its own, not a Spark
@@ -223,6 +226,7 @@ def _trace(folder: Path) -> None:
             "targets": counts["targets"][-40:],
             "readings": decisions,
             "samples": samples,
+            "machine": os.environ.get("SHARED_POOL_MACHINE", ""),
         }
         (folder / f"{os.getpid()}.json").write_text(json.dumps(out))
         os._exit(0)
@@ -264,6 +268,53 @@ def _trace_decisions(seen: dict[str, Any], decisions: list[list[Any]]) -> None:
         return after
 
     gauges.room, gauges.part, gauges.target = traced_room, traced_part, traced_target  # type: ignore[assignment]
+
+
+def summarise_trace(folder: Path, bin_s: float = 0.1) -> dict[str, Any]:
+    """What one scenario's trace (``SHARED_POOL_TRACE``'s folder of it) says, over the window
+    measured: each task's mean requests in flight (sorted), and per replica the simulator's
+    running and waiting counts, the stream's requests in flight and the sum of the tasks'
+    targets there (by ``bin_s`` bins), the requests held at its gates, and the most waiting in
+    the 10 s before the window and at its start (a start that flooded the pool)."""
+    window = json.loads((folder / "window.json").read_text())
+    t0, t1, urls = window["t0"], window["t1"], window["urls"]
+    traces = [
+        json.loads(path.read_text()) for path in folder.glob("*.json") if path.stem != "window"
+    ]
+    bins = int((t1 - t0) / bin_s)
+    per_task = []
+    summed = {
+        url: [[0.0, 0.0, 0.0] for _ in range(bins)] for url in urls
+    }  # in flight, target, held
+    for trace in traces:
+        last: dict[tuple[str, int], list[Any]] = {}
+        for sample in trace["samples"]:
+            if t0 <= sample[0] < t0 + bins * bin_s:
+                last[(sample[1], int((sample[0] - t0) / bin_s))] = sample
+        means = {url: 0.0 for url in urls}
+        for (url, at), sample in last.items():
+            summed[url][at][0] += sample[3]
+            summed[url][at][1] += sample[2] or 0.0
+            summed[url][at][2] += sample[6]
+            means[url] += sample[3] / bins
+        per_task.append(round(sum(means.values()), 2))
+    replicas = {}
+    for i, url in enumerate(urls):
+        load = window["loads"][url]
+        inside = [(r, w) for when, r, w in load if t0 <= when <= t1]
+        before = [w for when, _, w in load if t0 - 10 <= when < t0]
+        start = [w for when, _, w in load if t0 <= when < t0 + 1]
+        replicas[f"replica {i}"] = {
+            "running": round(sum(r for r, _ in inside) / max(len(inside), 1), 2),
+            "waiting": round(sum(w for _, w in inside) / max(len(inside), 1), 2),
+            "waiting_share": round(sum(w > 0 for _, w in inside) / max(len(inside), 1), 2),
+            "stream_in_flight": round(sum(b[0] for b in summed[url]) / max(bins, 1), 2),
+            "targets_summed": round(sum(b[1] for b in summed[url]) / max(bins, 1), 2),
+            "held_at_its_gates": round(sum(b[2] for b in summed[url]) / max(bins, 1), 1),
+            "most_waiting_10s_before": max(before, default=0),
+            "most_waiting_first_second": max(start, default=0),
+        }
+    return {"tasks": len(traces), "in_flight_per_task": sorted(per_task), **replicas}
 
 
 async def tenant(urls: list[str], name: str, rate: float, seconds: float, seed: int) -> list[float]:
@@ -317,6 +368,28 @@ def wait_idle(url: str, limit_s: float = 60) -> None:
         time.sleep(0.2)
 
 
+def _worker_env(
+    name: str, options: dict[str, int], task: int, machines: str, args: Any
+) -> dict[str, str]:
+    """The environment of stream task ``task`` in scenario ``name``: its tree, its trace folder,
+    its simulated machine (a TMPDIR of its own under ``machines``) and the width told."""
+    env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
+    if "base" in options:  # the stream on the other tree (option --base)
+        env["PYTHONPATH"] = str(args.base.resolve())
+    if os.environ.get("SHARED_POOL_TRACE"):  # a folder per scenario
+        traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
+        traced.mkdir(parents=True, exist_ok=True)
+        env["SHARED_POOL_TRACE"] = str(traced)
+    if args.machines > 1:
+        machine = task % args.machines
+        Path(machines, str(machine)).mkdir(exist_ok=True)
+        env["TMPDIR"] = str(Path(machines, str(machine)))
+        env["SHARED_POOL_MACHINE"] = str(machine)
+        if "width" in options:
+            env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
+    return env
+
+
 def scenario(
     urls: list[str], name: str, options: dict[str, int] | None, args: Any
 ) -> dict[str, Any]:
@@ -331,18 +404,7 @@ def scenario(
                 command += [str(args.stream), str(options.get("priority", ""))]
                 command += [str(options.get("max_server_queue", ""))]
                 command += [str(options.get("sheddable", "")), f"{ready}/{task}"]
-                env = {**os.environ, "SHARED_POOL_UNSHARED": "1" if "unshared" in options else ""}
-                if os.environ.get("SHARED_POOL_TRACE"):  # a folder per scenario
-                    traced = Path(os.environ["SHARED_POOL_TRACE"], name.replace(" ", "_"))
-                    traced.mkdir(parents=True, exist_ok=True)
-                    env["SHARED_POOL_TRACE"] = str(traced)
-                if args.machines > 1:
-                    machine = task % args.machines
-                    Path(machines, str(machine)).mkdir(exist_ok=True)
-                    env["TMPDIR"] = str(Path(machines, str(machine)))
-                    env["SHARED_POOL_MACHINE"] = str(machine)
-                    if "width" in options:
-                        env["SHARED_POOL_WIDTH"] = f"{args.machines},{args.tasks}"
+                env = _worker_env(name, options, task, machines, args)
                 streams.append(subprocess.Popen(command, start_new_session=True, env=env))
             end = time.monotonic() + 300  # N processes importing on a busy machine
             while len(os.listdir(ready)) < args.tasks and time.monotonic() < end:
@@ -406,6 +468,24 @@ def scenario(
     return figures
 
 
+def chosen(
+    names: str, scenarios: dict[str, dict[str, int] | None]
+) -> list[tuple[str, dict[str, int] | None]]:
+    """The scenarios ``names`` asks for (comma-separated), in its order, a name twice run twice;
+    ``NAME@base``: ``NAME`` with the stream on option ``--base``'s tree (``NAME, base``)."""
+    picked: list[tuple[str, dict[str, int] | None]] = []
+    for name in names.split(","):
+        plain = name.removesuffix("@base")
+        if plain not in scenarios:
+            continue
+        options = scenarios[plain]
+        if plain != name and options is not None:
+            picked.append((f"{plain}, base", {**options, "base": 1}))
+        else:
+            picked.append((plain, options))
+    return picked
+
+
 def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -434,13 +514,16 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
             + (f" {s.get('server_loop_lag_p95_ms') or 0:.0f} |" if width else "")
         )
     load = result["load_average_1_5_15_min"]
+    based = any(s["scenario"].endswith(", base") for s in result["scenarios"])
     text = [
         "# Shared pool: an interactive tenant beside the stream"
         + (", behind a simulated llm-d gateway" if shed else ""),
         "",
         f"Run {result['date']} on {result['machine']} ("
         + (
-            "a busy machine: other jobs shared its cores; "
+            "no other job running: under the machine's quiet lock, the load its own; "
+            if setup.get("quiet")
+            else "a busy machine: other jobs shared its cores; "
             if load["before"][0] > 1.0
             else "no other job running; "
         )
@@ -449,7 +532,16 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         + (" --llm-d" if shed else "")
         + (f" --tasks {tasks} --replicas {replicas}" if width else "")
         + (f" --machines {machines}" if machines > 1 else "")
-        + f" --warmup {setup['warmup_s']:g}`.",
+        + f" --warmup {setup['warmup_s']:g}"
+        + (f" --window {setup['window_s']:g}" if setup["window_s"] != 30 else "")
+        + (
+            " --base <a worktree of main> --scenarios '"
+            + ",".join(s["scenario"].replace(", base", "@base") for s in result["scenarios"])
+            + "'"
+            if based
+            else ""
+        )
+        + "`.",
         "",
         (f"{replicas} simulator replicas, each" if replicas > 1 else "One simulator replica")
         + f": {setup['capacity']} sequences at once, {setup['answer_ms']} ms "
@@ -482,6 +574,12 @@ def write(out: Path, result: dict[str, Any], stem: str = "shared_pool") -> None:
         *rows,
         "",
     ]
+    if based:
+        text += [
+            "`, base`: the same scenario with the stream on main's tree (option `--base`), "
+            "side by side in the same run, in turns with this tree's.",
+            "",
+        ]
     if width:
         text += [
             "`simulators' loop lag p95 ms`: how late the simulators' own event loops woke in the "
@@ -550,8 +648,27 @@ def main() -> None:
     parser.add_argument(
         "--machines", type=int, default=1, help="machines the tasks are split among (simulated)"
     )
+    parser.add_argument(
+        "--base",
+        type=Path,
+        help="another tree (a worktree of main): scenario NAME@base runs its stream with that "
+        "tree's dspark_json, side by side with NAME in the same run",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="say that the run had the machine to itself (a lock kept other jobs out)",
+    )
+    parser.add_argument(
+        "--summarise-trace",
+        type=Path,
+        help="print what a scenario's SHARED_POOL_TRACE folder (DIR/<scenario>) says, and stop",
+    )
     parser.add_argument("--stream-worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.summarise_trace:
+        print(json.dumps(summarise_trace(args.summarise_trace), indent=1))
+        return
     if args.stream_worker:
         url, prompts, priority, max_queue, sheddable, ready = args.stream_worker
         stream_worker(
@@ -583,8 +700,7 @@ def main() -> None:
             for _ in range(args.replicas)
         ]
         urls = [server.url for server in servers]
-        chosen = args.scenarios.split(",")
-        figures = [scenario(urls, n, o, args) for n, o in scenarios.items() if n in chosen]
+        figures = [scenario(urls, n, o, args) for n, o in chosen(args.scenarios, scenarios)]
     capacity_rps = args.replicas * args.capacity / (args.answer_ms / 1000)
     result = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -601,6 +717,7 @@ def main() -> None:
             "tasks": args.tasks,
             "replicas": args.replicas,
             "machines": args.machines,
+            "quiet": args.quiet,
             "stream_driver": "http.client.complete_all in a process per task (a task's client)",
         },
         "load_average_1_5_15_min": {

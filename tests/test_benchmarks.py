@@ -255,6 +255,45 @@ def test_shared_pool_benchmark_smoke(tmp_path):
     assert (tmp_path / "shared_pool.png").stat().st_size > 0
 
 
+def test_shared_pool_runs_the_scenarios_asked_in_turns_with_the_base_tree():
+    """--scenarios in its order, a name twice run twice, NAME@base on option --base's tree."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from shared_pool import MACHINE_SCENARIOS, chosen
+    finally:
+        sys.path.pop(0)
+    told = "both width told"
+    picked = chosen(f"alone,{told},{told}@base,{told}@base,{told},nonesuch", MACHINE_SCENARIOS)
+    assert [name for name, _ in picked] == ["alone", told, f"{told}, base", f"{told}, base", told]
+    assert picked[2][1] == {**(MACHINE_SCENARIOS[told] or {}), "base": 1}
+    assert "base" not in (picked[1][1] or {})
+
+
+def test_shared_pool_summarises_a_trace(tmp_path):
+    """--summarise-trace: the figures docs/explanation/gate.md quotes, from a scenario's trace
+    (two tasks at one replica over a 1-second window, after a start that queued 40)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from shared_pool import summarise_trace
+    finally:
+        sys.path.pop(0)
+    url = "http://r0"
+    loads = [[100 - 5, 16, 40], [100.5, 10, 0], [100.9, 12, 2]]
+    window = {"t0": 100.0, "t1": 101.0, "urls": [url], "loads": {url: loads}}
+    (tmp_path / "window.json").write_text(json.dumps(window))
+    for task, (in_flight, target) in enumerate([(2, 2.0), (0, 5.0)]):
+        samples = [
+            [100 + i / 10 + 0.01, url, target, in_flight, in_flight, 2, 3] for i in range(10)
+        ]
+        (tmp_path / f"{task}.json").write_text(json.dumps({"samples": samples, "readings": []}))
+    summary = summarise_trace(tmp_path)
+    assert summary["tasks"] == 2 and summary["in_flight_per_task"] == [0.0, 2.0]
+    replica = summary["replica 0"]
+    assert replica["stream_in_flight"] == 2.0 and replica["targets_summed"] == 7.0
+    assert replica["running"] == 11.0 and replica["waiting"] == 1.0
+    assert replica["held_at_its_gates"] == 6.0 and replica["most_waiting_10s_before"] == 40
+
+
 def test_answer_reads_benchmark_smoke(tmp_path):
     """benchmarks/answer_reads.py: both reads timed, their results asserted equal in the run."""
     run_smoke("answer_reads.py", tmp_path)

@@ -99,6 +99,19 @@ class EndpointPool:
         self._back = asyncio.Event()
         self.rests = 0
 
+    def others(
+        self, first: Endpoint, allowed: Callable[[Endpoint], bool] | None = None
+    ) -> list[Endpoint]:
+        """The endpoints other than ``first`` that a request may go to now (not resting, and
+        accepted by ``allowed`` where given), in turn from the one after ``first``."""
+        order = list(self.endpoints)
+        at = order.index(first) + 1 if first in order else 0
+        return [
+            e
+            for e in order[at:] + order[:at]
+            if e != first and e not in self._resting and (allowed is None or allowed(e))
+        ]
+
     async def pick(
         self,
         timeout: float,

@@ -35,12 +35,14 @@ held at a saturated endpoint whatever option ``model`` says.
   the Gateway API inference extension treats stale metrics). Each reading gives the task a
   target of requests in flight: those it has out (sent, not those still waiting for its
   in-flight limit) plus the room the reading shows (the free share of the KV cache up to
-  :data:`KV_SATURATED`, plus the queue up to ``maxServerQueue``), weighed with the target
+  :data:`KV_SATURATED`, plus the queue up to ``maxServerQueue``; :data:`IDLE_ROOM` where
+  nothing runs, the KV share of a sequence not known yet), weighed with the target
   before it (:data:`SMOOTHING`: one reading of load that changes within an answer's time is
   mostly noise), and lowered at once where requests queue beyond ``maxServerQueue``, so that
   the stream backs off within a reading (about a second) when interactive load rises. Rising
   to a higher target is spread over the refresh interval, so the workers waiting at the gate
-  do not all start at once when a reading clears.
+  do not all start at once when a reading clears. A request held at an endpoint with no room
+  goes to another of its endpoints that has room (:meth:`Gate.wait`'s ``also``).
 - The room a reading shows is the pool's, shared by the tasks sending to the endpoint at once:
   each task takes its part (:func:`part`) of it, by the count of this machine's tasks that send
   there (their leases in the shared readings directory:
@@ -66,7 +68,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import httpx
@@ -103,6 +105,9 @@ KV_SATURATED = 0.8
 #: would swing its requests up and down about the same mean, and the swings up are what make
 #: the tenants wait. A rise of their load still takes half the room away at the next reading.
 SMOOTHING = 0.5
+#: The room a reading shows where nothing runs (the KV share of a sequence unknown): requests
+#: sent on trial, split among the tasks like any room; the next reading measures their share.
+IDLE_ROOM = 4
 #: Largest /metrics body read (vLLM's is about 50 KiB per model with its histograms).
 MAX_METRICS_BYTES = 4 * 1024 * 1024
 #: Seconds one /metrics fetch may take.
@@ -305,18 +310,20 @@ class _Budget:
     start: int = 0  # in flight when the reading came (where the ramp to the target starts)
     since: float = 0.0  # when this task first saw the reading (monotonic)
     rounding: float = 0.5  # added before rounding the target down to whole requests (dither)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 def room(reading: Reading, max_queue: int) -> float:
     """How many more requests ``reading`` leaves room for before the endpoint is saturated
-    (negative: that many too many). ``inf`` where the KV gauge says nothing (nothing runs):
-    only the queue then bounds, and it is empty."""
+    (negative: that many too many). Where nothing runs (or the KV gauge says nothing), the
+    share of the cache one sequence takes is not known: :data:`IDLE_ROOM` requests, whose
+    next reading tells it, plus the queue (a pool idle at the stream's start took every task's
+    whole in-flight limit at once when this was no bound: hundreds of requests queued, for
+    seconds, ahead of the interactive tenants' next ones)."""
     queue = max_queue - reading.waiting
     if reading.waiting > max_queue:
         return queue  # more wait than maxServerQueue
     if reading.kv <= 0 or reading.running <= 0:
-        return math.inf
+        return IDLE_ROOM + queue
     # The KV cache's share per running sequence gives the sequences that fit up to the line.
     slots = reading.running * (KV_SATURATED - reading.kv) / reading.kv
     if not math.isfinite(slots):  # a KV use so small the share overflows: all but empty
@@ -357,9 +364,9 @@ def across(share: readings.Share, width: tuple[int, int] | None) -> readings.Sha
 
 def target(previous: float | None, inflight: int, free: float, queued: bool) -> float | None:
     """This task's in-flight target after a reading that leaves ``free`` room while it has
-    ``inflight`` requests out (``None``: no bound, the endpoint is idle). Where requests queue
-    beyond ``maxServerQueue`` (``queued``), at once what the reading allows if that is lower;
-    else :data:`SMOOTHING` of the way from ``previous`` to it."""
+    ``inflight`` requests out (``None``: no bound, a KV use too small to divide). Where
+    requests queue beyond ``maxServerQueue`` (``queued``), at once what the reading allows if
+    that is lower; else :data:`SMOOTHING` of the way from ``previous`` to it."""
     if free == math.inf:
         return None
     alone = max(inflight + free, 0.0)
@@ -396,51 +403,82 @@ class Gate:
         #: the room (:meth:`_allowed`): its own point in [0, 1), drawn once.
         self.dither = random.random()
         self._budgets: dict[str, _Budget] = {}
+        #: Set when a request of this task ends (then replaced): the held requests look again.
+        self._changed = asyncio.Event()
         self.held_s = 0.0
 
-    async def wait(self, url: str, fetch: MetricsFetch, limit_s: float) -> None:
+    async def wait(
+        self,
+        url: str,
+        fetch: MetricsFetch,
+        limit_s: float,
+        also: Sequence[tuple[str, MetricsFetch]] = (),
+    ) -> str:
         """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
-        row); count the time held. ``fetch`` reads the endpoint's /metrics where the reading
-        is due (the requests' model does not matter: the module's docstring)."""
-        budget = self._budgets.setdefault(url, _Budget())
+        row), or to one of the endpoints ``also`` names (with their fetches) where ``url`` has
+        no room and one of them has: the endpoint it goes to. Counts the time held. ``fetch``
+        reads the endpoint's /metrics where the reading is due (the requests' model does not
+        matter: the module's docstring). A request that waited for room at the endpoint it
+        was sent to in turn, while another had room, left that room unused: a task's workers
+        gathered at the gate of the fuller endpoint (each picks the next in turn after an
+        answer, and stays where it is held), and the other's room went to no one."""
+        choices = [(url, fetch), *also]
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            reading = await self.gauges.read(url, fetch, route=self.route)
-            if reading is None:
+            chosen, next_step, waiting = None, math.inf, 0.0
+            for where, read in choices:
+                budget = self._budgets.setdefault(where, _Budget())
+                reading = await self.gauges.read(where, read, route=self.route)
+                if reading is None:  # no reading: not held
+                    chosen = where
+                    break
+                now = time.monotonic()
+                if reading is not budget.reading:
+                    self._read(where, budget, reading, now)
+                stale = now - reading.at > MAX_AGE_S
+                if not stale and budget.passed < self._allowed(budget, now):
+                    chosen = where
+                    break
+                if where == url:
+                    waiting = reading.waiting
+                step = max(reading.at + self.gauges.refresh_s - now, 0.01)
+                if budget.target is not None and budget.target > budget.start:  # paced
+                    step = min(step, self.gauges.refresh_s / (budget.target - budget.start))
+                next_step = min(next_step, step)
+            if chosen is not None:
                 break
             now = time.monotonic()
-            if reading is not budget.reading:
-                shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
-                share = across(self.tasks(url, self.name), self.width)
-                free = part(room(reading, self.max_queue), share, shift)
-                budget.rounding = 0.5 if share.count == 1 else self.dither
-                queued = reading.waiting > self.max_queue
-                budget.target = target(budget.target, budget.inflight, free, queued)
-                budget.reading, budget.since, budget.start = reading, now, budget.inflight
-            stale = now - reading.at > MAX_AGE_S
-            if not stale and budget.passed < self._allowed(budget, now):
-                break
             if now >= deadline:
+                chosen = url
                 break
             phase(
                 ("held", url, self.max_queue),
                 "Held by the pool: %s has %d request(s) waiting (over maxServerQueue=%d): new "
                 "requests wait for room; the seconds held are in the metrics.",
                 mask_uris(url),
-                reading.waiting,
+                waiting,
                 self.max_queue,
             )
-            next_step = max(reading.at + self.gauges.refresh_s - now, 0.01)
-            if budget.target is not None and budget.target > budget.start:  # paced: look again
-                next_step = min(next_step, self.gauges.refresh_s / (budget.target - budget.start))
+            changed = self._changed
             try:
                 async with asyncio.timeout(min(next_step, deadline - now)):
-                    await budget.changed.wait()
+                    await changed.wait()
             except TimeoutError:
                 pass
-        budget.passed += 1
+        self._budgets[chosen].passed += 1
         self.held_s += time.monotonic() - started
+        return chosen
+
+    def _read(self, url: str, budget: _Budget, reading: Reading, now: float) -> None:
+        """A new reading of ``url``: this task's part of its room moves the target."""
+        shift = int(time.time() / self.gauges.refresh_s) + readings.MACHINE
+        share = across(self.tasks(url, self.name), self.width)
+        free = part(room(reading, self.max_queue), share, shift)
+        budget.rounding = 0.5 if share.count == 1 else self.dither
+        queued = reading.waiting > self.max_queue
+        budget.target = target(budget.target, budget.inflight, free, queued)
+        budget.reading, budget.since, budget.start = reading, now, budget.inflight
 
     def _allowed(self, budget: _Budget, now: float) -> float:
         """Requests this task may have in flight at ``now``: the target, reached at once when
@@ -471,10 +509,11 @@ class Gate:
             readings.release(url, self.name, route=self.route)
 
     def ended(self, url: str) -> None:
-        """A request to ``url`` ended: its place is free for the next one."""
+        """A request to ``url`` ended: its place is free for the next one (the requests held
+        look again, whatever endpoint they wait for: they may go to this one)."""
         budget = self._budgets.get(url)
         if budget is not None:
             budget.passed -= 1
             budget.inflight -= 1
-            budget.changed.set()
-            budget.changed = asyncio.Event()
+            self._changed.set()
+            self._changed = asyncio.Event()

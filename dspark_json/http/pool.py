@@ -33,7 +33,7 @@ from dspark_json.http.failures import (
     model_unavailable_error,
     no_endpoint_error,
 )
-from dspark_json.http.gauges import Gate
+from dspark_json.http.gauges import Gate, MetricsFetch
 from dspark_json.http.options import HttpOptions
 from dspark_json.http.readings import shared
 from dspark_json.http.replicas import Replicas, model_not_found
@@ -153,20 +153,19 @@ class Pool:
             picked = await self._endpoint(deadline, prefer, model, error, attempt - 1)
             if isinstance(picked, Outcome):
                 return picked
-            limit = self._limit_for(picked, model)
-            admitted = await self._admit(
-                picked, limit, model, deadline, error=error, attempt=attempt
-            )
+            admitted = await self._admit(picked, model, deadline, error=error, attempt=attempt)
             if isinstance(admitted, Outcome):
                 return admitted
-            if admitted and self._still_serves(picked, model):
-                if not self.budget.active or await self.budget.acquire(picked, tokens, deadline):
-                    return Place(picked, limit, tokens, time.perf_counter())
-                self._release(picked, limit)
+            if admitted is None:
+                continue  # its endpoint left the pool while it waited at the gate: pick again
+            endpoint, limit = admitted
+            if self._still_serves(endpoint, model):
+                if not self.budget.active or await self.budget.acquire(endpoint, tokens, deadline):
+                    return Place(endpoint, limit, tokens, time.perf_counter())
+                self._release(endpoint, limit)
                 deadline_s = self.config.request_deadline
                 return Outcome(error=error or budget_error(deadline_s, attempt - 1))
-            if admitted:
-                self._release(picked, limit)
+            self._release(endpoint, limit)
 
     async def _endpoint(
         self,
@@ -228,44 +227,57 @@ class Pool:
 
     async def _admit(
         self,
-        endpoint: Endpoint,
-        limit: AdaptiveLimit,
+        picked: Endpoint,
         model: str | None,
         deadline: float,
         *,
         error: RowError | None,
         attempt: int,
-    ) -> Outcome | bool:
-        """Room on the server (option maxServerQueue: the gate), then in ``limit``. False
-        where the endpoint left the pool or stopped serving ``model`` while the request waited
-        at the gate (nothing taken: it picks again); the outcome of the prompt where a hold at
-        the gate spent its ``deadline`` (loop time): nothing is sent then."""
+    ) -> Outcome | tuple[Endpoint, AdaptiveLimit] | None:
+        """Room on the server (option maxServerQueue: the gate, at ``picked`` or, where it has
+        none and another endpoint that serves ``model`` has, there), then in the endpoint's
+        in-flight limit: the endpoint and its limit. None where ``picked`` left the pool or
+        stopped serving ``model`` while the request waited at the gate (nothing taken: it
+        picks again); the outcome of the prompt where a hold at the gate spent its
+        ``deadline`` (loop time): nothing is sent then."""
         loop = asyncio.get_running_loop()
-        if self.gate is not None and not await self._gate(endpoint, model, deadline):
-            return False
+        endpoint = picked
+        if self.gate is not None:
+            chosen = await self._gate(picked, model, deadline)
+            if chosen is None:
+                return None
+            endpoint = chosen
+        limit = self._limit_for(endpoint, model)
         await limit.acquire()
         if self.gate is not None:
             self.gate.sent(endpoint.url)
         if self.gate is None or loop.time() < deadline:
-            return True
+            return endpoint, limit
         self._release(endpoint, limit)
         return Outcome(error=error or held_error(self.config.request_deadline, attempt - 1))
 
-    async def _gate(self, endpoint: Endpoint, model: str | None, deadline: float) -> bool:
-        """Wait at the gate for room at ``endpoint`` (until ``deadline`` at most); where the
-        client routes by model, stop waiting (False) once the endpoint left the pool or
-        stopped serving ``model``: a replica removed while saturated does not hold the
-        request to its deadline."""
+    async def _gate(self, picked: Endpoint, model: str | None, deadline: float) -> Endpoint | None:
+        """Wait at the gate for room at ``picked``, or at another endpoint that serves ``model``
+        and does not rest, whichever has room first (until ``deadline`` at most): the endpoint
+        with room. Where the client routes by model, stop waiting (None) once ``picked`` left
+        the pool or stopped serving ``model``: a replica removed while saturated does not hold
+        the request to its deadline."""
         assert self.gate is not None
+        gate = self.gate
         loop = asyncio.get_running_loop()
-        # One reading per machine, shared by its tasks (http.readings).
-        fetch = shared(
-            endpoint.url, lambda limit: self._metrics(endpoint, limit), route=self.gate.route
-        )
-        wait = self.gate.wait(endpoint.url, fetch, deadline - loop.time())
+        others = self.endpoints.others(picked, self.replicas.allows(model))
+        by_url = {e.url: e for e in (picked, *others)}
+
+        def reader(endpoint: Endpoint) -> MetricsFetch:
+            # One reading per machine, shared by its tasks (http.readings).
+            return shared(
+                endpoint.url, lambda limit: self._metrics(endpoint, limit), route=gate.route
+            )
+
+        also = [(e.url, reader(e)) for e in others]
+        wait = gate.wait(picked.url, reader(picked), deadline - loop.time(), also)
         if not self.replicas.active:
-            await wait
-            return True
+            return by_url[await wait]
         waiter = asyncio.ensure_future(wait)
         try:
             while True:
@@ -275,10 +287,9 @@ class Pool:
                 finally:
                     moved.cancel()
                 if waiter.done():
-                    waiter.result()
-                    return True
-                if not self._still_serves(endpoint, model):
-                    return False
+                    return by_url[waiter.result()]
+                if not self._still_serves(picked, model):
+                    return None
         finally:
             if not waiter.done():
                 waiter.cancel()

@@ -101,9 +101,9 @@ def test_a_model_nobody_serves_ends_unavailable_without_a_request_or_a_hold(othe
     waited: list[str] = []
     wait = gauges.Gate.wait
 
-    async def spy(self, url, headers, limit_s):
+    async def spy(self, url, headers, limit_s, also=()):
         waited.append(url)
-        await wait(self, url, headers, limit_s)
+        return await wait(self, url, headers, limit_s, also)
 
     monkeypatch.setattr(gauges.Gate, "wait", spy)
     options = HttpOptions(
