@@ -102,7 +102,10 @@ def test_gate_holds_new_requests_while_saturated_and_releases_when_it_clears(cap
     # The phase is said once, at INFO (dspark_json/phases.py), however many requests it held.
     (held,) = [r for r in caplog.records if "Held by the pool" in r.getMessage()]
     assert held.levelname == "INFO"
-    assert f"{server.url} has 5 request(s) waiting (over maxServerQueue=0)" in held.getMessage()
+    assert f"{server.url} is at the stream's share of its room (5 request(s) waiting, " in (
+        held.getMessage()
+    )
+    assert "maxServerQueue=0; KV cache 100% in use, line 80%)" in held.getMessage()
     # At most one /metrics read a second (and the first at once).
     elapsed = max(pool.reads) - min(pool.reads)
     assert len(pool.reads) <= elapsed / 1.0 + 1.5
@@ -549,7 +552,9 @@ def test_an_idle_pool_gets_a_trial_of_requests_not_every_tasks_whole_limit():
     from dspark_json.http.gauges import Gate
 
     class Idle:
-        refresh_s = 1.0
+        # The remainder's places turn with each refresh period (gauges.part's shift): a period
+        # of days keeps the 32 tasks' places from turning between them.
+        refresh_s = 1e6
 
         async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
             return Reading(0, 0, 0.0, time.monotonic())
@@ -559,7 +564,7 @@ def test_an_idle_pool_gets_a_trial_of_requests_not_every_tasks_whole_limit():
         for rank in range(tasks):
             share = readings.Share(tasks, rank)
             gate = Gate(0, Idle(), tasks=lambda url, task, share=share: share)  # type: ignore[arg-type, misc]
-            await gate.wait("a", {}, 1.0)  # type: ignore[arg-type]
+            await gate.wait("a", {}, 0.0)  # type: ignore[arg-type]  # read, not held
             later = time.monotonic() + 5 * Idle.refresh_s  # the ramp done
             total += gate._allowed(gate._budgets["a"], later)
         return total
