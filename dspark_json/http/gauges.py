@@ -426,7 +426,7 @@ class Gate:
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
         while True:
-            chosen, next_step, waiting = None, math.inf, 0.0
+            chosen, next_step, seen = None, math.inf, None
             for where, read in choices:
                 budget = self._budgets.setdefault(where, _Budget())
                 reading = await self.gauges.read(where, read, route=self.route)
@@ -441,7 +441,7 @@ class Gate:
                     chosen = where
                     break
                 if where == url:
-                    waiting = reading.waiting
+                    seen = reading
                 step = max(reading.at + self.gauges.refresh_s - now, 0.01)
                 if budget.target is not None and budget.target > budget.start:  # paced
                     step = min(step, self.gauges.refresh_s / (budget.target - budget.start))
@@ -452,14 +452,18 @@ class Gate:
             if now >= deadline:
                 chosen = url
                 break
-            phase(
-                ("held", url, self.max_queue),
-                "Held by the pool: %s has %d request(s) waiting (over maxServerQueue=%d): new "
-                "requests wait for room; the seconds held are in the metrics.",
-                mask_uris(url),
-                waiting,
-                self.max_queue,
-            )
+            if seen is not None:
+                phase(
+                    ("held", url, self.max_queue),
+                    "Held by the pool: %s is at the stream's share of its room (%d request(s) "
+                    "waiting, maxServerQueue=%d; KV cache %.0f%% in use, line %.0f%%): new "
+                    "requests go out as room frees; the seconds held are in the metrics.",
+                    mask_uris(url),
+                    seen.waiting,
+                    self.max_queue,
+                    seen.kv * 100,
+                    KV_SATURATED * 100,
+                )
             changed = self._changed
             try:
                 async with asyncio.timeout(min(next_step, deadline - now)):
