@@ -52,6 +52,7 @@ from dspark_json.parse.json.rescue import (
 )
 from dspark_json.parse.json.scans import (
     ContentScan,
+    NO_SPARE,
     EnvelopeScan,
     scan_content_fit,
     scan_envelope_fit,
@@ -64,6 +65,7 @@ __all__ = [
     "MAX_DEPTH",
     "NESTED_PATH",
     "NESTED_STRIDE",
+    "NO_SPARE",
     "T_STRUCT",
     "ContentScan",
     "EnvelopeScan",
