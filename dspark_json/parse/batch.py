@@ -50,7 +50,9 @@ def plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     ``None`` for every other line, which :func:`_recorded` reads."""
     table = _batch_line_table()
     offsets, data, valid = string_buffers(lines)
-    scan = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(lines), NO_SPARE)
+    scan = scan_envelope_fit(
+        offsets, data, valid, table.nodes, False, True, 0, len(lines), NO_SPARE
+    )
     read = read_events(data, [scan.events], table, _BATCH_LINE_READ)
     custom_ids = read.field("custom_id").to_pylist()
     statuses = read.field("response").field("status_code").to_pylist()

@@ -69,7 +69,9 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, *_ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 1, NO_SPARE)
+    codes, *_ = scan_envelope_fit(
+        offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 1, NO_SPARE
+    )
     assert codes.tolist() == [code]
 
 

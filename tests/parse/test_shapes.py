@@ -77,7 +77,9 @@ VALUES = [
 
 def _scan(bodies, table, shapes):
     offsets, data, valid = string_buffers(to_string_array(bodies))
-    return scan_envelope_fit(offsets, data, valid, table.nodes, False, shapes, 0, len(bodies), NO_SPARE)
+    return scan_envelope_fit(
+        offsets, data, valid, table.nodes, False, shapes, 0, len(bodies), NO_SPARE
+    )
 
 
 def _meant(scan):

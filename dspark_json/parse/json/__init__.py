@@ -51,8 +51,8 @@ from dspark_json.parse.json.rescue import (
     rescued_keys,
 )
 from dspark_json.parse.json.scans import (
-    ContentScan,
     NO_SPARE,
+    ContentScan,
     EnvelopeScan,
     scan_content_fit,
     scan_envelope_fit,

@@ -288,7 +288,7 @@ def scan_envelope_fit(
 
 
 @kernel
-def scan_content_fit(  # noqa: PLR0917  (a kernel: positional only)
+def scan_content_fit(
     offsets: Any,
     data: Any,
     valid: Any,
