@@ -51,6 +51,7 @@ from dspark_json.parse.json import (
     ContentScan,
     EnvelopeScan,
     TypeTable,
+    Workspace,
     json_texts,
     read_events,
     scan_codes,
@@ -143,6 +144,8 @@ class Vectorised:
         self._lent: list[np.ndarray] = []
         #: The most events one range of a scan wrote, with room for its longest row after.
         self._wanted = 0
+        #: The arrays the reads of the events use while they read, kept from batch to batch.
+        self._workspace = Workspace()
         #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0
         self.reference_reasons: dict[str, int] = {}
@@ -241,11 +244,15 @@ class Vectorised:
         every = np.ones(len(starts), np.bool_)
         if wrap:
             value = read_events(
-                data, events, table, schema.field("v").type, self.threads, text_of=_json_texts
-            )
+                data, events, table, schema.field("v").type, self.threads,
+                text_of=_json_texts, workspace=self._workspace,
+            )  # fmt: skip
             self._give_back()
             return pa.table([value], schema=schema), every
-        root = read_events(data, events, table, pa.struct(list(schema)), self.threads)
+        root = read_events(
+            data, events, table, pa.struct(list(schema)), self.threads,
+            workspace=self._workspace,
+        )  # fmt: skip
         self._give_back()
         return pa.Table.from_struct_array(root), every
 

@@ -35,7 +35,7 @@ from dspark_json.parse.json.conform import (
     extract_row,
     validate_row,
 )
-from dspark_json.parse.json.decode import read_events
+from dspark_json.parse.json.decode import Workspace, read_events
 from dspark_json.parse.json.grammar import (
     KIND_INVALID,
     KIND_NONE,
@@ -72,6 +72,7 @@ __all__ = [
     "RescueEntries",
     "TypeNodes",
     "TypeTable",
+    "Workspace",
     "compile_type",
     "extract_row",
     "gather_lines",

@@ -73,7 +73,7 @@ from dspark_json.parse.json.conform import (
 from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
 from dspark_json.parse.threads import on_threads
 
-__all__ = ["read_events"]
+__all__ = ["Workspace", "read_events"]
 
 
 #: 10**0 .. 10**22: exact as doubles, so one multiplication or division rounds correctly.
@@ -125,18 +125,41 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
         b[place] = end
 
 
+class Workspace:
+    """Arrays a reader of events needs only while it reads (each node's ``a`` and ``b``, each
+    string's end), kept from one read to the next by their owner (a parser): their pages are
+    the process's already, where a fresh array's are faulted in and zeroed by the kernel. A
+    read with a workspace copies what its columns keep of them (integers, doubles)."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, size: int) -> np.ndarray:
+        """The array ``name`` of ``size`` int64 entries, its values undefined."""
+        held = self._arrays.get(name)
+        if held is None or len(held) < size:
+            held = self._arrays[name] = np.empty(size + size // 8, np.int64)
+        return held[:size]
+
+
+def _empty(workspace: Workspace | None, name: str, size: int) -> np.ndarray:
+    return np.empty(size, np.int64) if workspace is None else workspace.take(name, size)
+
+
 def group_events(
     parts: Sequence[np.ndarray],
     kind: np.ndarray,
     threads: int = 1,
     *,
     data: np.ndarray | None = None,
+    workspace: Workspace | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
     """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
     node's ``T_*``), in order within each node: their ``a`` and ``b``, where each node's run
     starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
     its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
-    way, as :func:`scatter_events` says (the strings and doubles are in ``data``)."""
+    way, as :func:`scatter_events` says (the strings and doubles are in ``data``). ``a`` and
+    ``b`` are ``workspace``'s where one is given (valid until its next read)."""
     nodes = len(kind)
     is_string = kind == T_STRING
     tallies = [tally_events(part, is_string) for part in parts]
@@ -146,10 +169,10 @@ def group_events(
     for counts, _ in tallies:
         places.append(at.copy())
         at += counts
-    a = np.empty(bounds[-1], np.int64)
-    b = np.empty(bounds[-1], np.int64)
+    a = _empty(workspace, "a", int(bounds[-1]))
+    b = _empty(workspace, "b", int(bounds[-1]))
     # Indexed as a / b are (every event's place), though only the strings' entries are written.
-    ends = np.empty(max(int(bounds[-1]), 1), np.int64)
+    ends = _empty(workspace, "ends", max(int(bounds[-1]), 1))
     if data is None:
         data = np.zeros(1, np.uint8)
     pieces, jobs = [], []
@@ -384,13 +407,19 @@ def read_events(
     threads: int = 1,
     *,
     text_of: TextOf | None = None,
+    workspace: Workspace | None = None,
 ) -> pa.Array:
     """The values the events of a scan describe (one array per range of rows, in order), as
     one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
-    JSON text (a table compiled with ``json_text``)."""
-    a, b, bounds, strings = group_events(events, table.nodes.kind, threads, data=data)
-    columns = _Columns(data, table, a, b, bounds, strings=strings, text_of=text_of)
+    JSON text (a table compiled with ``json_text``); ``workspace``: where the read's own
+    arrays are (:class:`Workspace`)."""
+    a, b, bounds, strings = group_events(
+        events, table.nodes.kind, threads, data=data, workspace=workspace
+    )
+    columns = _Columns(
+        data, table, a, b, bounds, strings=strings, text_of=text_of, kept=workspace is not None
+    )
     return columns.build(0, arrow_type)
 
 
@@ -407,12 +436,15 @@ class _Columns:
         *,
         strings: dict[int, tuple[np.ndarray, np.ndarray]],
         text_of: TextOf | None = None,
+        kept: bool = False,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
         self.bounds_list: list[int] = bounds.tolist()
         self.nodes = table.nodes
         self.strings = strings  # per string node: its offsets and text, unescaped
         self.text_of = text_of
+        #: Whether ``a`` and ``b`` are a workspace's (the columns copy what they keep of them).
+        self.kept = kept
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
         lo, hi = self.bounds_list[node], self.bounds_list[node + 1]
@@ -462,6 +494,8 @@ class _Columns:
             if held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
+        if self.kept and (kind == T_DOUBLE or kind == T_INT):  # the column keeps its values
+            b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             null = a == -1
             values = b.view(np.float64)
