@@ -494,7 +494,7 @@ class _Columns:
             if held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
-        if self.kept and (kind == T_DOUBLE or kind == T_INT):  # the column keeps its values
+        if self.kept and kind in (T_DOUBLE, T_INT):  # the column keeps its values
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             null = a == -1
