@@ -227,3 +227,17 @@ def test_rows_split_over_threads_read_as_one_range():
     one, two = CpuParser(schema), CpuParser(schema)
     one.threads, two.threads = 1, 3
     _same(one.parse_vectorised(bodies), two.parse_vectorised(bodies))
+
+
+def test_a_parser_reusing_its_buffers_gives_a_fresh_parsers_tables():
+    """A parser keeps its scans' event buffers and its reads' arrays from batch to batch: a
+    batch after a larger one, a smaller one or one of another shape (buffers grown, reused,
+    written over) reads as a fresh parser reads it."""
+    rng = random.Random(7)
+    schema = response_schema(response_format=CONTENT)
+    batches = [[_body(rng, _document(rng)) for _ in range(size)] for size in (400, 40, 900, 3)]
+    batches.append(batches[0])
+    kept = CpuParser(schema)
+    tables = [kept.parse_vectorised(bodies) for bodies in batches]  # each read over the last
+    for bodies, table in zip(batches, tables, strict=True):
+        _same(table, CpuParser(schema).parse_vectorised(bodies))
