@@ -105,16 +105,7 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any,
-    events: Any,
-    at: Any,
-    a: Any,
-    b: Any,
-    b_doubles: Any,
-    kind: Any,
-    empty: Any,
-    written: Any,
-    listed: Any,
+    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any, empty: Any
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
     of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
@@ -122,10 +113,7 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
     in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
     are read in order, where converting by column reads each number's bytes from afar (a cache
     miss each). The nodes null in every event (``empty``: an envelope's extras nobody sends,
-    and what is below them, more than half of a vLLM envelope's events) are not written. The
-    events of the string nodes whose strings are unescaped (``written``) are also copied to
-    ``listed``, in order: the unescape reads them there, not among all the events."""
-    k = 0
+    and what is below them, more than half of a vLLM envelope's events) are not written."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         if empty[node]:
@@ -133,11 +121,6 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
         place = at[node]
         at[node] += 1
         start, end = events[3 * e + 1], events[3 * e + 2]
-        if written[node]:
-            listed[3 * k] = node
-            listed[3 * k + 1] = start
-            listed[3 * k + 2] = end
-            k += 1
         if kind[node] == T_DOUBLE and start >= 0:
             fast, value = _double_of(data, start, end, _POW10)
             if fast:
@@ -205,11 +188,8 @@ def group_events(
     ends = _empty(workspace, "ends", max(int(bounds[-1]), 1))
     if data is None:
         data = np.zeros(1, np.uint8)
-    # Per part, where its listed string events start (scatter_events).
-    listed_at = np.cumsum([0, *(int(counts[written].sum()) for counts, _, _ in tallies)])
-    listed = _empty(workspace, "listed", 3 * int(listed_at[-1]))
     pieces, jobs = [], []
-    for k, (part, place, (_, _, totals)) in enumerate(zip(parts, places, tallies, strict=True)):
+    for part, place, (_, _, totals) in zip(parts, places, tallies, strict=True):
         # Each node's region: its strings' room, and ROOM_AFTER bytes for the copies that
         # write past its last string's end.
         room = totals + ROOM_AFTER * is_string
@@ -217,18 +197,16 @@ def group_events(
         np.cumsum(room[:-1], out=starts[1:])
         out = np.empty(max(int(room.sum()), 1), np.uint8)
         byte_at = starts.copy()
-        strings_of_part = listed[3 * listed_at[k] : 3 * listed_at[k + 1]]
-        pieces.append((starts, byte_at, out, strings_of_part))
+        pieces.append((starts, byte_at, out))
         # scatter_events advances the places it is given: each job gets a copy of its own.
         job = partial(
-            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty,
-            written, strings_of_part,
-        )  # fmt: skip
+            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty
+        )
         jobs.append(job)
     on_threads(threads, jobs)
     jobs = [
-        partial(unescape_in_order, data, listed, written, byte_at, place.copy(), ends, out)
-        for place, (_, byte_at, out, listed) in zip(places, pieces, strict=True)
+        partial(unescape_in_order, data, part, written, byte_at, place.copy(), ends, out)
+        for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
     ]
     on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -239,7 +217,7 @@ def group_events(
         )
     for node in np.flatnonzero(written).tolist():
         offsets, texts, size = [np.zeros(1, np.int64)], [], 0
-        for (starts, byte_at, out, _), place, following in zip(
+        for (starts, byte_at, out), place, following in zip(
             pieces, places, [*places[1:], bounds[1:]], strict=True
         ):
             lo, hi = int(place[node]), int(following[node])
