@@ -57,6 +57,7 @@ from dspark_json.parse.json import (
     scan_codes,
     scan_content_fit,
     scan_envelope_fit,
+    spare_events,
 )
 from dspark_json.parse.outcomes import (
     NO_STATUS,
@@ -142,6 +143,10 @@ class Vectorised:
         self._spares: list[np.ndarray] = []
         #: Those lent to the scans whose events are not read yet.
         self._lent: list[np.ndarray] = []
+        #: Within a batch, the events a scan wrote in room of its own, once read: the next
+        #: scan of the batch writes over them (their pages faulted in already), where a
+        #: fresh parser (a Spark task's) would have no spare yet. Dropped after the batch.
+        self._read_events: list[np.ndarray] = []
         #: The most events one range of a scan wrote, with room for its longest row after.
         self._wanted = 0
         #: The arrays the reads of the events use while they read, kept from batch to batch.
@@ -170,6 +175,12 @@ class Vectorised:
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         """One row per body, in order, on the vectorised path, whatever the batch (compiling the
         kernels as needed)."""
+        try:
+            return self._parse(bodies)
+        finally:
+            self._read_events = []
+
+    def _parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         texts = to_string_array(bodies)
         if self._plan is None:
             self.reference_rows = len(texts)
@@ -247,13 +258,13 @@ class Vectorised:
                 data, events, table, schema.field("v").type, self.threads,
                 text_of=_json_texts, workspace=self._workspace,
             )  # fmt: skip
-            self._give_back()
+            self._give_back(events)
             return pa.table([value], schema=schema), every
         root = read_events(
             data, events, table, pa.struct(list(schema)), self.threads,
             workspace=self._workspace,
         )  # fmt: skip
-        self._give_back()
+        self._give_back(events)
         return pa.Table.from_struct_array(root), every
 
     def _scan(self, kernel: Any, offsets: np.ndarray, *args: Any) -> Any:
@@ -265,8 +276,10 @@ class Vectorised:
         for _ in row_ranges(n, self.threads):
             if self._spares:
                 lent.append(self._spares.pop())
+            elif self._read_events:
+                lent.append(self._read_events.pop())
             elif self._wanted:
-                lent.append(np.empty(self._wanted + self._wanted // 8, np.int64))
+                lent.append(spare_events(self._wanted + self._wanted // 8))
             else:
                 lent.append(NO_SPARE)
         scan = by_row_ranges(
@@ -283,10 +296,16 @@ class Vectorised:
         self._wanted = max(self._wanted, most + 3 * (longest + 2) * max(widest, 1))
         return scan
 
-    def _give_back(self) -> None:
-        """The buffers lent to the scans, whose events are read, spare again (those smaller
-        than a scan now wants are dropped)."""
+    def _give_back(self, events: list[np.ndarray]) -> None:
+        """The buffers lent to the scans, whose ``events`` are read, spare again (those
+        smaller than a scan now wants are dropped), and the events the scans wrote in room
+        of their own free for the batch's next scan."""
         self._spares.extend(spare for spare in self._lent if len(spare) >= self._wanted)
+        self._read_events.extend(
+            part
+            for part in events
+            if len(part) and not any(np.may_share_memory(part, lent) for lent in self._lent)
+        )
         self._lent = []
 
     def _fast_columns(

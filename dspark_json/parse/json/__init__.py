@@ -56,6 +56,7 @@ from dspark_json.parse.json.scans import (
     EnvelopeScan,
     scan_content_fit,
     scan_envelope_fit,
+    spare_events,
 )
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 
@@ -88,5 +89,6 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
+    "spare_events",
     "validate_row",
 ]

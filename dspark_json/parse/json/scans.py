@@ -52,6 +52,7 @@ __all__ = [
     "EnvelopeScan",
     "scan_content_fit",
     "scan_envelope_fit",
+    "spare_events",
 ]
 
 
@@ -121,6 +122,16 @@ def _widest(nodes: TypeNodes) -> int:
 
 #: A scan's ``spare`` where it has none: the scan makes its own room.
 NO_SPARE = np.empty(0, np.int64)
+
+
+@kernel
+def spare_events(size: int) -> Any:
+    """Room for ``size`` entries of a scan's events, to lend to the scans as their ``spare``:
+    allocated as the scans allocate theirs (numba's allocator: ``malloc``), not by numpy,
+    which asks the kernel for huge pages for a large array (``madvise``), whose faults a
+    fresh array pays for (each zeroed whole, the memory compacted first where it is
+    fragmented: tenths of a second of system time on a busy machine)."""
+    return np.empty(size, np.int64)
 
 
 @kernel
