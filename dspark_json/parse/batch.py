@@ -13,6 +13,7 @@ from pyspark.sql.types import LongType, MapType, StringType, StructField, Struct
 from dspark_json.buffers.arrow import string_buffers
 from dspark_json.parse.json import (
     NESTED_STRIDE,
+    NO_SPARE,
     TypeTable,
     compile_type,
     read_events,
@@ -49,7 +50,9 @@ def plain_batch_lines(lines: pa.Array) -> list[tuple[str | None, str] | None]:
     ``None`` for every other line, which :func:`_recorded` reads."""
     table = _batch_line_table()
     offsets, data, valid = string_buffers(lines)
-    scan = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(lines))
+    scan = scan_envelope_fit(
+        offsets, data, valid, table.nodes, False, True, 0, len(lines), NO_SPARE
+    )
     read = read_events(data, [scan.events], table, _BATCH_LINE_READ)
     custom_ids = read.field("custom_id").to_pylist()
     statuses = read.field("response").field("status_code").to_pylist()

@@ -31,12 +31,21 @@ def on_threads(threads: int, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
 
 
 def by_row_ranges(
-    scan: Callable[..., Any], n: int, threads: int, *args: Any, apart: str | None = None
+    scan: Callable[..., Any],
+    n: int,
+    threads: int,
+    *args: Any,
+    apart: str | None = None,
+    per_range: Callable[[int], tuple[Any, ...]] | None = None,
 ) -> Any:
     """``scan(*args, lo, hi)`` over ``n`` rows, split in ranges run on ``threads`` threads;
     results (an array or a named tuple of arrays) concatenated, but for the tuple's field
-    ``apart``: a list of each range's array (to spare a large copy)."""
-    jobs = [partial(scan, *args, lo, hi) for lo, hi in row_ranges(n, threads)]
+    ``apart``: a list of each range's array (to spare a large copy). ``per_range(k)``: more
+    arguments, after ``hi``, for the ``k``-th range."""
+    jobs = [
+        partial(scan, *args, lo, hi, *(per_range(k) if per_range else ()))
+        for k, (lo, hi) in enumerate(row_ranges(n, threads))
+    ]
     results = on_threads(threads, jobs)
     if hasattr(results[0], "_fields"):  # a named tuple
         fields: tuple[str, ...] = results[0]._fields

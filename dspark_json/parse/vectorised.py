@@ -47,14 +47,17 @@ from dspark_json.parse.content_pass import first_choices, insert_parsed, read_co
 from dspark_json.parse.finish import finish
 from dspark_json.parse.found import FoundKeys, unlike_repr
 from dspark_json.parse.json import (
+    NO_SPARE,
     ContentScan,
     EnvelopeScan,
     TypeTable,
+    Workspace,
     json_texts,
     read_events,
     scan_codes,
     scan_content_fit,
     scan_envelope_fit,
+    spare_events,
 )
 from dspark_json.parse.outcomes import (
     NO_STATUS,
@@ -71,7 +74,7 @@ from dspark_json.parse.plan import plan_of
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser, loads
 from dspark_json.parse.rescued import Rescued
-from dspark_json.parse.threads import by_row_ranges
+from dspark_json.parse.threads import by_row_ranges, row_ranges
 from dspark_json.response.convert import arrow_schema, dump_json, text_value
 from dspark_json.response.envelope import TOOL_CALLS
 from dspark_json.rows import CORRUPT_RECORD, RESCUED_DATA, STATUS, data_fields
@@ -134,6 +137,20 @@ class Vectorised:
         self.fit = fit
         data = data_fields(schema)
         self._plan = plan_of(data, lines is None)
+        #: Buffers for the scans' events, each one's pages faulted in once: a scan takes one
+        #: per range of rows (:meth:`_scan`), and the reads give them back once the events
+        #: are read (:meth:`_read`), to the next scan of this batch or of the next one.
+        self._spares: list[np.ndarray] = []
+        #: Those lent to the scans whose events are not read yet.
+        self._lent: list[np.ndarray] = []
+        #: Within a batch, the events a scan wrote in room of its own, once read: the next
+        #: scan of the batch writes over them (their pages faulted in already), where a
+        #: fresh parser (a Spark task's) would have no spare yet. Dropped after the batch.
+        self._read_events: list[np.ndarray] = []
+        #: The most events one range of a scan wrote, with room for its longest row after.
+        self._wanted = 0
+        #: The arrays the reads of the events use while they read, kept from batch to batch.
+        self._workspace = Workspace()
         #: How many rows of the last batch the reference parser took, and why.
         self.reference_rows = 0
         self.reference_reasons: dict[str, int] = {}
@@ -158,6 +175,12 @@ class Vectorised:
     def parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         """One row per body, in order, on the vectorised path, whatever the batch (compiling the
         kernels as needed)."""
+        try:
+            return self._parse(bodies)
+        finally:
+            self._read_events = []
+
+    def _parse(self, bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | None]) -> pa.Table:
         texts = to_string_array(bodies)
         if self._plan is None:
             self.reference_rows = len(texts)
@@ -170,17 +193,8 @@ class Vectorised:
         if self.fit is not None:
             scan = self.fit.envelope(offsets, data, valid, plan.envelope_table)
         else:
-            scan = by_row_ranges(
-                scan_envelope_fit,
-                n,
-                self.threads,
-                offsets,
-                data,
-                valid,
-                plan.envelope_table.nodes,
-                False,
-                True,
-                apart="events",
+            scan = self._scan(
+                scan_envelope_fit, offsets, data, valid, plan.envelope_table.nodes, False, True
             )
         codes = scan.codes
         found = FoundKeys.of(data, scan)
@@ -241,11 +255,58 @@ class Vectorised:
         every = np.ones(len(starts), np.bool_)
         if wrap:
             value = read_events(
-                data, events, table, schema.field("v").type, self.threads, text_of=_json_texts
-            )
+                data, events, table, schema.field("v").type, self.threads,
+                text_of=_json_texts, workspace=self._workspace,
+            )  # fmt: skip
+            self._give_back(events)
             return pa.table([value], schema=schema), every
-        root = read_events(data, events, table, pa.struct(list(schema)), self.threads)
+        root = read_events(
+            data, events, table, pa.struct(list(schema)), self.threads,
+            workspace=self._workspace,
+        )  # fmt: skip
+        self._give_back(events)
         return pa.Table.from_struct_array(root), every
+
+    def _scan(self, kernel: Any, offsets: np.ndarray, *args: Any) -> Any:
+        """``kernel`` (a scan of :mod:`.json.scans`) over the rows of ``offsets`` by ranges,
+        each range writing its events into a spare buffer where there is one (taken until
+        :meth:`_read` has read them)."""
+        n = len(offsets) - 1
+        lent = []
+        for _ in row_ranges(n, self.threads):
+            if self._spares:
+                lent.append(self._spares.pop())
+            elif self._read_events:
+                lent.append(self._read_events.pop())
+            elif self._wanted:
+                lent.append(spare_events(self._wanted + self._wanted // 8))
+            else:
+                lent.append(NO_SPARE)
+        scan = by_row_ranges(
+            kernel, n, self.threads, offsets, *args, apart="events",
+            per_range=lambda k: (lent[k],),
+        )  # fmt: skip
+        self._lent.extend(spare for spare in lent if len(spare))
+        # A scan grows its events where a row might not fit (each byte an event as wide as
+        # the type's widest), so the room wanted past the events is that of the longest row.
+        nodes = args[2]
+        widest = int(np.diff(nodes.closure_at).max()) if len(nodes.closure_at) > 1 else 1
+        longest = int(np.diff(offsets).max()) if n else 0
+        most = max((len(part) for part in scan.events), default=0)
+        self._wanted = max(self._wanted, most + 3 * (longest + 2) * max(widest, 1))
+        return scan
+
+    def _give_back(self, events: list[np.ndarray]) -> None:
+        """The buffers lent to the scans, whose ``events`` are read, spare again (those
+        smaller than a scan now wants are dropped), and the events the scans wrote in room
+        of their own free for the batch's next scan."""
+        self._spares.extend(spare for spare in self._lent if len(spare) >= self._wanted)
+        self._read_events.extend(
+            part
+            for part in events
+            if len(part) and not any(np.may_share_memory(part, lent) for lent in self._lent)
+        )
+        self._lent = []
 
     def _fast_columns(
         self,
@@ -343,10 +404,7 @@ class Vectorised:
         if self.fit is not None:
             scan = self.fit.content(offsets, data, valid, table, self.lenient)
             return scan, self.fit.routed
-        scan = by_row_ranges(
-            scan_content_fit, len(offsets) - 1, self.threads, offsets, data, valid,
-            table.nodes, self.lenient, apart="events",
-        )  # fmt: skip
+        scan = self._scan(scan_content_fit, offsets, data, valid, table.nodes, self.lenient)
         return scan, None
 
     def _tools_rescued(self, rescued: pa.Array, tools: ToolColumns, aside: SetAside) -> pa.Array:

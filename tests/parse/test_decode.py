@@ -157,7 +157,7 @@ def test_doubles_match_python_float_on_every_form():
     starts = ends - [len(t) for t in texts]
     # As the decoder converts them: while the events (node 0, start, end) are grouped.
     events = np.stack([np.zeros(len(texts), np.int64), starts, ends], axis=1).reshape(-1)
-    a, b, _, _ = group_events([events], np.array([T_DOUBLE], np.int8), data=data)
+    a, b, *_ = group_events([events], np.array([T_DOUBLE], np.int8), data=data)
     values, slow = b.view(np.float64), a != CONVERTED
     for text, value, is_slow in zip(texts, values.tolist(), slow.tolist(), strict=True):
         if not is_slow:
@@ -182,7 +182,7 @@ def test_strings_are_unescaped_in_order_into_each_nodes_column_across_parts():
     flat = np.array([e[:3] for e in events], np.int64).reshape(-1)
     parts = [flat[: 3 * 7], flat[3 * 7 :]]
     kind = np.array([T_STRING, T_STRING, T_INT], np.int8)
-    _, _, _, strings = group_events(parts, kind, data=np.frombuffer(raw, np.uint8))
+    _, _, _, strings, _ = group_events(parts, kind, data=np.frombuffer(raw, np.uint8))
     assert sorted(strings) == [0, 1]
     for node in (0, 1):
         offsets, out = strings[node]
@@ -213,7 +213,7 @@ def test_escape_dense_strings_of_every_length_unescape_as_json_reads_them():
         ends = np.cumsum(lengths) + len(pad)
         events = np.stack([np.zeros(len(texts), np.int64), ends - lengths, ends], axis=1)
         kind, data = np.array([T_STRING], np.int8), np.frombuffer(raw, np.uint8)
-        _, _, _, strings = group_events([events.reshape(-1)], kind, data=data)
+        _, _, _, strings, _ = group_events([events.reshape(-1)], kind, data=data)
         offsets, out = strings[0]
         got = [out[offsets[i] : offsets[i + 1]].tobytes().decode() for i in range(len(texts))]
         assert got == [json.loads(f'"{t}"') for t in texts]
@@ -227,3 +227,17 @@ def test_rows_split_over_threads_read_as_one_range():
     one, two = CpuParser(schema), CpuParser(schema)
     one.threads, two.threads = 1, 3
     _same(one.parse_vectorised(bodies), two.parse_vectorised(bodies))
+
+
+def test_a_parser_reusing_its_buffers_gives_a_fresh_parsers_tables():
+    """A parser keeps its scans' event buffers and its reads' arrays from batch to batch: a
+    batch after a larger one, a smaller one or one of another shape (buffers grown, reused,
+    written over) reads as a fresh parser reads it."""
+    rng = random.Random(7)
+    schema = response_schema(response_format=CONTENT)
+    batches = [[_body(rng, _document(rng)) for _ in range(size)] for size in (400, 40, 900, 3)]
+    batches.append(batches[0])
+    kept = CpuParser(schema)
+    tables = [kept.parse_vectorised(bodies) for bodies in batches]  # each read over the last
+    for bodies, table in zip(batches, tables, strict=True):
+        _same(table, CpuParser(schema).parse_vectorised(bodies))

@@ -20,7 +20,7 @@ from dspark_json.parse.json.conform import (
     CODE_NULL,
     compile_type,
 )
-from dspark_json.parse.json.scans import scan_envelope_fit
+from dspark_json.parse.json.scans import NO_SPARE, scan_envelope_fit
 
 TYPE = StructType(
     [
@@ -69,7 +69,9 @@ F, X, M, BAD = CODE_FITS, CODE_EXTRA, CODE_MISFIT, CODE_INVALID
 )
 def test_envelope_codes(body, code):
     offsets, data, valid = string_buffers(to_string_array([body]))
-    codes, *_ = scan_envelope_fit(offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 1)
+    codes, *_ = scan_envelope_fit(
+        offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 1, NO_SPARE
+    )
     assert codes.tolist() == [code]
 
 
@@ -77,9 +79,9 @@ def test_scan_over_row_ranges_matches_one_pass():
     bodies = ['{"a":1}', '{"z":1}', "nope", None, '{"a":"x"}'] * 10
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE).nodes
-    whole = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(bodies))
+    whole = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(bodies), NO_SPARE)
     parts = [
-        scan_envelope_fit(offsets, data, valid, table, False, True, lo, lo + 5)
+        scan_envelope_fit(offsets, data, valid, table, False, True, lo, lo + 5, NO_SPARE)
         for lo in range(0, 50, 5)
     ]
     for i, column in enumerate(whole):
@@ -95,7 +97,7 @@ def test_deeper_unknown_keys_are_recorded_with_their_path():
     offsets, data, valid = string_buffers(to_string_array(bodies))
     table = compile_type(TYPE).nodes
     codes, deep, rows, _, _, nested_rows, nested, _ = scan_envelope_fit(
-        offsets, data, valid, table, False, True, 0, 3
+        offsets, data, valid, table, False, True, 0, 3, NO_SPARE
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA, CODE_FITS]  # a null value is not extra
     assert deep.tolist() == [False, False, False] and rows.tolist() == [1]
@@ -111,6 +113,6 @@ def test_a_row_with_more_nested_unknown_keys_than_recorded_is_left_to_a_walk():
     many = '{"b":[' + ",".join('{"y":1}' for _ in range(40)) + "]}"
     offsets, data, valid = string_buffers(to_string_array([deep_value, many]))
     codes, deep, *_ = scan_envelope_fit(
-        offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 2
+        offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 2, NO_SPARE
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA] and deep.tolist() == [False, True]

@@ -19,7 +19,7 @@ from dspark_json.parse.json.grammar import (
     KIND_SCALAR,
     MAX_DEPTH,
 )
-from dspark_json.parse.json.scans import scan_envelope_fit
+from dspark_json.parse.json.scans import NO_SPARE, scan_envelope_fit
 
 SUITE = Path(__file__).parents[1] / "data" / "jsontestsuite"
 
@@ -69,7 +69,7 @@ def test_the_buffers_of_a_sliced_array_are_read_in_place():
     assert kinds_of(array) == [KIND_INVALID, None, KIND_ARRAY, KIND_OBJECT]
     offsets, data, valid = string_buffers(array)
     table = compile_type(StructType([])).nodes
-    codes = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(array))[0]
+    codes = scan_envelope_fit(offsets, data, valid, table, False, True, 0, len(array), NO_SPARE)[0]
     assert codes.tolist()[:3] == [CODE_INVALID, CODE_NULL, CODE_INVALID]
 
 

@@ -28,7 +28,7 @@ from dspark_json.parse.json.conform import (
     Found,
     compile_type,
 )
-from dspark_json.parse.json.scans import scan_envelope_fit
+from dspark_json.parse.json.scans import NO_SPARE, scan_envelope_fit
 from dspark_json.parse.json.shapes import learn_shape, match_shape
 from dspark_json.parse.reference import ReferenceParser
 
@@ -77,7 +77,9 @@ VALUES = [
 
 def _scan(bodies, table, shapes):
     offsets, data, valid = string_buffers(to_string_array(bodies))
-    return scan_envelope_fit(offsets, data, valid, table.nodes, False, shapes, 0, len(bodies))
+    return scan_envelope_fit(
+        offsets, data, valid, table.nodes, False, shapes, 0, len(bodies), NO_SPARE
+    )
 
 
 def _meant(scan):

@@ -35,7 +35,7 @@ from dspark_json.parse.json.conform import (
     extract_row,
     validate_row,
 )
-from dspark_json.parse.json.decode import read_events
+from dspark_json.parse.json.decode import Workspace, read_events
 from dspark_json.parse.json.grammar import (
     KIND_INVALID,
     KIND_NONE,
@@ -51,10 +51,12 @@ from dspark_json.parse.json.rescue import (
     rescued_keys,
 )
 from dspark_json.parse.json.scans import (
+    NO_SPARE,
     ContentScan,
     EnvelopeScan,
     scan_content_fit,
     scan_envelope_fit,
+    spare_events,
 )
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 
@@ -64,12 +66,14 @@ __all__ = [
     "MAX_DEPTH",
     "NESTED_PATH",
     "NESTED_STRIDE",
+    "NO_SPARE",
     "T_STRUCT",
     "ContentScan",
     "EnvelopeScan",
     "RescueEntries",
     "TypeNodes",
     "TypeTable",
+    "Workspace",
     "compile_type",
     "extract_row",
     "gather_lines",
@@ -85,5 +89,6 @@ __all__ = [
     "scan_dates",
     "scan_envelope_fit",
     "scan_timestamps",
+    "spare_events",
     "validate_row",
 ]

@@ -73,7 +73,7 @@ from dspark_json.parse.json.conform import (
 from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
 from dspark_json.parse.threads import on_threads
 
-__all__ = ["read_events"]
+__all__ = ["Workspace", "read_events"]
 
 
 #: 10**0 .. 10**22: exact as doubles, so one multiplication or division rounds correctly.
@@ -82,17 +82,20 @@ _EXACT = 2**53
 
 
 @kernel
-def tally_events(events: Any, is_string: Any) -> tuple[Any, Any]:
-    """Per node, how many events it has, and the bytes of its strings as they stand
-    (escaped: room enough for them unescaped), in one pass."""
+def tally_events(events: Any, is_string: Any) -> tuple[Any, Any, Any]:
+    """Per node, how many events it has, how many of them are not null, and the bytes of its
+    strings as they stand (escaped: room enough for them unescaped), in one pass."""
     counts = np.zeros(len(is_string), np.int64)
+    filled = np.zeros(len(is_string), np.int64)
     totals = np.zeros(len(is_string), np.int64)
     for e in range(len(events) // 3):
         node = events[3 * e]
+        a = events[3 * e + 1]
         counts[node] += 1
-        if is_string[node] and events[3 * e + 1] >= 0:
-            totals[node] += events[3 * e + 2] - events[3 * e + 1]
-    return counts, totals
+        filled[node] += a != -1
+        if is_string[node] and a >= 0:
+            totals[node] += events[3 * e + 2] - a
+    return counts, filled, totals
 
 
 #: ``a`` of a double's event once :func:`scatter_events` converted it (its ``b`` then holds the
@@ -102,16 +105,19 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any
+    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any, empty: Any
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
     of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
     ``T_DOUBLE``) on the fast path is converted on the way (``a`` :data:`CONVERTED`, the value
     in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
     are read in order, where converting by column reads each number's bytes from afar (a cache
-    miss each)."""
+    miss each). The nodes null in every event (``empty``: an envelope's extras nobody sends,
+    and what is below them, more than half of a vLLM envelope's events) are not written."""
     for e in range(len(events) // 3):
         node = events[3 * e]
+        if empty[node]:
+            continue
         place = at[node]
         at[node] += 1
         start, end = events[3 * e + 1], events[3 * e + 2]
@@ -125,35 +131,65 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
         b[place] = end
 
 
+class Workspace:
+    """Arrays a reader of events needs only while it reads (each node's ``a`` and ``b``, each
+    string's end), kept from one read to the next by their owner (a parser): their pages are
+    the process's already, where a fresh array's are faulted in and zeroed by the kernel. A
+    read with a workspace copies what its columns keep of them (integers, doubles)."""
+
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def take(self, name: str, size: int) -> np.ndarray:
+        """The array ``name`` of ``size`` int64 entries, its values undefined."""
+        held = self._arrays.get(name)
+        if held is None or len(held) < size:
+            held = self._arrays[name] = np.empty(size + size // 8, np.int64)
+        return held[:size]
+
+
+def _empty(workspace: Workspace | None, name: str, size: int) -> np.ndarray:
+    return np.empty(size, np.int64) if workspace is None else workspace.take(name, size)
+
+
 def group_events(
     parts: Sequence[np.ndarray],
     kind: np.ndarray,
     threads: int = 1,
     *,
     data: np.ndarray | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]]]:
+    workspace: Workspace | None = None,
+) -> tuple[
+    np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray
+]:
     """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
     node's ``T_*``), in order within each node: their ``a`` and ``b``, where each node's run
     starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
     its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
-    way, as :func:`scatter_events` says (the strings and doubles are in ``data``)."""
+    way, as :func:`scatter_events` says (the strings and doubles are in ``data``). ``a`` and
+    ``b`` are ``workspace``'s where one is given (valid until its next read). Last, per node,
+    whether all its events are null (node 0 never is): its ``a`` and ``b`` are not written,
+    and its strings are empty."""
     nodes = len(kind)
     is_string = kind == T_STRING
     tallies = [tally_events(part, is_string) for part in parts]
     bounds = np.zeros(nodes + 1, np.int64)
-    np.cumsum(np.sum([counts for counts, _ in tallies], axis=0), out=bounds[1:])
+    np.cumsum(np.sum([counts for counts, _, _ in tallies], axis=0), out=bounds[1:])
+    empty = np.sum([filled for _, filled, _ in tallies], axis=0) == 0
+    empty[0] = False  # the root's rows are read whatever they hold
+    written = is_string & ~empty  # the string nodes whose strings are unescaped
     at, places = bounds[:-1].copy(), []
-    for counts, _ in tallies:
+    for counts, _, _ in tallies:
         places.append(at.copy())
         at += counts
-    a = np.empty(bounds[-1], np.int64)
-    b = np.empty(bounds[-1], np.int64)
+    a = _empty(workspace, "a", int(bounds[-1]))
+    b = _empty(workspace, "b", int(bounds[-1]))
     # Indexed as a / b are (every event's place), though only the strings' entries are written.
-    ends = np.empty(max(int(bounds[-1]), 1), np.int64)
+    ends = _empty(workspace, "ends", max(int(bounds[-1]), 1))
     if data is None:
         data = np.zeros(1, np.uint8)
     pieces, jobs = [], []
-    for part, place, (_, totals) in zip(parts, places, tallies, strict=True):
+    for part, place, (_, _, totals) in zip(parts, places, tallies, strict=True):
         # Each node's region: its strings' room, and ROOM_AFTER bytes for the copies that
         # write past its last string's end.
         room = totals + ROOM_AFTER * is_string
@@ -163,16 +199,23 @@ def group_events(
         byte_at = starts.copy()
         pieces.append((starts, byte_at, out))
         # scatter_events advances the places it is given: each job gets a copy of its own.
-        job = partial(scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind)
+        job = partial(
+            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty
+        )
         jobs.append(job)
     on_threads(threads, jobs)
     jobs = [
-        partial(unescape_in_order, data, part, is_string, byte_at, place.copy(), ends, out)
+        partial(unescape_in_order, data, part, written, byte_at, place.copy(), ends, out)
         for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
     ]
     on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for node in np.flatnonzero(is_string).tolist():
+    for node in np.flatnonzero(is_string & empty).tolist():  # nulls: no string
+        strings[node] = (
+            np.zeros(int(bounds[node + 1] - bounds[node]) + 1, np.int64),
+            np.zeros(0, np.uint8),
+        )
+    for node in np.flatnonzero(written).tolist():
         offsets, texts, size = [np.zeros(1, np.int64)], [], 0
         for (starts, byte_at, out), place, following in zip(
             pieces, places, [*places[1:], bounds[1:]], strict=True
@@ -183,7 +226,7 @@ def group_events(
             size += int(byte_at[node] - starts[node])
         text = texts[0] if len(texts) == 1 else np.concatenate(texts)
         strings[node] = (np.concatenate(offsets), text)
-    return a, b, bounds, strings
+    return a, b, bounds, strings, empty
 
 
 #: Bytes a string's unescape may write past its room (the room: its escaped length), which
@@ -384,13 +427,20 @@ def read_events(
     threads: int = 1,
     *,
     text_of: TextOf | None = None,
+    workspace: Workspace | None = None,
 ) -> pa.Array:
     """The values the events of a scan describe (one array per range of rows, in order), as
     one array of ``arrow_type`` (the read type of ``table``'s node 0): one value per document
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
-    JSON text (a table compiled with ``json_text``)."""
-    a, b, bounds, strings = group_events(events, table.nodes.kind, threads, data=data)
-    columns = _Columns(data, table, a, b, bounds, strings=strings, text_of=text_of)
+    JSON text (a table compiled with ``json_text``); ``workspace``: where the read's own
+    arrays are (:class:`Workspace`)."""
+    a, b, bounds, strings, empty = group_events(
+        events, table.nodes.kind, threads, data=data, workspace=workspace
+    )
+    columns = _Columns(
+        data, table, a, b, bounds, strings=strings, text_of=text_of, kept=workspace is not None,
+        empty=empty,
+    )  # fmt: skip
     return columns.build(0, arrow_type)
 
 
@@ -407,17 +457,23 @@ class _Columns:
         *,
         strings: dict[int, tuple[np.ndarray, np.ndarray]],
         text_of: TextOf | None = None,
+        kept: bool = False,
+        empty: np.ndarray | None = None,
     ) -> None:
         self.data, self.table, self.a, self.b, self.bounds = data, table, a, b, bounds
         self.bounds_list: list[int] = bounds.tolist()
         self.nodes = table.nodes
         self.strings = strings  # per string node: its offsets and text, unescaped
         self.text_of = text_of
+        #: Whether ``a`` and ``b`` are a workspace's (the columns copy what they keep of them).
+        self.kept = kept
+        #: Per node, whether all its events are null (:func:`group_events`: not written).
+        self.empty: list[bool] = [False] * len(bounds) if empty is None else empty.tolist()
 
     def build(self, node: int, arrow_type: pa.DataType) -> pa.Array:
         lo, hi = self.bounds_list[node], self.bounds_list[node + 1]
         a, b = self.a[lo:hi], self.b[lo:hi]
-        if node and (lo == hi or (a[0] == -1 and (a == -1).all())):
+        if node and (lo == hi or self.empty[node]):
             # Null in every row (an extra nobody sends, a field below a null), or no value at
             # all (below an empty array): the nulls at once, without a walk of what is below.
             return pa.nulls(hi - lo, arrow_type)
@@ -462,6 +518,8 @@ class _Columns:
             if held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
+        if self.kept and kind in (T_DOUBLE, T_INT):  # the column keeps its values
+            b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             null = a == -1
             values = b.view(np.float64)

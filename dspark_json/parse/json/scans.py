@@ -46,7 +46,14 @@ from dspark_json.parse.json.shapes import (
     replay_keys,
 )
 
-__all__ = ["ContentScan", "EnvelopeScan", "scan_content_fit", "scan_envelope_fit"]
+__all__ = [
+    "NO_SPARE",
+    "ContentScan",
+    "EnvelopeScan",
+    "scan_content_fit",
+    "scan_envelope_fit",
+    "spare_events",
+]
 
 
 class EnvelopeScan(NamedTuple):
@@ -111,6 +118,33 @@ def _widest(nodes: TypeNodes) -> int:
     for node in range(len(closure_at) - 1):
         widest = max(widest, closure_at[node + 1] - closure_at[node])
     return widest
+
+
+#: A scan's ``spare`` where it has none: the scan makes its own room.
+NO_SPARE = np.empty(0, np.int64)
+
+
+@kernel
+def spare_events(size: int) -> Any:
+    """Room for ``size`` entries of a scan's events, to lend to the scans as their ``spare``:
+    allocated as the scans allocate theirs (numba's allocator: ``malloc``), not by numpy,
+    which asks the kernel for huge pages for a large array (``madvise``), whose faults a
+    fresh array pays for (each zeroed whole, the memory compacted first where it is
+    fragmented: tenths of a second of system time on a busy machine)."""
+    return np.empty(size, np.int64)
+
+
+@kernel
+def _first_events(spare: Any, rows: int) -> Any:
+    """Where a scan of ``rows`` rows starts writing its events: ``spare`` (a buffer of an
+    earlier scan, whose events were read: its pages are the process's already, where a fresh
+    array's are faulted in and zeroed by the kernel, about a fifth of a large batch's time)
+    where it holds the first rows' room, else a fresh array. Either grows as the scan needs
+    (:func:`_grown`)."""
+    first = 3 * 16 * max(min(rows, _FIRST_ROWS), 1)
+    if len(spare) >= first:
+        return spare
+    return np.empty(first, np.int64)
 
 
 @kernel
@@ -184,6 +218,7 @@ def scan_envelope_fit(
     shapes: bool,
     lo: int,
     hi: int,
+    spare: Any,
 ) -> EnvelopeScan:
     """The :class:`EnvelopeScan` of bodies ``lo..hi``: codes ``CODE_NULL``, ``CODE_INVALID``
     (invalid JSON or not an object), ``CODE_FITS``, ``CODE_EXTRA`` or ``CODE_MISFIT`` against
@@ -198,7 +233,7 @@ def scan_envelope_fit(
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
-    events = np.empty(3 * 16 * max(min(hi - lo, _FIRST_ROWS), 1), np.int64)
+    events = _first_events(spare, hi - lo)
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
@@ -265,7 +300,14 @@ def scan_envelope_fit(
 
 @kernel
 def scan_content_fit(
-    offsets: Any, data: Any, valid: Any, nodes: TypeNodes, lenient: bool, lo: int, hi: int
+    offsets: Any,
+    data: Any,
+    valid: Any,
+    nodes: TypeNodes,
+    lenient: bool,
+    lo: int,
+    hi: int,
+    spare: Any,
 ) -> ContentScan:
     """The :class:`ContentScan` of message texts ``lo..hi``: codes as in
     :func:`scan_envelope_fit` (against the content type ``nodes``) plus ``CODE_NONE`` where the
@@ -275,6 +317,7 @@ def scan_content_fit(
     The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
     but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
+    ``spare``: where the events are written (:func:`_first_events`).
     """
     lenient_off = lenient and not lenient  # noqa: SIM220  (False, typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
@@ -286,7 +329,7 @@ def scan_content_fit(
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
     widest = _widest(nodes)
-    events = np.empty(3 * 16 * max(min(hi - lo, _FIRST_ROWS), 1), np.int64)
+    events = _first_events(spare, hi - lo)
     n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
         n0 = n_events[0]

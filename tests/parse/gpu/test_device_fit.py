@@ -29,7 +29,7 @@ from dspark_json.parse.gpu.fit import (
 )
 from dspark_json.parse.json import NESTED_STRIDE, compile_type
 from dspark_json.parse.json.conform import CODE_EXTRA, CODE_FITS, CODE_INVALID, CODE_MISFIT
-from dspark_json.parse.json.scans import scan_content_fit, scan_envelope_fit
+from dspark_json.parse.json.scans import NO_SPARE, scan_content_fit, scan_envelope_fit
 from dspark_json.parse.plan import plan_of
 from dspark_json.rows import data_fields
 from tests.parse import test_backend_conformance as conformance
@@ -105,7 +105,7 @@ def _same_keys(cpu, device):
 def _envelope_agrees(texts, dtype):
     offsets, data, valid = string_buffers(to_string_array(texts))
     table = compile_type(dtype) if not hasattr(dtype, "nodes") else dtype
-    cpu = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(texts))
+    cpu = scan_envelope_fit(offsets, data, valid, table.nodes, False, True, 0, len(texts), NO_SPARE)
     device = DeviceFit().fit(offsets, data, valid, table)
     assert device.codes.tolist() == cpu.codes.tolist()
     assert device.deep.tolist() == cpu.deep.tolist()
@@ -116,7 +116,7 @@ def _envelope_agrees(texts, dtype):
 def _content_agrees(texts, dtype, lenient):
     offsets, data, valid = string_buffers(to_string_array(texts))
     table = compile_type(dtype)
-    cpu = scan_content_fit(offsets, data, valid, table.nodes, lenient, 0, len(texts))
+    cpu = scan_content_fit(offsets, data, valid, table.nodes, lenient, 0, len(texts), NO_SPARE)
     device = DeviceFit().fit(offsets, data, valid, table, content=True, lenient=lenient)
     assert device.codes.tolist() == cpu.codes.tolist()
     assert device.starts.tolist() == cpu.starts.tolist()
