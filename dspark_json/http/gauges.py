@@ -214,10 +214,14 @@ class Gauges:
             entry.used = now
             return entry
 
-    async def read(self, url: str, fetch: MetricsFetch, *, route: str = "") -> Reading | None:
+    async def read(
+        self, url: str, fetch: MetricsFetch, *, route: str = "", first: bool = True
+    ) -> Reading | None:
         """The latest reading of the endpoint at ``url`` for requests sent with ``route`` (a
         digest of their headers: :mod:`.readings`), fetched first with ``fetch`` when the last
-        fetch is older than the refresh interval; ``None`` where its /metrics is not vLLM's."""
+        fetch is older than the refresh interval; ``None`` where its /metrics is not vLLM's.
+        Where there is no reading yet, the first fetch is waited for unless ``first`` is
+        false (``None`` then, the fetch going on)."""
         entry = self._entry(f"{url}\n{route}" if route else url)
         now = time.monotonic()
         if now < entry.unsupported_until:
@@ -229,7 +233,7 @@ class Gauges:
             task = asyncio.create_task(self._fetch(url, fetch, entry))
             entry.fetching[loop] = task
             task.add_done_callback(lambda _: entry.fetching.pop(loop, None))
-        if task is not None and entry.reading is None:
+        if task is not None and entry.reading is None and first:
             await asyncio.shield(task)  # the first reading: wait for it
         return None if time.monotonic() < entry.unsupported_until else entry.reading
 
@@ -414,14 +418,13 @@ class Gate:
         limit_s: float,
         also: Sequence[tuple[str, MetricsFetch]] = (),
     ) -> str:
-        """Return when a new request to ``url`` fits (or after ``limit_s``: a gate never fails a
-        row), or to one of the endpoints ``also`` names (with their fetches) where ``url`` has
-        no room and one of them has: the endpoint it goes to. Counts the time held. ``fetch``
-        reads the endpoint's /metrics where the reading is due (the requests' model does not
-        matter: the module's docstring). A request that waited for room at the endpoint it
-        was sent to in turn, while another had room, left that room unused: a task's workers
-        gathered at the gate of the fuller endpoint (each picks the next in turn after an
-        answer, and stays where it is held), and the other's room went to no one."""
+        """Return the endpoint a new request goes to: ``url`` once it has room for one (at
+        once where it has no reading), else the first of ``also`` (other endpoints, with their
+        fetches) whose reading shows room (one with no reading is never chosen: no room is
+        seen there); ``url`` after ``limit_s`` (a gate never fails a row). Counts the time
+        held. ``fetch`` reads the endpoint's /metrics where the reading is due (the requests'
+        model does not matter: the module's docstring). Why a held request may go elsewhere:
+        docs/explanation/gate.md."""
         choices = [(url, fetch), *also]
         started = time.monotonic()
         deadline = started + max(limit_s, 0.0)
@@ -429,9 +432,13 @@ class Gate:
             chosen, next_step, seen = None, math.inf, None
             for where, read in choices:
                 budget = self._budgets.setdefault(where, _Budget())
-                reading = await self.gauges.read(where, read, route=self.route)
-                if reading is None:  # no reading: not held
-                    chosen = where
+                # Another endpoint's first fetch is not waited for: a down one would hold the
+                # request (up to the fetch's timeout) where the endpoint asked for had room.
+                reading = await self.gauges.read(where, read, route=self.route, first=where == url)
+                if reading is None:
+                    if where != url:
+                        continue  # no reading elsewhere (failed, or not vLLM's): no room seen
+                    chosen = where  # no reading of the endpoint asked for: not held
                     break
                 now = time.monotonic()
                 if reading is not budget.reading:

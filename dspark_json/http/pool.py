@@ -265,8 +265,12 @@ class Pool:
         assert self.gate is not None
         gate = self.gate
         loop = asyncio.get_running_loop()
-        others = self.endpoints.others(picked, self.replicas.allows(model))
-        by_url = {e.url: e for e in (picked, *others)}
+        # Endpoints that share a URL (two keys for one gateway) share its reading and its
+        # gate: the request keeps the one it picked, and one of the others stands for the rest.
+        by_url: dict[str, Endpoint] = {picked.url: picked}
+        for endpoint in self.endpoints.others(picked, self.replicas.allows(model)):
+            by_url.setdefault(endpoint.url, endpoint)
+        others = [e for url, e in by_url.items() if url != picked.url]
 
         def reader(endpoint: Endpoint) -> MetricsFetch:
             # One reading per machine, shared by its tasks (http.readings).

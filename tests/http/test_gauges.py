@@ -188,7 +188,9 @@ class FakeGauges:
     def __init__(self) -> None:
         self.reading: Reading | None = None
 
-    async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
+    async def read(
+        self, url: str, fetch: object, route: str = "", first: bool = True
+    ) -> Reading | None:
         return self.reading
 
 
@@ -525,7 +527,9 @@ def test_the_gate_takes_the_endpoint_asked_for_where_it_has_room():
         def __init__(self) -> None:
             self.readings = {"a": Reading(0, 2, 2 / 16, time.monotonic())}
 
-        async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
+        async def read(
+            self, url: str, fetch: object, route: str = "", first: bool = True
+        ) -> Reading | None:
             return self.readings[url]
 
     async def scenario() -> list[str]:
@@ -556,7 +560,9 @@ def test_an_idle_pool_gets_a_trial_of_requests_not_every_tasks_whole_limit():
         # of days keeps the 32 tasks' places from turning between them.
         refresh_s = 1e6
 
-        async def read(self, url: str, fetch: object, route: str = "") -> Reading | None:
+        async def read(
+            self, url: str, fetch: object, route: str = "", first: bool = True
+        ) -> Reading | None:
             return Reading(0, 0, 0.0, time.monotonic())
 
     async def allowed(tasks: int) -> float:
@@ -571,3 +577,35 @@ def test_an_idle_pool_gets_a_trial_of_requests_not_every_tasks_whole_limit():
 
     assert asyncio.run(allowed(1)) == IDLE_ROOM
     assert asyncio.run(allowed(32)) == IDLE_ROOM  # the trial split, not taken 32 times
+
+
+def test_a_held_request_never_goes_to_another_endpoint_with_no_reading():
+    """The endpoint asked for is full; the other's /metrics fails (a replica restarting, down,
+    or a gateway): no room is seen there, so the request stays held at the full one (a failed
+    reading of the endpoint asked for lets its request through; one of another endpoint sent
+    every held request there at once). Its first fetch is not waited for either."""
+    import asyncio
+
+    from dspark_json.http import readings
+    from dspark_json.http.gauges import Gate, Gauges
+
+    async def full(limit: int) -> tuple[int, bytes]:
+        return 200, metrics(5, 16, 1.0).encode()
+
+    async def down(limit: int) -> tuple[int, bytes]:
+        return 503, b"restarting"
+
+    async def hanging(limit: int) -> tuple[int, bytes]:
+        await asyncio.sleep(30)
+        return 200, b""
+
+    async def scenario(other: object) -> tuple[str, float]:
+        gate = Gate(0, Gauges(), tasks=lambda url, task: readings.Share(1, 0))
+        started = time.monotonic()
+        chosen = await gate.wait("http://a", full, 1.0, [("http://b", other)])  # type: ignore[list-item]
+        return chosen, time.monotonic() - started
+
+    for other in (down, hanging):
+        chosen, took = asyncio.run(scenario(other))
+        assert chosen == "http://a"  # held to its deadline at the endpoint asked for
+        assert 0.9 < took < 1.5  # not past the deadline waiting for the other's fetch

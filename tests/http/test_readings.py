@@ -141,7 +141,9 @@ def _gate_task(folder: str, barrier: object, targets: object) -> None:
         refresh_s = 1.0
         reading = Reading(0, 2, 2 / 16, time.monotonic())  # 2 running of 16: room 10
 
-        async def read(self, url: str, fetch: object, route: str = "") -> Reading:
+        async def read(
+            self, url: str, fetch: object, route: str = "", first: bool = True
+        ) -> Reading:
             return self.reading
 
     def tasks(url: str, name: str) -> readings.Share:
@@ -165,7 +167,9 @@ def _gate_on_machine(folder: str, barrier: object, targets: object, width: objec
         refresh_s = 1.0
         reading = Reading(0, 4, 0.16, time.monotonic())  # 4 running at KV 0.16: room 16
 
-        async def read(self, url: str, fetch: object, route: str = "") -> Reading:
+        async def read(
+            self, url: str, fetch: object, route: str = "", first: bool = True
+        ) -> Reading:
             return self.reading
 
     def tasks(url: str, name: str) -> readings.Share:
