@@ -50,6 +50,7 @@ from dspark_json.parse.json import (
     NO_SPARE,
     ContentScan,
     EnvelopeScan,
+    TypeNodes,
     TypeTable,
     Workspace,
     json_texts,
@@ -58,6 +59,7 @@ from dspark_json.parse.json import (
     scan_content_fit,
     scan_envelope_fit,
     spare_events,
+    widest_value,
 )
 from dspark_json.parse.outcomes import (
     NO_STATUS,
@@ -80,6 +82,11 @@ from dspark_json.response.envelope import TOOL_CALLS
 from dspark_json.rows import CORRUPT_RECORD, RESCUED_DATA, STATUS, data_fields
 
 __all__ = ["Fit", "Vectorised", "as_python"]
+
+#: The most room (event entries, 8 bytes each) a parser keeps past the events a scan wrote, for
+#: its longest row: 8 MiB, room for a vLLM body of about 15 KB (a byte an event of the
+#: envelope's widest, 22 events of 3 entries). Past it, a long row's scan grows its events itself.
+_LONG_ROW_ROOM = 1 << 20
 
 
 class Fit(Protocol):
@@ -243,6 +250,7 @@ class Vectorised:
         (which may reject a chunk)."""
         wrap = schema.names == ["v"]
         if self.lines is not None:
+            self._give_back(events)  # unread: the lines are read from ``data``
             return self.lines.read(
                 data,
                 starts,
@@ -267,10 +275,18 @@ class Vectorised:
         self._give_back(events)
         return pa.Table.from_struct_array(root), every
 
-    def _scan(self, kernel: Any, offsets: np.ndarray, *args: Any) -> Any:
-        """``kernel`` (a scan of :mod:`.json.scans`) over the rows of ``offsets`` by ranges,
-        each range writing its events into a spare buffer where there is one (taken until
-        :meth:`_read` has read them)."""
+    def _scan(
+        self,
+        kernel: Any,
+        offsets: np.ndarray,
+        data: np.ndarray,
+        valid: np.ndarray,
+        nodes: TypeNodes,
+        *flags: bool,
+    ) -> Any:
+        """``kernel`` (a scan of :mod:`.json.scans`, of the type ``nodes``, with its ``flags``)
+        over the rows of ``offsets`` by ranges, each range writing its events into a spare
+        buffer where there is one (taken until :meth:`_read` has read them)."""
         n = len(offsets) - 1
         lent = []
         for _ in row_ranges(n, self.threads):
@@ -283,17 +299,18 @@ class Vectorised:
             else:
                 lent.append(NO_SPARE)
         scan = by_row_ranges(
-            kernel, n, self.threads, offsets, *args, apart="events",
+            kernel, n, self.threads, offsets, data, valid, nodes, *flags, apart="events",
             per_range=lambda k: (lent[k],),
         )  # fmt: skip
         self._lent.extend(spare for spare in lent if len(spare))
         # A scan grows its events where a row might not fit (each byte an event as wide as
-        # the type's widest), so the room wanted past the events is that of the longest row.
-        nodes = args[2]
-        widest = int(np.diff(nodes.closure_at).max()) if len(nodes.closure_at) > 1 else 1
+        # the type's widest), so the room wanted past the events is that of the longest row,
+        # but no more than the events themselves and _LONG_ROW_ROOM: a rare long row makes
+        # its own room, as the scan grows, and leaves the parser no spare sized for it.
         longest = int(np.diff(offsets).max()) if n else 0
         most = max((len(part) for part in scan.events), default=0)
-        self._wanted = max(self._wanted, most + 3 * (longest + 2) * max(widest, 1))
+        room = 3 * (longest + 2) * widest_value(nodes)
+        self._wanted = max(self._wanted, most + min(room, most + _LONG_ROW_ROOM))
         return scan
 
     def _give_back(self, events: list[np.ndarray]) -> None:

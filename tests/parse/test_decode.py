@@ -241,3 +241,45 @@ def test_a_parser_reusing_its_buffers_gives_a_fresh_parsers_tables():
     tables = [kept.parse_vectorised(bodies) for bodies in batches]  # each read over the last
     for bodies, table in zip(batches, tables, strict=True):
         _same(table, CpuParser(schema).parse_vectorised(bodies))
+
+
+def _kept_bytes(parser: Vectorised) -> int:
+    """The bytes of the event buffers a parser keeps between batches (spare and lent)."""
+    return sum(spare.nbytes for spare in parser._spares + parser._lent)
+
+
+def test_a_long_row_does_not_leave_its_parser_a_buffer_sized_for_it():
+    """What a parser keeps follows the events its batches wrote: after a batch with one 4 MB
+    body (room for a row that long, each byte an event of the widest type, is gigabytes of
+    address space, which ``spark.executor.pyspark.memory`` counts), a small batch leaves it a
+    few megabytes, and both read as a fresh parser reads them."""
+    rng = random.Random(11)
+    schema = response_schema(response_format=CONTENT)
+    content = json.dumps({"label": "x" * 4_000_000, "tags": ["a", "b"]})
+    long_body = json.dumps(
+        {"id": "c-long", "created": 1, "model": "m",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+    )  # fmt: skip
+    batches = [[long_body] + [_body(rng, _document(rng)) for _ in range(50)]]
+    batches.append([_body(rng, _document(rng)) for _ in range(200)])
+    kept = Vectorised(schema)
+    for bodies in batches:
+        _same(kept.parse(bodies), CpuParser(schema).parse_vectorised(bodies))
+    assert kept._spares and not kept._lent  # the small batch's spare, given back
+    assert _kept_bytes(kept) < 64 * 2**20
+
+
+def test_a_parser_reading_with_json_lines_keeps_no_more_buffers_batch_after_batch():
+    """Where the documents are read as JSON lines (the scans' events unread), the buffers lent
+    to the scans come back all the same: what the parser keeps does not grow with batches."""
+    rng = random.Random(12)
+    schema = response_schema(response_format=CONTENT)
+    parser = Vectorised(schema, lines=JsonLines())
+    bodies = [_body(rng, _document(rng)) for _ in range(300)]
+    for _ in range(2):  # the first batch sizes the spares, the second makes them
+        parser.parse(bodies)
+    after_two = _kept_bytes(parser)
+    for _ in range(3):
+        parser.parse(bodies)
+    assert not parser._lent
+    assert _kept_bytes(parser) == after_two > 0

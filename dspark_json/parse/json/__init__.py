@@ -57,6 +57,7 @@ from dspark_json.parse.json.scans import (
     scan_content_fit,
     scan_envelope_fit,
     spare_events,
+    widest_value,
 )
 from dspark_json.parse.json.times import scan_dates, scan_timestamps
 
@@ -91,4 +92,5 @@ __all__ = [
     "scan_timestamps",
     "spare_events",
     "validate_row",
+    "widest_value",
 ]

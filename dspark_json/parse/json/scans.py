@@ -53,6 +53,7 @@ __all__ = [
     "scan_content_fit",
     "scan_envelope_fit",
     "spare_events",
+    "widest_value",
 ]
 
 
@@ -111,8 +112,10 @@ _MAX_LEARN_WAIT = 1024
 
 
 @leaf
-def _widest(nodes: TypeNodes) -> int:
-    """The most events one value writes (a null struct writes its whole closure)."""
+def widest_value(nodes: TypeNodes) -> int:
+    """The most events one value of the type ``nodes`` writes (a null struct writes its whole
+    closure): what a scan makes room for per byte of a row (:func:`_grown`), and what
+    :class:`~dspark_json.parse.vectorised.Vectorised` sizes its spare buffers by."""
     closure_at = nodes.closure_at
     widest = 1
     for node in range(len(closure_at) - 1):
@@ -232,7 +235,7 @@ def scan_envelope_fit(
     found = found_keys()
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
-    widest = _widest(nodes)
+    widest = widest_value(nodes)
     events = _first_events(spare, hi - lo)
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
@@ -328,7 +331,7 @@ def scan_content_fit(
     found = found_keys()
     top = _kept(4)
     nested = _kept(NESTED_STRIDE)
-    widest = _widest(nodes)
+    widest = widest_value(nodes)
     events = _first_events(spare, hi - lo)
     n_events = np.zeros(1, np.int64)
     for i in range(lo, hi):
