@@ -174,20 +174,31 @@ def write_json(args: argparse.Namespace, script: str, key: str, figures: Any) ->
     return meta
 
 
-def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
-    meta = write_json(args, "parser_before_after.py", "corpora", runs)
+def header(meta: dict[str, Any], title: str, how: str) -> list[str]:
+    """A before/after results page's first lines: ``title`` with the date, the two commits,
+    the command and the machine's load, then ``how`` the sides were measured."""
     load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
-    lines = [
-        f"# The CPU parser before and after, {meta['date']}",
+    return [
+        f"# {title}, {meta['date']}",
         "",
         f"Before: {meta['before']}; after: {meta['after']}.",
         "",
         f"Command: `{meta['command']}`. {meta['cpu_cores']} cores shared with other jobs (load "
-        f"average {load} at the end): each side's best of {args.rounds} processes x "
-        f"{args.parses} parses, one thread, CPU seconds (`process_time`), the two sides taking "
-        "turns; the ratio is the figure, the MB/s are of a loaded machine.",
+        f"average {load} at the end): {how}",
         "",
+    ]
+
+
+def write(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
+    meta = write_json(args, "parser_before_after.py", "corpora", runs)
+    how = (
+        f"each side's best of {args.rounds} processes x {args.parses} parses, one thread, CPU "
+        "seconds (`process_time`), the two sides taking turns; the ratio is the figure, the MB/s "
+        "are of a loaded machine."
+    )
+    lines = [
+        *header(meta, "The CPU parser before and after", how),
         "| corpus | MB | before MB/s | after MB/s | after / before | same table |",
         "|---|---:|---:|---:|---:|---|",
     ]

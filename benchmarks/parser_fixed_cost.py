@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from parser_before_after import run_in, write_json  # the before/after benchmarks' parts
+from parser_before_after import header, run_in, write_json  # the before/after benchmarks' parts
 
 HERE = Path(__file__).parent
 RESULTS = HERE / "results"
@@ -105,18 +105,14 @@ def main(argv: list[str] | None = None) -> int:
 def write(figures: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     """The results as JSON and Markdown under ``args.out`` (a path without suffix)."""
     meta = write_json(args, "parser_fixed_cost.py", "figures", figures)
-    load = ", ".join(f"{x:.1f}" for x in meta["load_average"])
+    how = (
+        "vLLM-shaped bodies, a fresh `CpuParser` per batch (its schema unpickled, as a Spark "
+        "task's is), the kernels already loaded in the process; each side's best of "
+        f"{args.rounds} processes x {args.repeat} batches, one thread, CPU milliseconds "
+        "(`process_time`), the two sides taking turns."
+    )
     lines = [
-        f"# The CPU parser's fixed cost per batch, before and after, {meta['date']}",
-        "",
-        f"Before: {meta['before']}; after: {meta['after']}.",
-        "",
-        f"Command: `{meta['command']}`. {meta['cpu_cores']} cores shared with other jobs (load "
-        f"average {load} at the end): vLLM-shaped bodies, a fresh `CpuParser` per batch (its "
-        "schema unpickled, as a Spark task's is), the kernels already loaded in the process; "
-        f"each side's best of {args.rounds} processes x {args.repeat} batches, one thread, CPU "
-        "milliseconds (`process_time`), the two sides taking turns.",
-        "",
+        *header(meta, "The CPU parser's fixed cost per batch, before and after", how),
         "| tree | 1 row | 256 rows | 256 rows' share of one large batch | fixed cost a batch |",
         "|---|---:|---:|---:|---:|",
     ]
