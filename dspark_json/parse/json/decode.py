@@ -8,19 +8,21 @@ This module turns the events into Arrow arrays:
 - every value of a type node, in document order, is that node's Arrow child array in order
   (a node never nests inside itself), so grouping the events by node (a counting sort) gives
   each column at once;
-- a key that is missing, or ``null``, writes a null for its node and for every field below it
-  through structs (an Arrow struct's children are as long as the struct), none through arrays;
+- a key that is missing, or ``null``, is a null for its node and for every field below it
+  through structs (an Arrow struct's children are as long as the struct), none through arrays:
+  one event, for its node, which stands for a null at each node of that node's *closure*
+  (:class:`~dspark_json.parse.json.conform.TypeNodes`), expanded here;
 - unknown keys are skipped (the scans recorded them for ``_rescued_data``).
 
-Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
-an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
-(a string's without the quotes). :func:`group_events` reads the events three times, in
-document order: a tally (each node's events and string bytes), the scatter by node (which
-converts the doubles on the way, in one IEEE operation: Clinger's exact fast path, <= 15
-digits, decimal exponent within +-22; the rest, rare for model output, by Python's
-``float``, so every value is the one the reference parser reads), and the strings'
-unescape, each node's strings into its own region (a plain string up to 64 bytes is one
-block copy; a block of escapes one byte compress where the CPU has one).
+Events: ``a = -1`` is null (at each node of the event's node's closure); else a struct or array
+has ``a = 1`` (``b`` = an array's length), an integer or boolean ``b`` = its value, a string or
+double ``a:b`` = its text in the data (a string's without the quotes). :func:`group_events`
+reads the events three times, in document order: a tally (each node's events and string bytes),
+the scatter by node (which converts the doubles on the way, in one IEEE operation: Clinger's
+exact fast path, <= 15 digits, decimal exponent within +-22; the rest, rare for model output,
+by Python's ``float``, so every value is the one the reference parser reads), and the strings'
+unescape, each node's strings into its own region (a plain string up to 64 bytes is one block
+copy; a block of escapes one byte compress where the CPU has one).
 """
 
 from __future__ import annotations
@@ -82,19 +84,29 @@ _EXACT = 2**53
 
 
 @kernel
-def tally_events(events: Any, is_string: Any) -> tuple[Any, Any, Any]:
-    """Per node, how many events it has, how many of them are not null, and the bytes of its
-    strings as they stand (escaped: room enough for them unescaped), in one pass."""
-    counts = np.zeros(len(is_string), np.int64)
+def tally_events(
+    events: Any, is_string: Any, closure: Any, closure_at: Any
+) -> tuple[Any, Any, Any]:
+    """Per node, how many values it has (a null event stands for one at each node of its
+    node's closure, ``closure[closure_at[i]:closure_at[i + 1]]``), how many of them are not
+    null, and the bytes of its strings as they stand (escaped: room enough for them
+    unescaped), in one pass. The nulls are counted at the node they were written for, and
+    spread over the closures once, after the pass."""
+    nulls = np.zeros(len(is_string), np.int64)
     filled = np.zeros(len(is_string), np.int64)
     totals = np.zeros(len(is_string), np.int64)
     for e in range(len(events) // 3):
         node = events[3 * e]
         a = events[3 * e + 1]
-        counts[node] += 1
+        nulls[node] += a == -1
         filled[node] += a != -1
         if is_string[node] and a >= 0:
             totals[node] += events[3 * e + 2] - a
+    counts = filled.copy()
+    for node in range(len(is_string)):
+        if nulls[node]:
+            for k in range(closure_at[node], closure_at[node + 1]):
+                counts[closure[k]] += nulls[node]
     return counts, filled, totals
 
 
@@ -105,7 +117,16 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any, empty: Any
+    data: Any,
+    events: Any,
+    at: Any,
+    a: Any,
+    b: Any,
+    b_doubles: Any,
+    kind: Any,
+    empty: Any,
+    filled: Any,
+    filled_at: Any,
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
     of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
@@ -113,14 +134,24 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
     in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
     are read in order, where converting by column reads each number's bytes from afar (a cache
     miss each). The nodes null in every event (``empty``: an envelope's extras nobody sends,
-    and what is below them, more than half of a vLLM envelope's events) are not written."""
+    and what is below them, more than half of a vLLM envelope's values) are not written: a
+    null is written at each node of its closure that is not (``filled[filled_at[i]:filled_at[i
+    + 1]]``; none when its own node is empty, as all below it then are)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         if empty[node]:
             continue
+        start, end = events[3 * e + 1], events[3 * e + 2]
+        if start == -1:
+            for k in range(filled_at[node], filled_at[node + 1]):
+                below = filled[k]
+                place = at[below]
+                at[below] += 1
+                a[place] = -1
+                b[place] = end
+            continue
         place = at[node]
         at[node] += 1
-        start, end = events[3 * e + 1], events[3 * e + 2]
         if kind[node] == T_DOUBLE and start >= 0:
             fast, value = _double_of(data, start, end, _POW10)
             if fast:
@@ -152,18 +183,32 @@ def _empty(workspace: Workspace | None, name: str, size: int) -> np.ndarray:
     return np.empty(size, np.int64) if workspace is None else workspace.take(name, size)
 
 
+def _within(
+    closure: np.ndarray, closure_at: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's closure (``closure[closure_at[i]:closure_at[i + 1]]``) but the nodes not
+    in ``keep``, in the same form."""
+    kept = keep[closure]
+    at = np.zeros(len(closure) + 1, np.int64)
+    np.cumsum(kept, out=at[1:])
+    return closure[kept], at[closure_at]
+
+
 def group_events(
     parts: Sequence[np.ndarray],
     kind: np.ndarray,
     threads: int = 1,
     *,
+    closures: tuple[np.ndarray, np.ndarray] | None = None,
     data: np.ndarray | None = None,
     workspace: Workspace | None = None,
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray
 ]:
     """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
-    node's ``T_*``), in order within each node: their ``a`` and ``b``, where each node's run
+    node's ``T_*``), in order within each node, a null event expanded over its node's closure
+    (``closures``: the table's ``closure`` and ``closure_at``; without, each node's is itself):
+    their ``a`` and ``b``, where each node's run
     starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
     its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
     way, as :func:`scatter_events` says (the strings and doubles are in ``data``). ``a`` and
@@ -172,12 +217,20 @@ def group_events(
     and its strings are empty."""
     nodes = len(kind)
     is_string = kind == T_STRING
-    tallies = [tally_events(part, is_string) for part in parts]
+    if closures is None:
+        closures = (np.arange(nodes, dtype=np.int64), np.arange(nodes + 1, dtype=np.int64))
+    closure, closure_at = closures
+    tallies = [tally_events(part, is_string, closure, closure_at) for part in parts]
     bounds = np.zeros(nodes + 1, np.int64)
     np.cumsum(np.sum([counts for counts, _, _ in tallies], axis=0), out=bounds[1:])
     empty = np.sum([filled for _, filled, _ in tallies], axis=0) == 0
     empty[0] = False  # the root's rows are read whatever they hold
     written = is_string & ~empty  # the string nodes whose strings are unescaped
+    filled, filled_at = _within(closure, closure_at, ~empty)
+    strings_below, strings_at = _within(closure, closure_at, written)
+    # Per node, what the unescape does with its events: 1 read its strings, 2 (a node with
+    # such strings in its closure) an empty string each for its nulls, 0 skip them.
+    reads = np.where(written, 1, np.where(np.diff(strings_at) > 0, 2, 0)).astype(np.int8)
     at, places = bounds[:-1].copy(), []
     for counts, _, _ in tallies:
         places.append(at.copy())
@@ -200,12 +253,14 @@ def group_events(
         pieces.append((starts, byte_at, out))
         # scatter_events advances the places it is given: each job gets a copy of its own.
         job = partial(
-            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty
-        )
+            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty,
+            filled, filled_at,
+        )  # fmt: skip
         jobs.append(job)
     on_threads(threads, jobs)
+    unescape = partial(unescape_in_order, data)
     jobs = [
-        partial(unescape_in_order, data, part, written, byte_at, place.copy(), ends, out)
+        partial(unescape, part, reads, strings_below, strings_at, byte_at, place.copy(), ends, out)
         for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
     ]
     on_threads(threads, jobs)
@@ -329,16 +384,33 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
 
 @leaf
 def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, is_string: Any, byte_at: Any, index_at: Any, ends: Any, out: Any
+    data: Any,
+    events: Any,
+    reads: Any,
+    strings_below: Any,
+    strings_at: Any,
+    byte_at: Any,
+    index_at: Any,
+    ends: Any,
+    out: Any,
 ) -> None:
     """Every string of ``events`` unescaped in document order, each into its node's region of
     ``out`` (from ``byte_at[node]``, advanced); ``ends[index_at[node]]`` is where it ends
     there (its place among its node's strings, advanced). One forward pass over the rows'
     bytes: a row's strings are read while its bytes are in cache, where a pass per column
-    reads each row once per column (a cache miss per string: benchmarks/README.md)."""
+    reads each row once per column (a cache miss per string: benchmarks/README.md).
+    ``reads[node]``: 1 where the node's strings are read, 2 where its closure holds such
+    nodes (``strings_below[strings_at[node]:strings_at[node + 1]]``: a null of it is an empty
+    string at each), 0 where its events are skipped."""
     for e in range(len(events) // 3):
         node = events[3 * e]
-        if not is_string[node]:
+        role = reads[node]
+        if role != 1:
+            if role == 2 and events[3 * e + 1] == -1:
+                for k in range(strings_at[node], strings_at[node + 1]):
+                    below = strings_below[k]
+                    ends[index_at[below]] = byte_at[below]
+                    index_at[below] += 1
             continue
         a = events[3 * e + 1]
         if a >= 0:
@@ -434,9 +506,11 @@ def read_events(
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
     JSON text (a table compiled with ``json_text``); ``workspace``: where the read's own
     arrays are (:class:`Workspace`)."""
+    nodes = table.nodes
     a, b, bounds, strings, empty = group_events(
-        events, table.nodes.kind, threads, data=data, workspace=workspace
-    )
+        events, nodes.kind, threads, closures=(nodes.closure, nodes.closure_at), data=data,
+        workspace=workspace,
+    )  # fmt: skip
     columns = _Columns(
         data, table, a, b, bounds, strings=strings, text_of=text_of, kept=workspace is not None,
         empty=empty,
