@@ -127,16 +127,23 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
     empty: Any,
     filled: Any,
     filled_at: Any,
+    byte_at: Any,
+    ends: Any,
+    out: Any,
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
-    of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
-    ``T_DOUBLE``) on the fast path is converted on the way (``a`` :data:`CONVERTED`, the value
-    in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
-    are read in order, where converting by column reads each number's bytes from afar (a cache
-    miss each). The nodes null in every event (``empty``: an envelope's extras nobody sends,
-    and what is below them, more than half of a vLLM envelope's values) are not written: a
-    null is written at each node of its closure that is not (``filled[filled_at[i]:filled_at[i
-    + 1]]``; none when its own node is empty, as all below it then are)."""
+    of a counting sort by node; parts with disjoint places may run at once. The nodes null in
+    every event (``empty``: an envelope's extras nobody sends, and what is below them, more
+    than half of a vLLM envelope's values) are not written: a null is written at each node of
+    its closure that is not (``filled[filled_at[i]:filled_at[i + 1]]``; none when its own node
+    is empty, as all below it then are).
+
+    The values are read on the way, in document order (a row's bytes are read while they are
+    in cache, where a pass per column reads each row once per column: a cache miss per value,
+    benchmarks/README.md): a double (``kind`` ``T_DOUBLE``) on the fast path is converted
+    (``a`` :data:`CONVERTED`, the value in ``b_doubles``, a float64 view of ``b``), and a
+    string unescaped into its node's region of ``out`` (from ``byte_at[node]``, advanced;
+    ``ends[place]`` is where it ends there, a null's an empty string)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         if empty[node]:
@@ -149,10 +156,17 @@ def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
                 at[below] += 1
                 a[place] = -1
                 b[place] = end
+                if kind[below] == T_STRING:
+                    ends[place] = byte_at[below]
             continue
         place = at[node]
         at[node] += 1
-        if kind[node] == T_DOUBLE and start >= 0:
+        t = kind[node]
+        if t == T_STRING:
+            if start >= 0:
+                byte_at[node] = _unescape_string(data, start, end, out, byte_at[node])
+            ends[place] = byte_at[node]
+        elif t == T_DOUBLE and start >= 0:
             fast, value = _double_of(data, start, end, _POW10)
             if fast:
                 a[place] = CONVERTED
@@ -227,10 +241,6 @@ def group_events(
     empty[0] = False  # the root's rows are read whatever they hold
     written = is_string & ~empty  # the string nodes whose strings are unescaped
     filled, filled_at = _within(closure, closure_at, ~empty)
-    strings_below, strings_at = _within(closure, closure_at, written)
-    # Per node, what the unescape does with its events: 1 read its strings, 2 (a node with
-    # such strings in its closure) an empty string each for its nulls, 0 skip them.
-    reads = np.where(written, 1, np.where(np.diff(strings_at) > 0, 2, 0)).astype(np.int8)
     at, places = bounds[:-1].copy(), []
     for counts, _, _ in tallies:
         places.append(at.copy())
@@ -254,15 +264,9 @@ def group_events(
         # scatter_events advances the places it is given: each job gets a copy of its own.
         job = partial(
             scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty,
-            filled, filled_at,
+            filled, filled_at, byte_at, ends, out,
         )  # fmt: skip
         jobs.append(job)
-    on_threads(threads, jobs)
-    unescape = partial(unescape_in_order, data)
-    jobs = [
-        partial(unescape, part, reads, strings_below, strings_at, byte_at, place.copy(), ends, out)
-        for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
-    ]
     on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for node in np.flatnonzero(is_string & empty).tolist():  # nulls: no string
@@ -383,51 +387,22 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
 
 
 @leaf
-def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any,
-    events: Any,
-    reads: Any,
-    strings_below: Any,
-    strings_at: Any,
-    byte_at: Any,
-    index_at: Any,
-    ends: Any,
-    out: Any,
-) -> None:
-    """Every string of ``events`` unescaped in document order, each into its node's region of
-    ``out`` (from ``byte_at[node]``, advanced); ``ends[index_at[node]]`` is where it ends
-    there (its place among its node's strings, advanced). One forward pass over the rows'
-    bytes: a row's strings are read while its bytes are in cache, where a pass per column
-    reads each row once per column (a cache miss per string: benchmarks/README.md).
-    ``reads[node]``: 1 where the node's strings are read, 2 where its closure holds such
-    nodes (``strings_below[strings_at[node]:strings_at[node + 1]]``: a null of it is an empty
-    string at each), 0 where its events are skipped."""
-    for e in range(len(events) // 3):
-        node = events[3 * e]
-        role = reads[node]
-        if role != 1:
-            if role == 2 and events[3 * e + 1] == -1:
-                for k in range(strings_at[node], strings_at[node + 1]):
-                    below = strings_below[k]
-                    ends[index_at[below]] = byte_at[below]
-                    index_at[below] += 1
-            continue
-        a = events[3 * e + 1]
-        if a >= 0:
-            length = events[3 * e + 2] - a
-            # Most strings are short and plain: one block copied here, without a call.
-            if (
-                0 < length <= BLOCK
-                and a + 2 * BLOCK <= len(data)
-                and not block_equal(data, a, BACKSLASH)
-                & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
-            ):
-                copy_block(data, a, out, byte_at[node])
-                byte_at[node] += length
-            elif length > 0:
-                byte_at[node] = _unescape_into(data, a, a + length, out, byte_at[node])
-        ends[index_at[node]] = byte_at[node]
-        index_at[node] += 1
+def _unescape_string(data: Any, start: int, end: int, out: Any, pos: int) -> int:
+    """The valid JSON string body ``data[start:end]`` unescaped into ``out`` from ``pos`` on,
+    as :func:`_unescape_into` writes it; where it ends there. Most strings are short and plain:
+    one block copied here, without a call."""
+    length = end - start
+    if (
+        0 < length <= BLOCK
+        and start + 2 * BLOCK <= len(data)
+        and not block_equal(data, start, BACKSLASH)
+        & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
+    ):
+        copy_block(data, start, out, pos)
+        return pos + length
+    if length > 0:
+        return _unescape_into(data, start, end, out, pos)
+    return pos
 
 
 @leaf
