@@ -92,16 +92,18 @@ def tally_events(
     null, and the bytes of its strings as they stand (escaped: room enough for them
     unescaped), in one pass. The nulls are counted at the node they were written for, and
     spread over the closures once, after the pass."""
+    seen = np.zeros(len(is_string), np.int64)
     nulls = np.zeros(len(is_string), np.int64)
-    filled = np.zeros(len(is_string), np.int64)
     totals = np.zeros(len(is_string), np.int64)
     for e in range(len(events) // 3):
         node = events[3 * e]
         a = events[3 * e + 1]
-        nulls[node] += a == -1
-        filled[node] += a != -1
-        if is_string[node] and a >= 0:
+        seen[node] += 1
+        if a == -1:
+            nulls[node] += 1
+        elif a >= 0 and is_string[node]:
             totals[node] += events[3 * e + 2] - a
+    filled = seen - nulls
     counts = filled.copy()
     for node in range(len(is_string)):
         if nulls[node]:
