@@ -70,6 +70,7 @@ from dspark_json.parse.json.conform import (
     T_MAP,
     T_STRING,
     T_STRUCT,
+    TEXT_ANY,
     TypeTable,
 )
 from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
@@ -221,16 +222,15 @@ def group_events(
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray
 ]:
-    """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
-    node's ``T_*``), in order within each node, a null event expanded over its node's closure
+    """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each node's
+    ``T_*``), in order within each node, a null event expanded over its node's closure
     (``closures``: the table's ``closure`` and ``closure_at``; without, each node's is itself):
-    their ``a`` and ``b``, where each node's run
-    starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
-    its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
-    way, as :func:`scatter_events` says (the strings and doubles are in ``data``). ``a`` and
-    ``b`` are ``workspace``'s where one is given (valid until its next read). Last, per node,
-    whether all its events are null (node 0 never is): its ``a`` and ``b`` are not written,
-    and its strings are empty."""
+    their ``a`` and ``b``, where each node's run starts (``len(kind) + 1`` bounds), and every string
+    node's strings, unescaped (per node, its Arrow offsets, 32-bit where they fit, and UTF-8 data,
+    in the node's order). The doubles are converted on the way, as :func:`scatter_events` says (the
+    strings and doubles are in ``data``). ``a`` and ``b`` are ``workspace``'s where one is given
+    (valid until its next read). Last, per node, whether all its events are null (node 0 never is):
+    its ``a`` and ``b`` are not written, and its strings are empty."""
     nodes = len(kind)
     is_string = kind == T_STRING
     if closures is None:
@@ -277,16 +277,24 @@ def group_events(
             np.zeros(0, np.uint8),
         )
     for node in np.flatnonzero(written).tolist():
-        offsets, texts, size = [np.zeros(1, np.int64)], [], 0
-        for (starts, byte_at, out), place, following in zip(
-            pieces, places, [*places[1:], bounds[1:]], strict=True
+        first = int(bounds[node])
+        sizes = [int(byte_at[node] - starts[node]) for starts, byte_at, _ in pieces]
+        # Arrow's offsets, 32-bit where the node's strings take less than 2 GiB (a string
+        # array's: no cast after), each part's in one pass.
+        wide = sum(sizes) >= 2**31
+        offsets = np.empty(int(bounds[node + 1]) - first + 1, np.int64 if wide else np.int32)
+        offsets[0] = 0
+        texts, size = [], 0
+        for (starts, _, out), place, following, part_size in zip(
+            pieces, places, [*places[1:], bounds[1:]], sizes, strict=True
         ):
             lo, hi = int(place[node]), int(following[node])
-            offsets.append(ends[lo:hi] - starts[node] + size)
-            texts.append(out[starts[node] : byte_at[node]])
-            size += int(byte_at[node] - starts[node])
+            into = offsets[lo - first + 1 : hi - first + 1]
+            np.subtract(ends[lo:hi], starts[node] - size, out=into, casting="unsafe")
+            texts.append(out[starts[node] : starts[node] + part_size])
+            size += part_size
         text = texts[0] if len(texts) == 1 else np.concatenate(texts)
-        strings[node] = (np.concatenate(offsets), text)
+        strings[node] = (offsets, text)
     return a, b, bounds, strings, empty
 
 
@@ -528,60 +536,67 @@ class _Columns:
             # Null in every row (an extra nobody sends, a field below a null), or no value at
             # all (below an empty array): the nulls at once, without a walk of what is below.
             return pa.nulls(hi - lo, arrow_type)
-        null = a < 0
-        mask = pa.array(null) if null.any() else None
         kind = self.table.kinds[node]
+        # Each step below is a pass over the node's values: only those its kind needs. A
+        # double's ``a`` is CONVERTED (-2) where group_events converted it.
+        null = a == -1 if kind == T_DOUBLE else a < 0
+        nulls = bool(null.any())
         if kind == T_STRUCT:
             fields = self.table.fields[node]
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
+            mask = pa.array(null) if nulls else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
-            lengths = np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
+            mask = pa.array(null) if nulls else None
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_MAP:
-            lengths = np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
+            mask = pa.array(null) if nulls else None
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
         if kind == T_STRING:
             offsets, text = self.strings[node]
-            as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)
-            held = as_text.any()
+            # Values held as their JSON text (an empty string here): a node that takes them.
+            as_text = a <= JSON_TEXT if nulls and self.nodes.low[node] == TEXT_ANY else None
+            held = as_text is not None and bool(as_text.any())
             if held:
                 null = a == -1
-            if arrow_type == pa.string() and offsets[-1] < 2**31 and not held:
-                return pa.StringArray.from_buffers(
-                    len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
-                    _validity(null),
-                )  # fmt: skip
+            if offsets.dtype == np.int32 and not held:  # read as other types by a cast
+                strings = pa.StringArray.from_buffers(
+                    len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
+                )
+                return _as(strings, arrow_type)
             strings = pa.LargeStringArray.from_buffers(
-                len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
-            )
-            if held:
+                len(a), pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(text),
+                _validity(null),
+            )  # fmt: skip
+            if as_text is not None and held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
         if self.kept and kind in (T_DOUBLE, T_INT):  # the column keeps its values
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
-            null = a == -1
             values = b.view(np.float64)
             for i in np.flatnonzero(a >= 0).tolist():
                 values[i] = float(self.data[a[i] : b[i]].tobytes())
-            values[null] = 0.0
-            return _as(pa.array(values, mask=null if null.any() else None), arrow_type)
+            if nulls:
+                values[null] = 0.0
+            return _as(pa.array(values, mask=null if nulls else None), arrow_type)
         if kind == T_INT:
-            return _as(pa.array(b, mask=null if mask is not None else None), arrow_type)
+            return _as(pa.array(b, mask=null if nulls else None), arrow_type)
         if kind == T_BOOL:
-            return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
+            return _as(pa.array(b != 0, mask=null if nulls else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _with_texts(
