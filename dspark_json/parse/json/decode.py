@@ -230,7 +230,7 @@ def group_events(
     in the node's order). The doubles are converted on the way, as :func:`scatter_events` says (the
     strings and doubles are in ``data``). ``a`` and ``b`` are ``workspace``'s where one is given
     (valid until its next read). Last, per node, whether all its events are null (node 0 never is):
-    its ``a`` and ``b`` are not written, and its strings are empty."""
+    its ``a`` and ``b`` are not written, nor its strings (the columns make it nulls at once)."""
     nodes = len(kind)
     is_string = kind == T_STRING
     if closures is None:
@@ -271,11 +271,6 @@ def group_events(
         jobs.append(job)
     on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for node in np.flatnonzero(is_string & empty).tolist():  # nulls: no string
-        strings[node] = (
-            np.zeros(int(bounds[node + 1] - bounds[node]) + 1, np.int64),
-            np.zeros(0, np.uint8),
-        )
     for node in np.flatnonzero(written).tolist():
         first = int(bounds[node])
         sizes = [int(byte_at[node] - starts[node]) for starts, byte_at, _ in pieces]
