@@ -7,11 +7,22 @@ import random
 
 import numpy as np
 import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from dspark_json import response_schema
+from dspark_json.buffers.arrow import string_buffers, to_string_array
 from dspark_json.parse.cpu import CpuParser
-from dspark_json.parse.json.conform import T_DOUBLE, T_INT, T_STRING
+from dspark_json.parse.json.conform import CODE_FITS, T_DOUBLE, T_INT, T_STRING, compile_type
 from dspark_json.parse.json.decode import CONVERTED, group_events
+from dspark_json.parse.json.scans import NO_SPARE, scan_envelope_fit
 from dspark_json.parse.reader import JsonLines
 from dspark_json.parse.reference import ReferenceParser
 from dspark_json.parse.vectorised import Vectorised
@@ -283,3 +294,96 @@ def test_a_parser_reading_with_json_lines_keeps_no_more_buffers_batch_after_batc
         parser.parse(bodies)
     assert not parser._lent
     assert _kept_bytes(parser) == after_two > 0
+
+
+#: A struct with a field of every kind below it, lists of structs inside it: a null or missing
+#: struct is one event (decode expands it over the nodes below it through struct fields).
+_ITEM = StructType([StructField("q", StringType()), StructField("k", LongType())])
+_INNER = StructType([StructField("text", StringType()), StructField("items", ArrayType(_ITEM))])
+_S = StructType(
+    [StructField("name", StringType()), StructField("n", LongType()),
+     StructField("x", DoubleType()), StructField("flag", BooleanType()),
+     StructField("inner", _INNER), StructField("tags", ArrayType(StringType()))]
+)  # fmt: skip
+NULLS = StructType(
+    [StructField("id", StringType()), StructField("s", _S),
+     StructField("t", StructType([StructField("text", StringType())])),
+     StructField("list", ArrayType(_S))]
+)  # fmt: skip
+
+
+def test_a_missing_or_null_struct_is_one_event_for_what_is_below_it():
+    table = compile_type(NULLS)
+    s, t, lst = (table.fields[0][name] for name in ("s", "t", "list"))
+    for body in ['{"id": "a"}', '{"id": "a", "s": null, "t": null, "list": null}']:
+        offsets, data, valid = string_buffers(to_string_array([body]))
+        scan = scan_envelope_fit(offsets, data, valid, table.nodes, False, False, 0, 1, NO_SPARE)
+        assert scan.codes.tolist() == [CODE_FITS]
+        events = scan.events.reshape(-1, 3)[:, :2].tolist()
+        assert events == [[1, 8], [s, -1], [t, -1], [lst, -1], [0, 1]]
+
+
+def _null_body(rng):
+    def text():
+        return json.dumps(rng.choice(STRINGS), ensure_ascii=rng.random() < 0.5)
+
+    def item():
+        fields = []
+        _maybe(rng, "q", text(), fields)
+        _maybe(rng, "k", str(rng.randint(-9, 9)), fields)
+        return "{" + ",".join(fields) + "}" if rng.random() < 0.8 else "null"
+
+    def struct():
+        fields, inner = [], []
+        _maybe(rng, "text", text(), inner)
+        _maybe(rng, "items", "[" + ",".join(item() for _ in range(rng.randint(0, 3))) + "]", inner)
+        _maybe(rng, "name", text(), fields)
+        _maybe(rng, "n", str(rng.randint(0, 10**6)), fields)
+        _maybe(rng, "x", rng.choice(FITTING), fields)
+        _maybe(rng, "flag", rng.choice(["true", "false"]), fields)
+        _maybe(rng, "inner", "{" + ",".join(inner) + "}", fields)
+        _maybe(rng, "tags", "[" + ",".join(text() for _ in range(rng.randint(0, 2))) + "]", fields)
+        rng.shuffle(fields)
+        return "{" + ",".join(fields) + "}"
+
+    parts = [f'"id": {text()}']
+    # Most rows without "s" (a null for all below it), some with some of its fields.
+    if rng.random() < 0.3:
+        parts.append('"s": ' + (struct() if rng.random() < 0.8 else "null"))
+    _maybe(rng, "t", '{"text": ' + text() + "}", parts)
+    _maybe(rng, "list", "[" + ",".join(struct() for _ in range(rng.randint(0, 3))) + "]", parts)
+    rng.shuffle(parts)
+    return "{" + ", ".join(parts) + "}" if rng.random() < 0.97 else "not json"
+
+
+def _object(**properties):
+    return {"type": "object", "properties": properties}
+
+
+_STRING, _INTEGER = {"type": "string"}, {"type": "integer"}
+_S_SCHEMA = _object(
+    name=_STRING, n=_INTEGER, x={"type": "number"}, flag={"type": "boolean"},
+    inner=_object(text=_STRING, items={"type": "array", "items": _object(q=_STRING, k=_INTEGER)}),
+    tags={"type": "array", "items": _STRING},
+)  # fmt: skip
+#: NULLS as a model's answer (a choice's content).
+NULLS_SCHEMA = _object(
+    id=_STRING, s=_S_SCHEMA, t=_object(text=_STRING), list={"type": "array", "items": _S_SCHEMA}
+)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_null_structs_beside_filled_ones_read_as_the_reference_reads_them(seed):
+    """Null and missing structs, their fields filled in other rows of the batch (or in no row:
+    a node null in every row), lists of structs under them and structs null in lists, rows
+    whose content does not fit (a null row): the reference parser's table."""
+    rng = random.Random(seed)
+    schema = response_schema(response_format=NULLS_SCHEMA)
+    bodies = [_body(rng, _null_body(rng)) for _ in range(400)]
+    parser = CpuParser(schema)
+    _same(parser.parse_vectorised(bodies), ReferenceParser(schema).parse(bodies))
+    assert parser.reference_rows == 0
+    # Nothing below "s" filled in any row: its nodes are null in every row.
+    rows = [b for b in bodies if '\\"s\\"' not in b]
+    assert 200 < len(rows) < 400
+    _same(parser.parse_vectorised(rows), ReferenceParser(schema).parse(rows))

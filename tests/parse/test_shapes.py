@@ -340,3 +340,30 @@ def test_rows_grouped_by_repeats_keys_of_hold_the_same_unknown_keys(seed):
         assert keys.get(i) and keys.get(i) == keys.get(g), (bodies[i], bodies[g])
     # Rows that record keys no shape holds (values inside) are in no group.
     assert all(groups[i] < 0 for i, b in enumerate(bodies) if '"z": [1]' in b)
+
+
+def test_a_shape_replays_a_null_struct_as_one_event():
+    """A shape learnt from a row with a null struct and a missing one keeps one event for each
+    (what is below them is the reader's to expand); the rows that match it read as the
+    reference parser reads them, beside rows whose structs are filled."""
+    table = compile_type(TYPE, timestamp_range=SECONDS)
+    usage, choices = table.fields[0]["usage"], table.fields[0]["choices"]
+    missing = {k: v for k, v in BASE.items() if k != "choices"}
+    shape = _learnt(json.dumps(dict(missing, usage=None)), table)
+    nulls = [e for e in shape.events.reshape(-1, 3).tolist() if e[1] == -1]
+    assert nulls == [[usage, -1, 0], [choices, -1, 0]]  # in document order
+    bodies = []
+    for i in range(120):
+        row = dict(missing if i % 4 else BASE, id=f"c{i}")
+        if i % 5:
+            row["usage"] = None
+        bodies.append(json.dumps(row))
+    _same_scans(bodies, table)
+    schema = StructType(
+        [StructField(f.name, f.dataType) for f in TYPE.fields]
+        + [StructField(n, StringType()) for n in ("_status", "_rescued_data", "_corrupt_record")]
+    )
+    parser = CpuParser(schema)
+    got = parser.parse_vectorised(bodies)
+    assert parser.reference_rows == 0
+    assert repr(got.to_pylist()) == repr(ReferenceParser(schema).parse(bodies).to_pylist())

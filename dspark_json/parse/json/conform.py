@@ -413,11 +413,14 @@ def _emit(events: Any, n: int, node: int, a: int, b: int) -> int:
 
 @leaf
 def emit_null(events: Any, n: int, node: int, nodes: TypeNodes) -> int:
-    """A null for ``node`` and for every node below it through struct fields."""
-    closure = nodes.closure
-    for k in range(nodes.closure_at[node], nodes.closure_at[node + 1]):
-        n = _emit(events, n, closure[k], -1, 0)
-    return n
+    """A null for ``node`` and for every node below it through struct fields (its closure,
+    :class:`TypeNodes`): one event, ``(node, -1, 0)``, which the reader of the events expands
+    (:mod:`dspark_json.parse.json.decode`), where an event per node of the closure made the
+    scans write, and the reader's passes read, more than half of a vLLM envelope's events
+    (the extras nobody sends). None for a rejected node (its closure is empty)."""
+    if nodes.closure_at[node + 1] == nodes.closure_at[node]:
+        return n
+    return _emit(events, n, node, -1, 0)
 
 
 @leaf

@@ -8,19 +8,21 @@ This module turns the events into Arrow arrays:
 - every value of a type node, in document order, is that node's Arrow child array in order
   (a node never nests inside itself), so grouping the events by node (a counting sort) gives
   each column at once;
-- a key that is missing, or ``null``, writes a null for its node and for every field below it
-  through structs (an Arrow struct's children are as long as the struct), none through arrays;
+- a key that is missing, or ``null``, is a null for its node and for every field below it
+  through structs (an Arrow struct's children are as long as the struct), none through arrays:
+  one event, for its node, which stands for a null at each node of that node's *closure*
+  (:class:`~dspark_json.parse.json.conform.TypeNodes`), expanded here;
 - unknown keys are skipped (the scans recorded them for ``_rescued_data``).
 
-Events: ``a = -1`` is null; else a struct or array has ``a = 1`` (``b`` = an array's length),
-an integer or boolean ``b`` = its value, a string or double ``a:b`` = its text in the data
-(a string's without the quotes). :func:`group_events` reads the events three times, in
-document order: a tally (each node's events and string bytes), the scatter by node (which
-converts the doubles on the way, in one IEEE operation: Clinger's exact fast path, <= 15
-digits, decimal exponent within +-22; the rest, rare for model output, by Python's
-``float``, so every value is the one the reference parser reads), and the strings'
-unescape, each node's strings into its own region (a plain string up to 64 bytes is one
-block copy; a block of escapes one byte compress where the CPU has one).
+Events: ``a = -1`` is null (at each node of the event's node's closure); else a struct or array
+has ``a = 1`` (``b`` = an array's length), an integer or boolean ``b`` = its value, a string or
+double ``a:b`` = its text in the data (a string's without the quotes). :func:`group_events`
+reads the events three times, in document order: a tally (each node's events and string bytes),
+the scatter by node (which converts the doubles on the way, in one IEEE operation: Clinger's
+exact fast path, <= 15 digits, decimal exponent within +-22; the rest, rare for model output,
+by Python's ``float``, so every value is the one the reference parser reads), and the strings'
+unescape, each node's strings into its own region (a plain string up to 64 bytes is one block
+copy; a block of escapes one byte compress where the CPU has one).
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from dspark_json.parse.json.conform import (
     T_MAP,
     T_STRING,
     T_STRUCT,
+    TEXT_ANY,
     TypeTable,
 )
 from dspark_json.parse.json.grammar import UNESCAPED, put_utf8, unicode_escape
@@ -82,19 +85,31 @@ _EXACT = 2**53
 
 
 @kernel
-def tally_events(events: Any, is_string: Any) -> tuple[Any, Any, Any]:
-    """Per node, how many events it has, how many of them are not null, and the bytes of its
-    strings as they stand (escaped: room enough for them unescaped), in one pass."""
-    counts = np.zeros(len(is_string), np.int64)
-    filled = np.zeros(len(is_string), np.int64)
+def tally_events(
+    events: Any, is_string: Any, closure: Any, closure_at: Any
+) -> tuple[Any, Any, Any]:
+    """Per node, how many values it has (a null event stands for one at each node of its
+    node's closure, ``closure[closure_at[i]:closure_at[i + 1]]``), how many of them are not
+    null, and the bytes of its strings as they stand (escaped: room enough for them
+    unescaped), in one pass. The nulls are counted at the node they were written for, and
+    spread over the closures once, after the pass."""
+    seen = np.zeros(len(is_string), np.int64)
+    nulls = np.zeros(len(is_string), np.int64)
     totals = np.zeros(len(is_string), np.int64)
     for e in range(len(events) // 3):
         node = events[3 * e]
         a = events[3 * e + 1]
-        counts[node] += 1
-        filled[node] += a != -1
-        if is_string[node] and a >= 0:
+        seen[node] += 1
+        if a == -1:
+            nulls[node] += 1
+        elif a >= 0 and is_string[node]:
             totals[node] += events[3 * e + 2] - a
+    filled = seen - nulls
+    counts = filled.copy()
+    for node in range(len(is_string)):
+        if nulls[node]:
+            for k in range(closure_at[node], closure_at[node + 1]):
+                counts[closure[k]] += nulls[node]
     return counts, filled, totals
 
 
@@ -105,23 +120,56 @@ CONVERTED = -2
 
 @leaf
 def scatter_events(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, at: Any, a: Any, b: Any, b_doubles: Any, kind: Any, empty: Any
+    data: Any,
+    events: Any,
+    at: Any,
+    a: Any,
+    b: Any,
+    b_doubles: Any,
+    kind: Any,
+    empty: Any,
+    filled: Any,
+    filled_at: Any,
+    byte_at: Any,
+    ends: Any,
+    out: Any,
 ) -> None:
     """Write each event's ``a`` and ``b`` at its node's next place (``at``, advanced): one part
-    of a counting sort by node; parts with disjoint places may run at once. A double (``kind``
-    ``T_DOUBLE``) on the fast path is converted on the way (``a`` :data:`CONVERTED`, the value
-    in ``b_doubles``, a float64 view of ``b``): the events come in document order, so its bytes
-    are read in order, where converting by column reads each number's bytes from afar (a cache
-    miss each). The nodes null in every event (``empty``: an envelope's extras nobody sends,
-    and what is below them, more than half of a vLLM envelope's events) are not written."""
+    of a counting sort by node; parts with disjoint places may run at once. The nodes null in
+    every event (``empty``: an envelope's extras nobody sends, and what is below them, more
+    than half of a vLLM envelope's values) are not written: a null is written at each node of
+    its closure that is not (``filled[filled_at[i]:filled_at[i + 1]]``; none when its own node
+    is empty, as all below it then are).
+
+    The values are read on the way, in document order (a row's bytes are read while they are
+    in cache, where a pass per column reads each row once per column: a cache miss per value,
+    benchmarks/README.md): a double (``kind`` ``T_DOUBLE``) on the fast path is converted
+    (``a`` :data:`CONVERTED`, the value in ``b_doubles``, a float64 view of ``b``), and a
+    string unescaped into its node's region of ``out`` (from ``byte_at[node]``, advanced;
+    ``ends[place]`` is where it ends there, a null's an empty string)."""
     for e in range(len(events) // 3):
         node = events[3 * e]
         if empty[node]:
             continue
+        start, end = events[3 * e + 1], events[3 * e + 2]
+        if start == -1:
+            for k in range(filled_at[node], filled_at[node + 1]):
+                below = filled[k]
+                place = at[below]
+                at[below] += 1
+                a[place] = -1
+                b[place] = end
+                if kind[below] == T_STRING:
+                    ends[place] = byte_at[below]
+            continue
         place = at[node]
         at[node] += 1
-        start, end = events[3 * e + 1], events[3 * e + 2]
-        if kind[node] == T_DOUBLE and start >= 0:
+        t = kind[node]
+        if t == T_STRING:
+            if start >= 0:
+                byte_at[node] = _unescape_string(data, start, end, out, byte_at[node])
+            ends[place] = byte_at[node]
+        elif t == T_DOUBLE and start >= 0:
             fast, value = _double_of(data, start, end, _POW10)
             if fast:
                 a[place] = CONVERTED
@@ -152,32 +200,49 @@ def _empty(workspace: Workspace | None, name: str, size: int) -> np.ndarray:
     return np.empty(size, np.int64) if workspace is None else workspace.take(name, size)
 
 
+def _within(
+    closure: np.ndarray, closure_at: np.ndarray, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each node's closure (``closure[closure_at[i]:closure_at[i + 1]]``) but the nodes not
+    in ``keep``, in the same form."""
+    kept = keep[closure]
+    at = np.zeros(len(closure) + 1, np.int64)
+    np.cumsum(kept, out=at[1:])
+    return closure[kept], at[closure_at]
+
+
 def group_events(
     parts: Sequence[np.ndarray],
     kind: np.ndarray,
     threads: int = 1,
     *,
+    closures: tuple[np.ndarray, np.ndarray] | None = None,
     data: np.ndarray | None = None,
     workspace: Workspace | None = None,
 ) -> tuple[
     np.ndarray, np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray]], np.ndarray
 ]:
-    """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each
-    node's ``T_*``), in order within each node: their ``a`` and ``b``, where each node's run
-    starts (``len(kind) + 1`` bounds), and every string node's strings, unescaped (per node,
-    its Arrow offsets and UTF-8 data, in the node's order). The doubles are converted on the
-    way, as :func:`scatter_events` says (the strings and doubles are in ``data``). ``a`` and
-    ``b`` are ``workspace``'s where one is given (valid until its next read). Last, per node,
-    whether all its events are null (node 0 never is): its ``a`` and ``b`` are not written,
-    and its strings are empty."""
+    """The events of ``parts`` (in order; a part per thread) grouped by node (``kind``: each node's
+    ``T_*``), in order within each node, a null event expanded over its node's closure
+    (``closures``: the table's ``closure`` and ``closure_at``; without, each node's is itself):
+    their ``a`` and ``b``, where each node's run starts (``len(kind) + 1`` bounds), and every string
+    node's strings, unescaped (per node, its Arrow offsets, 32-bit where they fit, and UTF-8 data,
+    in the node's order). The doubles are converted on the way, as :func:`scatter_events` says (the
+    strings and doubles are in ``data``). ``a`` and ``b`` are ``workspace``'s where one is given
+    (valid until its next read). Last, per node, whether all its events are null (node 0 never is):
+    its ``a`` and ``b`` are not written, nor its strings (the columns make it nulls at once)."""
     nodes = len(kind)
     is_string = kind == T_STRING
-    tallies = [tally_events(part, is_string) for part in parts]
+    if closures is None:
+        closures = (np.arange(nodes, dtype=np.int64), np.arange(nodes + 1, dtype=np.int64))
+    closure, closure_at = closures
+    tallies = [tally_events(part, is_string, closure, closure_at) for part in parts]
     bounds = np.zeros(nodes + 1, np.int64)
     np.cumsum(np.sum([counts for counts, _, _ in tallies], axis=0), out=bounds[1:])
     empty = np.sum([filled for _, filled, _ in tallies], axis=0) == 0
     empty[0] = False  # the root's rows are read whatever they hold
     written = is_string & ~empty  # the string nodes whose strings are unescaped
+    filled, filled_at = _within(closure, closure_at, ~empty)
     at, places = bounds[:-1].copy(), []
     for counts, _, _ in tallies:
         places.append(at.copy())
@@ -200,32 +265,31 @@ def group_events(
         pieces.append((starts, byte_at, out))
         # scatter_events advances the places it is given: each job gets a copy of its own.
         job = partial(
-            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty
-        )
+            scatter_events, data, part, place.copy(), a, b, b.view(np.float64), kind, empty,
+            filled, filled_at, byte_at, ends, out,
+        )  # fmt: skip
         jobs.append(job)
     on_threads(threads, jobs)
-    jobs = [
-        partial(unescape_in_order, data, part, written, byte_at, place.copy(), ends, out)
-        for part, place, (_, byte_at, out) in zip(parts, places, pieces, strict=True)
-    ]
-    on_threads(threads, jobs)
     strings: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for node in np.flatnonzero(is_string & empty).tolist():  # nulls: no string
-        strings[node] = (
-            np.zeros(int(bounds[node + 1] - bounds[node]) + 1, np.int64),
-            np.zeros(0, np.uint8),
-        )
     for node in np.flatnonzero(written).tolist():
-        offsets, texts, size = [np.zeros(1, np.int64)], [], 0
-        for (starts, byte_at, out), place, following in zip(
-            pieces, places, [*places[1:], bounds[1:]], strict=True
+        first = int(bounds[node])
+        sizes = [int(byte_at[node] - starts[node]) for starts, byte_at, _ in pieces]
+        # Arrow's offsets, 32-bit where the node's strings take less than 2 GiB (a string
+        # array's: no cast after), each part's in one pass.
+        wide = sum(sizes) >= 2**31
+        offsets = np.empty(int(bounds[node + 1]) - first + 1, np.int64 if wide else np.int32)
+        offsets[0] = 0
+        texts, size = [], 0
+        for (starts, _, out), place, following, part_size in zip(
+            pieces, places, [*places[1:], bounds[1:]], sizes, strict=True
         ):
             lo, hi = int(place[node]), int(following[node])
-            offsets.append(ends[lo:hi] - starts[node] + size)
-            texts.append(out[starts[node] : byte_at[node]])
-            size += int(byte_at[node] - starts[node])
+            into = offsets[lo - first + 1 : hi - first + 1]
+            np.subtract(ends[lo:hi], starts[node] - size, out=into, casting="unsafe")
+            texts.append(out[starts[node] : starts[node] + part_size])
+            size += part_size
         text = texts[0] if len(texts) == 1 else np.concatenate(texts)
-        strings[node] = (np.concatenate(offsets), text)
+        strings[node] = (offsets, text)
     return a, b, bounds, strings, empty
 
 
@@ -328,34 +392,22 @@ def _unescape_into(data: Any, j: int, end: int, out: Any, pos: int) -> int:
 
 
 @leaf
-def unescape_in_order(  # noqa: PLR0917  (a kernel: positional only)
-    data: Any, events: Any, is_string: Any, byte_at: Any, index_at: Any, ends: Any, out: Any
-) -> None:
-    """Every string of ``events`` unescaped in document order, each into its node's region of
-    ``out`` (from ``byte_at[node]``, advanced); ``ends[index_at[node]]`` is where it ends
-    there (its place among its node's strings, advanced). One forward pass over the rows'
-    bytes: a row's strings are read while its bytes are in cache, where a pass per column
-    reads each row once per column (a cache miss per string: benchmarks/README.md)."""
-    for e in range(len(events) // 3):
-        node = events[3 * e]
-        if not is_string[node]:
-            continue
-        a = events[3 * e + 1]
-        if a >= 0:
-            length = events[3 * e + 2] - a
-            # Most strings are short and plain: one block copied here, without a call.
-            if (
-                0 < length <= BLOCK
-                and a + 2 * BLOCK <= len(data)
-                and not block_equal(data, a, BACKSLASH)
-                & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
-            ):
-                copy_block(data, a, out, byte_at[node])
-                byte_at[node] += length
-            elif length > 0:
-                byte_at[node] = _unescape_into(data, a, a + length, out, byte_at[node])
-        ends[index_at[node]] = byte_at[node]
-        index_at[node] += 1
+def _unescape_string(data: Any, start: int, end: int, out: Any, pos: int) -> int:
+    """The valid JSON string body ``data[start:end]`` unescaped into ``out`` from ``pos`` on,
+    as :func:`_unescape_into` writes it; where it ends there. Most strings are short and plain:
+    one block copied here, without a call."""
+    length = end - start
+    if (
+        0 < length <= BLOCK
+        and start + 2 * BLOCK <= len(data)
+        and not block_equal(data, start, BACKSLASH)
+        & ((np.uint64(2) << np.uint64(length - 1)) - np.uint64(1))
+    ):
+        copy_block(data, start, out, pos)
+        return pos + length
+    if length > 0:
+        return _unescape_into(data, start, end, out, pos)
+    return pos
 
 
 @leaf
@@ -434,9 +486,11 @@ def read_events(
     scanned, null where it did not fit. ``text_of`` writes the values a string node holds as
     JSON text (a table compiled with ``json_text``); ``workspace``: where the read's own
     arrays are (:class:`Workspace`)."""
+    nodes = table.nodes
     a, b, bounds, strings, empty = group_events(
-        events, table.nodes.kind, threads, data=data, workspace=workspace
-    )
+        events, nodes.kind, threads, closures=(nodes.closure, nodes.closure_at), data=data,
+        workspace=workspace,
+    )  # fmt: skip
     columns = _Columns(
         data, table, a, b, bounds, strings=strings, text_of=text_of, kept=workspace is not None,
         empty=empty,
@@ -477,60 +531,67 @@ class _Columns:
             # Null in every row (an extra nobody sends, a field below a null), or no value at
             # all (below an empty array): the nulls at once, without a walk of what is below.
             return pa.nulls(hi - lo, arrow_type)
-        null = a < 0
-        mask = pa.array(null) if null.any() else None
         kind = self.table.kinds[node]
+        # Each step below is a pass over the node's values: only those its kind needs. A
+        # double's ``a`` is CONVERTED (-2) where group_events converted it.
+        null = a == -1 if kind == T_DOUBLE else a < 0
+        nulls = bool(null.any())
         if kind == T_STRUCT:
             fields = self.table.fields[node]
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
+            mask = pa.array(null) if nulls else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
-            lengths = np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
+            mask = pa.array(null) if nulls else None
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_MAP:
-            lengths = np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
+            mask = pa.array(null) if nulls else None
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
         if kind == T_STRING:
             offsets, text = self.strings[node]
-            as_text = a <= JSON_TEXT  # values held as their JSON text (an empty string here)
-            held = as_text.any()
+            # Values held as their JSON text (an empty string here): a node that takes them.
+            as_text = a <= JSON_TEXT if nulls and self.nodes.low[node] == TEXT_ANY else None
+            held = as_text is not None and bool(as_text.any())
             if held:
                 null = a == -1
-            if arrow_type == pa.string() and offsets[-1] < 2**31 and not held:
-                return pa.StringArray.from_buffers(
-                    len(a), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(text),
-                    _validity(null),
-                )  # fmt: skip
+            if offsets.dtype == np.int32 and not held:  # read as other types by a cast
+                strings = pa.StringArray.from_buffers(
+                    len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
+                )
+                return _as(strings, arrow_type)
             strings = pa.LargeStringArray.from_buffers(
-                len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
-            )
-            if held:
+                len(a), pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(text),
+                _validity(null),
+            )  # fmt: skip
+            if as_text is not None and held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
             return _as(strings, arrow_type)
         if self.kept and kind in (T_DOUBLE, T_INT):  # the column keeps its values
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
-            null = a == -1
             values = b.view(np.float64)
             for i in np.flatnonzero(a >= 0).tolist():
                 values[i] = float(self.data[a[i] : b[i]].tobytes())
-            values[null] = 0.0
-            return _as(pa.array(values, mask=null if null.any() else None), arrow_type)
+            if nulls:
+                values[null] = 0.0
+            return _as(pa.array(values, mask=null if nulls else None), arrow_type)
         if kind == T_INT:
-            return _as(pa.array(b, mask=null if mask is not None else None), arrow_type)
+            return _as(pa.array(b, mask=null if nulls else None), arrow_type)
         if kind == T_BOOL:
-            return _as(pa.array(b != 0, mask=null if mask is not None else None), arrow_type)
+            return _as(pa.array(b != 0, mask=null if nulls else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _with_texts(

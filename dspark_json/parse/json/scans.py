@@ -113,8 +113,9 @@ _MAX_LEARN_WAIT = 1024
 
 @leaf
 def widest_value(nodes: TypeNodes) -> int:
-    """The most events one value of the type ``nodes`` writes (a null struct writes its whole
-    closure): what a scan makes room for per byte of a row (:func:`_grown`), and what
+    """At least the most events one value of the type ``nodes`` writes (a struct that closes
+    writes a null for each field it did not hold, fewer than its closure's nodes): what a scan
+    makes room for per byte of a row (:func:`_grown`), and what
     :class:`~dspark_json.parse.vectorised.Vectorised` sizes its spare buffers by."""
     closure_at = nodes.closure_at
     widest = 1
