@@ -42,6 +42,7 @@ __all__ = [
     "block_below",
     "block_equal",
     "block_high",
+    "block_unequal",
     "bytes_equal",
     "compress_block",
     "copy_block",
@@ -252,6 +253,25 @@ def _block_high(typingctx: Any, array: Any, pos: Any) -> Any:
 
 
 @intrinsic
+def _block_unequal(typingctx: Any, x: Any, a: Any, y: Any, b: Any) -> Any:
+    if not (_contiguous_bytes(x) and _contiguous_bytes(y)):
+        return None
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return None
+    sig = types.uint64(x, a, y, b)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        blocks = []
+        for k in (0, 2):  # (x, a), then (y, b)
+            at = context.cast(builder, args[k + 1], signature.args[k + 1], types.intp)
+            pointer = _block_pointer(context, builder, signature.args[k], args[k], at)
+            blocks.append(builder.load(pointer, align=1))
+        return builder.bitcast(builder.icmp_unsigned("!=", blocks[0], blocks[1]), _MASK_TYPE)
+
+    return sig, codegen
+
+
+@intrinsic
 def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> Any:
     if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
         return None
@@ -343,6 +363,8 @@ block_equal = cast(Callable[[Any, int, int], Any], _block_equal)
 block_below = cast(Callable[[Any, int, int], Any], _block_below)
 #: ``block_high(array, pos)``: bit ``i`` set where ``array[pos + i] >= 0x80`` (not ASCII).
 block_high = cast(Callable[[Any, int], Any], _block_high)
+#: ``block_unequal(x, a, y, b)``: bit ``i`` set where ``x[a + i] != y[b + i]``.
+block_unequal = cast(Callable[[Any, int, Any, int], Any], _block_unequal)
 #: ``copy_block(source, pos, target, at)``: ``target[at:at + 64] = source[pos:pos + 64]``.
 copy_block = cast(Callable[[Any, int, Any, int], None], _copy_block)
 #: ``compress_block(source, pos, target, at, keep, letters)``: the bytes of

@@ -332,6 +332,25 @@ def test_runs_compare_equal_only_when_every_byte_is():
                 assert not same_run(x, a, y, b, length)
 
 
+@pytest.mark.parametrize("length", [*range(20), 56, 63, 64, 65, 71, 72, 127, 128, 129, 200])
+def test_runs_of_blocks_and_words_differ_at_any_byte_and_ignore_the_bytes_around(length):
+    # A run compares blocks of 64, then words, then its last bytes as one word (the last
+    # eight, or the first eight masked to the run): a difference at each of its bytes is
+    # found, the bytes after it are not compared, and a run may end where either array ends.
+    rng = random.Random(length)
+    run = bytes(rng.randrange(256) for _ in range(length))
+    for x_after, y_after in [(0, 0), (0, 9), (3, 0), (9, 5)]:
+        x_before, y_before = rng.randrange(0, 9), rng.randrange(0, 9)
+        x = bytes(rng.randrange(256) for _ in range(x_before)) + run + b"\x00" * x_after
+        y = bytes(rng.randrange(256) for _ in range(y_before)) + run + b"\xff" * y_after
+        xs, ys = np.frombuffer(x, np.uint8), np.frombuffer(y, np.uint8).copy()
+        assert same_run(xs, x_before, ys, y_before, length)
+        for k in range(length):
+            ys[y_before + k] ^= 1 << rng.randrange(8)
+            assert not same_run(xs, x_before, ys, y_before, length), (k, x_after, y_after)
+            ys[y_before + k] = run[k]
+
+
 def test_a_byte_and_a_fence_are_found_where_python_finds_them():
     from dspark_json.parse.json.candidates import find_fence
     from dspark_json.parse.json.grammar import find_byte
