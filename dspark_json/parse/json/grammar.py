@@ -312,7 +312,27 @@ def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
 def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     """``pos`` is at an opening quote; the position after the closing quote, or -1.
     ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
-    Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow."""
+    Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow.
+
+    Most strings are short and plain (a key, a word, an id): where the first byte after the
+    opening quote that needs a look, in a block of 64, is the closing quote, that is the end,
+    in a few instructions; else :func:`_scan_string` walks the string."""
+    first = pos + 1
+    if first + BLOCK <= end:
+        quotes = block_equal(data, first, QUOTE)
+        stops = quotes | block_equal(data, first, BACKSLASH) | block_high(data, first)
+        if not lenient:
+            stops |= block_below(data, first, CONTROL_END)
+        lowest = stops & (~stops + np.uint64(1))
+        if lowest & quotes:
+            return first + lowest_bit(lowest) + 1
+    return _scan_string(data, pos, end, lenient)
+
+
+@leaf
+def _scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
+    """:func:`scan_string`'s walk: its plain runs a block or a word at a time, its escapes and
+    characters beyond ASCII a step each."""
     pos += 1
     plain = _PLAIN_LENIENT if lenient else _PLAIN
     blocks = True
