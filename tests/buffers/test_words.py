@@ -271,6 +271,30 @@ def test_a_string_scan_ends_where_the_byte_by_byte_rule_does(make, align, cases,
             assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
 
 
+#: A byte or an escape a string scan must stop at, valid or not.
+_STOPS = [b'\\"', b"\\n", b"\\u00e9", b"\\x", b"\x01", b"\x1f", b"\xc3\xa9", b"\xff", b"\xc3", b'"']
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+@pytest.mark.parametrize("stop", _STOPS, ids=repr)
+def test_a_stop_at_each_byte_of_the_first_block_is_seen_before_the_quote(stop, lenient):
+    # scan_string ends a string at once where the first byte of the block after its opening
+    # quote that needs a look is the closing quote: an escape, a control byte or a byte past
+    # ASCII at each place before the quote (in the block, at its last byte, just past it) is
+    # seen, and the string's end may be the buffer's, where the block ends or before.
+    for at in range(0, BLOCK + 2):
+        for after in (0, 1, 7, BLOCK - at):
+            body = b"a" * at + stop + b"b" * max(after, 0)
+            for tail in (b"", b"x" * (BLOCK - len(body) - 1), b"x" * BLOCK):
+                buffer = b'"' + body + b'"' + tail
+                data = np.frombuffer(buffer, np.uint8)
+                for end in {len(buffer), len(body) + 1, len(body) + 2, BLOCK + 1, BLOCK + 2}:
+                    if end > len(buffer):
+                        continue
+                    got = scan_string(data, 0, end, lenient)
+                    assert got == _expected_end(buffer, 0, end, lenient), (buffer, end)
+
+
 @pytest.mark.parametrize(
     "make, align, cases", [(_random_string, WORD, 4_000), (_long_string, BLOCK, 2_000)],
     ids=["short", "long"],
