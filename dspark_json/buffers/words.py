@@ -52,6 +52,7 @@ __all__ = [
     "leading_zeros",
     "load_word",
     "lowest_bit",
+    "prefetch",
     "store_word",
     "string_stops",
     "unicode_escapes",
@@ -272,6 +273,28 @@ def _block_unequal(typingctx: Any, x: Any, a: Any, y: Any, b: Any) -> Any:
 
 
 @intrinsic
+def _prefetch(typingctx: Any, array: Any, pos: Any) -> Any:
+    if not (_contiguous_bytes(array) and isinstance(pos, types.Integer)):
+        return None
+    sig = types.void(array, pos)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = builder.gep(data.data, [at])
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]),
+            "llvm.prefetch.p0",
+        )
+        builder.call(function, [pointer, i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> Any:
     if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
         return None
@@ -365,6 +388,9 @@ block_below = cast(Callable[[Any, int, int], Any], _block_below)
 block_high = cast(Callable[[Any, int], Any], _block_high)
 #: ``block_unequal(x, a, y, b)``: bit ``i`` set where ``x[a + i] != y[b + i]``.
 block_unequal = cast(Callable[[Any, int, Any, int], Any], _block_unequal)
+#: ``prefetch(array, pos)``: ask the CPU to bring the cache line of ``array[pos]`` in (a hint:
+#: nothing is read, and a position past the array's end is harmless).
+prefetch = cast(Callable[[Any, int], None], _prefetch)
 #: ``copy_block(source, pos, target, at)``: ``target[at:at + 64] = source[pos:pos + 64]``.
 copy_block = cast(Callable[[Any, int, Any, int], None], _copy_block)
 #: ``compress_block(source, pos, target, at, keep, letters)``: the bytes of

@@ -14,6 +14,7 @@ import numpy as np
 
 from dspark_json.buffers.bytes import LBRACE, LBRACKET, LOWER_N
 from dspark_json.buffers.compiled import kernel, leaf
+from dspark_json.buffers.words import prefetch
 from dspark_json.parse.json.candidates import fallback_candidate
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,
@@ -249,6 +250,14 @@ def _room(top: _Kept, nested: _Kept, found: Found, state: Any) -> bool:
     return top_room and len(nested.rows) - state[_DEEPER] >= _deeper(found)
 
 
+@leaf
+def _prefetch_row(data: Any, offsets: Any, i: int, hi: int) -> None:
+    """Ask for row ``i``'s bytes (if it is one of the scan's) a cache line at a time."""
+    if i < hi:
+        for pos in range(offsets[i], offsets[i + 1], 64):
+            prefetch(data, pos)
+
+
 @kernel
 def _new_state() -> Any:
     state = np.zeros(_STATE, np.int64)
@@ -296,6 +305,7 @@ def _envelope_rows(
             return i
         if not _room(top, nested, found, state):
             return i
+        _prefetch_row(data, offsets, i + 1, hi)
         matched = False
         shape_row = state[_SHAPE_ROW]
         if valid[i] and shapes and shape_row >= 0:
@@ -437,6 +447,7 @@ def _content_rows(
             return i
         if not _room(top, nested, found, state):
             return i
+        _prefetch_row(data, offsets, i + 1, hi)
         if not valid[i]:
             n_events[0] = emit_null(events, n0, 0, nodes)
             i += 1
