@@ -15,6 +15,10 @@ escapes with arithmetic (:func:`escaped_bytes`) instead of a branch per escape. 
 with a ``\\"`` every eleven bytes (a model's JSON inside the envelope's content) costs a
 mispredicted branch per escape in a byte or word loop, and a few instructions in a block.
 
+A *prefetch* (:data:`prefetch`) asks the CPU for a cache line before a scan reads it: a scan
+over rows asks for the next row's lines while it walks this one, so that the walk does not
+wait on memory where a row starts a page the CPU's own prefetcher has not reached.
+
 The loads and stores are unaligned, little-endian, and not bounds-checked: the caller keeps
 ``pos + 8 <= len(array)`` for a word, ``pos + 64 <= len(array)`` for a block. They are LLVM
 instructions (numba intrinsics): compiled code only, for the CPU (a GPU scan would need its own).
