@@ -250,16 +250,22 @@ def _room(top: _Kept, nested: _Kept, found: Found, state: Any) -> bool:
     return top_room and len(nested.rows) - state[_DEEPER] >= _deeper(found)
 
 
+#: Bytes in a cache line (x86 and most ARM cores).
+_LINE = 64
+
+
 @leaf
 def _prefetch_row(data: Any, offsets: Any, i: int, hi: int) -> None:
     """Ask for row ``i``'s bytes (if it is one of the scan's) a cache line at a time."""
     if i < hi:
-        for pos in range(offsets[i], offsets[i + 1], 64):
+        for pos in range(offsets[i], offsets[i + 1], _LINE):
             prefetch(data, pos)
 
 
 @kernel
 def _new_state() -> Any:
+    """A scan's state (``_STATE`` entries) before its first row: no keys kept, no room asked
+    for, no shape learnt, one fitting row before the first try to learn."""
     state = np.zeros(_STATE, np.int64)
     state[_LEARN] = -1
     state[_LEARN_AFTER] = 1
