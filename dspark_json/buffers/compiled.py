@@ -8,8 +8,12 @@
   per token. numba counts a reference to each array a compiled function receives, with an atomic
   increment on the way in and a decrement on the way out that its pruning pass does not always
   remove (``perf`` shows ``NRT_incref`` and ``NRT_decref`` in the calls of
-  :func:`~dspark_json.parse.json.conform.check_row`; figures: benchmarks/README.md). A leaf may
-  call only leaves; its caller keeps the arrays alive.
+  :func:`~dspark_json.parse.json.conform.check_row`; figures: benchmarks/README.md). A kernel's
+  loop that reassigns an array (a buffer it grows) counts references on every pass, and one
+  that holds several pays for it per row (6 % of a vLLM parse in the scans' row loops): such
+  a loop is a leaf that returns to its kernel where it must allocate
+  (:func:`~dspark_json.parse.json.scans.scan_envelope_fit`). A leaf may call only leaves; its
+  caller keeps the arrays alive.
 """
 
 from __future__ import annotations

@@ -15,6 +15,10 @@ escapes with arithmetic (:func:`escaped_bytes`) instead of a branch per escape. 
 with a ``\\"`` every eleven bytes (a model's JSON inside the envelope's content) costs a
 mispredicted branch per escape in a byte or word loop, and a few instructions in a block.
 
+A *prefetch* (:data:`prefetch`) asks the CPU for a cache line before a scan reads it: a scan
+over rows asks for the next row's lines while it walks this one, so that the walk does not
+wait on memory where a row starts a page the CPU's own prefetcher has not reached.
+
 The loads and stores are unaligned, little-endian, and not bounds-checked: the caller keeps
 ``pos + 8 <= len(array)`` for a word, ``pos + 64 <= len(array)`` for a block. They are LLVM
 instructions (numba intrinsics): compiled code only, for the CPU (a GPU scan would need its own).
@@ -42,6 +46,7 @@ __all__ = [
     "block_below",
     "block_equal",
     "block_high",
+    "block_unequal",
     "bytes_equal",
     "compress_block",
     "copy_block",
@@ -51,6 +56,7 @@ __all__ = [
     "leading_zeros",
     "load_word",
     "lowest_bit",
+    "prefetch",
     "store_word",
     "string_stops",
     "unicode_escapes",
@@ -252,6 +258,47 @@ def _block_high(typingctx: Any, array: Any, pos: Any) -> Any:
 
 
 @intrinsic
+def _block_unequal(typingctx: Any, x: Any, a: Any, y: Any, b: Any) -> Any:
+    if not (_contiguous_bytes(x) and _contiguous_bytes(y)):
+        return None
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return None
+    sig = types.uint64(x, a, y, b)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        blocks = []
+        for k in (0, 2):  # (x, a), then (y, b)
+            at = context.cast(builder, args[k + 1], signature.args[k + 1], types.intp)
+            pointer = _block_pointer(context, builder, signature.args[k], args[k], at)
+            blocks.append(builder.load(pointer, align=1))
+        return builder.bitcast(builder.icmp_unsigned("!=", blocks[0], blocks[1]), _MASK_TYPE)
+
+    return sig, codegen
+
+
+@intrinsic
+def _prefetch(typingctx: Any, array: Any, pos: Any) -> Any:
+    if not (_contiguous_bytes(array) and isinstance(pos, types.Integer)):
+        return None
+    sig = types.void(array, pos)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        data = context.make_array(signature.args[0])(context, builder, args[0])
+        at = context.cast(builder, args[1], signature.args[1], types.intp)
+        pointer = builder.gep(data.data, [at])
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(  # type: ignore[no-untyped-call]
+            builder.module,
+            ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]),
+            "llvm.prefetch.p0",
+        )
+        builder.call(function, [pointer, i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
 def _copy_block(typingctx: Any, source: Any, pos: Any, target: Any, at: Any) -> Any:
     if not (_contiguous_bytes(source) and _contiguous_bytes(target)):
         return None
@@ -343,6 +390,11 @@ block_equal = cast(Callable[[Any, int, int], Any], _block_equal)
 block_below = cast(Callable[[Any, int, int], Any], _block_below)
 #: ``block_high(array, pos)``: bit ``i`` set where ``array[pos + i] >= 0x80`` (not ASCII).
 block_high = cast(Callable[[Any, int], Any], _block_high)
+#: ``block_unequal(x, a, y, b)``: bit ``i`` set where ``x[a + i] != y[b + i]``.
+block_unequal = cast(Callable[[Any, int, Any, int], Any], _block_unequal)
+#: ``prefetch(array, pos)``: ask the CPU to bring the cache line of ``array[pos]`` in (a hint:
+#: nothing is read, and a position past the array's end is harmless).
+prefetch = cast(Callable[[Any, int], None], _prefetch)
 #: ``copy_block(source, pos, target, at)``: ``target[at:at + 64] = source[pos:pos + 64]``.
 copy_block = cast(Callable[[Any, int, Any, int], None], _copy_block)
 #: ``compress_block(source, pos, target, at, keep, letters)``: the bytes of

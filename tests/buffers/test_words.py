@@ -271,6 +271,30 @@ def test_a_string_scan_ends_where_the_byte_by_byte_rule_does(make, align, cases,
             assert got == _expected_end(buffer, lead, end, lenient), (buffer, end)
 
 
+#: A byte or an escape a string scan must stop at, valid or not.
+_STOPS = [b'\\"', b"\\n", b"\\u00e9", b"\\x", b"\x01", b"\x1f", b"\xc3\xa9", b"\xff", b"\xc3", b'"']
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+@pytest.mark.parametrize("stop", _STOPS, ids=repr)
+def test_a_stop_at_each_byte_of_the_first_block_is_seen_before_the_quote(stop, lenient):
+    # scan_string ends a string at once where the first byte of the block after its opening
+    # quote that needs a look is the closing quote: an escape, a control byte or a byte past
+    # ASCII at each place before the quote (in the block, at its last byte, just past it) is
+    # seen, and the string's end may be the buffer's, where the block ends or before.
+    for at in range(0, BLOCK + 2):
+        for after in (0, 1, 7, BLOCK - at):
+            body = b"a" * at + stop + b"b" * max(after, 0)
+            for tail in (b"", b"x" * (BLOCK - len(body) - 1), b"x" * BLOCK):
+                buffer = b'"' + body + b'"' + tail
+                data = np.frombuffer(buffer, np.uint8)
+                for end in {len(buffer), len(body) + 1, len(body) + 2, BLOCK + 1, BLOCK + 2}:
+                    if end > len(buffer):
+                        continue
+                    got = scan_string(data, 0, end, lenient)
+                    assert got == _expected_end(buffer, 0, end, lenient), (buffer, end)
+
+
 @pytest.mark.parametrize(
     "make, align, cases", [(_random_string, WORD, 4_000), (_long_string, BLOCK, 2_000)],
     ids=["short", "long"],
@@ -330,6 +354,25 @@ def test_runs_compare_equal_only_when_every_byte_is():
                 flip = b + rng.randrange(length)
                 y[flip] ^= 1 << rng.randrange(8)
                 assert not same_run(x, a, y, b, length)
+
+
+@pytest.mark.parametrize("length", [*range(20), 56, 63, 64, 65, 71, 72, 127, 128, 129, 200])
+def test_runs_of_blocks_and_words_differ_at_any_byte_and_ignore_the_bytes_around(length):
+    # A run compares blocks of 64, then words, then its last bytes as one word (the last
+    # eight, or the first eight masked to the run): a difference at each of its bytes is
+    # found, the bytes after it are not compared, and a run may end where either array ends.
+    rng = random.Random(length)
+    run = bytes(rng.randrange(256) for _ in range(length))
+    for x_after, y_after in [(0, 0), (0, 9), (3, 0), (9, 5)]:
+        x_before, y_before = rng.randrange(0, 9), rng.randrange(0, 9)
+        x = bytes(rng.randrange(256) for _ in range(x_before)) + run + b"\x00" * x_after
+        y = bytes(rng.randrange(256) for _ in range(y_before)) + run + b"\xff" * y_after
+        xs, ys = np.frombuffer(x, np.uint8), np.frombuffer(y, np.uint8).copy()
+        assert same_run(xs, x_before, ys, y_before, length)
+        for k in range(length):
+            ys[y_before + k] ^= 1 << rng.randrange(8)
+            assert not same_run(xs, x_before, ys, y_before, length), (k, x_after, y_after)
+            ys[y_before + k] = run[k]
 
 
 def test_a_byte_and_a_fence_are_found_where_python_finds_them():

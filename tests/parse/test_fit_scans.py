@@ -116,3 +116,40 @@ def test_a_row_with_more_nested_unknown_keys_than_recorded_is_left_to_a_walk():
         offsets, data, valid, compile_type(TYPE).nodes, False, True, 0, 2, NO_SPARE
     )
     assert codes.tolist() == [CODE_EXTRA, CODE_EXTRA] and deep.tolist() == [False, True]
+
+
+def test_a_long_scan_of_rows_with_the_most_keys_a_row_records_keeps_every_one():
+    # The row loop returns to its kernel to grow the kept keys before a row that could
+    # overflow them (a row records at most FOUND top-level and 32 deeper keys) and to learn a
+    # shape: rows each at those limits, matched to a learnt shape or walked, keep the same keys
+    # as each row scanned alone. A room check one key short writes past the kept keys: under
+    # NUMBA_BOUNDSCHECK=1 this test fails there with an IndexError (without it, silently).
+    from dspark_json.parse.json.conform import FOUND, NESTED_STRIDE
+
+    top = '{"a":%d,' + ",".join(f'"k{j}":[]' for j in range(FOUND)) + "}"
+    nested = '{"b":[{"x":%d,' + ",".join(f'"y{j}":{{}}' for j in range(32)) + "}]}"
+    one = '{"a":%d,"k0":[],"b":[{"x":1,"y":{}}]}'  # a key of each: the room left no multiple of 64
+    # (a row of one key, then two of the most: the second finds 63 places left), then mixed
+    kinds = [(one, top, top)[i % 3] for i in range(42)] + [nested] * 40
+    kinds += [(top, nested, one)[i % 3] for i in range(60)]
+    bodies = [kind % i for i, kind in enumerate(kinds)]
+    offsets, data, valid = string_buffers(to_string_array(bodies))
+    table = compile_type(TYPE).nodes
+    n = len(bodies)
+    whole = scan_envelope_fit(offsets, data, valid, table, False, True, 0, n, NO_SPARE)
+    alone = [
+        scan_envelope_fit(offsets, data, valid, table, False, True, i, i + 1, NO_SPARE)
+        for i in range(n)
+    ]
+    codes, deep, rows, _, _, nested_rows, nested_spans, _ = whole
+    assert codes.tolist() == [CODE_EXTRA] * n and not deep.any()
+    assert len(rows) == FOUND * kinds.count(top) + kinds.count(one)
+    assert len(nested_rows) == 32 * kinds.count(nested) + kinds.count(one)
+    for i in (1, 2, 3, 4, 5):  # all but the shape groups (rows alone learn nothing)
+        assert whole[i].tolist() == np.concatenate([p[i] for p in alone]).tolist(), i
+
+    def paths(spans):  # each deeper key's spans and the levels of its path (the rest unset)
+        keys = spans.reshape(-1, NESTED_STRIDE).tolist()
+        return [key[:5] + key[5 : 5 + key[4]] for key in keys]
+
+    assert paths(nested_spans) == paths(np.concatenate([p[6] for p in alone]))

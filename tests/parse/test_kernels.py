@@ -112,3 +112,66 @@ def test_events_grow_to_the_projection_but_never_past_what_the_rest_can_write():
     assert 3 * 1_010 <= len(grown) <= 3 * 5_000
     assert (grown[: 3 * 1_000] == 0).all()
     assert len(room(events, 1_000, 10, 64, 128, 10**9)) >= 3 * (2_000 + 2_000 // 8)
+
+
+def _number_verdict(text: bytes, node_kind: int, bits: int) -> tuple[int, bool, int]:
+    """The number rule: where the grammar's scan ends the token (-1: not a number), and, from
+    its spec, whether it fits (an int: whole, at most 18 digits, in range; a double: not -0
+    written as an integer, decimal exponent and integer digits within 300), its int value."""
+    import re
+
+    from dspark_json.parse.json.conform import T_INT
+    from dspark_json.parse.json.grammar import scan_number
+
+    after = scan_number(np.frombuffer(text, np.uint8), 0, len(text))
+    if after < 0:
+        return -1, False, 0
+    token = re.fullmatch(rb"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?", text[:after])
+    assert token is not None
+    after = token.end()
+    whole, fraction, exponent = token.group(1), token.group(2), token.group(3)
+    negative = text.startswith(b"-")
+    if node_kind == T_INT:
+        if fraction or exponent or len(whole) > 18:
+            return after, False, 0
+        value = int(token.group(0))
+        return after, -(2 ** (bits - 1)) <= value < 2 ** (bits - 1), value
+    if negative and whole == b"0" and not fraction and not exponent:
+        return after, False, 0
+    power = int(exponent[1:].lstrip(b"+-") or b"0") if exponent else 0
+    sign = -1 if exponent and exponent[1:2] == b"-" else 1
+    if power > 300 or len(whole) > 300 or len(whole) + sign * power > 300:
+        return after, False, 0
+    return after, True, 0
+
+
+_NUMBER_PIECES = [b"-", b"0", b"7", b"1234567890", b"9" * 17, b".", b"5", b"e", b"E", b"+",
+                  b"-", b"301", b"299", b"00", b"x", b",", b" "]  # fmt: skip
+
+
+@pytest.mark.parametrize("node_kind_name", ["T_INT", "T_DOUBLE"])
+def test_a_number_is_scanned_and_fitted_in_one_pass_as_the_rule_says(node_kind_name):
+    # scan_fitted_number replaces a scan then a second pass: the same end, verdict and value
+    # for every mix of signs, digits, dots and exponents, cut at every length (the buffer's end).
+    import random
+
+    from dspark_json.parse.json import conform
+    from dspark_json.parse.json.conform import scan_fitted_number
+
+    node_kind = getattr(conform, node_kind_name)
+    rng = random.Random(23 + node_kind)
+    cases = [b"-0", b"0", b"-", b"1e", b"1.", b"1.e5", b"01", b"-01.5", b"1" * 19, b"9" * 18]
+    cases += [b"1234567890e299", b"1234567890e-299", b"1234567890E+299", b"-" + b"9" * 18]
+    cases += [b"".join(rng.choices(_NUMBER_PIECES, k=rng.randrange(1, 7))) for _ in range(3000)]
+    cases += [b"2147483647", b"-2147483648", b"2147483648", b"-2147483649"]
+    for text, bits in ((text, bits) for text in cases for bits in (32, 64)):
+        if text[:1] not in (b"-", *(bytes([d]) for d in range(0x30, 0x3A))):
+            continue
+        for end in range(1, len(text) + 1):
+            data = np.frombuffer(text[:end], np.uint8)
+            low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+            got = scan_fitted_number(data, 0, end, node_kind, low, high)
+            after, fits, value = _number_verdict(text[:end], node_kind, bits)
+            assert (got[0], bool(got[1]) if after >= 0 else False) == (after, fits), text[:end]
+            if after >= 0 and fits:
+                assert got[2] == value, text[:end]

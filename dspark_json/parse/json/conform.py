@@ -107,8 +107,8 @@ __all__ = [
     "emit_null",
     "extract_row",
     "found_keys",
-    "number_fits",
     "room",
+    "scan_fitted_number",
     "scratch",
     "validate_row",
 ]
@@ -354,24 +354,36 @@ def compile_type(
 
 
 @leaf
-def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int) -> tuple[int, int]:
-    """``pos`` at a valid number: its end when it fits the node, else -1; and, for an integer
-    node, its value."""
+def scan_fitted_number(
+    data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int
+) -> tuple[int, bool, int]:
+    """``pos`` at a number's first byte (a minus or a digit), for a node of ``node_kind``
+    (``T_INT``, with the range ``lo..hi``, or ``T_DOUBLE``): where the number ends, as
+    :func:`~dspark_json.parse.json.grammar.scan_number` says (-1: not a number), whether it
+    fits the node, and for an integer node its value; in one pass over its bytes (a scan,
+    then a second pass to fit, read each digit twice)."""
     negative = data[pos] == MINUS
     if negative:
         pos += 1
+    if pos >= end or not ZERO <= data[pos] <= NINE:
+        return -1, False, 0
     digits = 0
     value = 0
-    nonzero = False
-    while pos < end and ZERO <= data[pos] <= NINE:
-        if digits < _MAX_INT_DIGITS:
-            value = value * 10 + (data[pos] - ZERO)
-        nonzero = nonzero or data[pos] != ZERO
-        digits += 1
+    nonzero = data[pos] != ZERO  # a leading zero is the integer part's only digit
+    if nonzero:
+        while pos < end and ZERO <= data[pos] <= NINE:
+            if digits < _MAX_INT_DIGITS:
+                value = value * 10 + (data[pos] - ZERO)
+            digits += 1
+            pos += 1
+    else:
+        digits = 1
         pos += 1
     fraction = pos < end and data[pos] == DOT
     if fraction:
         pos += 1
+        if pos >= end or not ZERO <= data[pos] <= NINE:
+            return -1, False, 0
         while pos < end and ZERO <= data[pos] <= NINE:
             pos += 1
     exponent = 0
@@ -379,27 +391,29 @@ def number_fits(data: Any, pos: int, end: int, node_kind: int, lo: int, hi: int)
     has_exponent = pos < end and (data[pos] == LOWER_E or data[pos] == UPPER_E)
     if has_exponent:
         pos += 1
-        if data[pos] == PLUS or data[pos] == MINUS:
+        if pos < end and (data[pos] == PLUS or data[pos] == MINUS):
             exponent_sign = -1 if data[pos] == MINUS else 1
             pos += 1
+        if pos >= end or not ZERO <= data[pos] <= NINE:
+            return -1, False, 0
         while pos < end and ZERO <= data[pos] <= NINE:
             if exponent <= _MAX_EXPONENT:
                 exponent = exponent * 10 + (data[pos] - ZERO)
             pos += 1
     if node_kind == T_INT:
         if fraction or has_exponent or digits > _MAX_INT_DIGITS:
-            return -1, 0
+            return pos, False, 0
         if negative:
             value = -value
-        return (pos if lo <= value <= hi else -1), value
+        return pos, lo <= value <= hi, value
     # A double: "-0" (an integer) is 0.0 for Python but -0.0 for Arrow.
     if negative and not nonzero and not fraction and not has_exponent:
-        return -1, 0
+        return pos, False, 0
     if exponent > _MAX_EXPONENT or digits > _MAX_EXPONENT:
-        return -1, 0
+        return pos, False, 0
     if digits + exponent_sign * exponent > _MAX_EXPONENT:  # 1e10 * 1e300: beyond a double
-        return -1, 0
-    return pos, 0
+        return pos, False, 0
+    return pos, True, 0
 
 
 @leaf
@@ -781,20 +795,21 @@ def check_row(
                 if emit and t == T_STRING:
                     n = _emit(events, n, node, begin + 1, pos - 1)
             elif c == MINUS or ZERO <= c <= NINE:
-                pos = scan_number(data, pos, end)
-                if as_text and pos >= 0:
-                    if emit:
-                        n = _emit(events, n, node, JSON_TEXT - begin, pos)
-                elif node >= 0 and pos >= 0:
-                    fits, value = -1, 0
-                    if t == T_INT or t == T_DOUBLE:
-                        fits, value = number_fits(data, begin, pos, t, low[node], high[node])
-                    if fits < 0:
+                if node >= 0 and (t == T_INT or t == T_DOUBLE):
+                    pos, fits, value = scan_fitted_number(data, pos, end, t, low[node], high[node])
+                    if pos >= 0 and not fits:
                         misfit = True
-                    elif emit and t == T_INT:
+                    elif emit and pos >= 0 and t == T_INT:
                         n = _emit(events, n, node, 1, value)
-                    elif emit:
+                    elif emit and pos >= 0:
                         n = _emit(events, n, node, begin, pos)
+                else:
+                    pos = scan_number(data, pos, end)
+                    if as_text and pos >= 0:
+                        if emit:
+                            n = _emit(events, n, node, JSON_TEXT - begin, pos)
+                    elif node >= 0 and pos >= 0:
+                        misfit = True  # a number for a string, a boolean, a container
             else:
                 if node >= 0 and c != LOWER_N and t != T_BOOL and not as_text:
                     misfit = True

@@ -60,6 +60,7 @@ from dspark_json.buffers.words import (
     block_below,
     block_equal,
     block_high,
+    block_unequal,
     bytes_equal,
     escaped_bytes,
     first_byte,
@@ -188,12 +189,25 @@ def same_bytes(data: Any, a: int, a_end: int, b: int, b_end: int) -> bool:
 
 @leaf
 def same_run(x: Any, a: int, y: Any, b: int, length: int) -> bool:
-    """Whether ``x[a:a + length]`` and ``y[b:b + length]`` are the same bytes (both in range)."""
+    """Whether ``x[a:a + length]`` and ``y[b:b + length]`` are the same bytes (both in range):
+    a block of 64 at a time, then words, and the last bytes as a word (the last eight, or the
+    first eight masked to the run where they are in both arrays), not one at a time."""
     i = 0
+    while i + BLOCK <= length:
+        if block_unequal(x, a + i, y, b + i):
+            return False
+        i += BLOCK
     while i + WORD <= length:
         if load_word(x, a + i) != load_word(y, b + i):
             return False
         i += WORD
+    if i == length:
+        return True
+    if length >= WORD:  # the last word, over the end of the one before
+        return bool(load_word(x, a + length - WORD) == load_word(y, b + length - WORD))
+    if a + WORD <= len(x) and b + WORD <= len(y):
+        differ = load_word(x, a) ^ load_word(y, b)
+        return bool((differ & ((np.uint64(1) << np.uint64(8 * length)) - np.uint64(1))) == 0)
     while i < length:
         if x[a + i] != y[b + i]:
             return False
@@ -298,7 +312,27 @@ def _string_blocks(data: Any, pos: int, end: int, lenient: bool) -> int:
 def scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
     """``pos`` is at an opening quote; the position after the closing quote, or -1.
     ``lenient``: raw control characters (U+0000-U+001F) are allowed inside the string, as
-    Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow."""
+    Python's ``json.loads(strict=False)`` and Spark's ``allowUnquotedControlChars`` allow.
+
+    Most strings are short and plain (a key, a word, an id): where the first byte after the
+    opening quote that needs a look, in a block of 64, is the closing quote, that is the end,
+    in a few instructions; else :func:`_scan_string` walks the string."""
+    first = pos + 1
+    if first + BLOCK <= end:
+        quotes = block_equal(data, first, QUOTE)
+        stops = quotes | block_equal(data, first, BACKSLASH) | block_high(data, first)
+        if not lenient:
+            stops |= block_below(data, first, CONTROL_END)
+        lowest = stops & (~stops + np.uint64(1))
+        if lowest & quotes:
+            return first + lowest_bit(lowest) + 1
+    return _scan_string(data, pos, end, lenient)
+
+
+@leaf
+def _scan_string(data: Any, pos: int, end: int, lenient: bool) -> int:
+    """:func:`scan_string`'s walk: its plain runs a block or a word at a time, its escapes and
+    characters beyond ASCII a step each."""
     pos += 1
     plain = _PLAIN_LENIENT if lenient else _PLAIN
     blocks = True

@@ -14,6 +14,7 @@ import numpy as np
 
 from dspark_json.buffers.bytes import LBRACE, LBRACKET, LOWER_N
 from dspark_json.buffers.compiled import kernel, leaf
+from dspark_json.buffers.words import prefetch
 from dspark_json.parse.json.candidates import fallback_candidate
 from dspark_json.parse.json.conform import (
     CODE_EXTRA,
@@ -25,6 +26,7 @@ from dspark_json.parse.json.conform import (
     FOUND,
     NESTED_STRIDE,
     Found,
+    Scratch,
     TypeNodes,
     check_row,
     emit_null,
@@ -39,6 +41,7 @@ from dspark_json.parse.json.grammar import (
     strip,
 )
 from dspark_json.parse.json.shapes import (
+    Shape,
     learn_shape,
     match_shape,
     no_shape,
@@ -163,53 +166,185 @@ def _grown(
 
 
 class _Kept(NamedTuple):
-    """Recorded keys gathered over a scan: ``rows[:n]``, and ``spans`` with ``stride`` entries
-    each (four a top-level key, ``NESTED_STRIDE`` a nested one), grown as needed."""
+    """Recorded keys gathered over a scan: per key its row in ``rows`` and ``stride`` entries in
+    ``spans`` (four a top-level key, ``NESTED_STRIDE`` a nested one); how many are kept is the
+    scan's state (:data:`_TOP`, :data:`_DEEPER`)."""
 
     rows: np.ndarray
     spans: np.ndarray
-    n: int
+
+
+# What a scan's row loop (a leaf: :func:`_envelope_rows`, :func:`_content_rows`) and its kernel
+# share, an entry each of a ``_STATE`` array: the loop runs without reference counts (numba
+# counts a reference to an array each time a loop reassigns it: the events, the kept keys, the
+# shape), and returns to its kernel only for what allocates: more room, a shape to learn.
+_TOP = 0  # top-level keys kept
+_DEEPER = 1  # keys deeper down kept
+_NEED = 2  # the events the row the loop stopped at needs room for (0: none)
+_LEARN = 3  # the first event of the row the loop stopped after, to learn a shape from (-1: none)
+_UNLIKE = 4  # rows that fit but did not match the shape, since it last matched or a try to learn
+_LEARN_AFTER = 5  # try to learn at the row that brings _UNLIKE to this
+_SHAPE_ROW = 6  # the row the shape was learnt from (-1: none learnt yet)
+_STATE = 7
 
 
 @kernel
 def _kept(stride: int) -> _Kept:
     """Room for the keys of a scan, ``stride`` entries each."""
-    return _Kept(np.empty(16, np.int64), np.empty(stride * 16, np.int64), 0)
+    return _Kept(np.empty(16, np.int64), np.empty(stride * 16, np.int64))
 
 
 @kernel
-def _keep(kept: _Kept, spans: Any, at: int, n: int, stride: int, row: int) -> _Kept:
-    """``kept`` with ``n`` recorded keys of ``row`` appended (``stride`` entries each, from
-    ``spans[at]`` on). Element loops only: numba compiles 2-D slice copies slowly."""
-    rows, out, count = kept.rows, kept.spans, kept.n
-    need = count + n
-    if need > len(rows):
-        size = max(2 * len(rows), need)
-        grown_rows = np.empty(size, np.int64)
-        grown_spans = np.empty(stride * size, np.int64)
-        for i in range(count):
-            grown_rows[i] = rows[i]
-        for i in range(stride * count):
-            grown_spans[i] = out[i]
-        rows, out = grown_rows, grown_spans
+def _kept_room(kept: _Kept, n: int, free: int, stride: int) -> _Kept:
+    """``kept`` (``n`` keys in it), grown where fewer than ``free`` more keys fit. Element loops
+    only: numba compiles 2-D slice copies slowly."""
+    rows, spans = kept.rows, kept.spans
+    if len(rows) - n >= free:
+        return kept
+    size = max(2 * len(rows), n + free)
+    grown_rows = np.empty(size, np.int64)
+    grown_spans = np.empty(stride * size, np.int64)
+    for i in range(n):
+        grown_rows[i] = rows[i]
+    for i in range(stride * n):
+        grown_spans[i] = spans[i]
+    return _Kept(grown_rows, grown_spans)
+
+
+@leaf
+def _keep(
+    kept: _Kept, spans: Any, at: int, n: int, stride: int, row: int, state: Any, slot: int
+) -> None:
+    """``n`` recorded keys of ``row`` (``stride`` entries each, from ``spans[at]`` on) appended
+    to ``kept``, which has room; ``state[slot]`` counts them."""
+    rows, out, count = kept.rows, kept.spans, state[slot]
     for r in range(n):
         rows[count] = row
         for c in range(stride):
             out[stride * count + c] = spans[at + stride * r + c]
         count += 1
-    return _Kept(rows, out, count)
+    state[slot] = count
+
+
+@leaf
+def _keep_row(found: Found, row: int, top: _Kept, nested: _Kept, state: Any) -> bool:
+    """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
+    walk in Python (more keys than recorded), else its keys appended to ``top`` and
+    ``nested`` (which have room for a row's: :func:`_room`)."""
+    if found.counts[0] < 0:
+        return True
+    _keep(top, found.spans, 0, found.counts[0], 4, row, state, _TOP)
+    _keep(nested, found.spans, 4 * FOUND, found.counts[1], NESTED_STRIDE, row, state, _DEEPER)
+    return False
+
+
+@leaf
+def _deeper(found: Found) -> int:
+    """The most keys deeper down ``found`` records in a row."""
+    return (len(found.spans) - 4 * FOUND) // NESTED_STRIDE
+
+
+@leaf
+def _room(top: _Kept, nested: _Kept, found: Found, state: Any) -> bool:
+    """Whether ``top`` and ``nested`` have room for the most keys a row records."""
+    top_room: bool = len(top.rows) - state[_TOP] >= FOUND
+    return top_room and len(nested.rows) - state[_DEEPER] >= _deeper(found)
+
+
+#: Bytes in a cache line (x86 and most ARM cores).
+_LINE = 64
+
+
+@leaf
+def _prefetch_row(data: Any, offsets: Any, i: int, hi: int) -> None:
+    """Ask for row ``i``'s bytes (if it is one of the scan's) a cache line at a time."""
+    if i < hi:
+        for pos in range(offsets[i], offsets[i + 1], _LINE):
+            prefetch(data, pos)
 
 
 @kernel
-def _keep_row(found: Found, row: int, top: _Kept, nested: _Kept) -> tuple[bool, _Kept, _Kept]:
-    """After :func:`check_row` of a row that fits but for unknown keys: whether it needs a
-    walk in Python (more keys than recorded), else its keys appended to ``top`` and
-    ``nested``."""
-    if found.counts[0] < 0:
-        return True, top, nested
-    top = _keep(top, found.spans, 0, found.counts[0], 4, row)
-    nested = _keep(nested, found.spans, 4 * FOUND, found.counts[1], NESTED_STRIDE, row)
-    return False, top, nested
+def _new_state() -> Any:
+    """A scan's state (``_STATE`` entries) before its first row: no keys kept, no room asked
+    for, no shape learnt, one fitting row before the first try to learn."""
+    state = np.zeros(_STATE, np.int64)
+    state[_LEARN] = -1
+    state[_LEARN_AFTER] = 1
+    state[_SHAPE_ROW] = -1
+    return state
+
+
+@leaf
+def _envelope_rows(
+    offsets: Any,
+    data: Any,
+    valid: Any,
+    nodes: TypeNodes,
+    strict: bool,
+    shapes: bool,
+    lo: int,
+    i: int,
+    hi: int,
+    widest: int,
+    events: Any,
+    n_events: Any,
+    work: Scratch,
+    found: Found,
+    shape: Shape,
+    seg_pos: Any,
+    top: _Kept,
+    nested: _Kept,
+    state: Any,
+    codes: Any,
+    deep: Any,
+    repeats_keys_of: Any,
+) -> int:
+    """:func:`scan_envelope_fit`'s rows from ``i`` on, up to ``hi`` or to a row that needs its
+    kernel (room for its events, ``state[_NEED]``, or for its keys), or after a row to learn a
+    shape from (``state[_LEARN]``): the row to go on from."""
+    while i < hi:
+        start, end = offsets[i], offsets[i + 1]
+        n0 = n_events[0]
+        # A byte starts at most one value, and a value writes at most ``widest`` events.
+        need = (end - start + 1) * widest
+        if 3 * (n0 + need) > len(events):
+            state[_NEED] = need
+            return i
+        if not _room(top, nested, found, state):
+            return i
+        _prefetch_row(data, offsets, i + 1, hi)
+        matched = False
+        shape_row = state[_SHAPE_ROW]
+        if valid[i] and shapes and shape_row >= 0:
+            n1 = match_shape(data, start, end, shape, nodes, events, n0, seg_pos)
+            if n1 >= 0:
+                n_events[0] = n1
+                matched = True
+                state[_UNLIKE] = 0
+                codes[i - lo] = CODE_FITS
+                if records_keys(shape):  # its unknown keys, where the walk records them
+                    replay_keys(shape, seg_pos, found)
+                    codes[i - lo] = CODE_EXTRA
+                    repeats_keys_of[i - lo] = shape_row
+        learn = False
+        if valid[i] and not matched:
+            json_kind, code = check_row(
+                data, start, end, nodes, work, found, strict, events, n_events
+            )
+            codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
+            fits = codes[i - lo] == CODE_FITS or codes[i - lo] == CODE_EXTRA
+            if shapes and fits:
+                state[_UNLIKE] += 1
+                learn = state[_UNLIKE] >= state[_LEARN_AFTER]  # the first shape, or a new one
+        if codes[i - lo] == CODE_EXTRA:
+            deep[i - lo] = _keep_row(found, i, top, nested, state)
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = emit_null(events, n0, 0, nodes)
+        i += 1
+        if learn:
+            state[_LEARN] = n0
+            return i
+    return i
 
 
 @kernel
@@ -229,7 +364,8 @@ def scan_envelope_fit(
     the envelope type ``nodes``. ``strict``: always False, the envelope is never lenient (a
     parameter, not a constant, so that :func:`check_row` compiles once for every caller);
     ``shapes``: rows that repeat the shape of a row before them skip the walk
-    (:mod:`dspark_json.parse.json.shapes`), with the same result."""
+    (:mod:`dspark_json.parse.json.shapes`), with the same result. The rows are walked by
+    :func:`_envelope_rows`; this loop makes room and learns shapes."""
     codes = np.full(hi - lo, CODE_NULL, np.int8)
     deep = np.zeros(hi - lo, np.bool_)
     work = scratch(len(nodes.field_node))
@@ -241,65 +377,127 @@ def scan_envelope_fit(
     n_events = np.zeros(1, np.int64)
     repeats_keys_of = np.full(hi - lo, -1, np.int64)
     shape = no_shape()
-    shape_row = -1  # the row the shape was learnt from (-1: none learnt yet)
     seg_pos = np.empty(1, np.int64)  # where the shape's static segments start in a row
-    unlike = 0  # rows that fit but did not match, since the shape last matched or a try to learn
-    learn_after = 1  # try to learn at the row that brings ``unlike`` to this
-    for i in range(lo, hi):
-        start, end = offsets[i], offsets[i + 1]
-        n0 = n_events[0]
-        # A byte starts at most one value, and a value writes at most ``widest`` events.
-        need = (end - start + 1) * widest
-        if 3 * (n0 + need) > len(events):  # here, not a call per row (benchmarks/README.md)
-            events = _grown(events, n0, need, offsets, i, lo, hi, widest)
-        matched = False
-        if valid[i] and shapes and shape_row >= 0:
-            n1 = match_shape(data, start, end, shape, nodes, events, n0, seg_pos)
-            if n1 >= 0:
-                n_events[0] = n1
-                matched = True
-                unlike = 0
-                codes[i - lo] = CODE_FITS
-                if records_keys(shape):  # its unknown keys, where the walk records them
-                    replay_keys(shape, seg_pos, found)
-                    codes[i - lo] = CODE_EXTRA
-                    repeats_keys_of[i - lo] = shape_row
-        if valid[i] and not matched:
-            json_kind, code = check_row(
-                data, start, end, nodes, work, found, strict, events, n_events
-            )
-            codes[i - lo] = code if json_kind == KIND_OBJECT else CODE_INVALID
-            fits = codes[i - lo] == CODE_FITS or codes[i - lo] == CODE_EXTRA
-            if shapes and fits:
-                unlike += 1
-                if unlike >= learn_after:  # the first shape, or a new one
-                    learnt, learned = learn_shape(
-                        data, start, end, events, n0, n_events[0], nodes.kind, found
-                    )
-                    unlike = 0
-                    if learnt:
-                        shape = learned
-                        shape_row = i
-                        if records_keys(shape):
-                            repeats_keys_of[i - lo] = i
-                        seg_pos = np.empty(len(shape[1]), np.int64)
-                        learn_after = _RELEARN
-                    else:  # not learnable: wait twice as long before the next try
-                        learn_after = min(2 * learn_after, _MAX_LEARN_WAIT)
-        if codes[i - lo] == CODE_EXTRA:
-            deep[i - lo], top, nested = _keep_row(found, i, top, nested)
-        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = emit_null(events, n0, 0, nodes)
+    state = _new_state()
+    i = lo
+    while i < hi:
+        i = _envelope_rows(
+            offsets, data, valid, nodes, strict, shapes, lo, i, hi, widest, events, n_events,
+            work, found, shape, seg_pos, top, nested, state, codes, deep, repeats_keys_of,
+        )  # fmt: skip
+        if state[_NEED] > 0:  # here, not a call per row (benchmarks/README.md)
+            events = _grown(events, n_events[0], state[_NEED], offsets, i, lo, hi, widest)
+            state[_NEED] = 0
+        top = _kept_room(top, state[_TOP], FOUND, 4)
+        nested = _kept_room(nested, state[_DEEPER], _deeper(found), NESTED_STRIDE)
+        if state[_LEARN] >= 0:  # the row before i fits, and it is time to learn its shape
+            row = i - 1
+            learnt, learned = learn_shape(
+                data, offsets[row], offsets[row + 1], events, state[_LEARN], n_events[0],
+                nodes.kind, found,
+            )  # fmt: skip
+            state[_LEARN] = -1
+            state[_UNLIKE] = 0
+            if learnt:
+                shape = learned
+                state[_SHAPE_ROW] = row
+                if records_keys(shape):
+                    repeats_keys_of[row - lo] = row
+                seg_pos = np.empty(len(shape[1]), np.int64)
+                state[_LEARN_AFTER] = _RELEARN
+            else:  # not learnable: wait twice as long before the next try
+                state[_LEARN_AFTER] = min(2 * state[_LEARN_AFTER], _MAX_LEARN_WAIT)
     return EnvelopeScan(
         codes,
         deep,
-        top.rows[: top.n],
-        top.spans[: 4 * top.n],
+        top.rows[: state[_TOP]],
+        top.spans[: 4 * state[_TOP]],
         events[: 3 * n_events[0]],
-        nested.rows[: nested.n],
-        nested.spans[: NESTED_STRIDE * nested.n],
+        nested.rows[: state[_DEEPER]],
+        nested.spans[: NESTED_STRIDE * state[_DEEPER]],
         repeats_keys_of,
     )
+
+
+@leaf
+def _content_rows(
+    offsets: Any,
+    data: Any,
+    valid: Any,
+    nodes: TypeNodes,
+    lenient: bool,
+    lo: int,
+    i: int,
+    hi: int,
+    widest: int,
+    events: Any,
+    n_events: Any,
+    work: Scratch,
+    found: Found,
+    top: _Kept,
+    nested: _Kept,
+    state: Any,
+    starts: Any,
+    ends: Any,
+    codes: Any,
+    deep: Any,
+) -> int:
+    """:func:`scan_content_fit`'s rows from ``i`` on, up to ``hi`` or to a row that needs
+    its kernel (room for its events, ``state[_NEED]``, or for its keys): the row to go on
+    from."""
+    lenient_off = lenient and not lenient  # noqa: SIM220  (False, typed bool: one check_row)
+    no_events = n_events[:0]
+    while i < hi:
+        n0 = n_events[0]
+        if 3 * (n0 + widest) > len(events):
+            state[_NEED] = widest
+            return i
+        if not _room(top, nested, found, state):
+            return i
+        _prefetch_row(data, offsets, i + 1, hi)
+        if not valid[i]:
+            n_events[0] = emit_null(events, n0, 0, nodes)
+            i += 1
+            continue
+        start, end = strip(data, offsets[i], offsets[i + 1])
+        need = (end - start + 1) * widest
+        if 3 * (n0 + need) > len(events):
+            state[_NEED] = need
+            return i
+        json_kind, code = KIND_NONE, CODE_MISFIT
+        if start < end:
+            json_kind, code = check_row(
+                data, start, end, nodes, work, found, lenient_off, events, n_events
+            )
+            if json_kind == KIND_INVALID and data[start] != LBRACE and data[start] != LBRACKET:
+                located, start, end = fallback_candidate(data, start, end)
+                if located:
+                    n_events[0] = n0
+                    json_kind, code = check_row(
+                        data, start, end, nodes, work, found, lenient_off, events, n_events
+                    )
+                else:
+                    json_kind = KIND_NONE
+            if json_kind == KIND_INVALID and lenient:
+                json_kind, code = check_row(
+                    data, start, end, nodes, work, found, lenient, events, no_events
+                )
+                code = CODE_MISFIT
+        starts[i - lo], ends[i - lo] = start, end
+        if json_kind == KIND_NONE:
+            codes[i - lo] = CODE_NONE
+        elif json_kind == KIND_INVALID:
+            codes[i - lo] = CODE_INVALID
+        elif data[start] == LOWER_N:  # null
+            codes[i - lo] = CODE_MISFIT
+        else:
+            codes[i - lo] = code
+            if code == CODE_EXTRA:
+                deep[i - lo] = _keep_row(found, i, top, nested, state)
+        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
+            n_events[0] = emit_null(events, n0, 0, nodes)
+        i += 1
+    return i
 
 
 @kernel
@@ -321,9 +519,9 @@ def scan_content_fit(
     The candidate is found by the strict rule; with ``lenient``, a candidate that is valid JSON
     but for raw control characters inside strings is ``CODE_MISFIT`` (the reference parser reads
     it; pyarrow's reader would refuse it), not ``CODE_INVALID``: a clean row costs nothing more.
-    ``spare``: where the events are written (:func:`_first_events`).
+    ``spare``: where the events are written (:func:`_first_events`). The rows are walked by
+    :func:`_content_rows`; this loop makes room.
     """
-    lenient_off = lenient and not lenient  # noqa: SIM220  (False, typed bool: one check_row)
     starts = np.zeros(hi - lo, np.int64)
     ends = np.zeros(hi - lo, np.int64)
     codes = np.full(hi - lo, CODE_NULL, np.int8)
@@ -335,57 +533,26 @@ def scan_content_fit(
     widest = widest_value(nodes)
     events = _first_events(spare, hi - lo)
     n_events = np.zeros(1, np.int64)
-    for i in range(lo, hi):
-        n0 = n_events[0]
-        if 3 * (n0 + widest) > len(events):
-            events = _grown(events, n0, widest, offsets, i, lo, hi, widest)
-        if not valid[i]:
-            n_events[0] = emit_null(events, n0, 0, nodes)
-            continue
-        start, end = strip(data, offsets[i], offsets[i + 1])
-        need = (end - start + 1) * widest
-        if 3 * (n0 + need) > len(events):  # here, not a call per row (benchmarks/README.md)
-            events = _grown(events, n0, need, offsets, i, lo, hi, widest)
-        json_kind, code = KIND_NONE, CODE_MISFIT
-        if start < end:
-            json_kind, code = check_row(
-                data, start, end, nodes, work, found, lenient_off, events, n_events
-            )
-            if json_kind == KIND_INVALID and data[start] != LBRACE and data[start] != LBRACKET:
-                located, start, end = fallback_candidate(data, start, end)
-                if located:
-                    n_events[0] = n0
-                    json_kind, code = check_row(
-                        data, start, end, nodes, work, found, lenient_off, events, n_events
-                    )
-                else:
-                    json_kind = KIND_NONE
-            if json_kind == KIND_INVALID and lenient:
-                json_kind, code = check_row(
-                    data, start, end, nodes, work, found, lenient, events, n_events[:0]
-                )
-                code = CODE_MISFIT
-        starts[i - lo], ends[i - lo] = start, end
-        if json_kind == KIND_NONE:
-            codes[i - lo] = CODE_NONE
-        elif json_kind == KIND_INVALID:
-            codes[i - lo] = CODE_INVALID
-        elif data[start] == LOWER_N:  # null
-            codes[i - lo] = CODE_MISFIT
-        else:
-            codes[i - lo] = code
-            if code == CODE_EXTRA:
-                deep[i - lo], top, nested = _keep_row(found, i, top, nested)
-        if codes[i - lo] != CODE_FITS and codes[i - lo] != CODE_EXTRA:
-            n_events[0] = emit_null(events, n0, 0, nodes)
+    state = _new_state()
+    i = lo
+    while i < hi:
+        i = _content_rows(
+            offsets, data, valid, nodes, lenient, lo, i, hi, widest, events, n_events, work,
+            found, top, nested, state, starts, ends, codes, deep,
+        )  # fmt: skip
+        if state[_NEED] > 0:  # here, not a call per row (benchmarks/README.md)
+            events = _grown(events, n_events[0], state[_NEED], offsets, i, lo, hi, widest)
+            state[_NEED] = 0
+        top = _kept_room(top, state[_TOP], FOUND, 4)
+        nested = _kept_room(nested, state[_DEEPER], _deeper(found), NESTED_STRIDE)
     return ContentScan(
         starts,
         ends,
         codes,
         deep,
-        top.rows[: top.n],
-        top.spans[: 4 * top.n],
+        top.rows[: state[_TOP]],
+        top.spans[: 4 * state[_TOP]],
         events[: 3 * n_events[0]],
-        nested.rows[: nested.n],
-        nested.spans[: NESTED_STRIDE * nested.n],
+        nested.rows[: state[_DEEPER]],
+        nested.spans[: NESTED_STRIDE * state[_DEEPER]],
     )

@@ -50,7 +50,7 @@ from dspark_json.parse.json.conform import (
     T_STRING,
     Found,
     TypeNodes,
-    number_fits,
+    scan_fitted_number,
 )
 from dspark_json.parse.json.grammar import same_run, scan_literal, scan_number, scan_string, skip_ws
 
@@ -314,11 +314,8 @@ def match_shape(
         else:
             if c != MINUS and not ZERO <= c <= NINE:
                 return -1
-            after = scan_number(data, pos, end)
-            if after < 0:
-                return -1
-            fits, value = number_fits(data, pos, after, t, low[node], high[node])
-            if fits < 0:
+            after, fits, value = scan_fitted_number(data, pos, end, t, low[node], high[node])
+            if after < 0 or not fits:
                 return -1
             if t == T_INT:
                 events[at + 1] = 1
