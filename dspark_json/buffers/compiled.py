@@ -1,8 +1,8 @@
 """How the parse kernels are compiled: the two numba decorators every kernel module uses.
 
-- :func:`kernel`: compiled once per machine (``cache=True``: the machine code is kept beside
-  the module, :mod:`dspark_json.parse.warmup` explains where), and without the GIL, so the
-  scans of one batch run on threads side by side.
+- :func:`kernel`: compiled once per machine (numba's cache, as ``cache=True``: the machine code
+  is kept beside the module, :mod:`dspark_json.parse.warmup` explains where), and without the
+  GIL, so the scans of one batch run on threads side by side.
 - :func:`leaf`: the same, without numba's reference counting (``_nrt=False``), for the functions
   that neither allocate nor return an array, which are most of them: the byte scans a scan calls
   per token. numba counts a reference to each array a compiled function receives, with an atomic
@@ -75,13 +75,14 @@ def _source(path: str) -> tuple[bytes, tuple[str, ...]]:
             continue
         base = origin.decode()
         names.append(base)
-        for name in imported.strip(b"()").replace(b"\n", b" ").split(b","):
-            word = name.split()[0].decode() if name.split() else ""
-            if word.isidentifier():
-                names.append(f"{base}.{word}")  # a submodule, where it is one
+        for name in re.sub(rb"#[^\n]*", b"", imported).strip(b"()").split(b","):
+            words = name.split()  # "a as b"
+            if words and words[0].decode().isidentifier():
+                names.append(f"{base}.{words[0].decode()}")  # a submodule, where it is one
     return hashlib.sha256(text).digest(), tuple(names)
 
 
+@functools.cache
 def _module_file(root: str, name: str) -> str | None:
     path = os.path.join(root, *name.split("."))
     for candidate in (f"{path}.py", os.path.join(path, "__init__.py")):
@@ -95,7 +96,7 @@ def package_digest(path: str, module: str) -> str:
     """A digest of the source file ``path`` (the module named ``module``) and of every module of
     the same top-level package it imports, transitively: what a kernel defined there can compile
     into itself. Read from the files, once per process."""
-    top = module.split(".")[0]
+    top = module.partition(".")[0]
     depth = module.count(".") + (os.path.basename(path) == "__init__.py")
     root = os.path.dirname(os.path.abspath(path))
     for _ in range(depth):
@@ -104,7 +105,7 @@ def package_digest(path: str, module: str) -> str:
     todo = list(seen)
     while todo:
         for name in _source(todo.pop())[1]:
-            if name.split(".")[0] != top:
+            if name.partition(".")[0] != top:
                 continue
             found = _module_file(root, name)
             if found is not None and found not in seen:
@@ -142,7 +143,7 @@ def _package_cache() -> Any:
         logger.debug("numba's default kernel cache (no stamp of imported modules): %r", error)
         return None
 
-    class PackageLocator(_CacheLocator):  # type: ignore[misc]
+    class PackageLocator(_CacheLocator):
         """numba's locator (same place), its stamp with the digest of the package imports."""
 
         def __init__(self, located: Any, digest: str) -> None:
@@ -164,14 +165,14 @@ def _package_cache() -> Any:
         def get_disambiguator(self) -> Any:
             return self._located.get_disambiguator()
 
-    class PackageCacheImpl(CompileResultCacheImpl):  # type: ignore[misc]
+    class PackageCacheImpl(CompileResultCacheImpl):
         def __init__(self, py_func: Any) -> None:
-            super().__init__(py_func)
+            super().__init__(py_func)  # type: ignore[no-untyped-call]
             path = inspect.getfile(py_func)
             digest = package_digest(path, py_func.__module__)
             self._locator = PackageLocator(self._locator, digest)
 
-    class PackageCache(FunctionCache):  # type: ignore[misc]
+    class PackageCache(FunctionCache):
         _impl_class = PackageCacheImpl
 
     return PackageCache
