@@ -39,6 +39,14 @@ print(json.dumps([k.run(), sum(k.run.stats.cache_hits.values())]))
 """
 
 
+def _module(package: Path, name: str) -> Path:
+    return package / f"{name}.py"
+
+
+def _write(package: Path, name: str, text: str) -> None:
+    _module(package, name).write_text(text)
+
+
 def _run(root: Path) -> tuple[int, int]:
     """``kpkg.kernels.run()`` in a fresh interpreter, and how many of its overloads numba's
     cache held."""
@@ -57,22 +65,22 @@ def _run(root: Path) -> tuple[int, int]:
 def test_a_kernel_sees_the_new_code_of_the_modules_it_imports(tmp_path: Path) -> None:
     package = tmp_path / "kpkg"
     package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "kernels.py").write_text(_KERNEL)
-    (package / "leaves.py").write_text(_LEAF.format(one=1))
-    (package / "numbers.py").write_text("TEN = 10\n")
-    kernels = os.stat(package / "kernels.py")
+    _write(package, "__init__", "")
+    _write(package, "kernels", _KERNEL)
+    _write(package, "leaves", _LEAF.format(one=1))
+    _write(package, "numbers", "TEN = 10\n")
+    kernels = _module(package, "kernels").stat()
 
     assert _run(tmp_path) == (111, 0)  # compiled, cached
     assert _run(tmp_path) == (111, 1)  # loaded: nothing changed
 
-    (package / "leaves.py").write_text(_LEAF.format(one=2))  # the leaf only
+    _write(package, "leaves", _LEAF.format(one=2))  # the leaf only
     assert _run(tmp_path)[0] == 112
-    (package / "numbers.py").write_text("TEN = 20\n")  # a constant, two imports away
+    _write(package, "numbers", "TEN = 20\n")  # a constant, two imports away
     assert _run(tmp_path)[0] == 122
     assert _run(tmp_path) == (122, 1)
 
-    after = os.stat(package / "kernels.py")
+    after = _module(package, "kernels").stat()
     assert (after.st_mtime_ns, after.st_size) == (kernels.st_mtime_ns, kernels.st_size)
 
 
@@ -86,14 +94,14 @@ def test_our_kernels_use_the_package_cache() -> None:
 def test_the_digest_covers_the_modules_a_kernel_imports(tmp_path: Path) -> None:
     package = tmp_path / "kpkg"
     package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "kernels.py").write_text("from kpkg import leaves\nimport os\n")
-    (package / "leaves.py").write_text("ONE = 1\n")
-    path = str(package / "kernels.py")
+    _write(package, "__init__", "")
+    _write(package, "kernels", "from kpkg import leaves\nimport os\n")
+    _write(package, "leaves", "ONE = 1\n")
+    path = str(_module(package, "kernels"))
     before = compiled.package_digest(path, "kpkg.kernels")
     compiled.package_digest.cache_clear()
     compiled._source.cache_clear()
-    (package / "leaves.py").write_text("ONE = 2\n")
+    _write(package, "leaves", "ONE = 2\n")
     assert compiled.package_digest(path, "kpkg.kernels") != before
 
 
