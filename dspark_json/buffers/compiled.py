@@ -120,7 +120,7 @@ def package_digest(path: str, module: str) -> str:
 
 def _cached(dispatcher: Any) -> Any:
     """Cache ``dispatcher``'s machine code with :class:`_PackageCache`, else numba's own."""
-    if _PackageCache is not None:
+    if _PackageCache is not None and hasattr(dispatcher, "_cache"):  # numba's NullCache so far
         try:
             dispatcher._cache = _PackageCache(dispatcher.py_func)
             return dispatcher
