@@ -11,7 +11,10 @@ Where numba keeps its cache (decided per machine, not by us): ``__pycache__`` ne
 package's sources when writable, else the user-wide cache (``~/.cache/numba``), or
 ``NUMBA_CACHE_DIR`` when set. On a cluster with a read-only site-packages, set
 ``NUMBA_CACHE_DIR`` to a node-local writable directory (``spark.executorEnv.NUMBA_CACHE_DIR``);
-an ephemeral node compiles once, in the background, per node.
+an ephemeral node compiles once, in the background, per node. A cached kernel is compiled again
+when its module or any module of the package it imports has changed (numba alone looks at its
+module only: :mod:`dspark_json.buffers.compiled`), so an upgrade or a checkout's edit never
+runs stale code and needs no cleaning of the cache.
 
 A process that ends while the thread still compiles waits for it (:func:`_join_at_exit`, up to
 :data:`EXIT_WAIT` seconds): a daemon thread stopped inside LLVM as the interpreter tears down
