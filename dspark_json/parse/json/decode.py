@@ -533,37 +533,45 @@ class _Columns:
             return pa.nulls(hi - lo, arrow_type)
         kind = self.table.kinds[node]
         # Each step below is a pass over the node's values: only those its kind needs. A
-        # double's ``a`` is CONVERTED (-2) where group_events converted it.
-        null = a == -1 if kind == T_DOUBLE else a < 0
-        nulls = bool(null.any())
+        # double's ``a`` is CONVERTED (-2) where group_events converted it. Most nodes hold no
+        # null: the other kinds' minimum says so without a mask's array, made only where one is.
+        null: np.ndarray | None = None  # where the node's values are null, if any is
+        if kind == T_DOUBLE:
+            null = a == -1
+            if not null.any():
+                null = None
+        elif len(a) and int(a.min()) < 0:
+            null = a < 0
         if kind == T_STRUCT:
             fields = self.table.fields[node]
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
-            mask = pa.array(null) if nulls else None
+            mask = pa.array(null) if null is not None else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
-            lengths = np.where(null, 0, b) if nulls else b
+            lengths = b if null is None else np.where(null, 0, b)
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
-            mask = pa.array(null) if nulls else None
+            mask = pa.array(null) if null is not None else None
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_MAP:
-            lengths = np.where(null, 0, b) if nulls else b
+            lengths = b if null is None else np.where(null, 0, b)
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
-            mask = pa.array(null) if nulls else None
+            mask = pa.array(null) if null is not None else None
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
         if kind == T_STRING:
             offsets, text = self.strings[node]
             # Values held as their JSON text (an empty string here): a node that takes them.
-            as_text = a <= JSON_TEXT if nulls and self.nodes.low[node] == TEXT_ANY else None
+            as_text = (
+                a <= JSON_TEXT if null is not None and self.nodes.low[node] == TEXT_ANY else None
+            )
             held = as_text is not None and bool(as_text.any())
             if held:
                 null = a == -1
@@ -583,15 +591,16 @@ class _Columns:
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             values = b.view(np.float64)
-            for i in np.flatnonzero(a >= 0).tolist():
-                values[i] = float(self.data[a[i] : b[i]].tobytes())
-            if nulls:
+            if len(a) and int(a.max()) >= 0:  # rare: the maximum says so without a mask
+                for i in np.flatnonzero(a >= 0).tolist():
+                    values[i] = float(self.data[a[i] : b[i]].tobytes())
+            if null is not None:
                 values[null] = 0.0
-            return _as(pa.array(values, mask=null if nulls else None), arrow_type)
+            return _as(pa.array(values, mask=null), arrow_type)
         if kind == T_INT:
-            return _as(pa.array(b, mask=null if nulls else None), arrow_type)
+            return _as(pa.array(b, mask=null), arrow_type)
         if kind == T_BOOL:
-            return _as(pa.array(b != 0, mask=null if nulls else None), arrow_type)
+            return _as(pa.array(b != 0, mask=null), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _with_texts(
@@ -610,7 +619,7 @@ def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
     return array if array.type == arrow_type else array.cast(arrow_type)
 
 
-def _validity(null: np.ndarray) -> pa.Buffer | None:
-    if not null.any():
+def _validity(null: np.ndarray | None) -> pa.Buffer | None:
+    if null is None or not null.any():
         return None
     return pa.py_buffer(np.packbits(~null, bitorder="little"))
