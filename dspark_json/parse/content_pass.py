@@ -97,9 +97,8 @@ def read_contents(
     has_first = lengths > 0
     head = first[has_first]
     head_codes = codes[head]
-    # Compared on every choice, then picked: a take would copy the strings first.
-    length = pc.equal(fields["finish_reason"], "length")
-    truncated = pc.fill_null(length, False).to_numpy(zero_copy_only=False)[head]
+    head_length = pc.equal(fields["finish_reason"].take(pa.array(head)), "length")
+    truncated = pc.fill_null(head_length, False).to_numpy(zero_copy_only=False)
     status_head = np.full(len(head), STATUS_NOT_JSON, np.int8)
     status_head[(head_codes == scan_codes.CODE_FITS) | (head_codes == scan_codes.CODE_EXTRA)] = (
         STATUS_OK

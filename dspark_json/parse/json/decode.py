@@ -534,45 +534,37 @@ class _Columns:
             return pa.nulls(hi - lo, arrow_type)
         kind = self.table.kinds[node]
         # Each step below is a pass over the node's values: only those its kind needs. A
-        # double's ``a`` is CONVERTED (-2) where group_events converted it. Most nodes hold no
-        # null: the other kinds' minimum says so without a mask's array, made only where one is.
-        null: np.ndarray | None = None  # where the node's values are null, if any is
-        if kind == T_DOUBLE:
-            null = a == -1
-            if not null.any():
-                null = None
-        elif len(a) and int(a.min()) < 0:
-            null = a < 0
+        # double's ``a`` is CONVERTED (-2) where group_events converted it.
+        null = a == -1 if kind == T_DOUBLE else a < 0
+        nulls = bool(null.any())
         if kind == T_STRUCT:
             fields = self.table.fields[node]
             children = [self.build(fields[f.name], f.type) for f in arrow_type]
             if not children:  # a struct without fields: its length is its own events'
                 return pa.StructArray.from_buffers(arrow_type, len(a), [_validity(null)])
-            mask = pa.array(null) if null is not None else None
+            mask = pa.array(null) if nulls else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
-            lengths = b if null is None else np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
-            mask = pa.array(null) if null is not None else None
+            mask = pa.array(null) if nulls else None
             return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
         if kind == T_MAP:
-            lengths = b if null is None else np.where(null, 0, b)
+            lengths = np.where(null, 0, b) if nulls else b
             offsets = np.zeros(len(a) + 1, np.int32)
             np.cumsum(lengths, out=offsets[1:])
             keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
-            mask = pa.array(null) if null is not None else None
+            mask = pa.array(null) if nulls else None
             return pa.MapArray.from_arrays(
                 pa.array(offsets), keys, items, type=arrow_type, mask=mask
             )
         if kind == T_STRING:
             offsets, text = self.strings[node]
             # Values held as their JSON text (an empty string here): a node that takes them.
-            as_text = (
-                a <= JSON_TEXT if null is not None and self.nodes.low[node] == TEXT_ANY else None
-            )
+            as_text = a <= JSON_TEXT if nulls and self.nodes.low[node] == TEXT_ANY else None
             held = as_text is not None and bool(as_text.any())
             if held:
                 null = a == -1
@@ -592,16 +584,15 @@ class _Columns:
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
             values = b.view(np.float64)
-            if len(a) and int(a.max()) >= 0:  # rare: the maximum says so without a mask
-                for i in np.flatnonzero(a >= 0).tolist():
-                    values[i] = float(self.data[a[i] : b[i]].tobytes())
-            if null is not None:
+            for i in np.flatnonzero(a >= 0).tolist():
+                values[i] = float(self.data[a[i] : b[i]].tobytes())
+            if nulls:
                 values[null] = 0.0
-            return as_type(pa.array(values, mask=null), arrow_type)
+            return as_type(pa.array(values, mask=null if nulls else None), arrow_type)
         if kind == T_INT:
-            return as_type(pa.array(b, mask=null), arrow_type)
+            return as_type(pa.array(b, mask=null if nulls else None), arrow_type)
         if kind == T_BOOL:
-            return as_type(pa.array(b != 0, mask=null), arrow_type)
+            return as_type(pa.array(b != 0, mask=null if nulls else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _with_texts(
@@ -616,7 +607,7 @@ class _Columns:
         return pc.if_else(pa.array(as_text), spread, strings)
 
 
-def _validity(null: np.ndarray | None) -> pa.Buffer | None:
-    if null is None or not null.any():
+def _validity(null: np.ndarray) -> pa.Buffer | None:
+    if not null.any():
         return None
     return pa.py_buffer(np.packbits(~null, bitorder="little"))
