@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 __all__ = [
+    "as_type",
     "contiguous",
     "contiguous_table",
     "shown_as_text",
@@ -42,6 +43,12 @@ def to_string_array(bodies: pa.Array | pa.ChunkedArray | Sequence[str | bytes | 
     except UnicodeEncodeError:  # lone surrogates in a str: keep them as bytes the scans reject
         raw = [b.encode("utf-8", "surrogatepass") if b is not None else None for b in items]
         return pa.array(raw, pa.large_binary()).view(pa.large_string())
+
+
+def as_type(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
+    """``array`` cast to ``arrow_type``: itself where it is of that type already (a cast to
+    its own type still costs a compute call, which adds up over a small batch's columns)."""
+    return array if array.type.equals(arrow_type, check_metadata=True) else array.cast(arrow_type)
 
 
 def contiguous(column: pa.ChunkedArray) -> pa.Array:

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from pyspark.sql.types import StructType
 
 from dspark_json.buffers.arrow import (
+    as_type,
     contiguous,
     shown_as_text,
     string_buffers,
@@ -409,7 +410,7 @@ class Vectorised:
                 columns[RESCUED_DATA.name], tools, aside
             )
         return pa.Table.from_arrays(
-            [columns[f.name].cast(f.type) for f in self.target], schema=self.target
+            [as_type(columns[f.name], f.type) for f in self.target], schema=self.target
         )
 
     def _scan_texts(

@@ -35,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dspark_json.buffers.arrow import as_type
 from dspark_json.buffers.bytes import (
     BACKSLASH,
     CASE_BIT,
@@ -571,14 +572,14 @@ class _Columns:
                 strings = pa.StringArray.from_buffers(
                     len(a), pa.py_buffer(offsets), pa.py_buffer(text), _validity(null)
                 )
-                return _as(strings, arrow_type)
+                return as_type(strings, arrow_type)
             strings = pa.LargeStringArray.from_buffers(
                 len(a), pa.py_buffer(offsets.astype(np.int64)), pa.py_buffer(text),
                 _validity(null),
             )  # fmt: skip
             if as_text is not None and held:
                 strings = self._with_texts(strings, as_text, JSON_TEXT - a[as_text], b[as_text])
-            return _as(strings, arrow_type)
+            return as_type(strings, arrow_type)
         if self.kept and kind in (T_DOUBLE, T_INT):  # the column keeps its values
             b = b.copy()
         if kind == T_DOUBLE:  # converted by group_events but the numbers Python's float reads
@@ -587,11 +588,11 @@ class _Columns:
                 values[i] = float(self.data[a[i] : b[i]].tobytes())
             if nulls:
                 values[null] = 0.0
-            return _as(pa.array(values, mask=null if nulls else None), arrow_type)
+            return as_type(pa.array(values, mask=null if nulls else None), arrow_type)
         if kind == T_INT:
-            return _as(pa.array(b, mask=null if nulls else None), arrow_type)
+            return as_type(pa.array(b, mask=null if nulls else None), arrow_type)
         if kind == T_BOOL:
-            return _as(pa.array(b != 0, mask=null if nulls else None), arrow_type)
+            return as_type(pa.array(b != 0, mask=null if nulls else None), arrow_type)
         return pa.nulls(len(a), arrow_type)
 
     def _with_texts(
@@ -604,10 +605,6 @@ class _Columns:
         index = np.cumsum(as_text) - 1
         spread = texts.take(pa.array(index, mask=~as_text))
         return pc.if_else(pa.array(as_text), spread, strings)
-
-
-def _as(array: pa.Array, arrow_type: pa.DataType) -> pa.Array:
-    return array if array.type == arrow_type else array.cast(arrow_type)
 
 
 def _validity(null: np.ndarray) -> pa.Buffer | None:
