@@ -211,6 +211,31 @@ def _kept_room(kept: _Kept, n: int, free: int, stride: int) -> _Kept:
     return _Kept(grown_rows, grown_spans)
 
 
+@kernel
+def _room_after(
+    events: Any,
+    n: int,
+    state: Any,
+    offsets: Any,
+    i: int,
+    lo: int,
+    hi: int,
+    widest: int,
+    top: _Kept,
+    nested: _Kept,
+    found: Found,
+) -> tuple[Any, _Kept, _Kept]:
+    """What a scan's row loop stopped at row ``i`` for, done in its kernel: room for the events
+    the row needs (``state[_NEED]``: here, not a call per row, benchmarks/README.md) and for
+    the keys the next row may keep (its most top-level keys, its most deeper ones)."""
+    if state[_NEED] > 0:
+        events = _grown(events, n, state[_NEED], offsets, i, lo, hi, widest)
+        state[_NEED] = 0
+    top = _kept_room(top, state[_TOP], FOUND, 4)
+    nested = _kept_room(nested, state[_DEEPER], _deeper(found), NESTED_STRIDE)
+    return events, top, nested
+
+
 @leaf
 def _keep(
     kept: _Kept, spans: Any, at: int, n: int, stride: int, row: int, state: Any, slot: int
@@ -385,11 +410,9 @@ def scan_envelope_fit(
             offsets, data, valid, nodes, strict, shapes, lo, i, hi, widest, events, n_events,
             work, found, shape, seg_pos, top, nested, state, codes, deep, repeats_keys_of,
         )  # fmt: skip
-        if state[_NEED] > 0:  # here, not a call per row (benchmarks/README.md)
-            events = _grown(events, n_events[0], state[_NEED], offsets, i, lo, hi, widest)
-            state[_NEED] = 0
-        top = _kept_room(top, state[_TOP], FOUND, 4)
-        nested = _kept_room(nested, state[_DEEPER], _deeper(found), NESTED_STRIDE)
+        events, top, nested = _room_after(
+            events, n_events[0], state, offsets, i, lo, hi, widest, top, nested, found
+        )
         if state[_LEARN] >= 0:  # the row before i fits, and it is time to learn its shape
             row = i - 1
             learnt, learned = learn_shape(
@@ -540,11 +563,9 @@ def scan_content_fit(
             offsets, data, valid, nodes, lenient, lo, i, hi, widest, events, n_events, work,
             found, top, nested, state, starts, ends, codes, deep,
         )  # fmt: skip
-        if state[_NEED] > 0:  # here, not a call per row (benchmarks/README.md)
-            events = _grown(events, n_events[0], state[_NEED], offsets, i, lo, hi, widest)
-            state[_NEED] = 0
-        top = _kept_room(top, state[_TOP], FOUND, 4)
-        nested = _kept_room(nested, state[_DEEPER], _deeper(found), NESTED_STRIDE)
+        events, top, nested = _room_after(
+            events, n_events[0], state, offsets, i, lo, hi, widest, top, nested, found
+        )
     return ContentScan(
         starts,
         ends,
