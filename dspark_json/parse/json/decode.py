@@ -17,12 +17,12 @@ This module turns the events into Arrow arrays:
 Events: ``a = -1`` is null (at each node of the event's node's closure); else a struct or array
 has ``a = 1`` (``b`` = an array's length), an integer or boolean ``b`` = its value, a string or
 double ``a:b`` = its text in the data (a string's without the quotes). :func:`group_events`
-reads the events three times, in document order: a tally (each node's events and string bytes),
-the scatter by node (which converts the doubles on the way, in one IEEE operation: Clinger's
+reads the events twice, in document order: a tally (each node's values and string bytes), then
+the scatter by node, which on the way converts the doubles (in one IEEE operation: Clinger's
 exact fast path, <= 15 digits, decimal exponent within +-22; the rest, rare for model output,
-by Python's ``float``, so every value is the one the reference parser reads), and the strings'
-unescape, each node's strings into its own region (a plain string up to 64 bytes is one block
-copy; a block of escapes one byte compress where the CPU has one).
+by Python's ``float``, so every value is the one the reference parser reads) and unescapes the
+strings, each node's into its own region (a plain string up to 64 bytes is one block copy; a
+block of escapes one byte compress where the CPU has one).
 """
 
 from __future__ import annotations
@@ -545,22 +545,16 @@ class _Columns:
             mask = pa.array(null) if nulls else None
             return pa.StructArray.from_arrays(children, fields=list(arrow_type), mask=mask)
         if kind == T_ARRAY:
-            lengths = np.where(null, 0, b) if nulls else b
-            offsets = np.zeros(len(a) + 1, np.int32)
-            np.cumsum(lengths, out=offsets[1:])
+            offsets = _list_offsets(b, null, nulls)
             values = self.build(int(self.nodes.first[node]), arrow_type.value_type)
             mask = pa.array(null) if nulls else None
-            return pa.ListArray.from_arrays(pa.array(offsets), values, type=arrow_type, mask=mask)
+            return pa.ListArray.from_arrays(offsets, values, type=arrow_type, mask=mask)
         if kind == T_MAP:
-            lengths = np.where(null, 0, b) if nulls else b
-            offsets = np.zeros(len(a) + 1, np.int32)
-            np.cumsum(lengths, out=offsets[1:])
+            offsets = _list_offsets(b, null, nulls)
             keys = self.build(int(self.nodes.first[node]), arrow_type.key_type)
             items = self.build(int(self.nodes.high[node]), arrow_type.item_type)
             mask = pa.array(null) if nulls else None
-            return pa.MapArray.from_arrays(
-                pa.array(offsets), keys, items, type=arrow_type, mask=mask
-            )
+            return pa.MapArray.from_arrays(offsets, keys, items, type=arrow_type, mask=mask)
         if kind == T_STRING:
             offsets, text = self.strings[node]
             # Values held as their JSON text (an empty string here): a node that takes them.
@@ -605,6 +599,14 @@ class _Columns:
         index = np.cumsum(as_text) - 1
         spread = texts.take(pa.array(index, mask=~as_text))
         return pc.if_else(pa.array(as_text), spread, strings)
+
+
+def _list_offsets(lengths: np.ndarray, null: np.ndarray, nulls: bool) -> pa.Array:
+    """The Arrow offsets of a list or map column whose rows hold ``lengths`` items (a null row,
+    ``null``, none; ``nulls``: whether there is one)."""
+    offsets = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(np.where(null, 0, lengths) if nulls else lengths, out=offsets[1:])
+    return pa.array(offsets)
 
 
 def _validity(null: np.ndarray) -> pa.Buffer | None:
